@@ -1,0 +1,287 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+)
+
+// Committer applies one run of staged batches to the table as one snapshot: the pluggable end of the pipeline.
+// The default commits through the catalog with idempotency markers, retries and fencing (see NewWriter);
+// another implementation may forward runs to a coordinator that commits for many writers. Commit is called from
+// one goroutine per writer, in sequence order, and must not return before the run's outcome is known: nil means
+// committed exactly once; an error means not committed (the writer stops, ErrWriterFailed), unless it wraps
+// ErrCommitStateUnknown.
+type Committer interface {
+	Commit(ctx context.Context, run *Run) (*CommitResult, error)
+}
+
+// Run is what the writer hands a Committer: the files of one or more consecutive batches and the markers that
+// make the commit idempotent. Every field is plain data (data files encode to manifests), so a run can be sent
+// to another process.
+type Run struct {
+	Table    table.Identifier
+	Branch   string
+	WriterID string
+	// StableID is true when the writer ID came from WithWriterID (fencing and checkpoint mirrors apply).
+	StableID bool
+	Epoch    int64
+	FirstSeq int64 // first batch sequence number in the run
+	LastSeq  int64 // last batch sequence number in the run, written as the marker
+	Token    string
+	HasToken bool
+	// BaseSnapshotID is the branch head the run was first planned against (nil: empty table). The marker search
+	// before a retry covers every snapshot committed since.
+	BaseSnapshotID *int64
+	DataFiles      []ice.DataFile
+	Rows           int64
+	Bytes          int64
+}
+
+// CommitResult reports a committed run.
+type CommitResult struct {
+	SnapshotID int64
+	// Table is the table as the commit left it, when the committer knows it (nil otherwise).
+	Table     *table.Table
+	Attempts  int
+	Conflicts int
+}
+
+// catalogCommitter is the default Committer: one transaction per run, committed with CommitTable directly (not
+// Transaction.Commit, whose internal retry would replay a commit a proxy reported as failed after it applied).
+type catalogCommitter struct {
+	cat      catalog.Catalog
+	log      *slog.Logger
+	timeout  time.Duration
+	minWait  time.Duration
+	maxWait  time.Duration
+	latest   *table.Table // the table as our last commit left it (single commit goroutine)
+	beforeFn func(attempt int) error // test hook: runs before each CommitTable
+	afterFn  func(attempt int, err error) error
+}
+
+func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration) *catalogCommitter {
+	return &catalogCommitter{cat: cat, log: log, timeout: timeout, minWait: 50 * time.Millisecond,
+		maxWait: 5 * time.Second, latest: tbl}
+}
+
+// Commit implements Committer.
+func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult, error) {
+	deadline := time.Now().Add(c.timeout)
+	res := &CommitResult{}
+	tbl := c.latest
+	var lastErr error
+	mayHaveApplied := false
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				if mayHaveApplied {
+					return nil, fmt.Errorf("%w: run %d..%d: %w", ErrCommitStateUnknown, run.FirstSeq, run.LastSeq, lastErr)
+				}
+				return nil, fmt.Errorf("iceberg: commit run %d..%d gave up after %d attempts: %w", run.FirstSeq, run.LastSeq, attempt, lastErr)
+			}
+			if err := sleepCtx(ctx, backoff(attempt, c.minWait, c.maxWait)); err != nil {
+				continue
+			}
+			fresh, err := c.cat.LoadTable(ctx, run.Table)
+			if err != nil {
+				lastErr = err
+				c.log.Warn("iceberg: reload before retry failed", "table", run.Table, "attempt", attempt, "err", err)
+				continue
+			}
+			tbl = fresh
+			// Whatever the error was, look for our marker first: a commit whose reply was lost may have applied.
+			if id, ok := findMarker(tbl.Metadata(), run); ok {
+				c.latest = tbl
+				res.SnapshotID, res.Table, res.Attempts = id, tbl, attempt+1
+				return res, nil
+			}
+			mayHaveApplied = false
+		}
+		if run.StableID {
+			if e := tableEpoch(tbl.Metadata(), run.WriterID); e > run.Epoch {
+				return nil, fmt.Errorf("%w: table epoch %d, this writer's %d", ErrFenced, e, run.Epoch)
+			}
+		}
+		meta, loc, updates, err := c.attempt(ctx, tbl, run, attempt)
+		if err == nil {
+			next := table.New(run.Table, meta, loc, tbl.FS, c.cat)
+			postCommit(ctx, c.log, tbl, next, updates)
+			c.latest = next
+			res.Table, res.Attempts = next, attempt+1
+			if s := meta.SnapshotByName(run.Branch); s != nil {
+				res.SnapshotID = s.SnapshotID
+			}
+			return res, nil
+		}
+		lastErr = err
+		if errors.Is(err, table.ErrCommitFailed) {
+			res.Conflicts++
+		}
+		var pe *permanentError
+		if errors.As(err, &pe) {
+			return nil, pe.err
+		}
+		// Any error from CommitTable other than a clean conflict may hide an applied commit.
+		mayHaveApplied = mayHaveApplied || !errors.Is(err, table.ErrCommitFailed)
+		c.log.Debug("iceberg: commit attempt failed", "table", run.Table, "attempt", attempt, "err", err)
+	}
+}
+
+// permanentError marks a failure that no retry can fix (a bad file, a schema the data no longer fits).
+type permanentError struct{ err error }
+
+func (p *permanentError) Error() string { return p.err.Error() }
+
+// attempt builds the run's transaction on tbl and submits it.
+func (c *catalogCommitter) attempt(ctx context.Context, tbl *table.Table, run *Run, attempt int) (table.Metadata, string, []table.Update, error) {
+	tx := tbl.NewTransactionOnBranch(run.Branch)
+	props := runSummary(run)
+	var err error
+	if len(run.DataFiles) > 0 {
+		if tbl.Metadata().Version() >= 3 {
+			// v3 fast appends reject WriteRecords output ("missing first_row_id"); a row delta assigns row ids.
+			err = tx.NewRowDelta(props).AddRows(run.DataFiles...).Commit(ctx)
+		} else {
+			err = tx.AddDataFiles(ctx, run.DataFiles, props, table.WithoutDuplicateCheck())
+		}
+	} else {
+		// A run of checkpoint-only batches still records its token: an empty snapshot carries the markers.
+		err = tx.AddFiles(ctx, nil, props, true)
+	}
+	if err != nil {
+		return nil, "", nil, &permanentError{fmt.Errorf("iceberg: build commit for run %d..%d: %w", run.FirstSeq, run.LastSeq, err)}
+	}
+	if run.StableID && run.HasToken {
+		// The mirror's snapshot id is not known before the commit; the sequence number is (base + 1) and is
+		// what lastCheckpoint compares, with the snapshot id filled from the pending snapshot.
+		m := checkpointMirror{Token: run.Token, Seq: run.LastSeq, Epoch: run.Epoch}
+		if s := pendingSnapshot(tx, run.Branch); s != nil {
+			m.SnapshotID, m.SeqNumber = s.SnapshotID, s.SequenceNumber
+		}
+		if err := tx.SetProperties(ice.Properties{propCkptPrefix + run.WriterID: mustJSON(m)}); err != nil {
+			return nil, "", nil, &permanentError{err}
+		}
+	}
+	tc, err := tx.TableCommit()
+	if err != nil {
+		return nil, "", nil, &permanentError{err}
+	}
+	if c.beforeFn != nil {
+		if err := c.beforeFn(attempt); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	meta, loc, err := c.cat.CommitTable(ctx, run.Table, tc.Requirements, tc.Updates)
+	if c.afterFn != nil {
+		err = c.afterFn(attempt, err)
+	}
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return meta, loc, tc.Updates, nil
+}
+
+// pendingSnapshot is the branch head a transaction would commit.
+func pendingSnapshot(tx *table.Transaction, branch string) *table.Snapshot {
+	staged, err := tx.StagedTable()
+	if err != nil {
+		return nil
+	}
+	return staged.Metadata().SnapshotByName(branch)
+}
+
+func runSummary(run *Run) ice.Properties {
+	p := ice.Properties{
+		summaryWriterID: run.WriterID,
+		summaryEpoch:    strconv.FormatInt(run.Epoch, 10),
+		summarySeq:      strconv.FormatInt(run.LastSeq, 10),
+	}
+	if run.HasToken {
+		p[summaryCheckpoint] = run.Token
+	}
+	return p
+}
+
+// findMarker looks for a snapshot since the run's base that carries the run's (writer id, epoch, seq).
+func findMarker(meta table.Metadata, run *Run) (int64, bool) {
+	var found int64
+	ok := false
+	ancestors(meta, run.Branch, func(s *table.Snapshot) bool {
+		if run.BaseSnapshotID != nil && s.SnapshotID == *run.BaseSnapshotID {
+			return true
+		}
+		w, _ := summaryProp(s, summaryWriterID)
+		e, _ := summaryProp(s, summaryEpoch)
+		q, _ := summaryProp(s, summarySeq)
+		if w == run.WriterID && e == strconv.FormatInt(run.Epoch, 10) && q == strconv.FormatInt(run.LastSeq, 10) {
+			found, ok = s.SnapshotID, true
+			return true
+		}
+		return false
+	})
+	return found, ok
+}
+
+// postCommit runs what Transaction.Commit runs after a successful catalog commit: update hooks (snapshot
+// expiry deletes files there) and the removal of metadata files that fell out of the log.
+func postCommit(ctx context.Context, log *slog.Logger, pre, post *table.Table, updates []table.Update) {
+	for _, u := range updates {
+		if err := u.PostCommit(ctx, pre, post); err != nil {
+			log.Warn("iceberg: post-commit cleanup failed", "table", post.Identifier(), "err", err)
+		}
+	}
+	if !post.Properties().GetBool(table.MetadataDeleteAfterCommitEnabledKey, table.MetadataDeleteAfterCommitEnabledDefault) {
+		return
+	}
+	keep := map[string]bool{post.MetadataLocation(): true}
+	for e := range post.Metadata().PreviousFiles() {
+		keep[e.MetadataFile] = true
+	}
+	var drop []string
+	for e := range pre.Metadata().PreviousFiles() {
+		if !keep[e.MetadataFile] {
+			drop = append(drop, e.MetadataFile)
+		}
+	}
+	if len(drop) == 0 {
+		return
+	}
+	fs, err := post.FS(ctx)
+	if err != nil {
+		return
+	}
+	for _, f := range drop {
+		if err := fs.Remove(f); err != nil {
+			log.Debug("iceberg: remove old metadata file", "file", f, "err", err)
+		}
+	}
+}
+
+func backoff(attempt int, minWait, maxWait time.Duration) time.Duration {
+	d := minWait << min(attempt-1, 16)
+	if d > maxWait || d <= 0 {
+		d = maxWait
+	}
+	// Full jitter in [d/2, d): concurrent writers that collided spread out.
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

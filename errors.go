@@ -1,0 +1,57 @@
+package iceberg
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrClosed is returned by every call after Close or Abort.
+	ErrClosed = errors.New("iceberg: writer closed")
+	// ErrWriterFailed wraps the permanent error after which the writer stopped (fail-stop): nothing accepted after
+	// the failed run is committed. Recreate the writer and replay from LastCheckpoint.
+	ErrWriterFailed = errors.New("iceberg: writer failed")
+	// ErrCommitStateUnknown means a commit's outcome could not be established (the catalog stayed unreachable past
+	// the retry budget). Its files are kept, since the table may reference them.
+	ErrCommitStateUnknown = errors.New("iceberg: commit state unknown")
+	// ErrFenced means a newer writer with the same ID took over the table.
+	ErrFenced = errors.New("iceberg: fenced by a newer writer with the same ID")
+	// ErrInvalidOption is wrapped by NewWriter errors about an option's value.
+	ErrInvalidOption = errors.New("iceberg: invalid option")
+	// ErrTokenTooLarge is returned by Checkpoint for a token over the size cap (tokens are copied into metadata).
+	ErrTokenTooLarge = errors.New("iceberg: checkpoint token too large")
+	// ErrNotSupported is returned for an operation the table or mode does not support yet.
+	ErrNotSupported = errors.New("iceberg: not supported")
+)
+
+// Errors that ColumnError wraps, for errors.Is.
+var (
+	ErrUnknownColumn  = errors.New("no such column in the table")
+	ErrTypeMismatch   = errors.New("type does not match the table")
+	ErrNullInRequired = errors.New("null in a required column")
+	ErrMissingColumn  = errors.New("required column missing")
+)
+
+// ColumnError names the column that a row or batch could not be written to.
+type ColumnError struct {
+	Column string
+	Err    error
+}
+
+// Error names the column and the reason.
+func (e *ColumnError) Error() string { return fmt.Sprintf("iceberg: column %q: %v", e.Column, e.Err) }
+
+// Unwrap returns the reason.
+func (e *ColumnError) Unwrap() error { return e.Err }
+
+func columnErr(col string, err error, format string, args ...any) error {
+	if format == "" {
+		return &ColumnError{Column: col, Err: err}
+	}
+	return &ColumnError{Column: col, Err: fmt.Errorf("%w: "+format, append([]any{err}, args...)...)}
+}
+
+// optionErr reports a bad option value, naming the option.
+func optionErr(name string, format string, args ...any) error {
+	return fmt.Errorf("%w %s: "+format, append([]any{ErrInvalidOption, name}, args...)...)
+}

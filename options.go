@@ -1,0 +1,231 @@
+package iceberg
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go/table"
+)
+
+// Mode selects how Upsert and Delete change existing rows.
+type Mode int
+
+const (
+	// MergeOnRead writes upserts and deletes as delete files next to the data (cheap writes, readers merge).
+	MergeOnRead Mode = iota
+	// CopyOnWrite rewrites the data files that hold affected rows (readers never see delete files).
+	CopyOnWrite
+)
+
+// String returns the table property spelling of the mode.
+func (m Mode) String() string {
+	switch m {
+	case MergeOnRead:
+		return "merge-on-read"
+	case CopyOnWrite:
+		return "copy-on-write"
+	}
+	return "unknown"
+}
+
+// Defaults of the Writer's knobs. Each option's doc comment repeats its default.
+const (
+	DefaultFlushRows        = 1_000_000
+	DefaultFlushBytes       = 64 << 20
+	DefaultFlushInterval    = time.Second
+	DefaultMaxInFlight      = 2
+	DefaultMemoryLimit      = 256 << 20
+	DefaultTargetFileSize   = 128 << 20
+	DefaultMaxUncommitted   = 64
+	DefaultCommitTimeout    = 5 * time.Minute
+	DefaultKeepSnapshots    = 100
+	DefaultRowGroupRows     = 128 * 1024
+	DefaultMaxOpenFiles     = 64
+	defaultMaxTokenBytes    = 4096
+	defaultRewriteManifests = 200
+)
+
+// Option configures a Writer. Options are applied in order; the last one wins.
+type Option func(*options)
+
+type options struct {
+	mode           *Mode
+	keys           []string
+	flushRows      int
+	flushBytes     int64
+	flushInterval  time.Duration
+	maxInFlight    int
+	memoryLimit    int64
+	targetFileSize int64
+	rowGroupRows   int
+	maxUncommitted int
+	maxOpenFiles   int
+	writerID       string
+	stableID       bool
+	checkpoints    bool
+	onCommit       func(CommitInfo)
+	logger         *slog.Logger
+	create         *createOptions
+	createSchema   *arrow.Schema
+	committer      Committer
+	commitTimeout  time.Duration
+	keepSnapshots  int
+	expireAge      time.Duration
+	rewriteEvery   int
+	branch         string
+}
+
+func defaultOptions() options {
+	return options{
+		flushRows:      DefaultFlushRows,
+		flushBytes:     DefaultFlushBytes,
+		flushInterval:  DefaultFlushInterval,
+		maxInFlight:    DefaultMaxInFlight,
+		memoryLimit:    DefaultMemoryLimit,
+		targetFileSize: DefaultTargetFileSize,
+		rowGroupRows:   DefaultRowGroupRows,
+		maxUncommitted: DefaultMaxUncommitted,
+		maxOpenFiles:   DefaultMaxOpenFiles,
+		commitTimeout:  DefaultCommitTimeout,
+		keepSnapshots:  -1, // resolved at NewWriter: DefaultKeepSnapshots on tables the writer creates
+		rewriteEvery:   defaultRewriteManifests,
+		logger:         slog.Default(),
+		branch:         table.MainBranch,
+	}
+}
+
+// WithMode sets how Upsert and Delete change existing rows. Default: the table's write.update.mode property,
+// else MergeOnRead.
+func WithMode(m Mode) Option { return func(o *options) { o.mode = &m } }
+
+// WithKeys names the key columns of Upsert and Delete. Default: the table's identifier fields.
+func WithKeys(columns ...string) Option {
+	return func(o *options) { o.keys = append([]string(nil), columns...) }
+}
+
+// WithFlushRows seals the open buffer into a batch once it holds n rows. Default: DefaultFlushRows (1,000,000).
+func WithFlushRows(n int) Option { return func(o *options) { o.flushRows = n } }
+
+// WithFlushBytes seals the open buffer once it holds n bytes of Arrow data. Default: DefaultFlushBytes (64 MiB).
+func WithFlushBytes(n int64) Option { return func(o *options) { o.flushBytes = n } }
+
+// WithFlushInterval seals the open buffer d after its first row arrived, so that a slow stream still commits
+// regularly. Default: DefaultFlushInterval (1 s). Zero disables the timer.
+func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.flushInterval = d } }
+
+// WithMaxInFlight sets how many sealed batches encode and upload at once. Commits are always applied in order
+// by one commit loop, whatever this number. Default: DefaultMaxInFlight (2).
+func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
+
+// WithMemoryLimit bounds the bytes of row data held by the writer (the open buffer plus batches waiting for or
+// in encoding). Write blocks while the limit is reached. Default: DefaultMemoryLimit (256 MiB).
+func WithMemoryLimit(n int64) Option { return func(o *options) { o.memoryLimit = n } }
+
+// WithTargetFileSize sets the Parquet data file size at which files are rolled. Default: DefaultTargetFileSize
+// (128 MiB); the Parquet row-group limit is set low enough (DefaultRowGroupRows) for rolling to happen.
+func WithTargetFileSize(n int64) Option { return func(o *options) { o.targetFileSize = n } }
+
+// WithMaxUncommitted bounds the batches sealed but not yet committed. Write blocks at the bound, so a catalog
+// outage stops intake instead of growing without end. Default: DefaultMaxUncommitted (64).
+func WithMaxUncommitted(n int) Option { return func(o *options) { o.maxUncommitted = n } }
+
+// WithWriterID gives the writer a stable identity: its commits carry the ID, a restarted writer with the same
+// ID continues its sequence numbers, fences the older process (ErrFenced) and finds its checkpoints. Without
+// it the writer uses a random ID and leaves no per-ID table property behind.
+func WithWriterID(id string) Option {
+	return func(o *options) { o.writerID, o.stableID = id, id != "" }
+}
+
+// WithCheckpoints turns on exactly-once mode: a commit never includes rows accepted after its newest
+// Checkpoint token, and Flush and Close commit only up to the last checkpoint. Use it with WithWriterID.
+func WithCheckpoints() Option { return func(o *options) { o.checkpoints = true } }
+
+// WithOnCommit registers a callback run after each successful commit, in commit order, from the commit loop
+// (keep it short; it delays the next commit).
+func WithOnCommit(f func(CommitInfo)) Option { return func(o *options) { o.onCommit = f } }
+
+// WithLogger sets the logger. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// WithCreate creates the namespace and the table with the given Arrow schema when they do not exist. Tables the
+// writer creates get bounded metadata: old metadata files deleted after commit, manifest merging on, and the last
+// DefaultKeepSnapshots snapshots kept.
+func WithCreate(schema *arrow.Schema, opts ...CreateOption) Option {
+	return func(o *options) {
+		co := &createOptions{formatVersion: 2}
+		for _, f := range opts {
+			f(co)
+		}
+		o.create, o.createSchema = co, schema
+	}
+}
+
+// WithCommitter replaces the default committer (direct catalog commits with markers, retries and fencing).
+func WithCommitter(c Committer) Option { return func(o *options) { o.committer = c } }
+
+// WithCommitTimeout bounds the time the committer spends retrying one run before it gives up. A run whose
+// outcome is still unknown then stops the writer with ErrCommitStateUnknown. Default: DefaultCommitTimeout (5 min).
+func WithCommitTimeout(d time.Duration) Option { return func(o *options) { o.commitTimeout = d } }
+
+// WithKeepSnapshots expires snapshots beyond the newest n on every commit (files no longer referenced are
+// deleted). Default: DefaultKeepSnapshots (100) on tables the writer created, off (0) on others, since expiry
+// deletes files another tool may still expect.
+func WithKeepSnapshots(n int) Option { return func(o *options) { o.keepSnapshots = n } }
+
+// WithExpireOlderThan also expires snapshots older than d (opt-in: it deletes files). Default: off.
+func WithExpireOlderThan(d time.Duration) Option { return func(o *options) { o.expireAge = d } }
+
+// WithRewriteManifestsEvery rewrites the table's manifests every n commits, so that manifest lists stay short.
+// Default: 200 commits. Zero disables it.
+func WithRewriteManifestsEvery(n int) Option { return func(o *options) { o.rewriteEvery = n } }
+
+// WithMaxOpenFiles bounds the data files a batch keeps open at once on a partitioned table: at the bound the
+// largest open file is closed (more files, never more memory). Default: DefaultMaxOpenFiles (64).
+func WithMaxOpenFiles(n int) Option { return func(o *options) { o.maxOpenFiles = n } }
+
+// CreateOption configures a table created by WithCreate.
+type CreateOption func(*createOptions)
+
+type createOptions struct {
+	partitionBy   []string
+	identifiers   []string
+	formatVersion int
+	properties    map[string]string
+	location      string
+}
+
+// PartitionBy partitions a created table by Iceberg transforms: "day(ts)", "bucket(16, user_id)", "identity(x)"
+// or a bare column name, "truncate(4, s)", "year(ts)", "month(ts)", "hour(ts)", "void(x)".
+func PartitionBy(fields ...string) CreateOption {
+	return func(c *createOptions) { c.partitionBy = append(c.partitionBy, fields...) }
+}
+
+// IdentifierFields sets the identifier (key) columns of a created table; they become required.
+func IdentifierFields(columns ...string) CreateOption {
+	return func(c *createOptions) { c.identifiers = append(c.identifiers, columns...) }
+}
+
+// FormatVersion sets the Iceberg format version of a created table. Default: 2.
+func FormatVersion(v int) CreateOption { return func(c *createOptions) { c.formatVersion = v } }
+
+// TableProperties sets properties of a created table (they override the writer's defaults).
+func TableProperties(p map[string]string) CreateOption {
+	return func(c *createOptions) {
+		if c.properties == nil {
+			c.properties = map[string]string{}
+		}
+		for k, v := range p {
+			c.properties[k] = v
+		}
+	}
+}
+
+// Location sets the storage location of a created table. Default: the catalog's choice.
+func Location(uri string) CreateOption { return func(c *createOptions) { c.location = uri } }

@@ -1,0 +1,160 @@
+// Package storage connects Apache Iceberg file IO to gocloud.dev blob buckets.
+//
+// Each backend registers a URI scheme (file and mem here; s3, gcs and azblob in their own packages, imported for
+// their side effect) with iceberg-go's io registry through one caching factory: a table's reads and writes reuse
+// one bucket (one client) per scheme, bucket and effective properties instead of building a new client on every
+// file system lookup. Entries whose properties carry a credential expiry are reopened shortly before it.
+package storage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/io/gocloud/blobfs"
+	"gocloud.dev/blob"
+)
+
+// Opener opens the bucket that a location's scheme and authority name, configured by the table's effective
+// properties (credentials included).
+type Opener func(ctx context.Context, u *url.URL, props map[string]string) (*blob.Bucket, error)
+
+// ExpiryKeys are property names whose value is a credential expiry in Unix milliseconds, as REST catalogs vend
+// them. A cached bucket opened with such a property is reopened RefreshBefore ahead of the expiry.
+var ExpiryKeys = []string{
+	"s3.session-token-expires-at-ms",
+	"gcs.oauth2.token-expires-at",
+	"adls.sas-token-expires-at-ms",
+}
+
+// RefreshBefore is how long before a vended credential's expiry a cached bucket is reopened.
+const RefreshBefore = 5 * time.Minute
+
+// maxCached bounds the number of cached buckets; the least recently used one is closed past it.
+const maxCached = 64
+
+type entry struct {
+	fs       iceio.IO
+	bucket   *blob.Bucket
+	expires  time.Time // zero: never
+	lastUsed time.Time
+}
+
+var (
+	cacheMu sync.Mutex
+	cache   = map[string]*entry{}
+	opens   = map[string]int{} // scheme -> buckets opened, for tests and Stats
+)
+
+// Register makes opener serve the given URI schemes for iceberg-go file IO, replacing any factory registered
+// for them before (iceberg-go registers plain ones for file and mem).
+func Register(opener Opener, schemes ...string) {
+	for _, scheme := range schemes {
+		register(scheme, opener, func(host string) blobfs.ObjectLocationExtractor {
+			return blobfs.DefaultObjectLocationExtractor(host, scheme)
+		})
+	}
+}
+
+func register(scheme string, opener Opener, extract func(host string) blobfs.ObjectLocationExtractor) {
+	iceio.Unregister(scheme)
+	iceio.Register(scheme, factory(scheme, opener, extract))
+}
+
+// Opened reports how many buckets the cache has opened for a scheme since the process started.
+func Opened(scheme string) int {
+	cacheMu.Lock()
+	defer cacheMu.Unlock()
+	return opens[scheme]
+}
+
+func factory(scheme string, opener Opener, extract func(host string) blobfs.ObjectLocationExtractor) iceio.SchemeFactory {
+	return func(ctx context.Context, u *url.URL, props map[string]string) (iceio.IO, error) {
+		if scheme == "file" {
+			// fileblob cannot root a bucket at "/": a file bucket is rooted at the location's top folder.
+			u = &url.URL{Scheme: "file", Host: topFolder(u.Path)}
+		}
+		key := cacheKey(scheme, u.Host, props)
+		now := time.Now()
+		cacheMu.Lock()
+		defer cacheMu.Unlock()
+		if e, ok := cache[key]; ok && (e.expires.IsZero() || now.Before(e.expires)) {
+			e.lastUsed = now
+			return e.fs, nil
+		}
+		b, err := opener(ctx, u, props)
+		if err != nil {
+			return nil, fmt.Errorf("storage: open %s://%s: %w", scheme, u.Host, err)
+		}
+		opens[scheme]++
+		e := &entry{
+			fs:       blobfs.New(context.Background(), b, extract(u.Host)),
+			bucket:   b,
+			expires:  expiry(props),
+			lastUsed: now,
+		}
+		if old, ok := cache[key]; ok {
+			// An expired entry may still be in use by a reader; gocloud buckets need no close to be collected,
+			// so leave it to the garbage collector rather than break an in-flight read.
+			_ = old
+		}
+		cache[key] = e
+		evictLocked()
+		return e.fs, nil
+	}
+}
+
+func evictLocked() {
+	for len(cache) > maxCached {
+		var oldestKey string
+		var oldest time.Time
+		for k, e := range cache {
+			if oldestKey == "" || e.lastUsed.Before(oldest) {
+				oldestKey, oldest = k, e.lastUsed
+			}
+		}
+		delete(cache, oldestKey)
+	}
+}
+
+func expiry(props map[string]string) time.Time {
+	var t time.Time
+	for _, k := range ExpiryKeys {
+		v, ok := props[k]
+		if !ok {
+			continue
+		}
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue
+		}
+		at := time.UnixMilli(ms).Add(-RefreshBefore)
+		if t.IsZero() || at.Before(t) {
+			t = at
+		}
+	}
+	return t
+}
+
+// cacheKey is a digest of the scheme, bucket and every property, so that two tables with different
+// credentials or endpoints never share a client, and no secret is kept in a map key in clear text.
+func cacheKey(scheme, host string, props map[string]string) string {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", scheme, host)
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s\x00%s\x00", k, props[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,274 @@
+package iceberg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+)
+
+// Snapshot summary and table property keys the writer owns.
+const (
+	summaryWriterID   = "icewriter.writer-id"
+	summaryEpoch      = "icewriter.epoch"
+	summarySeq        = "icewriter.seq"
+	summaryCheckpoint = "icewriter.checkpoint"
+	summaryFence      = "icewriter.fence"
+	propEpochPrefix   = "icewriter.epoch."
+	propCkptPrefix    = "icewriter.checkpoint."
+)
+
+// Properties set on tables the writer creates: bounded metadata (DESIGN.md: without them per-commit latency
+// grows with every commit).
+var createdTableDefaults = map[string]string{
+	table.MetadataDeleteAfterCommitEnabledKey: "true",
+	table.MetadataPreviousVersionsMaxKey:      "10",
+	table.ManifestMergeEnabledKey:             "true",
+	table.ParquetCompressionKey:               "zstd",
+}
+
+// loadOrCreate loads the table, creating namespace and table when WithCreate asks for it.
+func loadOrCreate(ctx context.Context, cat catalog.Catalog, ident table.Identifier, o *options) (*table.Table, bool, error) {
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err == nil {
+		return tbl, false, nil
+	}
+	if !errors.Is(err, catalog.ErrNoSuchTable) || o.create == nil {
+		return nil, false, fmt.Errorf("iceberg: load table %v: %w", ident, err)
+	}
+	if o.createSchema == nil {
+		return nil, false, optionErr("WithCreate", "nil schema")
+	}
+	sc, spec, err := buildCreateSchema(o.createSchema, o.create)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(ident) > 1 {
+		ns := catalog.NamespaceFromIdent(ident)
+		if err := cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+			return nil, false, fmt.Errorf("iceberg: create namespace %v: %w", ns, err)
+		}
+	}
+	props := ice.Properties{"format-version": strconv.Itoa(o.create.formatVersion)}
+	for k, v := range createdTableDefaults {
+		props[k] = v
+	}
+	for k, v := range o.create.properties {
+		props[k] = v
+	}
+	copts := []catalog.CreateTableOpt{catalog.WithProperties(props)}
+	if spec != nil {
+		copts = append(copts, catalog.WithPartitionSpec(spec))
+	}
+	if o.create.location != "" {
+		copts = append(copts, catalog.WithLocation(o.create.location))
+	}
+	tbl, err = cat.CreateTable(ctx, ident, sc, copts...)
+	if errors.Is(err, catalog.ErrTableAlreadyExists) { // another writer won the race
+		tbl, err = cat.LoadTable(ctx, ident)
+		return tbl, false, err
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("iceberg: create table %v: %w", ident, err)
+	}
+	return tbl, true, nil
+}
+
+// buildCreateSchema converts the Arrow schema of WithCreate to an Iceberg schema with identifier fields and a
+// partition spec.
+func buildCreateSchema(as *arrow.Schema, co *createOptions) (*ice.Schema, *ice.PartitionSpec, error) {
+	fields := make([]arrow.Field, as.NumFields())
+	copy(fields, as.Fields())
+	for _, key := range co.identifiers {
+		idx := as.FieldIndices(key)
+		if len(idx) == 0 {
+			return nil, nil, columnErr(key, ErrMissingColumn, "identifier field not in the schema")
+		}
+		fields[idx[0]].Nullable = false
+	}
+	fresh, err := table.ArrowSchemaToIcebergWithFreshIDs(arrow.NewSchema(fields, nil), false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("iceberg: WithCreate schema: %w", err)
+	}
+	ids := make([]int, 0, len(co.identifiers))
+	for _, key := range co.identifiers {
+		f, _ := fresh.FindFieldByName(key)
+		ids = append(ids, f.ID)
+	}
+	sc := ice.NewSchemaWithIdentifiers(0, ids, fresh.Fields()...)
+	if len(co.partitionBy) == 0 {
+		return sc, nil, nil
+	}
+	var popts []ice.PartitionOption
+	for _, expr := range co.partitionBy {
+		name, col, tr, err := parsePartitionField(expr)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, ok := sc.FindFieldByName(col); !ok {
+			return nil, nil, columnErr(col, ErrMissingColumn, "PartitionBy(%q): no such column", expr)
+		}
+		popts = append(popts, ice.AddPartitionFieldByName(col, name, tr, sc, nil))
+	}
+	spec, err := ice.NewPartitionSpecOpts(popts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("iceberg: PartitionBy: %w", err)
+	}
+	return sc, &spec, nil
+}
+
+var partitionExpr = regexp.MustCompile(`^\s*([a-z]+)\s*\(\s*(?:(\d+)\s*,\s*)?([^(),\s]+)\s*\)\s*$`)
+
+// parsePartitionField parses "day(ts)", "bucket(16, user_id)", "truncate(4, s)" or a bare column name.
+func parsePartitionField(expr string) (name, col string, tr ice.Transform, err error) {
+	if !strings.Contains(expr, "(") {
+		col = strings.TrimSpace(expr)
+		return col, col, ice.IdentityTransform{}, nil
+	}
+	m := partitionExpr.FindStringSubmatch(expr)
+	if m == nil {
+		return "", "", nil, optionErr("PartitionBy", "cannot parse %q (want e.g. day(ts) or bucket(16, id))", expr)
+	}
+	fn, width, col := m[1], m[2], m[3]
+	spelled := fn
+	if width != "" {
+		spelled = fn + "[" + width + "]"
+	}
+	tr, err = ice.ParseTransform(spelled)
+	if err != nil {
+		return "", "", nil, optionErr("PartitionBy", "%q: %v", expr, err)
+	}
+	name = col + "_" + fn
+	if fn == "identity" {
+		name = col
+	}
+	return name, col, tr, nil
+}
+
+// ancestors walks the branch head's ancestry (newest first) until stop returns true or the chain ends.
+func ancestors(meta table.Metadata, branch string, fn func(s *table.Snapshot) (stop bool)) {
+	snap := meta.SnapshotByName(branch)
+	seen := map[int64]bool{}
+	for snap != nil && !seen[snap.SnapshotID] {
+		seen[snap.SnapshotID] = true
+		if fn(snap) {
+			return
+		}
+		if snap.ParentSnapshotID == nil {
+			return
+		}
+		snap = meta.SnapshotByID(*snap.ParentSnapshotID)
+	}
+}
+
+// headID is the branch head's snapshot id, or nil for an empty table.
+func headID(meta table.Metadata, branch string) *int64 {
+	if s := meta.SnapshotByName(branch); s != nil {
+		id := s.SnapshotID
+		return &id
+	}
+	return nil
+}
+
+func summaryProp(s *table.Snapshot, key string) (string, bool) {
+	if s.Summary == nil || s.Summary.Properties == nil {
+		return "", false
+	}
+	v, ok := s.Summary.Properties[key]
+	return v, ok
+}
+
+// checkpointMirror is the table property copy of a writer's newest committed token, so that snapshot expiry
+// cannot erase it.
+type checkpointMirror struct {
+	Token      string `json:"token"`
+	SnapshotID int64  `json:"snapshot-id"`
+	SeqNumber  int64  `json:"sequence-number"`
+	Seq        int64  `json:"seq"`
+	Epoch      int64  `json:"epoch"`
+}
+
+func readMirror(meta table.Metadata, id string) (checkpointMirror, bool) {
+	v, ok := meta.Properties()[propCkptPrefix+id]
+	if !ok {
+		return checkpointMirror{}, false
+	}
+	var m checkpointMirror
+	if json.Unmarshal([]byte(v), &m) != nil {
+		return checkpointMirror{}, false
+	}
+	return m, true
+}
+
+func tableEpoch(meta table.Metadata, id string) int64 {
+	n, _ := strconv.ParseInt(meta.Properties()[propEpochPrefix+id], 10, 64)
+	return n
+}
+
+// lastCheckpoint finds the newest token committed by id on the branch: by ancestry first (a rollback is
+// respected), then through the property mirror when the snapshot that carried it was expired.
+func lastCheckpoint(meta table.Metadata, branch, id string) (token string, seq int64, ok bool) {
+	var oldestSeqNum int64 = -1
+	ancestors(meta, branch, func(s *table.Snapshot) bool {
+		oldestSeqNum = s.SequenceNumber
+		if w, _ := summaryProp(s, summaryWriterID); w != id {
+			return false
+		}
+		t, has := summaryProp(s, summaryCheckpoint)
+		if !has {
+			return false
+		}
+		token, ok = t, true
+		v, _ := summaryProp(s, summarySeq)
+		seq, _ = strconv.ParseInt(v, 10, 64)
+		return true
+	})
+	if ok {
+		return token, seq, true
+	}
+	m, has := readMirror(meta, id)
+	if !has {
+		return "", 0, false
+	}
+	// Trust the mirror only when its snapshot is gone (expired) and older than every retained ancestor; a
+	// snapshot still present but off the ancestry was rolled back.
+	if meta.SnapshotByID(m.SnapshotID) != nil || (oldestSeqNum >= 0 && m.SeqNumber > oldestSeqNum) {
+		return "", 0, false
+	}
+	return m.Token, m.Seq, true
+}
+
+// lastSeq is the newest sequence number committed by id (from snapshots and the checkpoint mirror).
+func lastSeq(meta table.Metadata, branch, id string) int64 {
+	var seq int64
+	ancestors(meta, branch, func(s *table.Snapshot) bool {
+		if w, _ := summaryProp(s, summaryWriterID); w != id {
+			return false
+		}
+		if v, ok := summaryProp(s, summarySeq); ok {
+			seq, _ = strconv.ParseInt(v, 10, 64)
+			return true
+		}
+		return false
+	})
+	if m, ok := readMirror(meta, id); ok && m.Seq > seq {
+		seq = m.Seq
+	}
+	return seq
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // plain structs of strings and integers always marshal
+	}
+	return string(b)
+}

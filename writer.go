@@ -1,0 +1,796 @@
+// Package iceberg writes Arrow record batches and Go structs into Apache Iceberg tables.
+//
+// A Writer buffers rows under a size and interval policy, encodes and uploads Parquet files in parallel, and
+// hands finished batches to one ordered commit loop per table that coalesces whatever is ready into a single
+// catalog commit. Throughput is therefore not bound by catalog commit latency: encoding and uploading never wait
+// for commits, and one commit carries every batch that is ready.
+//
+//	cat, _ := catalog.Open(ctx, "sqlite://./data/catalog.db")
+//	w, _ := iceberg.NewWriter(ctx, cat, table.Identifier{"events", "clicks"}, iceberg.WithCreate(schema))
+//	_ = w.Write(ctx, batch)
+//	_ = w.Close(ctx)
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+	"golang.org/x/sync/semaphore"
+)
+
+// Writer writes rows into one Iceberg table. It is safe for concurrent use; concurrent calls are ordered by the
+// moment each is accepted.
+type Writer struct {
+	cat       catalog.Catalog
+	ident     table.Identifier
+	opts      options
+	log       *slog.Logger
+	committer Committer
+	defaultC  *catalogCommitter // nil when WithCommitter replaced it
+	id        string
+	epoch     int64
+	mem       memory.Allocator
+
+	ctx    context.Context // the writer's own: encodes and commits run on it, never on a caller's
+	cancel context.CancelFunc
+	encSem *semaphore.Weighted
+	kick   chan struct{}
+	done   chan struct{} // closed when the commit loop exits
+	encWG  sync.WaitGroup
+
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
+	tbl       *table.Table
+	conf      *conformer
+	open      *batch
+	queue     []*batch // sealed, not yet committed, in sequence order
+	nextSeq   int64
+	committed int64 // last committed sequence number
+	memUsed   int64
+	failed    error
+	closed    bool
+	stopping  bool // Close/Abort: the loop starts no new run
+	timer     *time.Timer
+	commitsN  int64
+
+	st stats
+}
+
+type batch struct {
+	seq      int64
+	recs     []arrow.RecordBatch
+	rows     int64
+	bytes    int64
+	token    string
+	hasToken bool
+	files    []ice.DataFile
+	staged   bool
+	firstAt  time.Time
+}
+
+// Stats are the writer's counters.
+type Stats struct {
+	RowsAccepted       int64 // rows accepted by Write
+	BytesAccepted      int64 // Arrow bytes accepted
+	RowsCommitted      int64
+	FilesWritten       int64
+	BytesWritten       int64 // bytes of data files written
+	Batches            int64 // batches sealed
+	Commits            int64
+	Retries            int64 // commit attempts beyond the first
+	Conflicts          int64 // attempts the catalog rejected as conflicts
+	BufferedRows       int64 // rows in the open buffer
+	BufferedBytes      int64 // bytes held: the open buffer and batches waiting for or in encoding
+	UncommittedBatches int   // sealed batches not yet committed
+	UncommittedRows    int64
+	DiscardedRows      int64 // rows dropped by Abort, or by Close after the last checkpoint
+	LastCommittedSeq   int64
+	Epoch              int64
+}
+
+type stats struct {
+	rowsAccepted, bytesAccepted, rowsCommitted, files, fileBytes, batches atomic.Int64
+	commits, retries, conflicts, discarded                             atomic.Int64
+}
+
+// NewWriter opens a writer on an existing table (or creates it, with WithCreate).
+//
+// With WithWriterID, NewWriter takes over the ID: it bumps the ID's epoch in a table property (with an empty
+// snapshot, so that an older process's pending commit fails its requirement and then finds itself fenced) and
+// continues the ID's sequence numbers. Without it the writer uses a random ID.
+func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier, opts ...Option) (*Writer, error) {
+	o := defaultOptions()
+	for _, f := range opts {
+		f(&o)
+	}
+	if err := validateOptions(&o); err != nil {
+		return nil, err
+	}
+	tbl, created, err := loadOrCreate(ctx, cat, ident, &o)
+	if err != nil {
+		return nil, err
+	}
+	if o.keepSnapshots < 0 {
+		o.keepSnapshots = 0
+		if created {
+			o.keepSnapshots = DefaultKeepSnapshots
+		}
+	}
+	if !o.stableID {
+		o.writerID = uuid.NewString()
+	}
+	w := &Writer{
+		cat: cat, ident: ident, opts: o, log: o.logger, id: o.writerID,
+		mem: memory.NewGoAllocator(), kick: make(chan struct{}, 1), done: make(chan struct{}),
+		changed: make(chan struct{}), encSem: semaphore.NewWeighted(int64(o.maxInFlight)),
+	}
+	if o.stableID {
+		tbl, err = w.fence(ctx, tbl)
+		if err != nil {
+			return nil, err
+		}
+		w.committed = lastSeq(tbl.Metadata(), o.branch, w.id)
+	} else {
+		w.epoch = 1
+	}
+	w.nextSeq = w.committed + 1
+	if err := w.setTable(tbl); err != nil {
+		return nil, err
+	}
+	w.committer = o.committer
+	if w.committer == nil {
+		w.defaultC = newCatalogCommitter(cat, tbl, w.log, o.commitTimeout)
+		w.committer = w.defaultC
+	}
+	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	go w.commitLoop()
+	return w, nil
+}
+
+func validateOptions(o *options) error {
+	switch {
+	case o.flushRows <= 0:
+		return optionErr("WithFlushRows", "must be positive, got %d", o.flushRows)
+	case o.flushBytes <= 0:
+		return optionErr("WithFlushBytes", "must be positive, got %d", o.flushBytes)
+	case o.flushInterval < 0:
+		return optionErr("WithFlushInterval", "must not be negative, got %s", o.flushInterval)
+	case o.maxInFlight <= 0:
+		return optionErr("WithMaxInFlight", "must be positive, got %d", o.maxInFlight)
+	case o.memoryLimit <= 0:
+		return optionErr("WithMemoryLimit", "must be positive, got %d", o.memoryLimit)
+	case o.targetFileSize <= 0:
+		return optionErr("WithTargetFileSize", "must be positive, got %d", o.targetFileSize)
+	case o.maxUncommitted <= 0:
+		return optionErr("WithMaxUncommitted", "must be positive, got %d", o.maxUncommitted)
+	case o.commitTimeout <= 0:
+		return optionErr("WithCommitTimeout", "must be positive, got %s", o.commitTimeout)
+	case o.stableID && len(o.writerID) > 200:
+		return optionErr("WithWriterID", "longer than 200 bytes")
+	case o.mode != nil && *o.mode != MergeOnRead && *o.mode != CopyOnWrite:
+		return optionErr("WithMode", "unknown mode %d", int(*o.mode))
+	}
+	return nil
+}
+
+// fence bumps the writer ID's epoch with a commit that also moves the branch head.
+func (w *Writer) fence(ctx context.Context, tbl *table.Table) (*table.Table, error) {
+	nonce := uuid.NewString()
+	var lastErr error
+	for attempt := 0; attempt < 20; attempt++ {
+		if attempt > 0 {
+			if err := sleepCtx(ctx, backoff(attempt, 20*time.Millisecond, 2*time.Second)); err != nil {
+				return nil, err
+			}
+			fresh, err := w.cat.LoadTable(ctx, w.ident)
+			if err != nil {
+				lastErr = err
+				continue
+			}
+			tbl = fresh
+			if e, ok := findFence(tbl.Metadata(), w.opts.branch, nonce); ok {
+				w.epoch = e
+				return tbl, nil
+			}
+		}
+		epoch := tableEpoch(tbl.Metadata(), w.id) + 1
+		tx := tbl.NewTransactionOnBranch(w.opts.branch)
+		err := tx.SetProperties(ice.Properties{propEpochPrefix + w.id: fmt.Sprint(epoch)})
+		if err == nil {
+			err = tx.AddFiles(ctx, nil, ice.Properties{summaryWriterID: w.id, summaryEpoch: fmt.Sprint(epoch),
+				summaryFence: nonce}, true)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("iceberg: fence writer %q: %w", w.id, err)
+		}
+		tc, err := tx.TableCommit()
+		if err != nil {
+			return nil, fmt.Errorf("iceberg: fence writer %q: %w", w.id, err)
+		}
+		meta, loc, err := w.cat.CommitTable(ctx, w.ident, tc.Requirements, tc.Updates)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		w.epoch = epoch
+		next := table.New(w.ident, meta, loc, tbl.FS, w.cat)
+		postCommit(ctx, w.log, tbl, next, tc.Updates)
+		return next, nil
+	}
+	return nil, fmt.Errorf("iceberg: fence writer %q: %w", w.id, lastErr)
+}
+
+func findFence(meta table.Metadata, branch, nonce string) (int64, bool) {
+	var epoch int64
+	found := false
+	ancestors(meta, branch, func(s *table.Snapshot) bool {
+		if v, _ := summaryProp(s, summaryFence); v == nonce {
+			e, _ := summaryProp(s, summaryEpoch)
+			fmt.Sscan(e, &epoch)
+			found = true
+			return true
+		}
+		return false
+	})
+	return epoch, found
+}
+
+// setTable records the table the next batches encode against.
+func (w *Writer) setTable(tbl *table.Table) error {
+	as, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
+	if err != nil {
+		return fmt.Errorf("iceberg: table schema to arrow: %w", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tbl = tbl
+	if w.conf == nil || !w.conf.target.Equal(as) {
+		w.conf = &conformer{target: as, mem: w.mem}
+	}
+	return nil
+}
+
+// ID returns the writer ID (random unless WithWriterID was given).
+func (w *Writer) ID() string { return w.id }
+
+// Schema returns the table's schema as Arrow, the shape Write accepts without conversion.
+func (w *Writer) Schema() *arrow.Schema {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.conf.target
+}
+
+// Table returns the table as the writer last saw it (after its latest commit).
+func (w *Writer) Table() *table.Table {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.tbl
+}
+
+// usableLocked reports why the writer cannot take calls, if it cannot.
+func (w *Writer) usableLocked() error {
+	if w.closed {
+		return ErrClosed
+	}
+	if w.failed != nil {
+		return w.failed
+	}
+	return nil
+}
+
+// signalLocked wakes every waiter.
+func (w *Writer) signalLocked() {
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// Write appends the rows (insert: no key lookup). Columns are matched to the table by name; an unknown column
+// is an error; missing optional columns are null. All validation happens here: an error returned by Write means
+// nothing of this call was accepted, and the writer stays usable. Write copies what it keeps: the caller may
+// reuse or Release the batch as soon as the call returns. Write blocks while the memory limit or the limit on
+// uncommitted batches is reached, until ctx is done.
+func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
+	w.mu.Lock()
+	if err := w.usableLocked(); err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	conf := w.conf
+	w.mu.Unlock()
+	if rec != nil && rec.NumRows() == 0 {
+		return nil
+	}
+	owned, size, err := conf.conform(ctx, rec)
+	if err != nil {
+		return err
+	}
+	if err := w.accept(ctx, owned, size); err != nil {
+		owned.Release()
+		return err
+	}
+	return nil
+}
+
+// accept waits for room and adds an owned record to the open buffer.
+func (w *Writer) accept(ctx context.Context, rec arrow.RecordBatch, size int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		if err := w.usableLocked(); err != nil {
+			return err
+		}
+		memFull := w.memUsed > 0 && w.memUsed+size > w.opts.memoryLimit
+		if memFull && w.open != nil && w.open.bytes > 0 {
+			// Encoding is what frees memory: never wait on a buffer that no policy would seal.
+			w.sealLocked(nil)
+			continue
+		}
+		if !memFull && len(w.queue) < w.opts.maxUncommitted {
+			break
+		}
+		ch := w.changed
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			w.mu.Lock()
+			return ctx.Err()
+		case <-ch:
+		}
+		w.mu.Lock()
+	}
+	if w.open == nil {
+		w.open = &batch{firstAt: time.Now()}
+		if w.opts.flushInterval > 0 {
+			b := w.open
+			w.timer = time.AfterFunc(w.opts.flushInterval, func() {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				if w.open == b && !w.closed {
+					w.sealLocked(nil)
+				}
+			})
+		}
+	}
+	w.open.recs = append(w.open.recs, rec)
+	w.open.rows += rec.NumRows()
+	w.open.bytes += size
+	w.memUsed += size
+	w.st.rowsAccepted.Add(rec.NumRows())
+	w.st.bytesAccepted.Add(size)
+	if w.open.rows >= int64(w.opts.flushRows) || w.open.bytes >= w.opts.flushBytes {
+		w.sealLocked(nil)
+	}
+	return nil
+}
+
+// sealLocked turns the open buffer into a batch with the next sequence number and starts its encoding. A token
+// is attached to the batch; with a token and no rows an empty batch carries it.
+func (w *Writer) sealLocked(token *string) *batch {
+	if w.open == nil && token == nil {
+		return nil
+	}
+	b := w.open
+	if b == nil {
+		b = &batch{}
+	}
+	w.open = nil
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	b.seq = w.nextSeq
+	w.nextSeq++
+	if token != nil {
+		b.token, b.hasToken = *token, true
+	}
+	w.queue = append(w.queue, b)
+	w.st.batches.Add(1)
+	if len(b.recs) == 0 {
+		b.staged = true
+		w.kickLoop()
+	} else {
+		w.encWG.Add(1)
+		go w.encode(b)
+	}
+	w.signalLocked()
+	return b
+}
+
+func (w *Writer) kickLoop() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// encode writes a batch's rows to Parquet files (up to MaxInFlight batches at once) and stages the batch.
+func (w *Writer) encode(b *batch) {
+	defer w.encWG.Done()
+	if err := w.encSem.Acquire(w.ctx, 1); err != nil {
+		return // the writer is shutting down
+	}
+	w.mu.Lock()
+	tbl, schema := w.tbl, w.conf.target
+	w.mu.Unlock()
+	var files []ice.DataFile
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 && sleepCtx(w.ctx, backoff(attempt, 200*time.Millisecond, 2*time.Second)) != nil {
+			break
+		}
+		files, err = w.writeFiles(tbl, schema, b)
+		if err == nil || w.ctx.Err() != nil {
+			break
+		}
+		w.log.Warn("iceberg: encoding a batch failed, retrying", "table", w.ident, "seq", b.seq, "err", err)
+	}
+	w.encSem.Release(1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range b.recs {
+		r.Release()
+	}
+	b.recs = nil
+	w.memUsed -= b.bytes
+	if err != nil {
+		if w.ctx.Err() == nil {
+			w.failLocked(fmt.Errorf("iceberg: encode batch %d: %w", b.seq, err))
+		}
+		w.signalLocked()
+		return
+	}
+	b.files, b.staged = files, true
+	for _, f := range files {
+		w.st.files.Add(1)
+		w.st.fileBytes.Add(f.FileSizeBytes())
+	}
+	w.signalLocked()
+	w.kickLoop()
+}
+
+// writeFiles encodes one batch through iceberg-go's writer (partitioning, rolling and statistics included).
+func (w *Writer) writeFiles(tbl *table.Table, schema *arrow.Schema, b *batch) ([]ice.DataFile, error) {
+	recs := func(yield func(arrow.RecordBatch, error) bool) {
+		for _, r := range b.recs {
+			r.Retain() // WriteRecords releases what it consumes; keep ours for a retry
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+	var out []ice.DataFile
+	for df, err := range table.WriteRecords(w.ctx, tbl, schema, iter.Seq2[arrow.RecordBatch, error](recs),
+		table.WithTargetFileSize(w.opts.targetFileSize),
+		table.WithParquetRowGroupLimit(w.opts.rowGroupRows)) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, df)
+	}
+	return out, nil
+}
+
+// failLocked stops the writer: nothing after the failed run is committed.
+func (w *Writer) failLocked(err error) {
+	if w.failed != nil {
+		return
+	}
+	if !errors.Is(err, ErrWriterFailed) {
+		err = fmt.Errorf("%w: %w", ErrWriterFailed, err)
+	}
+	w.failed = err
+	w.log.Error("iceberg: writer stopped", "table", w.ident, "writer", w.id, "err", err)
+	w.signalLocked()
+}
+
+// commitLoop is the one ordered committer of this writer: it repeatedly takes the longest run of consecutive
+// staged batches from the head of the queue and commits them as one snapshot.
+func (w *Writer) commitLoop() {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.kick:
+		case <-w.ctx.Done():
+			return
+		}
+		for {
+			run, batches := w.nextRun()
+			if run == nil {
+				break
+			}
+			res, err := w.committer.Commit(w.ctx, run)
+			w.finishRun(run, batches, res, err)
+			if err != nil {
+				break
+			}
+		}
+		w.mu.Lock()
+		stop := w.stopping
+		w.mu.Unlock()
+		if stop {
+			return
+		}
+	}
+}
+
+// nextRun cuts the next run from the head of the queue (nil when none is ready).
+func (w *Writer) nextRun() (*Run, []*batch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed != nil || w.stopping {
+		return nil, nil
+	}
+	n := 0
+	for n < len(w.queue) && w.queue[n].staged {
+		n++
+	}
+	if w.opts.checkpoints {
+		for n > 0 && !w.queue[n-1].hasToken {
+			n--
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	batches := append([]*batch(nil), w.queue[:n]...)
+	run := &Run{
+		Table: w.ident, Branch: w.opts.branch, WriterID: w.id, StableID: w.opts.stableID, Epoch: w.epoch,
+		FirstSeq: batches[0].seq, LastSeq: batches[n-1].seq,
+		BaseSnapshotID: headID(w.tbl.Metadata(), w.opts.branch),
+	}
+	for _, b := range batches {
+		run.DataFiles = append(run.DataFiles, b.files...)
+		run.Rows += b.rows
+		run.Bytes += b.bytes
+		if b.hasToken {
+			run.Token, run.HasToken = b.token, true
+		}
+	}
+	return run, batches
+}
+
+func (w *Writer) finishRun(run *Run, batches []*batch, res *CommitResult, err error) {
+	w.mu.Lock()
+	if err != nil {
+		w.failLocked(fmt.Errorf("iceberg: commit run %d..%d: %w", run.FirstSeq, run.LastSeq, err))
+		w.mu.Unlock()
+		return
+	}
+	w.queue = w.queue[len(batches):]
+	w.committed = run.LastSeq
+	w.commitsN++
+	if res.Table != nil {
+		w.tbl = res.Table
+	}
+	w.st.commits.Add(1)
+	w.st.rowsCommitted.Add(run.Rows)
+	if res.Attempts > 1 {
+		w.st.retries.Add(int64(res.Attempts - 1))
+	}
+	w.st.conflicts.Add(int64(res.Conflicts))
+	n := w.commitsN
+	w.signalLocked()
+	w.mu.Unlock()
+	if res.Table != nil {
+		_ = w.setTable(res.Table) // picks up schema changes made by others at the next batch
+	}
+	if w.opts.onCommit != nil {
+		w.opts.onCommit(CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: len(run.DataFiles),
+			Bytes: run.Bytes, FirstSeq: run.FirstSeq, LastSeq: run.LastSeq, Batches: len(batches), Attempts: res.Attempts})
+	}
+	w.maintain(n)
+}
+
+// CommitInfo describes one successful commit, as WithOnCommit reports it.
+type CommitInfo struct {
+	SnapshotID int64
+	Token      string // newest checkpoint token in the commit, "" if none
+	Rows       int64  // rows added by the commit
+	Files      int    // data files added
+	Bytes      int64  // Arrow bytes of the rows
+	FirstSeq   int64  // first batch sequence number in the commit
+	LastSeq    int64  // last batch sequence number in the commit
+	Batches    int    // batches coalesced into the commit
+	Attempts   int    // catalog attempts it took
+}
+
+// Checkpoint marks everything accepted so far with an opaque token (source offsets, a log position) and ends the
+// current batch there. With WithCheckpoints, a commit never includes rows after its newest token.
+func (w *Writer) Checkpoint(ctx context.Context, token string) error {
+	if len(token) > defaultMaxTokenBytes {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrTokenTooLarge, len(token), defaultMaxTokenBytes)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.usableLocked(); err != nil {
+		return err
+	}
+	w.sealLocked(&token)
+	return nil
+}
+
+// LastCheckpoint returns the newest token committed by this writer's ID on the table's current branch history.
+func (w *Writer) LastCheckpoint(ctx context.Context) (token string, ok bool, err error) {
+	tbl, err := w.cat.LoadTable(ctx, w.ident)
+	if err != nil {
+		return "", false, fmt.Errorf("iceberg: load table %v: %w", w.ident, err)
+	}
+	token, _, ok = lastCheckpoint(tbl.Metadata(), w.opts.branch, w.id)
+	return token, ok, nil
+}
+
+// LastCheckpoint returns the newest token that the writer ID committed to the table, without opening a writer
+// (and so without fencing a running one).
+func LastCheckpoint(ctx context.Context, cat catalog.Catalog, ident table.Identifier, writerID string) (string, bool, error) {
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		return "", false, fmt.Errorf("iceberg: load table %v: %w", ident, err)
+	}
+	token, _, ok := lastCheckpoint(tbl.Metadata(), table.MainBranch, writerID)
+	return token, ok, nil
+}
+
+// Flush returns when everything accepted before the call is committed (with WithCheckpoints: everything up to
+// the last checkpoint), or with the error that prevented it. ctx bounds the wait, never an in-flight commit.
+func (w *Writer) Flush(ctx context.Context) error {
+	w.mu.Lock()
+	if err := w.usableLocked(); err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	target := w.flushTargetLocked()
+	w.mu.Unlock()
+	return w.waitCommitted(ctx, target)
+}
+
+// flushTargetLocked seals the open buffer and returns the sequence number Flush waits for.
+func (w *Writer) flushTargetLocked() int64 {
+	w.sealLocked(nil)
+	target := w.committed
+	for _, b := range w.queue {
+		if !w.opts.checkpoints || b.hasToken {
+			target = b.seq
+		}
+	}
+	return target
+}
+
+func (w *Writer) waitCommitted(ctx context.Context, target int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.committed < target {
+		if w.failed != nil {
+			return w.failed
+		}
+		ch := w.changed
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			w.mu.Lock()
+			return ctx.Err()
+		case <-ch:
+		}
+		w.mu.Lock()
+	}
+	return nil
+}
+
+// Close flushes as Flush does, stops the writer's goroutines and frees its memory. With WithCheckpoints, rows
+// after the last checkpoint are discarded (Stats counts them). Later calls return ErrClosed.
+func (w *Writer) Close(ctx context.Context) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	var err error
+	if w.failed != nil {
+		err = w.failed
+	} else {
+		target := w.flushTargetLocked()
+		w.mu.Unlock()
+		err = w.waitCommitted(ctx, target)
+		w.mu.Lock()
+	}
+	w.shutdownLocked()
+	w.mu.Unlock()
+	w.stop()
+	return err
+}
+
+// Abort discards everything not yet committed (e.g. when a source partition is revoked), waits for a commit
+// already in flight to resolve, and closes the writer.
+func (w *Writer) Abort(ctx context.Context) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	w.shutdownLocked()
+	w.mu.Unlock()
+	w.stop()
+	return nil
+}
+
+// shutdownLocked refuses new calls and new runs; the run in flight, if any, completes on the writer's context.
+func (w *Writer) shutdownLocked() {
+	w.closed, w.stopping = true, true
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	w.signalLocked()
+}
+
+// stop waits for the commit in flight, stops every goroutine and releases what was never committed.
+func (w *Writer) stop() {
+	// The commit loop sees stopping after its current run and exits; then encoders are cancelled.
+	w.kickLoop()
+	<-w.done
+	w.cancel()
+	w.encWG.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var dropped int64
+	if w.open != nil {
+		dropped += w.open.rows
+		for _, r := range w.open.recs {
+			r.Release()
+		}
+		w.open = nil
+	}
+	var orphans []string
+	for _, b := range w.queue {
+		dropped += b.rows
+		for _, r := range b.recs {
+			r.Release()
+		}
+		b.recs = nil
+		for _, f := range b.files {
+			orphans = append(orphans, f.FilePath())
+		}
+	}
+	w.queue = nil
+	w.memUsed = 0
+	w.st.discarded.Add(dropped)
+	// These batches were never handed to the committer: provably not committed, so their files can go.
+	if len(orphans) > 0 && w.tbl != nil {
+		if fs, err := w.tbl.FS(context.Background()); err == nil {
+			for _, p := range orphans {
+				_ = fs.Remove(p)
+			}
+		}
+	}
+}
+
+// Stats reports counters: rows, bytes, files, commits, retries, conflicts, buffered and uncommitted amounts.
+func (w *Writer) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := Stats{
+		RowsAccepted: w.st.rowsAccepted.Load(), BytesAccepted: w.st.bytesAccepted.Load(),
+		RowsCommitted: w.st.rowsCommitted.Load(), FilesWritten: w.st.files.Load(), BytesWritten: w.st.fileBytes.Load(),
+		Batches: w.st.batches.Load(), Commits: w.st.commits.Load(), Retries: w.st.retries.Load(),
+		Conflicts: w.st.conflicts.Load(), DiscardedRows: w.st.discarded.Load(), BufferedBytes: w.memUsed,
+		UncommittedBatches: len(w.queue), LastCommittedSeq: w.committed, Epoch: w.epoch,
+	}
+	if w.open != nil {
+		s.BufferedRows = w.open.rows
+	}
+	for _, b := range w.queue {
+		s.UncommittedRows += b.rows
+	}
+	return s
+}

@@ -63,7 +63,7 @@ type catalogCommitter struct {
 	timeout  time.Duration
 	minWait  time.Duration
 	maxWait  time.Duration
-	latest   *table.Table // the table as our last commit left it (single commit goroutine)
+	latest   *table.Table            // the table as our last commit left it (single commit goroutine)
 	beforeFn func(attempt int) error // test hook: runs before each CommitTable
 	afterFn  func(attempt int, err error) error
 }

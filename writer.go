@@ -102,7 +102,7 @@ type Stats struct {
 
 type stats struct {
 	rowsAccepted, bytesAccepted, rowsCommitted, files, fileBytes, batches atomic.Int64
-	commits, retries, conflicts, discarded                             atomic.Int64
+	commits, retries, conflicts, discarded                                atomic.Int64
 }
 
 // NewWriter opens a writer on an existing table (or creates it, with WithCreate).

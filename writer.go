@@ -65,7 +65,8 @@ type Writer struct {
 	timer     *time.Timer
 	commitsN  int64
 
-	st stats
+	structConv sync.Map // reflect.Type -> *structConverter
+	st         stats
 }
 
 type batch struct {

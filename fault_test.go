@@ -1,0 +1,245 @@
+package iceberg_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/seed"
+)
+
+func writeSeed(t *testing.T, w *iceberg.Writer, g *seed.Generator, n int) {
+	t.Helper()
+	rec := g.Batch(n)
+	defer rec.Release()
+	if err := w.Write(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func assertIDs(t *testing.T, counts map[int64]int, from, to int64) {
+	t.Helper()
+	if len(counts) != int(to-from) {
+		t.Fatalf("table has %d ids, want %d (ids %d..%d)", len(counts), to-from, from, to-1)
+	}
+	for id := from; id < to; id++ {
+		if counts[id] != 1 {
+			t.Fatalf("id %d appears %d times", id, counts[id])
+		}
+	}
+}
+
+// TestLostReplyNotCommittedTwice: the catalog applies a commit but the reply is lost; the writer must find
+// its marker and not commit the batch again.
+func TestLostReplyNotCommittedTwice(t *testing.T) {
+	ctx := context.Background()
+	cat := &slowCatalog{Catalog: openCatalog(t)}
+	ident := table.Identifier{"fault", "lost"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithWriterID("lost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := seed.New(0, 1)
+	writeSeed(t, w, g, 1000)
+	cat.mu.Lock()
+	cat.loseReplies = 1
+	cat.mu.Unlock()
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeSeed(t, w, g, 500)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counts, _ := readRows(t, cat, ident)
+	assertIDs(t, counts, 0, 1500)
+	if st := w.Stats(); st.Retries == 0 {
+		t.Fatalf("expected a retry, stats %+v", st)
+	}
+}
+
+// TestFailedCommitRetried: a commit that fails without applying is retried and lands once.
+func TestFailedCommitRetried(t *testing.T) {
+	ctx := context.Background()
+	cat := &slowCatalog{Catalog: openCatalog(t)}
+	ident := table.Identifier{"fault", "retry"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := seed.New(0, 1)
+	cat.mu.Lock()
+	cat.failBefore = 3
+	cat.mu.Unlock()
+	writeSeed(t, w, g, 2000)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counts, _ := readRows(t, cat, ident)
+	assertIDs(t, counts, 0, 2000)
+}
+
+// TestCommitStateUnknown: a catalog that keeps failing past the commit timeout stops the writer with
+// ErrCommitStateUnknown when an attempt may have applied; the writer refuses further work.
+func TestCommitStateUnknown(t *testing.T) {
+	ctx := context.Background()
+	cat := &slowCatalog{Catalog: openCatalog(t)}
+	ident := table.Identifier{"fault", "unknown"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema),
+		iceberg.WithCommitTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat.mu.Lock()
+	cat.failBefore = 1_000_000
+	cat.mu.Unlock()
+	writeSeed(t, w, seed.New(0, 1), 100)
+	err = w.Flush(ctx)
+	if !errors.Is(err, iceberg.ErrWriterFailed) || !errors.Is(err, iceberg.ErrCommitStateUnknown) {
+		t.Fatalf("Flush: got %v, want ErrWriterFailed wrapping ErrCommitStateUnknown", err)
+	}
+	if err := w.Write(ctx, seed.New(100, 1).Batch(10)); !errors.Is(err, iceberg.ErrWriterFailed) {
+		t.Fatalf("Write after failure: got %v", err)
+	}
+	_ = w.Close(ctx)
+}
+
+// TestFencing: a second process with the same writer ID fences the first, whose next commit fails with
+// ErrFenced; the new writer continues the sequence numbers and loses nothing.
+func TestFencing(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"fault", "fence"}
+	old, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithWriterID("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := seed.New(0, 1)
+	writeSeed(t, old, g, 100)
+	if err := old.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seqBefore := old.Stats().LastCommittedSeq
+	newer, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newer.Stats().Epoch <= old.Stats().Epoch {
+		t.Fatalf("epoch did not grow: old %d new %d", old.Stats().Epoch, newer.Stats().Epoch)
+	}
+	if got := newer.Stats().LastCommittedSeq; got != seqBefore {
+		t.Fatalf("new writer starts after seq %d, want %d", got, seqBefore)
+	}
+	writeSeed(t, old, g, 100) // ids 100..199 from the zombie: must not land
+	if err := old.Flush(ctx); !errors.Is(err, iceberg.ErrFenced) {
+		t.Fatalf("zombie Flush: got %v, want ErrFenced", err)
+	}
+	writeSeed(t, newer, seed.New(200, 2), 100)
+	if err := newer.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counts, _ := readRows(t, cat, ident)
+	if len(counts) != 200 {
+		t.Fatalf("table has %d ids, want 200", len(counts))
+	}
+	for id := range counts {
+		if id >= 100 && id < 200 {
+			t.Fatalf("zombie row %d landed", id)
+		}
+	}
+}
+
+// TestCloseAbortErrClosed covers the end of a writer's life.
+func TestCloseAbortErrClosed(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"life", "events"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := seed.New(0, 1)
+	writeSeed(t, w, g, 300)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeSeed(t, w, g, 300) // discarded by Abort
+	if err := w.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.DiscardedRows != 300 {
+		t.Fatalf("discarded %d rows, want 300", st.DiscardedRows)
+	}
+	for name, call := range map[string]func() error{
+		"Write":      func() error { return w.Write(ctx, g.Batch(1)) },
+		"Flush":      func() error { return w.Flush(ctx) },
+		"Checkpoint": func() error { return w.Checkpoint(ctx, "x") },
+		"Close":      func() error { return w.Close(ctx) },
+		"Abort":      func() error { return w.Abort(ctx) },
+	} {
+		if err := call(); !errors.Is(err, iceberg.ErrClosed) {
+			t.Fatalf("%s after Abort: got %v, want ErrClosed", name, err)
+		}
+	}
+	counts, _ := readRows(t, cat, ident)
+	assertIDs(t, counts, 0, 100)
+}
+
+// TestFlushIntervalCommits: rows below every size threshold still commit once the interval passes.
+func TestFlushIntervalCommits(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"life", "interval"}
+	commits := make(chan iceberg.CommitInfo, 10)
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema),
+		iceberg.WithFlushInterval(50*time.Millisecond),
+		iceberg.WithOnCommit(func(ci iceberg.CommitInfo) { commits <- ci }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	writeSeed(t, w, seed.New(0, 1), 10)
+	select {
+	case ci := <-commits:
+		if ci.Rows != 10 || ci.SnapshotID == 0 {
+			t.Fatalf("commit info %+v", ci)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no commit after the flush interval")
+	}
+}
+
+// TestBackpressure: with the memory limit reached and the catalog stalled, Write blocks until ctx is done, and
+// returns ctx's error without accepting the rows.
+func TestBackpressure(t *testing.T) {
+	ctx := context.Background()
+	cat := &slowCatalog{Catalog: openCatalog(t)}
+	ident := table.Identifier{"life", "pressure"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema),
+		iceberg.WithMaxUncommitted(1), iceberg.WithFlushRows(100), iceberg.WithCommitTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat.mu.Lock()
+	cat.latency = 300 * time.Millisecond
+	cat.mu.Unlock()
+	g := seed.New(0, 1)
+	defer w.Close(ctx)
+	writeSeed(t, w, g, 100) // sealed; its commit takes 300 ms
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	rec := g.Batch(100)
+	err = w.Write(short, rec)
+	rec.Release()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Write under backpressure: got %v, want DeadlineExceeded", err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counts, _ := readRows(t, cat, ident)
+	assertIDs(t, counts, 0, 100)
+}

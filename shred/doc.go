@@ -1,0 +1,33 @@
+// Package shred turns Go values into Arrow record batches: structs (through a
+// plan built once per type), maps of any values and JSON lines. It also infers
+// Arrow schemas from Go types and from sample data.
+//
+// # Struct mapping
+//
+// A struct field's column name is its `iceberg:"name"` tag, else its `json`
+// tag name, else its Go name in snake_case (UserID -> user_id, HTTPCode ->
+// http_code). `iceberg:"-"` or `json:"-"` skips a field; unexported fields are
+// skipped; embedded structs are flattened as encoding/json does. The tag
+// option `required` (`iceberg:"id,required"`) makes the inferred field
+// non-nullable (Nullable=false in SchemaOf): that is how a required column is
+// reported for table creation. The option `decimal(P,S)` types a
+// decimal128.Num field.
+//
+// Go types map to Arrow types as follows: bool -> bool; int8/16/32/64 -> the
+// same; uint8/16/32 -> int16/32/64; int, uint, uint64 -> int64 (uint64 values
+// above MaxInt64 are an error); float32/64 -> float32/64; string -> utf8;
+// []byte -> binary; [16]byte and uuid.UUID -> the arrow UUID extension type
+// (the type iceberg-go uses for uuid columns); time.Time -> timestamp[us,
+// tz=UTC]; time.Duration -> int64 nanoseconds; decimal128.Num ->
+// decimal128(P,S) from the tag; structs -> struct columns; slices -> list
+// columns; maps with string or integer keys -> map columns. Pointers and the
+// database/sql Null types (NullString, NullInt64, ..., sql.Null[T]) may hold
+// null. Any other type (chan, func, interface, complex) is an error at plan
+// time naming the Go field and the column.
+//
+// When a target schema is given (the table's Arrow schema), values are
+// written straight into it: columns match by name, Go values are converted
+// where the conversion is lossless (int32 -> int64, float32 -> float64,
+// time.Time -> any timestamp unit or date32, string -> large_string, ...), and
+// range checks run per value. Errors name the column through *FieldError.
+package shred

@@ -1,0 +1,57 @@
+package iceberg_test
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+)
+
+// slowCatalog wraps a real catalog to inject what a real server cannot produce on demand: latency on every
+// commit, a lost reply after a commit applied, or a failure before it.
+type slowCatalog struct {
+	icecatalog.Catalog
+	latency time.Duration
+
+	mu sync.Mutex
+	// loseReplies makes the next n commits apply and then report an error (a reply lost on the way back).
+	loseReplies int
+	// failBefore makes the next n commits fail without applying.
+	failBefore int
+	commits    int
+}
+
+func (c *slowCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	if c.latency > 0 {
+		time.Sleep(c.latency)
+	}
+	c.mu.Lock()
+	c.commits++
+	fail := c.failBefore > 0
+	if fail {
+		c.failBefore--
+	}
+	c.mu.Unlock()
+	if fail {
+		return nil, "", errInjected
+	}
+	meta, loc, err := c.Catalog.CommitTable(ctx, ident, reqs, updates)
+	c.mu.Lock()
+	lose := err == nil && c.loseReplies > 0
+	if lose {
+		c.loseReplies--
+	}
+	c.mu.Unlock()
+	if lose {
+		return nil, "", errInjected
+	}
+	return meta, loc, err
+}
+
+type injectedError struct{}
+
+func (injectedError) Error() string { return "injected: connection reset by peer" }
+
+var errInjected error = injectedError{}

@@ -32,6 +32,9 @@ func (w *Writer) maintain(commits int64) {
 				opts = append(opts, table.WithOlderThan(0))
 			}
 			w.runMaintenance(ctx, tbl, "expire snapshots", func(tx *table.Transaction) error {
+				if err := refreshMirrors(tx, tbl.Metadata(), w.opts.branch); err != nil {
+					return err
+				}
 				return tx.ExpireSnapshots(opts...)
 			})
 		}

@@ -216,6 +216,13 @@ func tableEpoch(meta table.Metadata, id string) int64 {
 // lastCheckpoint finds the newest token committed by id on the branch: by ancestry first (a rollback is
 // respected), then through the property mirror when the snapshot that carried it was expired.
 func lastCheckpoint(meta table.Metadata, branch, id string) (token string, seq int64, ok bool) {
+	m, ok := findCheckpoint(meta, branch, id)
+	return m.Token, m.Seq, ok
+}
+
+func findCheckpoint(meta table.Metadata, branch, id string) (checkpointMirror, bool) {
+	var found checkpointMirror
+	ok := false
 	var oldestSeqNum int64 = -1
 	ancestors(meta, branch, func(s *table.Snapshot) bool {
 		oldestSeqNum = s.SequenceNumber
@@ -226,24 +233,57 @@ func lastCheckpoint(meta table.Metadata, branch, id string) (token string, seq i
 		if !has {
 			return false
 		}
-		token, ok = t, true
+		found = checkpointMirror{Token: t, SnapshotID: s.SnapshotID, SeqNumber: s.SequenceNumber}
 		v, _ := summaryProp(s, summarySeq)
-		seq, _ = strconv.ParseInt(v, 10, 64)
+		found.Seq, _ = strconv.ParseInt(v, 10, 64)
+		e, _ := summaryProp(s, summaryEpoch)
+		found.Epoch, _ = strconv.ParseInt(e, 10, 64)
+		ok = true
 		return true
 	})
 	if ok {
-		return token, seq, true
+		return found, true
 	}
 	m, has := readMirror(meta, id)
 	if !has {
-		return "", 0, false
+		return checkpointMirror{}, false
 	}
 	// Trust the mirror only when its snapshot is gone (expired) and older than every retained ancestor; a
-	// snapshot still present but off the ancestry was rolled back.
+	// snapshot still present but off the ancestry was rolled back. Expiry done by a writer refreshes every
+	// mirror from the ancestry first (refreshMirrors), so a rolled-back token does not survive it.
 	if meta.SnapshotByID(m.SnapshotID) != nil || (oldestSeqNum >= 0 && m.SeqNumber > oldestSeqNum) {
-		return "", 0, false
+		return checkpointMirror{}, false
 	}
-	return m.Token, m.Seq, true
+	return m, true
+}
+
+// refreshMirrors re-derives every writer's checkpoint mirror from the branch ancestry, in a transaction that is
+// about to expire snapshots: the mirror must name a token that is still on the branch when its snapshot goes.
+func refreshMirrors(tx *table.Transaction, meta table.Metadata, branch string) error {
+	set := ice.Properties{}
+	var drop []string
+	for k, v := range meta.Properties() {
+		id, isMirror := strings.CutPrefix(k, propCkptPrefix)
+		if !isMirror {
+			continue
+		}
+		m, ok := findCheckpoint(meta, branch, id)
+		switch {
+		case !ok:
+			drop = append(drop, k)
+		case mustJSON(m) != v:
+			set[k] = mustJSON(m)
+		}
+	}
+	if len(set) > 0 {
+		if err := tx.SetProperties(set); err != nil {
+			return err
+		}
+	}
+	if len(drop) > 0 {
+		return tx.RemoveProperties(drop)
+	}
+	return nil
 }
 
 // lastSeq is the newest sequence number committed by id (from snapshots and the checkpoint mirror).

@@ -1,0 +1,239 @@
+package iceberg_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/catalog"
+	"github.com/icewriter/iceberg/internal/seed"
+)
+
+// TestCheckpointsBoundCommits: with WithCheckpoints nothing after the newest token is committed, by Flush or by
+// Close, and LastCheckpoint and OnCommit report the token.
+func TestCheckpointsBoundCommits(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"ckpt", "events"}
+	var tokens []string
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithWriterID("src-0"),
+		iceberg.WithCheckpoints(), iceberg.WithFlushRows(30),
+		iceberg.WithOnCommit(func(ci iceberg.CommitInfo) { tokens = append(tokens, ci.Token) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := seed.New(0, 1)
+	writeSeed(t, w, g, 100)
+	if err := w.Checkpoint(ctx, "offset=100"); err != nil {
+		t.Fatal(err)
+	}
+	writeSeed(t, w, g, 50)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tok, ok, err := w.LastCheckpoint(ctx); err != nil || !ok || tok != "offset=100" {
+		t.Fatalf("LastCheckpoint = %q %v %v", tok, ok, err)
+	}
+	counts, _ := readRows(t, cat, ident)
+	assertIDs(t, counts, 0, 100)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.DiscardedRows != 50 {
+		t.Fatalf("discarded %d, want 50", st.DiscardedRows)
+	}
+	counts, _ = readRows(t, cat, ident)
+	assertIDs(t, counts, 0, 100)
+	if len(tokens) == 0 || tokens[len(tokens)-1] != "offset=100" {
+		t.Fatalf("OnCommit tokens %v", tokens)
+	}
+
+	// A restarted writer with the same ID resumes from the token; an empty checkpoint still records its token.
+	w2, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID("src-0"), iceberg.WithCheckpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, ok, _ := w2.LastCheckpoint(ctx); tok != "offset=100" || !ok {
+		t.Fatalf("after restart LastCheckpoint = %q", tok)
+	}
+	if err := w2.Checkpoint(ctx, "offset=100;heartbeat"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tok, _, _ := iceberg.LastCheckpoint(ctx, cat, ident, "src-0"); tok != "offset=100;heartbeat" {
+		t.Fatalf("token after empty checkpoint: %q", tok)
+	}
+	if _, ok, _ := iceberg.LastCheckpoint(ctx, cat, ident, "someone-else"); ok {
+		t.Fatal("another ID must have no checkpoint")
+	}
+}
+
+// TestLastCheckpointRollbackAndExpiry: a rollback hides tokens committed after the restored snapshot; snapshot
+// expiry does not erase the newest token.
+func TestLastCheckpointRollbackAndExpiry(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"ckpt", "rollback"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithWriterID("cdc"),
+		iceberg.WithCheckpoints(), iceberg.WithKeepSnapshots(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := seed.New(0, 1)
+	writeSeed(t, w, g, 10)
+	_ = w.Checkpoint(ctx, "a")
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snapA := w.Table().CurrentSnapshot().SnapshotID
+	writeSeed(t, w, g, 10)
+	_ = w.Checkpoint(ctx, "b")
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.RollbackToSnapshot(snapA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tok, _, _ := iceberg.LastCheckpoint(ctx, cat, ident, "cdc"); tok != "a" {
+		t.Fatalf("after rollback: %q, want a", tok)
+	}
+
+	// Another writer appends and expires everything but the last 2 snapshots: "a"'s snapshot is gone.
+	other, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithKeepSnapshots(2), iceberg.WithFlushRows(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2 := seed.New(1000, 2)
+	for i := 0; i < 30; i++ {
+		writeSeed(t, other, g2, 5)
+		if err := other.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := other.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tbl, _ = cat.LoadTable(ctx, ident)
+	if tbl.Metadata().SnapshotByID(snapA) != nil {
+		t.Fatalf("snapshot %d should have expired (%d snapshots left)", snapA, len(tbl.Metadata().Snapshots()))
+	}
+	if tok, ok, _ := iceberg.LastCheckpoint(ctx, cat, ident, "cdc"); tok != "a" || !ok {
+		t.Fatalf("after expiry: %q %v, want a", tok, ok)
+	}
+}
+
+const crashTotal = 60_000
+
+// TestCrashResume kills a writer process at random moments and restarts it with the same writer ID: after each
+// kill the table holds exactly the rows before the checkpoint LastCheckpoint returns, and replaying the source
+// from there ends with every row exactly once.
+func TestCrashResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(3, 4))
+	ctx := context.Background()
+	for round := 0; ; round++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
+		cmd.Env = append(os.Environ(), "ICEWRITER_CRASH_DIR="+dir, fmt.Sprintf("ICEWRITER_CRASH_SEED=%d", round))
+		out, _ := os.Create(filepath.Join(dir, fmt.Sprintf("child-%d.log", round)))
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		finalRound := round >= 4
+		if finalRound {
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("final child failed: %v (see %s)", err, out.Name())
+			}
+		} else {
+			time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		out.Close()
+
+		cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(dir, "catalog.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ident := table.Identifier{"crash", "events"}
+		tok, ok, err := iceberg.LastCheckpoint(ctx, cat, ident, "crash-writer")
+		var upto int64
+		if err == nil && ok {
+			upto, _ = strconv.ParseInt(tok, 10, 64)
+		}
+		if err == nil {
+			counts, _ := readRows(t, cat, ident)
+			assertIDs(t, counts, 0, upto)
+		}
+		t.Logf("round %d: checkpoint %d", round, upto)
+		cat.(icecatalog.Closer).Close()
+		if finalRound {
+			if upto != crashTotal {
+				t.Fatalf("final checkpoint %d, want %d", upto, crashTotal)
+			}
+			return
+		}
+	}
+}
+
+// TestCrashChild is the process TestCrashResume kills: it resumes from its last checkpoint and writes ids up to
+// crashTotal, checkpointing after every batch.
+func TestCrashChild(t *testing.T) {
+	dir := os.Getenv("ICEWRITER_CRASH_DIR")
+	if dir == "" {
+		t.Skip("run by TestCrashResume")
+	}
+	ctx := context.Background()
+	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(dir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedN, _ := strconv.Atoi(os.Getenv("ICEWRITER_CRASH_SEED"))
+	rng := rand.New(rand.NewPCG(uint64(seedN), 1))
+	w, err := iceberg.NewWriter(ctx, cat, table.Identifier{"crash", "events"}, iceberg.WithCreate(seed.Schema),
+		iceberg.WithWriterID("crash-writer"), iceberg.WithCheckpoints(),
+		iceberg.WithFlushInterval(time.Duration(5+rng.IntN(50))*time.Millisecond), iceberg.WithMaxInFlight(1+rng.IntN(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := w.LastCheckpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, _ := strconv.ParseInt(tok, 10, 64)
+	g := seed.New(next, uint64(seedN))
+	for next < crashTotal {
+		n := min(int64(1+rng.IntN(400)), crashTotal-next)
+		writeSeed(t, w, g, int(n))
+		next += n
+		if err := w.Checkpoint(ctx, strconv.FormatInt(next, 10)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(rng.IntN(2)) * time.Millisecond)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

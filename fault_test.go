@@ -185,7 +185,7 @@ func TestCloseAbortErrClosed(t *testing.T) {
 		}
 	}
 	counts, _ := readRows(t, cat, ident)
-	assertIDs(t, counts, 0, 100)
+	assertIDs(t, counts, 0, 300)
 }
 
 // TestFlushIntervalCommits: rows below every size threshold still commit once the interval passes.

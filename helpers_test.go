@@ -15,8 +15,13 @@ import (
 // openCatalog opens a fresh embedded catalog in a temporary folder.
 func openCatalog(t testing.TB) icecatalog.Catalog {
 	t.Helper()
-	dir := t.TempDir()
-	cat, err := catalog.Open(context.Background(), "sqlite://"+filepath.Join(dir, "catalog.db"))
+	return openCatalogAt(t, filepath.Join(t.TempDir(), "catalog.db"))
+}
+
+// openCatalogAt opens the embedded catalog whose database is at path.
+func openCatalogAt(t testing.TB, path string) icecatalog.Catalog {
+	t.Helper()
+	cat, err := catalog.Open(context.Background(), "sqlite://"+path)
 	if err != nil {
 		t.Fatalf("open catalog: %v", err)
 	}

@@ -41,7 +41,6 @@ const (
 	DefaultCommitTimeout    = 5 * time.Minute
 	DefaultKeepSnapshots    = 100
 	DefaultRowGroupRows     = 128 * 1024
-	DefaultMaxOpenFiles     = 64
 	defaultMaxTokenBytes    = 4096
 	defaultRewriteManifests = 200
 )
@@ -60,7 +59,6 @@ type options struct {
 	targetFileSize int64
 	rowGroupRows   int
 	maxUncommitted int
-	maxOpenFiles   int
 	writerID       string
 	stableID       bool
 	checkpoints    bool
@@ -86,7 +84,6 @@ func defaultOptions() options {
 		targetFileSize: DefaultTargetFileSize,
 		rowGroupRows:   DefaultRowGroupRows,
 		maxUncommitted: DefaultMaxUncommitted,
-		maxOpenFiles:   DefaultMaxOpenFiles,
 		commitTimeout:  DefaultCommitTimeout,
 		keepSnapshots:  -1, // resolved at NewWriter: DefaultKeepSnapshots on tables the writer creates
 		rewriteEvery:   defaultRewriteManifests,
@@ -118,8 +115,11 @@ func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.flu
 // by one commit loop, whatever this number. Default: DefaultMaxInFlight (2).
 func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
 
-// WithMemoryLimit bounds the bytes of row data held by the writer (the open buffer plus batches waiting for or
-// in encoding). Write blocks while the limit is reached. Default: DefaultMemoryLimit (256 MiB).
+// WithMemoryLimit bounds the memory the writer holds: row data (the open buffer plus batches waiting for or in
+// encoding) and a reserve of 48 MiB of encoder working memory per batch in flight (at least a quarter of the
+// limit stays for rows). Write blocks while the limit is reached. Default: DefaultMemoryLimit (256 MiB). The Go
+// runtime lets the heap grow to about twice the live data between collections (GOGC=100); set GOMEMLIMIT to
+// bound the process itself.
 func WithMemoryLimit(n int64) Option { return func(o *options) { o.memoryLimit = n } }
 
 // WithTargetFileSize sets the Parquet data file size at which files are rolled. Default: DefaultTargetFileSize
@@ -185,10 +185,6 @@ func WithExpireOlderThan(d time.Duration) Option { return func(o *options) { o.e
 // WithRewriteManifestsEvery rewrites the table's manifests every n commits, so that manifest lists stay short.
 // Default: 200 commits. Zero disables it.
 func WithRewriteManifestsEvery(n int) Option { return func(o *options) { o.rewriteEvery = n } }
-
-// WithMaxOpenFiles bounds the data files a batch keeps open at once on a partitioned table: at the bound the
-// largest open file is closed (more files, never more memory). Default: DefaultMaxOpenFiles (64).
-func WithMaxOpenFiles(n int) Option { return func(o *options) { o.maxOpenFiles = n } }
 
 // CreateOption configures a table created by WithCreate.
 type CreateOption func(*createOptions)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -332,7 +333,7 @@ func (w *Writer) accept(ctx context.Context, rec arrow.RecordBatch, size int64) 
 		if err := w.usableLocked(); err != nil {
 			return err
 		}
-		memFull := w.memUsed > 0 && w.memUsed+size > w.opts.memoryLimit
+		memFull := w.memUsed > 0 && w.memUsed+size > w.rowBudget()
 		if memFull && w.open != nil && w.open.bytes > 0 {
 			// Encoding is what frees memory: never wait on a buffer that no policy would seal.
 			w.sealLocked(nil)
@@ -374,6 +375,16 @@ func (w *Writer) accept(ctx context.Context, rec arrow.RecordBatch, size int64) 
 		w.sealLocked(nil)
 	}
 	return nil
+}
+
+// encoderReserve is the working memory set aside for each batch encoding at once (Parquet pages, dictionaries
+// and the conversions of iceberg-go's writer), measured at about 28 MiB for the seed events, with a margin for
+// wider rows.
+const encoderReserve = 48 << 20
+
+// rowBudget is the part of the memory limit left for row buffers once the encoders' reserve is set aside.
+func (w *Writer) rowBudget() int64 {
+	return max(w.opts.memoryLimit-int64(w.opts.maxInFlight)*encoderReserve, w.opts.memoryLimit/4)
 }
 
 // sealLocked turns the open buffer into a batch with the next sequence number and starts its encoding. A token
@@ -425,23 +436,16 @@ func (w *Writer) encode(b *batch) {
 	w.mu.Lock()
 	tbl, schema := w.tbl, w.conf.target
 	w.mu.Unlock()
-	var files []ice.DataFile
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if attempt > 0 && sleepCtx(w.ctx, backoff(attempt, 200*time.Millisecond, 2*time.Second)) != nil {
-			break
-		}
-		files, err = w.writeFiles(tbl, schema, b)
-		if err == nil || w.ctx.Err() != nil {
-			break
-		}
-		w.log.Warn("iceberg: encoding a batch failed, retrying", "table", w.ident, "seq", b.seq, "err", err)
-	}
+	// No retry here: the rows were handed to the encoder. Object stores retry requests themselves; a batch that
+	// still fails stops the writer, and the caller replays from its last checkpoint.
+	files, err := w.writeFiles(tbl, schema, b)
 	w.encSem.Release(1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range b.recs {
-		r.Release()
+		if r != nil {
+			r.Release()
+		}
 	}
 	b.recs = nil
 	w.memUsed -= b.bytes
@@ -462,25 +466,74 @@ func (w *Writer) encode(b *batch) {
 }
 
 // writeFiles encodes one batch through iceberg-go's writer (partitioning, rolling and statistics included).
+//
+// On a partitioned table the batch is written as one record with iceberg-go's clustered writer, which takes one
+// partition at a time: a single data file is open at once whatever the number of partitions in the batch (more
+// files than a fanout writer would keep open never means more memory).
 func (w *Writer) writeFiles(tbl *table.Table, schema *arrow.Schema, b *batch) ([]ice.DataFile, error) {
+	opts := []table.WriteRecordOption{
+		table.WithTargetFileSize(w.opts.targetFileSize),
+		table.WithParquetRowGroupLimit(w.opts.rowGroupRows),
+	}
+	if !tbl.Spec().IsUnpartitioned() {
+		if len(b.recs) > 1 {
+			one, err := concatRecords(w.mem, schema, b.recs)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range b.recs {
+				r.Release()
+			}
+			b.recs = []arrow.RecordBatch{one}
+		}
+		opts = append(opts, table.WithClusteredWrite())
+	}
+	// Ownership of each record passes to WriteRecords, which releases it once encoded: the batch's memory is
+	// freed while it encodes, not after.
 	recs := func(yield func(arrow.RecordBatch, error) bool) {
-		for _, r := range b.recs {
-			r.Retain() // WriteRecords releases what it consumes; keep ours for a retry
+		for i, r := range b.recs {
+			b.recs[i] = nil
 			if !yield(r, nil) {
 				return
 			}
 		}
 	}
 	var out []ice.DataFile
-	for df, err := range table.WriteRecords(w.ctx, tbl, schema, iter.Seq2[arrow.RecordBatch, error](recs),
-		table.WithTargetFileSize(w.opts.targetFileSize),
-		table.WithParquetRowGroupLimit(w.opts.rowGroupRows)) {
+	for df, err := range table.WriteRecords(w.ctx, tbl, schema, iter.Seq2[arrow.RecordBatch, error](recs), opts...) {
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, df)
 	}
 	return out, nil
+}
+
+// concatRecords joins records of one schema into one.
+func concatRecords(mem memory.Allocator, schema *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, schema.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	var rows int64
+	for _, r := range recs {
+		rows += r.NumRows()
+	}
+	parts := make([]arrow.Array, len(recs))
+	for i := range cols {
+		for j, r := range recs {
+			parts[j] = r.Column(i)
+		}
+		c, err := array.Concatenate(parts, mem)
+		if err != nil {
+			return nil, fmt.Errorf("iceberg: concatenate column %q: %w", schema.Field(i).Name, err)
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(schema, cols, rows), nil
 }
 
 // failLocked stops the writer: nothing after the failed run is committed.

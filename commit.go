@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	ice "github.com/apache/iceberg-go"
@@ -44,6 +46,10 @@ type Run struct {
 	DataFiles      []ice.DataFile
 	Rows           int64
 	Bytes          int64
+
+	formatVersion int
+	spec          ice.PartitionSpec
+	schema        *ice.Schema
 }
 
 // CommitResult reports a committed run.
@@ -63,24 +69,51 @@ type catalogCommitter struct {
 	timeout  time.Duration
 	minWait  time.Duration
 	maxWait  time.Duration
-	latest   *table.Table            // the table as our last commit left it (single commit goroutine)
+	mu       sync.Mutex
+	latest   map[string]*table.Table // per table: as our last commit left it
 	beforeFn func(attempt int) error // test hook: runs before each CommitTable
 	afterFn  func(attempt int, err error) error
 }
 
 func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration) *catalogCommitter {
-	return &catalogCommitter{cat: cat, log: log, timeout: timeout, minWait: 50 * time.Millisecond,
-		maxWait: 5 * time.Second, latest: tbl}
+	c := &catalogCommitter{cat: cat, log: log, timeout: timeout, minWait: 50 * time.Millisecond,
+		maxWait: 5 * time.Second, latest: map[string]*table.Table{}}
+	if tbl != nil {
+		c.setLatest(tbl.Identifier(), tbl)
+	}
+	return c
+}
+
+func identKey(ident table.Identifier) string { return strings.Join(ident, "\x00") }
+
+func (c *catalogCommitter) setLatest(ident table.Identifier, tbl *table.Table) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.latest[identKey(ident)] = tbl
+}
+
+func (c *catalogCommitter) getLatest(ident table.Identifier) *table.Table {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.latest[identKey(ident)]
 }
 
 // Commit implements Committer.
 func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult, error) {
 	deadline := time.Now().Add(c.timeout)
 	res := &CommitResult{}
-	tbl := c.latest
+	tbl := c.getLatest(run.Table)
 	var lastErr error
 	mayHaveApplied := false
 	for attempt := 0; ; attempt++ {
+		if attempt == 0 && tbl == nil {
+			fresh, err := c.cat.LoadTable(ctx, run.Table)
+			if err != nil {
+				lastErr = err
+				continue
+			}
+			tbl = fresh
+		}
 		if attempt > 0 {
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				if mayHaveApplied {
@@ -100,7 +133,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 			tbl = fresh
 			// Whatever the error was, look for our marker first: a commit whose reply was lost may have applied.
 			if id, ok := findMarker(tbl.Metadata(), run); ok {
-				c.latest = tbl
+				c.setLatest(run.Table, tbl)
 				res.SnapshotID, res.Table, res.Attempts = id, tbl, attempt+1
 				return res, nil
 			}
@@ -115,7 +148,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 		if err == nil {
 			next := table.New(run.Table, meta, loc, tbl.FS, c.cat)
 			postCommit(ctx, c.log, tbl, next, updates)
-			c.latest = next
+			c.setLatest(run.Table, next)
 			res.Table, res.Attempts = next, attempt+1
 			if s := meta.SnapshotByName(run.Branch); s != nil {
 				res.SnapshotID = s.SnapshotID

@@ -69,7 +69,7 @@ func (w *Writer) runMaintenance(ctx context.Context, tbl *table.Table, what stri
 	next := table.New(w.ident, meta, loc, tbl.FS, w.cat)
 	postCommit(ctx, w.log, tbl, next, tc.Updates)
 	if w.defaultC != nil {
-		w.defaultC.latest = next
+		w.defaultC.setLatest(w.ident, next)
 	}
 	_ = w.setTable(next)
 }

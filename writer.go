@@ -603,6 +603,7 @@ func (w *Writer) nextRun() (*Run, []*batch) {
 		Table: w.ident, Branch: w.opts.branch, WriterID: w.id, StableID: w.opts.stableID, Epoch: w.epoch,
 		FirstSeq: batches[0].seq, LastSeq: batches[n-1].seq,
 		BaseSnapshotID: headID(w.tbl.Metadata(), w.opts.branch),
+		formatVersion:  w.tbl.Metadata().Version(), spec: w.tbl.Spec(), schema: w.tbl.Schema(),
 	}
 	for _, b := range batches {
 		run.DataFiles = append(run.DataFiles, b.files...)

@@ -3,6 +3,9 @@ package iceberg_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,6 +108,18 @@ func TestCommitStateUnknown(t *testing.T) {
 		t.Fatalf("Write after failure: got %v", err)
 	}
 	_ = w.Close(ctx)
+	// The run's outcome is unknown, so its data file is kept.
+	loc := strings.TrimPrefix(w.Table().Location(), "file://")
+	var parquet int
+	_ = filepath.WalkDir(loc, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".parquet") {
+			parquet++
+		}
+		return nil
+	})
+	if parquet == 0 {
+		t.Fatalf("the data file of a commit in unknown state was deleted (looked under %s)", loc)
+	}
 }
 
 // TestFencing: a second process with the same writer ID fences the first, whose next commit fails with

@@ -79,6 +79,7 @@ type batch struct {
 	hasToken bool
 	files    []ice.DataFile
 	staged   bool
+	handed   bool // given to the committer: its files may be referenced, so they are never deleted
 	firstAt  time.Time
 }
 
@@ -599,6 +600,9 @@ func (w *Writer) nextRun() (*Run, []*batch) {
 		return nil, nil
 	}
 	batches := append([]*batch(nil), w.queue[:n]...)
+	for _, b := range batches {
+		b.handed = true
+	}
 	run := &Run{
 		Table: w.ident, Branch: w.opts.branch, WriterID: w.id, StableID: w.opts.stableID, Epoch: w.epoch,
 		FirstSeq: batches[0].seq, LastSeq: batches[n-1].seq,
@@ -813,6 +817,9 @@ func (w *Writer) stop() {
 			r.Release()
 		}
 		b.recs = nil
+		if b.handed {
+			continue // a run whose outcome may be unknown: its files are kept
+		}
 		for _, f := range b.files {
 			orphans = append(orphans, f.FilePath())
 		}

@@ -139,6 +139,12 @@ func TestLastCheckpointRollbackAndExpiry(t *testing.T) {
 	if tok, ok, _ := iceberg.LastCheckpoint(ctx, cat, ident, "cdc"); tok != "a" || !ok {
 		t.Fatalf("after expiry: %q %v, want a", tok, ok)
 	}
+	// Expiry deleted only unreferenced metadata: every live row still reads back (ids 0..9 kept by the
+	// rollback, 1000..1149 from the other writer).
+	counts, _ := readRows(t, cat, ident)
+	if len(counts) != 160 || counts[0] != 1 || counts[1149] != 1 || counts[15] != 0 {
+		t.Fatalf("after expiry the table has %d ids", len(counts))
+	}
 }
 
 const crashTotal = 60_000

@@ -43,13 +43,33 @@ type Run struct {
 	// BaseSnapshotID is the branch head the run was first planned against (nil: empty table). The marker search
 	// before a retry covers every snapshot committed since.
 	BaseSnapshotID *int64
-	DataFiles      []ice.DataFile
-	Rows           int64
-	Bytes          int64
+	// Segments are applied in order as consecutive snapshots of one atomic commit (usually there is one).
+	Segments []Segment
+	Rows     int64 // rows accepted by the run's batches (upserted and inserted rows, deleted keys)
+	Bytes    int64
 
 	formatVersion int
 	spec          ice.PartitionSpec
 	schema        *ice.Schema
+}
+
+// Segment is one snapshot of a run: files added and the newest batch sequence number and token in it.
+type Segment struct {
+	DataFiles   []ice.DataFile
+	DeleteFiles []ice.DataFile // equality delete files
+	LastSeq     int64
+	Token       string
+	HasToken    bool
+	Rows        int64
+}
+
+// files counts the data and delete files of the run.
+func (r *Run) files() int {
+	n := 0
+	for _, s := range r.Segments {
+		n += len(s.DataFiles) + len(s.DeleteFiles)
+	}
+	return n
 }
 
 // CommitResult reports a committed run.
@@ -177,21 +197,10 @@ func (p *permanentError) Error() string { return p.err.Error() }
 // attempt builds the run's transaction on tbl and submits it.
 func (c *catalogCommitter) attempt(ctx context.Context, tbl *table.Table, run *Run, attempt int) (table.Metadata, string, []table.Update, error) {
 	tx := tbl.NewTransactionOnBranch(run.Branch)
-	props := runSummary(run)
-	var err error
-	if len(run.DataFiles) > 0 {
-		if tbl.Metadata().Version() >= 3 {
-			// v3 fast appends reject WriteRecords output ("missing first_row_id"); a row delta assigns row ids.
-			err = tx.NewRowDelta(props).AddRows(run.DataFiles...).Commit(ctx)
-		} else {
-			err = tx.AddDataFiles(ctx, run.DataFiles, props, table.WithoutDuplicateCheck())
+	for i := range run.Segments {
+		if err := applySegment(ctx, tx, tbl, run, &run.Segments[i]); err != nil {
+			return nil, "", nil, &permanentError{fmt.Errorf("iceberg: build commit for run %d..%d: %w", run.FirstSeq, run.LastSeq, err)}
 		}
-	} else {
-		// A run of checkpoint-only batches still records its token: an empty snapshot carries the markers.
-		err = tx.AddFiles(ctx, nil, props, true)
-	}
-	if err != nil {
-		return nil, "", nil, &permanentError{fmt.Errorf("iceberg: build commit for run %d..%d: %w", run.FirstSeq, run.LastSeq, err)}
 	}
 	if run.StableID && run.HasToken {
 		// The mirror's snapshot id is not known before the commit; the sequence number is (base + 1) and is
@@ -232,16 +241,27 @@ func pendingSnapshot(tx *table.Transaction, branch string) *table.Snapshot {
 	return staged.Metadata().SnapshotByName(branch)
 }
 
-func runSummary(run *Run) ice.Properties {
-	p := ice.Properties{
+// applySegment stages one segment's snapshot in the transaction. The last segment's snapshot carries the run's
+// marker (its last sequence number); each carries the newest token inside it.
+func applySegment(ctx context.Context, tx *table.Transaction, tbl *table.Table, run *Run, seg *Segment) error {
+	props := ice.Properties{
 		summaryWriterID: run.WriterID,
 		summaryEpoch:    strconv.FormatInt(run.Epoch, 10),
-		summarySeq:      strconv.FormatInt(run.LastSeq, 10),
+		summarySeq:      strconv.FormatInt(seg.LastSeq, 10),
 	}
-	if run.HasToken {
-		p[summaryCheckpoint] = run.Token
+	if seg.HasToken {
+		props[summaryCheckpoint] = seg.Token
 	}
-	return p
+	switch {
+	case len(seg.DeleteFiles) > 0 || (len(seg.DataFiles) > 0 && tbl.Metadata().Version() >= 3):
+		// v3 fast appends reject WriteRecords output ("missing first_row_id"); a row delta assigns row ids.
+		return tx.NewRowDelta(props).AddRows(seg.DataFiles...).AddDeletes(seg.DeleteFiles...).Commit(ctx)
+	case len(seg.DataFiles) > 0:
+		return tx.AddDataFiles(ctx, seg.DataFiles, props, table.WithoutDuplicateCheck())
+	default:
+		// A segment of checkpoint-only batches still records its token: an empty snapshot carries the markers.
+		return tx.AddFiles(ctx, nil, props, true)
+	}
 }
 
 // findMarker looks for a snapshot since the run's base that carries the run's (writer id, epoch, seq).

@@ -28,7 +28,7 @@ func (f forwarder) Commit(ctx context.Context, run *iceberg.Run) (*iceberg.Commi
 	if err := got.UnmarshalBinary(wire); err != nil {
 		return nil, err
 	}
-	if len(got.DataFiles) != len(run.DataFiles) || got.LastSeq != run.LastSeq || got.Token != run.Token {
+	if len(got.Segments) != len(run.Segments) || got.LastSeq != run.LastSeq || got.Token != run.Token {
 		return nil, fmt.Errorf("run changed on the wire: %+v", got)
 	}
 	f.mu.Lock()

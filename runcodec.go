@@ -12,55 +12,84 @@ import (
 	"github.com/apache/iceberg-go/table"
 )
 
-// runEnvelope is a Run's wire form: markers as JSON, data files as an Avro manifest (Iceberg's own encoding
-// of file metadata, statistics and partition values included).
+// runEnvelope is a Run's wire form: markers as JSON, data and delete files as Avro manifests (Iceberg's own
+// encoding of file metadata, statistics and partition values).
 type runEnvelope struct {
-	Table          []string `json:"table"`
-	Branch         string   `json:"branch"`
-	WriterID       string   `json:"writer-id"`
-	StableID       bool     `json:"stable-id"`
-	Epoch          int64    `json:"epoch"`
-	FirstSeq       int64    `json:"first-seq"`
-	LastSeq        int64    `json:"last-seq"`
-	Token          string   `json:"token,omitempty"`
-	HasToken       bool     `json:"has-token,omitempty"`
-	BaseSnapshotID *int64   `json:"base-snapshot-id,omitempty"`
-	Rows           int64    `json:"rows"`
-	Bytes          int64    `json:"bytes"`
-	FormatVersion  int      `json:"format-version"`
-	SpecID         int      `json:"spec-id"`
-	Files          int      `json:"files"`
-	Manifest       []byte   `json:"manifest,omitempty"`
+	Table          []string          `json:"table"`
+	Branch         string            `json:"branch"`
+	WriterID       string            `json:"writer-id"`
+	StableID       bool              `json:"stable-id"`
+	Epoch          int64             `json:"epoch"`
+	FirstSeq       int64             `json:"first-seq"`
+	LastSeq        int64             `json:"last-seq"`
+	Token          string            `json:"token,omitempty"`
+	HasToken       bool              `json:"has-token,omitempty"`
+	BaseSnapshotID *int64            `json:"base-snapshot-id,omitempty"`
+	Rows           int64             `json:"rows"`
+	Bytes          int64             `json:"bytes"`
+	FormatVersion  int               `json:"format-version"`
+	SpecID         int               `json:"spec-id"`
+	Segments       []segmentEnvelope `json:"segments"`
+}
+
+type segmentEnvelope struct {
+	LastSeq     int64  `json:"last-seq"`
+	Token       string `json:"token,omitempty"`
+	HasToken    bool   `json:"has-token,omitempty"`
+	Rows        int64  `json:"rows"`
+	DataFiles   int    `json:"data-files"`
+	DeleteFiles int    `json:"delete-files"`
+	Data        []byte `json:"data,omitempty"`
+	Deletes     []byte `json:"deletes,omitempty"`
 }
 
 // MarshalBinary encodes the run so that it can be sent to another process (a coordinator committing for many
-// writers). It needs the partition spec and schema the files were written with, which runs built by a Writer
-// carry.
+// writers). Runs built by a Writer carry the partition spec and schema their files were written with.
 func (r *Run) MarshalBinary() ([]byte, error) {
 	env := runEnvelope{
 		Table: r.Table, Branch: r.Branch, WriterID: r.WriterID, StableID: r.StableID, Epoch: r.Epoch,
 		FirstSeq: r.FirstSeq, LastSeq: r.LastSeq, Token: r.Token, HasToken: r.HasToken,
 		BaseSnapshotID: r.BaseSnapshotID, Rows: r.Rows, Bytes: r.Bytes, FormatVersion: r.formatVersion,
-		Files: len(r.DataFiles),
+		SpecID: r.spec.ID(),
 	}
-	if len(r.DataFiles) > 0 {
-		if r.schema == nil {
-			return nil, fmt.Errorf("iceberg: marshal run: no schema (runs built by a Writer carry one)")
+	for _, seg := range r.Segments {
+		se := segmentEnvelope{LastSeq: seg.LastSeq, Token: seg.Token, HasToken: seg.HasToken, Rows: seg.Rows,
+			DataFiles: len(seg.DataFiles), DeleteFiles: len(seg.DeleteFiles)}
+		var err error
+		if se.Data, err = r.encodeFiles(seg.DataFiles, ice.ManifestContentData); err != nil {
+			return nil, err
 		}
-		env.SpecID = r.spec.ID()
-		entries := make([]ice.ManifestEntry, len(r.DataFiles))
-		snap := int64(-1)
-		for i, df := range r.DataFiles {
-			entries[i] = ice.NewManifestEntryBuilder(ice.EntryStatusADDED, &snap, df).Build()
+		if se.Deletes, err = r.encodeFiles(seg.DeleteFiles, ice.ManifestContentDeletes); err != nil {
+			return nil, err
 		}
-		version := max(r.formatVersion, 2)
-		var buf bytes.Buffer
-		if _, err := ice.WriteManifest("run.avro", &buf, version, r.spec, r.schema, snap, entries); err != nil {
-			return nil, fmt.Errorf("iceberg: marshal run files: %w", err)
-		}
-		env.Manifest = buf.Bytes()
+		env.Segments = append(env.Segments, se)
 	}
 	return json.Marshal(env)
+}
+
+func (r *Run) encodeFiles(files []ice.DataFile, content ice.ManifestContent) ([]byte, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	if r.schema == nil {
+		return nil, fmt.Errorf("iceberg: marshal run: no schema (runs built by a Writer carry one)")
+	}
+	snap := int64(-1)
+	var buf bytes.Buffer
+	mw, err := ice.NewManifestWriter(max(r.formatVersion, 2), &buf, r.spec, r.schema, snap,
+		ice.WithManifestWriterContent(content))
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: marshal run files: %w", err)
+	}
+	for _, df := range files {
+		if err := mw.Add(ice.NewManifestEntryBuilder(ice.EntryStatusADDED, &snap, df).Build()); err != nil {
+			return nil, fmt.Errorf("iceberg: marshal run files: %w", err)
+		}
+	}
+	if err := mw.Close(); err != nil {
+		return nil, fmt.Errorf("iceberg: marshal run files: %w", err)
+	}
+	return buf.Bytes(), nil
 }
 
 // UnmarshalBinary decodes a run encoded by MarshalBinary.
@@ -74,22 +103,38 @@ func (r *Run) UnmarshalBinary(data []byte) error {
 		Epoch: env.Epoch, FirstSeq: env.FirstSeq, LastSeq: env.LastSeq, Token: env.Token, HasToken: env.HasToken,
 		BaseSnapshotID: env.BaseSnapshotID, Rows: env.Rows, Bytes: env.Bytes, formatVersion: env.FormatVersion,
 	}
-	if env.Files == 0 {
-		return nil
-	}
-	version := max(env.FormatVersion, 2)
-	mf := ice.NewManifestFile(version, "run.avro", int64(len(env.Manifest)), int32(env.SpecID), -1).Build()
-	entries, err := ice.ReadManifest(mf, bytes.NewReader(env.Manifest), true)
-	if err != nil {
-		return fmt.Errorf("iceberg: unmarshal run files: %w", err)
-	}
-	if len(entries) != env.Files {
-		return fmt.Errorf("iceberg: unmarshal run: %d files decoded, %d encoded", len(entries), env.Files)
-	}
-	for _, e := range entries {
-		r.DataFiles = append(r.DataFiles, e.DataFile())
+	for _, se := range env.Segments {
+		seg := Segment{LastSeq: se.LastSeq, Token: se.Token, HasToken: se.HasToken, Rows: se.Rows}
+		var err error
+		if seg.DataFiles, err = decodeFiles(env, se.Data, se.DataFiles, ice.ManifestContentData); err != nil {
+			return err
+		}
+		if seg.DeleteFiles, err = decodeFiles(env, se.Deletes, se.DeleteFiles, ice.ManifestContentDeletes); err != nil {
+			return err
+		}
+		r.Segments = append(r.Segments, seg)
 	}
 	return nil
+}
+
+func decodeFiles(env runEnvelope, data []byte, n int, content ice.ManifestContent) ([]ice.DataFile, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	mf := ice.NewManifestFile(max(env.FormatVersion, 2), "run.avro", int64(len(data)), int32(env.SpecID), -1).
+		Content(content).Build()
+	entries, err := ice.ReadManifest(mf, bytes.NewReader(data), true)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: unmarshal run files: %w", err)
+	}
+	if len(entries) != n {
+		return nil, fmt.Errorf("iceberg: unmarshal run: %d files decoded, %d encoded", len(entries), n)
+	}
+	out := make([]ice.DataFile, len(entries))
+	for i, e := range entries {
+		out[i] = e.DataFile()
+	}
+	return out, nil
 }
 
 // NewCatalogCommitter returns the default Committer on its own: it commits runs through cat with idempotency

@@ -55,6 +55,8 @@ type Writer struct {
 	changed   chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
 	tbl       *table.Table
 	conf      *conformer
+	keys      *keySpec // nil: no key columns
+	keyErr    error    // why Upsert/Delete cannot run on this table's layout
 	open      *batch
 	queue     []*batch // sealed, not yet committed, in sequence order
 	nextSeq   int64
@@ -73,11 +75,16 @@ type Writer struct {
 type batch struct {
 	seq      int64
 	recs     []arrow.RecordBatch
+	kinds    []opKind // per record: insert, upsert or delete
+	keyed    bool     // holds an upsert or a delete
 	rows     int64
 	bytes    int64
 	token    string
 	hasToken bool
 	files    []ice.DataFile
+	deletes  []ice.DataFile      // equality delete files
+	written  map[uint64]struct{} // key hashes of the rows written (writers with keys only)
+	keyedSet map[uint64]struct{} // key hashes upserted or deleted
 	staged   bool
 	handed   bool // given to the committer: its files may be referenced, so they are never deleted
 	firstAt  time.Time
@@ -150,6 +157,10 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	}
 	w.nextSeq = w.committed + 1
 	if err := w.setTable(tbl); err != nil {
+		return nil, err
+	}
+	w.keys, err, w.keyErr = resolveKeys(tbl, w.conf.target, &o)
+	if err != nil {
 		return nil, err
 	}
 	w.committer = o.committer
@@ -319,7 +330,7 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	if err != nil {
 		return err
 	}
-	if err := w.accept(ctx, owned, size); err != nil {
+	if err := w.accept(ctx, owned, size, opInsert); err != nil {
 		owned.Release()
 		return err
 	}
@@ -327,7 +338,7 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 }
 
 // accept waits for room and adds an owned record to the open buffer.
-func (w *Writer) accept(ctx context.Context, rec arrow.RecordBatch, size int64) error {
+func (w *Writer) accept(ctx context.Context, rec arrow.RecordBatch, size int64, kind opKind) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
@@ -367,6 +378,8 @@ func (w *Writer) accept(ctx context.Context, rec arrow.RecordBatch, size int64) 
 		}
 	}
 	w.open.recs = append(w.open.recs, rec)
+	w.open.kinds = append(w.open.kinds, kind)
+	w.open.keyed = w.open.keyed || kind != opInsert
 	w.open.rows += rec.NumRows()
 	w.open.bytes += size
 	w.memUsed += size
@@ -439,7 +452,22 @@ func (w *Writer) encode(b *batch) {
 	w.mu.Unlock()
 	// No retry here: the rows were handed to the encoder. Object stores retry requests themselves; a batch that
 	// still fails stops the writer, and the caller replays from its last checkpoint.
-	files, err := w.writeFiles(tbl, schema, b)
+	var files, deletes []ice.DataFile
+	var res *resolved
+	var err error
+	if w.keys != nil {
+		res, err = w.resolve(w.ctx, b)
+		if err == nil {
+			for _, r := range b.recs {
+				r.Release()
+			}
+			b.recs = res.data
+			deletes, err = w.writeEqualityDeletes(w.ctx, tbl, res.deletes)
+		}
+	}
+	if err == nil && len(b.recs) > 0 {
+		files, err = w.writeFiles(tbl, schema, b)
+	}
 	w.encSem.Release(1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -457,7 +485,10 @@ func (w *Writer) encode(b *batch) {
 		w.signalLocked()
 		return
 	}
-	b.files, b.staged = files, true
+	b.files, b.deletes, b.staged = files, deletes, true
+	if res != nil {
+		b.written, b.keyedSet = res.written, res.keyed
+	}
 	for _, f := range files {
 		w.st.files.Add(1)
 		w.st.fileBytes.Add(f.FileSizeBytes())
@@ -609,12 +640,29 @@ func (w *Writer) nextRun() (*Run, []*batch) {
 		BaseSnapshotID: headID(w.tbl.Metadata(), w.opts.branch),
 		formatVersion:  w.tbl.Metadata().Version(), spec: w.tbl.Spec(), schema: w.tbl.Schema(),
 	}
+	// Batches coalesced into one snapshot share its sequence number, and an equality delete does not reach rows
+	// of its own sequence number: a batch that upserts or deletes a key written earlier in the run starts a new
+	// segment, a snapshot of its own inside the same atomic catalog commit.
+	var seg *Segment
+	var segWritten map[uint64]struct{}
 	for _, b := range batches {
-		run.DataFiles = append(run.DataFiles, b.files...)
+		if seg == nil || (len(b.keyedSet) > 0 && intersects(b.keyedSet, segWritten)) {
+			run.Segments = append(run.Segments, Segment{})
+			seg = &run.Segments[len(run.Segments)-1]
+			segWritten = map[uint64]struct{}{}
+		}
+		seg.DataFiles = append(seg.DataFiles, b.files...)
+		seg.DeleteFiles = append(seg.DeleteFiles, b.deletes...)
+		seg.LastSeq = b.seq
+		seg.Rows += b.rows
+		for k := range b.written {
+			segWritten[k] = struct{}{}
+		}
 		run.Rows += b.rows
 		run.Bytes += b.bytes
 		if b.hasToken {
 			run.Token, run.HasToken = b.token, true
+			seg.Token, seg.HasToken = b.token, true
 		}
 	}
 	return run, batches
@@ -646,7 +694,7 @@ func (w *Writer) finishRun(run *Run, batches []*batch, res *CommitResult, err er
 		_ = w.setTable(res.Table) // picks up schema changes made by others at the next batch
 	}
 	if w.opts.onCommit != nil {
-		w.opts.onCommit(CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: len(run.DataFiles),
+		w.opts.onCommit(CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: run.files(),
 			Bytes: run.Bytes, FirstSeq: run.FirstSeq, LastSeq: run.LastSeq, Batches: len(batches), Attempts: res.Attempts})
 	}
 	w.maintain(n)

@@ -1,0 +1,325 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+)
+
+// ErrNoKeys is returned by Upsert and Delete on a writer with no key: neither WithKeys nor identifier fields.
+var ErrNoKeys = errors.New("iceberg: no key columns (use WithKeys or set the table's identifier fields)")
+
+type opKind uint8
+
+const (
+	opInsert opKind = iota
+	opUpsert
+	opDelete
+)
+
+// resolveKeys sets the writer's key from WithKeys, else the table's identifier fields. On a partitioned table
+// every partition source column must be part of the key: an upsert that moved a key to another partition would
+// otherwise leave the old row alive (equality deletes apply within one partition only). With WithKeys that is
+// an error here; with identifier fields it is reported by the first Upsert or Delete.
+func resolveKeys(tbl *table.Table, target *arrow.Schema, o *options) (*keySpec, error, error) {
+	names := o.keys
+	explicit := len(names) > 0
+	sc := tbl.Schema()
+	if !explicit {
+		for _, id := range sc.IdentifierFieldIDs {
+			if n, ok := sc.FindColumnName(id); ok {
+				names = append(names, n)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil, nil
+	}
+	ks := &keySpec{names: names}
+	var fields []arrow.Field
+	for _, n := range names {
+		f, ok := sc.FindFieldByName(n)
+		idx := target.FieldIndices(n)
+		if !ok || len(idx) == 0 {
+			return nil, columnErr(n, ErrUnknownColumn, "WithKeys: table columns are %s", fieldNames(target)), nil
+		}
+		if _, err := keyColumnEncoder(array.MakeArrayOfNull(memory.DefaultAllocator, target.Field(idx[0]).Type, 0)); err != nil {
+			return nil, columnErr(n, err, ""), nil
+		}
+		ks.fieldIDs = append(ks.fieldIDs, f.ID)
+		ks.idx = append(ks.idx, idx[0])
+		kf := target.Field(idx[0])
+		kf.Nullable = false
+		fields = append(fields, kf)
+	}
+	ks.schema = arrow.NewSchema(fields, nil)
+	var partErr error
+	spec := tbl.Spec()
+	for _, pf := range spec.Fields() {
+		if !slices.Contains(ks.fieldIDs, pf.SourceID()) {
+			col, _ := sc.FindColumnName(pf.SourceID())
+			partErr = columnErr(col, ErrMissingColumn,
+				"partition source column must be part of the key (keys %v): an upsert moving a key across partitions would leave the old row", names)
+			break
+		}
+	}
+	if partErr != nil && explicit {
+		return nil, partErr, nil
+	}
+	return ks, nil, partErr
+}
+
+// mode is the writer's update mode: WithMode, else the table's write.update.mode, else MergeOnRead.
+func (w *Writer) mode() Mode {
+	if w.opts.mode != nil {
+		return *w.opts.mode
+	}
+	if w.tbl.Properties().Get("write.update.mode", "") == table.WriteModeCopyOnWrite {
+		return CopyOnWrite
+	}
+	return MergeOnRead
+}
+
+// checkKeyed reports why Upsert and Delete cannot run, if they cannot.
+func (w *Writer) checkKeyed(op string) error {
+	if w.keys == nil {
+		return fmt.Errorf("%s: %w", op, ErrNoKeys)
+	}
+	if w.keyErr != nil {
+		return w.keyErr
+	}
+	if w.tbl.Metadata().Version() < 2 {
+		return fmt.Errorf("%w: %s needs a format-version 2 or later table", ErrNotSupported, op)
+	}
+	if w.mode() == CopyOnWrite {
+		return fmt.Errorf("%w: %s in copy-on-write mode (not implemented yet)", ErrNotSupported, op)
+	}
+	return nil
+}
+
+// Upsert replaces any existing row with the same key (WithKeys or the table's identifier fields) and inserts
+// the rest. Later operations on a key win over earlier ones, across batches and coalesced commits.
+//
+// In MergeOnRead mode each commit writes equality deletes on the key for the keys it upserts or deletes; rows
+// superseded inside the writer are dropped before they are written. Key columns must not be null.
+func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
+	w.mu.Lock()
+	if err := w.usableLocked(); err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	conf, ks := w.conf, w.keys
+	err := w.checkKeyed("Upsert")
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if rec != nil && rec.NumRows() == 0 {
+		return nil
+	}
+	owned, size, err := conf.conform(ctx, rec)
+	if err != nil {
+		return err
+	}
+	if err := checkKeyNulls(keyColumns(owned, ks, false), ks); err != nil {
+		owned.Release()
+		return err
+	}
+	if err := w.accept(ctx, owned, size, opUpsert); err != nil {
+		owned.Release()
+		return err
+	}
+	return nil
+}
+
+// Delete removes the rows whose key matches a row of keys (only the key columns are read).
+func (w *Writer) Delete(ctx context.Context, keys arrow.RecordBatch) error {
+	w.mu.Lock()
+	if err := w.usableLocked(); err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	conf, ks := w.conf, w.keys
+	err := w.checkKeyed("Delete")
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if keys == nil {
+		return fmt.Errorf("iceberg: nil record batch")
+	}
+	if keys.NumRows() == 0 {
+		return nil
+	}
+	cols := make([]arrow.Array, len(ks.names))
+	release := func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}
+	var size int64
+	for i, name := range ks.names {
+		idx := keys.Schema().FieldIndices(name)
+		if len(idx) == 0 {
+			release()
+			return columnErr(name, ErrMissingColumn, "Delete needs every key column %v", ks.names)
+		}
+		col, err := conf.column(ctx, ks.schema.Field(i), keys.Schema().Field(idx[0]), keys.Column(idx[0]))
+		if err != nil {
+			release()
+			return err
+		}
+		cols[i] = col
+		size += arraySize(col.Data())
+	}
+	owned := array.NewRecordBatch(ks.schema, cols, keys.NumRows())
+	release()
+	if err := w.accept(ctx, owned, size, opDelete); err != nil {
+		owned.Release()
+		return err
+	}
+	return nil
+}
+
+func checkKeyNulls(cols []arrow.Array, ks *keySpec) error {
+	for i, c := range cols {
+		if c.NullN() > 0 {
+			return columnErr(ks.names[i], ErrNullInRequired, "key column has %d null value(s)", c.NullN())
+		}
+	}
+	return nil
+}
+
+// resolved is a keyed batch after resolving its operations in order.
+type resolved struct {
+	data    []arrow.RecordBatch // rows to write: inserts and upserts not superseded inside the batch
+	deletes []arrow.RecordBatch // key-only rows for the equality deletes (every upserted or deleted key)
+	written map[uint64]struct{} // hashes of the keys of the rows written
+	keyed   map[uint64]struct{} // hashes of the keys upserted or deleted
+}
+
+// resolve applies the sequential model inside one batch: a key's rows before its last upsert or delete are
+// dropped (the equality delete would not reach rows of the same commit), and the batch's equality deletes
+// cover every key it upserts or deletes. It consumes b.recs.
+func (w *Writer) resolve(ctx context.Context, b *batch) (*resolved, error) {
+	ks := w.keys
+	r := &resolved{written: map[uint64]struct{}{}, keyed: map[uint64]struct{}{}}
+	encs := make([]*keyEncoder, len(b.recs))
+	for i, rec := range b.recs {
+		enc, err := newKeyEncoder(keyColumns(rec, ks, b.kinds[i] == opDelete))
+		if err != nil {
+			return nil, err
+		}
+		encs[i] = enc
+	}
+	lastKeyed := map[string]int{}
+	var buf []byte
+	if b.keyed {
+		ord := 0
+		for i, rec := range b.recs {
+			for row := 0; row < int(rec.NumRows()); row++ {
+				if b.kinds[i] != opInsert {
+					buf = encs[i].appendKey(buf[:0], row)
+					lastKeyed[string(buf)] = ord
+					r.keyed[keyHash(buf)] = struct{}{}
+				}
+				ord++
+			}
+		}
+	}
+	ord := 0
+	for i, rec := range b.recs {
+		n := int(rec.NumRows())
+		if b.kinds[i] == opDelete {
+			rec.Retain()
+			r.deletes = append(r.deletes, rec)
+			ord += n
+			continue
+		}
+		if b.kinds[i] == opUpsert {
+			keyRec := array.NewRecordBatch(ks.schema, keyColumns(rec, ks, false), rec.NumRows())
+			r.deletes = append(r.deletes, keyRec)
+		}
+		var keep *array.BooleanBuilder
+		dropped := 0
+		for row := 0; row < n; row++ {
+			buf = encs[i].appendKey(buf[:0], row)
+			last, hasKeyed := lastKeyed[string(buf)]
+			if hasKeyed && last > ord+row {
+				if keep == nil {
+					keep = array.NewBooleanBuilder(w.mem)
+					for j := 0; j < row; j++ {
+						keep.Append(true)
+					}
+				}
+				keep.Append(false)
+				dropped++
+				continue
+			}
+			if keep != nil {
+				keep.Append(true)
+			}
+			r.written[keyHash(buf)] = struct{}{}
+		}
+		ord += n
+		if keep == nil {
+			rec.Retain()
+			r.data = append(r.data, rec)
+			continue
+		}
+		mask := keep.NewBooleanArray()
+		keep.Release()
+		if dropped < n {
+			filtered, err := compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
+			if err != nil {
+				mask.Release()
+				return nil, err
+			}
+			r.data = append(r.data, filtered)
+		}
+		mask.Release()
+	}
+	return r, nil
+}
+
+// writeEqualityDeletes writes the batch's equality delete files on the key columns.
+func (w *Writer) writeEqualityDeletes(ctx context.Context, tbl *table.Table, recs []arrow.RecordBatch) ([]ice.DataFile, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	seq := func(yield func(arrow.RecordBatch, error) bool) {
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+	files, err := tbl.NewTransaction().WriteEqualityDeletes(ctx, w.keys.fieldIDs, iter.Seq2[arrow.RecordBatch, error](seq))
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: write equality deletes: %w", err)
+	}
+	return files, nil
+}
+
+func intersects(a, b map[uint64]struct{}) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	for k := range a {
+		if _, ok := b[k]; ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,226 @@
+package iceberg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+)
+
+var kvSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+func kvBatch(ids, vs []int64) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), kvSchema)
+	defer b.Release()
+	for i := range ids {
+		b.Field(0).(*array.Int64Builder).Append(ids[i])
+		b.Field(1).(*array.Int64Builder).Append(vs[i])
+		b.Field(2).(*array.StringBuilder).Append(fmt.Sprintf("row-%d-%d", ids[i], vs[i]))
+	}
+	return b.NewRecordBatch()
+}
+
+func keyBatch(ids []int64) arrow.RecordBatch {
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), sc)
+	defer b.Release()
+	b.Field(0).(*array.Int64Builder).AppendValues(ids, nil)
+	return b.NewRecordBatch()
+}
+
+// readKV returns, per id, the sorted v values of its rows.
+func readKV(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) map[int64][]int64 {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64][]int64{}
+	if tbl.CurrentSnapshot() == nil {
+		return out
+	}
+	sc, it, err := tbl.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iid, iv, is := sc.FieldIndices("id")[0], sc.FieldIndices("v")[0], sc.FieldIndices("s")[0]
+	for rec, err := range it {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, vs, ss := rec.Column(iid).(*array.Int64), rec.Column(iv).(*array.Int64), rec.Column(is).(*array.String)
+		for r := 0; r < int(rec.NumRows()); r++ {
+			if want := fmt.Sprintf("row-%d-%d", ids.Value(r), vs.Value(r)); ss.Value(r) != want {
+				t.Fatalf("row %d: s=%q, want %q", ids.Value(r), ss.Value(r), want)
+			}
+			out[ids.Value(r)] = append(out[ids.Value(r)], vs.Value(r))
+		}
+		rec.Release()
+	}
+	for k := range out {
+		slices.Sort(out[k])
+	}
+	return out
+}
+
+// kvModel is the sequential model: Write inserts, Upsert replaces every row of the key, Delete removes them.
+type kvModel map[int64][]int64
+
+func (m kvModel) insert(id, v int64) { m[id] = append(m[id], v) }
+func (m kvModel) upsert(id, v int64) { m[id] = []int64{v} }
+func (m kvModel) del(id int64)       { delete(m, id) }
+
+func compareKV(t *testing.T, got map[int64][]int64, want kvModel) {
+	t.Helper()
+	for id, vs := range want {
+		w := slices.Clone(vs)
+		slices.Sort(w)
+		if !slices.Equal(got[id], w) {
+			t.Fatalf("id %d: table has v=%v, model %v", id, got[id], w)
+		}
+	}
+	for id, vs := range got {
+		if _, ok := want[id]; !ok {
+			t.Fatalf("id %d: table has v=%v, model has no row", id, vs)
+		}
+	}
+}
+
+// TestMergeOnReadModel runs thousands of random inserts, upserts and deletes over a small key space (so keys
+// repeat inside batches, across batches and across coalesced commits), in v2 and v3, partitioned and not, and
+// compares the table read back with the sequential model after random Flush calls and at the end.
+func TestMergeOnReadModel(t *testing.T) {
+	for trial := 0; trial < 8; trial++ {
+		trial := trial
+		t.Run(fmt.Sprintf("trial=%d", trial), func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(uint64(trial), 7))
+			ctx := context.Background()
+			cat := &slowCatalog{Catalog: openCatalog(t)}
+			if trial%4 == 3 {
+				cat.latency = 30 * time.Millisecond // many batches coalesce into each commit
+			}
+			ident := table.Identifier{"mor", "kv"}
+			version := 2 + trial%2
+			create := []iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)}
+			if trial%4 >= 2 {
+				create = append(create, iceberg.PartitionBy("bucket(4, id)"))
+			}
+			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, create...),
+				iceberg.WithFlushRows(1+rng.IntN(60)), iceberg.WithMaxInFlight(1+rng.IntN(4)),
+				iceberg.WithFlushInterval(time.Duration(rng.IntN(5))*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			model := kvModel{}
+			keySpace := int64(20 + rng.IntN(200))
+			next := int64(0)
+			for op := 0; op < 400; op++ {
+				n := 1 + rng.IntN(12)
+				ids := make([]int64, n)
+				vs := make([]int64, n)
+				for i := range ids {
+					ids[i] = rng.Int64N(keySpace)
+					next++
+					vs[i] = next
+				}
+				switch k := rng.IntN(10); {
+				case k < 3:
+					rec := kvBatch(ids, vs)
+					err = w.Write(ctx, rec)
+					rec.Release()
+					for i := range ids {
+						model.insert(ids[i], vs[i])
+					}
+				case k < 8:
+					rec := kvBatch(ids, vs)
+					err = w.Upsert(ctx, rec)
+					rec.Release()
+					for i := range ids {
+						model.upsert(ids[i], vs[i])
+					}
+				default:
+					rec := keyBatch(ids)
+					err = w.Delete(ctx, rec)
+					rec.Release()
+					for i := range ids {
+						model.del(ids[i])
+					}
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rng.IntN(80) == 0 {
+					if err := w.Flush(ctx); err != nil {
+						t.Fatal(err)
+					}
+					compareKV(t, readKV(t, cat, ident), model)
+				}
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			compareKV(t, readKV(t, cat, ident), model)
+		})
+	}
+}
+
+// TestKeyedInputErrors: missing key columns and null keys are ColumnErrors; a partitioned table whose
+// partition source is not in the key is refused at NewWriter when WithKeys names the key.
+func TestKeyedInputErrors(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"mor", "errs"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	sc := arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), sc)
+	b.Field(0).(*array.Int64Builder).Append(1)
+	noKey := b.NewRecordBatch()
+	var ce *iceberg.ColumnError
+	if err := w.Delete(ctx, noKey); !errors.As(err, &ce) || ce.Column != "id" {
+		t.Fatalf("Delete without key column: %v", err)
+	}
+	if err := w.Upsert(ctx, noKey); !errors.As(err, &ce) || ce.Column != "id" {
+		t.Fatalf("Upsert without key column: %v", err)
+	}
+	nb := array.NewRecordBuilder(memory.NewGoAllocator(), arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil))
+	nb.Field(0).(*array.Int64Builder).AppendNull()
+	nullKey := nb.NewRecordBatch()
+	if err := w.Delete(ctx, nullKey); !errors.As(err, &ce) || ce.Column != "id" || !errors.Is(err, iceberg.ErrNullInRequired) {
+		t.Fatalf("Delete with a null key: %v", err)
+	}
+
+	_, err = iceberg.NewWriter(ctx, cat, table.Identifier{"mor", "parts"},
+		iceberg.WithCreate(kvSchema, iceberg.PartitionBy("bucket(2, v)")), iceberg.WithKeys("id"))
+	if !errors.As(err, &ce) || ce.Column != "v" {
+		t.Fatalf("partition source outside the key: %v", err)
+	}
+	plain, err := iceberg.NewWriter(ctx, cat, table.Identifier{"mor", "nokeys"}, iceberg.WithCreate(kvSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.Upsert(ctx, kvBatch([]int64{1}, []int64{1})); !errors.Is(err, iceberg.ErrNoKeys) {
+		t.Fatalf("Upsert without keys: %v", err)
+	}
+	_ = plain.Close(ctx)
+}

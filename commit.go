@@ -91,13 +91,17 @@ type catalogCommitter struct {
 	maxWait  time.Duration
 	mu       sync.Mutex
 	latest   map[string]*table.Table // per table: as our last commit left it
+	tables   *tables
 	beforeFn func(attempt int) error // test hook: runs before each CommitTable
 	afterFn  func(attempt int, err error) error
 }
 
-func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration) *catalogCommitter {
+func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration, tabs *tables) *catalogCommitter {
+	if tabs == nil {
+		tabs = newTables()
+	}
 	c := &catalogCommitter{cat: cat, log: log, timeout: timeout, minWait: 50 * time.Millisecond,
-		maxWait: 5 * time.Second, latest: map[string]*table.Table{}}
+		maxWait: 5 * time.Second, latest: map[string]*table.Table{}, tables: tabs}
 	if tbl != nil {
 		c.setLatest(tbl.Identifier(), tbl)
 	}
@@ -132,7 +136,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 				lastErr = err
 				continue
 			}
-			tbl = fresh
+			tbl = c.tables.loaded(fresh)
 		}
 		if attempt > 0 {
 			if time.Now().After(deadline) || ctx.Err() != nil {
@@ -150,7 +154,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 				c.log.Warn("iceberg: reload before retry failed", "table", run.Table, "attempt", attempt, "err", err)
 				continue
 			}
-			tbl = fresh
+			tbl = c.tables.loaded(fresh)
 			// Whatever the error was, look for our marker first: a commit whose reply was lost may have applied.
 			if id, ok := findMarker(tbl.Metadata(), run); ok {
 				c.setLatest(run.Table, tbl)
@@ -166,7 +170,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 		}
 		meta, loc, updates, err := c.attempt(ctx, tbl, run, attempt)
 		if err == nil {
-			next := table.New(run.Table, meta, loc, tbl.FS, c.cat)
+			next := c.tables.derive(tbl, meta, loc, c.cat)
 			postCommit(ctx, c.log, tbl, next, updates)
 			c.setLatest(run.Table, next)
 			res.Table, res.Attempts = next, attempt+1

@@ -165,7 +165,7 @@ func (w *Writer) runMaintenance(ctx context.Context, tbl *table.Table, what stri
 		w.log.Info("iceberg: maintenance not applied", "what", what, "table", w.ident, "err", err)
 		return nil
 	}
-	next := table.New(w.ident, meta, loc, tbl.FS, w.cat)
+	next := w.tables.derive(tbl, meta, loc, w.cat)
 	updates := tc.Updates
 	if !hooks {
 		updates = nil

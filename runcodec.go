@@ -141,5 +141,5 @@ func decodeFiles(env runEnvelope, data []byte, n int, content ice.ManifestConten
 // markers, retries (within timeout, per run) and fencing. A coordinator that receives runs from many writer
 // processes (Run.MarshalBinary) commits them with it; runs of one writer must be committed in sequence order.
 func NewCatalogCommitter(cat catalog.Catalog, timeout time.Duration) Committer {
-	return newCatalogCommitter(cat, nil, slog.Default(), timeout)
+	return newCatalogCommitter(cat, nil, slog.Default(), timeout, nil)
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
@@ -311,4 +312,34 @@ func mustJSON(v any) string {
 		panic(err) // plain structs of strings and integers always marshal
 	}
 	return string(b)
+}
+
+// tables derives the table a commit leaves from the commit's response. Each derived table takes its file
+// system from the table the catalog loaded, not from its predecessor: chaining FS functions through every
+// earlier table would keep them all alive and make each file system lookup walk the chain.
+type tables struct {
+	mu    sync.Mutex
+	roots map[string]table.FSysF
+}
+
+func newTables() *tables { return &tables{roots: map[string]table.FSysF{}} }
+
+// loaded records a table as the catalog returned it.
+func (d *tables) loaded(t *table.Table) *table.Table {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.roots[identKey(t.Identifier())] = t.FS
+	return t
+}
+
+// derive builds the table a commit left from prev, the table the commit was based on.
+func (d *tables) derive(prev *table.Table, meta table.Metadata, loc string, cat table.CatalogIO) *table.Table {
+	d.mu.Lock()
+	fs, ok := d.roots[identKey(prev.Identifier())]
+	if !ok {
+		fs = prev.FS
+		d.roots[identKey(prev.Identifier())] = fs
+	}
+	d.mu.Unlock()
+	return table.New(prev.Identifier(), meta, loc, fs, cat)
 }

@@ -69,6 +69,7 @@ type Writer struct {
 	commitsN  int64
 
 	structConv sync.Map // reflect.Type -> *structConverter
+	tables     *tables
 	st         stats
 }
 
@@ -132,6 +133,8 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if err != nil {
 		return nil, err
 	}
+	tabs := newTables()
+	tabs.loaded(tbl)
 	if o.keepSnapshots < 0 {
 		o.keepSnapshots = 0
 		if created {
@@ -142,7 +145,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		o.writerID = uuid.NewString()
 	}
 	w := &Writer{
-		cat: cat, ident: ident, opts: o, log: o.logger, id: o.writerID,
+		cat: cat, ident: ident, opts: o, log: o.logger, id: o.writerID, tables: tabs,
 		mem: memory.NewGoAllocator(), kick: make(chan struct{}, 1), done: make(chan struct{}),
 		changed: make(chan struct{}), encSem: semaphore.NewWeighted(int64(o.maxInFlight)),
 	}
@@ -165,7 +168,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	}
 	w.committer = o.committer
 	if w.committer == nil {
-		w.defaultC = newCatalogCommitter(cat, tbl, w.log, o.commitTimeout)
+		w.defaultC = newCatalogCommitter(cat, tbl, w.log, o.commitTimeout, tabs)
 		w.committer = w.defaultC
 	}
 	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -213,7 +216,7 @@ func (w *Writer) fence(ctx context.Context, tbl *table.Table) (*table.Table, err
 				lastErr = err
 				continue
 			}
-			tbl = fresh
+			tbl = w.tables.loaded(fresh)
 			if e, ok := findFence(tbl.Metadata(), w.opts.branch, nonce); ok {
 				w.epoch = e
 				return tbl, nil
@@ -239,7 +242,7 @@ func (w *Writer) fence(ctx context.Context, tbl *table.Table) (*table.Table, err
 			continue
 		}
 		w.epoch = epoch
-		next := table.New(w.ident, meta, loc, tbl.FS, w.cat)
+		next := w.tables.derive(tbl, meta, loc, w.cat)
 		postCommit(ctx, w.log, tbl, next, tc.Updates)
 		return next, nil
 	}

@@ -224,3 +224,66 @@ func TestKeyedInputErrors(t *testing.T) {
 	}
 	_ = plain.Close(ctx)
 }
+
+// TestCompact: after upserts and deletes, Compact rewrites the data files the deletes apply to and expunges the
+// delete files; the table reads back the same, and upserts after it still apply to the rewritten rows.
+func TestCompact(t *testing.T) {
+	for _, version := range []int{2, 3} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			ctx := context.Background()
+			cat := openCatalog(t)
+			ident := table.Identifier{"mor", "compact"}
+			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
+				iceberg.FormatVersion(version)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			model := kvModel{}
+			rng := rand.New(rand.NewPCG(1, 2))
+			v := int64(0)
+			for round := 0; round < 6; round++ {
+				ids := make([]int64, 50)
+				vs := make([]int64, 50)
+				for i := range ids {
+					ids[i], v = rng.Int64N(80), v+1
+					vs[i] = v
+					model.upsert(ids[i], vs[i])
+				}
+				if err := w.Upsert(ctx, kvBatch(ids, vs)); err != nil {
+					t.Fatal(err)
+				}
+				dels := []int64{rng.Int64N(80), rng.Int64N(80)}
+				for _, d := range dels {
+					model.del(d)
+				}
+				if err := w.Delete(ctx, keyBatch(dels)); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := w.Compact(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.RewrittenDataFiles == 0 || res.RemovedDeleteFiles == 0 || res.DeleteFilesRemaining != 0 {
+				t.Fatalf("compaction result %+v", res)
+			}
+			compareKV(t, readKV(t, cat, ident), model)
+			// Upserts after the rewrite still replace the rewritten rows.
+			ids := []int64{1, 2, 3, 4, 5}
+			vs := []int64{1001, 1002, 1003, 1004, 1005}
+			for i := range ids {
+				model.upsert(ids[i], vs[i])
+			}
+			if err := w.Upsert(ctx, kvBatch(ids, vs)); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			compareKV(t, readKV(t, cat, ident), model)
+		})
+	}
+}

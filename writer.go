@@ -50,6 +50,8 @@ type Writer struct {
 	kick   chan struct{}
 	done   chan struct{} // closed when the commit loop exits
 	encWG  sync.WaitGroup
+	// commitMu is held while a run commits; Compact holds it to run inside the commit queue.
+	commitMu sync.Mutex
 
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
@@ -599,8 +601,10 @@ func (w *Writer) commitLoop() {
 			if run == nil {
 				break
 			}
+			w.commitMu.Lock()
 			res, err := w.committer.Commit(w.ctx, run)
 			w.finishRun(run, batches, res, err)
+			w.commitMu.Unlock()
 			if err != nil {
 				break
 			}

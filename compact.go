@@ -1,0 +1,151 @@
+package iceberg
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/apache/iceberg-go/table/compaction"
+)
+
+// CompactResult reports what Compact rewrote.
+type CompactResult struct {
+	RewrittenDataFiles   int
+	AddedDataFiles       int
+	RemovedDeleteFiles   int // equality and position delete files expunged
+	BytesBefore          int64
+	BytesAfter           int64
+	SnapshotID           int64 // the rewrite snapshot, 0 when there was nothing to do
+	Attempts             int
+	DeleteFilesRemaining int // delete files still live after the rewrite
+}
+
+// Compact rewrites the data files that delete files apply to (and small data files beside them), with the
+// deletes applied, and expunges the delete files that become dead, in one atomic replace.
+//
+// It runs inside the writer's commit queue: no commit of this writer interleaves with it, and batches accepted
+// meanwhile commit after it (their equality deletes then get a higher sequence number and still apply). A
+// concurrent commit by another writer makes the replace fail its requirement; Compact then plans again from the
+// new table (iceberg-go's own rewrite would refuse concurrent equality deletes).
+func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
+	w.mu.Lock()
+	if err := w.usableLocked(); err != nil {
+		w.mu.Unlock()
+		return CompactResult{}, err
+	}
+	w.mu.Unlock()
+	w.commitMu.Lock()
+	defer w.commitMu.Unlock()
+	var lastErr error
+	for attempt := 1; attempt <= 10; attempt++ {
+		if attempt > 1 {
+			if err := sleepCtx(ctx, backoff(attempt-1, 50*time.Millisecond, 2*time.Second)); err != nil {
+				return CompactResult{}, err
+			}
+		}
+		res, retry, err := w.compactOnce(ctx)
+		res.Attempts = attempt
+		if err == nil || !retry {
+			return res, err
+		}
+		lastErr = err
+		w.log.Info("iceberg: compaction conflicted, planning again", "table", w.ident, "attempt", attempt, "err", err)
+	}
+	return CompactResult{}, fmt.Errorf("iceberg: compact %v: %w", w.ident, lastErr)
+}
+
+func (w *Writer) compactOnce(ctx context.Context) (CompactResult, bool, error) {
+	fresh, err := w.cat.LoadTable(ctx, w.ident)
+	if err != nil {
+		return CompactResult{}, true, err
+	}
+	tbl := w.tables.loaded(fresh)
+	snap := tbl.Metadata().SnapshotByName(w.opts.branch)
+	if snap == nil {
+		return CompactResult{}, false, nil
+	}
+	scan, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).UseRef(w.opts.branch)
+	if err != nil {
+		return CompactResult{}, false, err
+	}
+	tasks, err := scan.PlanFiles(ctx)
+	if err != nil {
+		return CompactResult{}, true, fmt.Errorf("iceberg: compact: plan: %w", err)
+	}
+	cfg := compaction.DefaultConfig()
+	cfg.TargetFileSizeBytes = w.opts.targetFileSize
+	cfg.MinFileSizeBytes = w.opts.targetFileSize * 3 / 4
+	cfg.MaxFileSizeBytes = w.opts.targetFileSize * 9 / 5
+	cfg.DeleteFileThreshold = 1
+	cfg.MinInputFiles = 1
+	plan, err := cfg.PlanCompaction(tasks)
+	if err != nil {
+		return CompactResult{}, false, err
+	}
+	var groups []table.CompactionTaskGroup
+	rewritten := map[string]struct{}{}
+	withDeletes := false
+	for _, g := range plan.Groups {
+		groups = append(groups, table.CompactionTaskGroup{PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes})
+		for _, t := range g.Tasks {
+			rewritten[t.File.FilePath()] = struct{}{}
+			withDeletes = withDeletes || len(t.DeleteFiles)+len(t.EqualityDeleteFiles)+len(t.DeletionVectorFiles) > 0
+		}
+	}
+	if len(groups) == 0 || (!withDeletes && len(rewritten) < 2) {
+		return CompactResult{}, false, nil
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return CompactResult{}, true, err
+	}
+	deadEq, err := compaction.CollectDeadEqualityDeletesWithSpecs(ctx, fs, tbl.Metadata(), snap, rewritten)
+	if err != nil {
+		return CompactResult{}, true, fmt.Errorf("iceberg: compact: dead equality deletes: %w", err)
+	}
+	tx := tbl.NewTransactionOnBranch(w.opts.branch)
+	rr, err := tx.RewriteDataFiles(ctx, groups, table.RewriteDataFilesOptions{
+		SnapshotProps:            ice.Properties{summaryWriterID: w.id, "icewriter.operation": "compact"},
+		ExtraDeleteFilesToRemove: deadEq,
+		GroupOptions: []table.CompactionGroupOption{
+			table.WithCompactionTargetFileSize(w.opts.targetFileSize),
+			table.WithCompactionParquetRowGroupLimit(w.opts.rowGroupRows),
+		},
+	})
+	if err != nil {
+		return CompactResult{}, false, fmt.Errorf("iceberg: compact: rewrite: %w", err)
+	}
+	tc, err := tx.TableCommit()
+	if err != nil {
+		return CompactResult{}, false, err
+	}
+	meta, loc, err := w.cat.CommitTable(ctx, w.ident, tc.Requirements, tc.Updates)
+	if err != nil {
+		// Whatever the error, the next attempt reloads and plans again; new files of a failed attempt are
+		// left for orphan cleanup, since a lost reply may hide a rewrite that applied (it would then have
+		// nothing left to do).
+		return CompactResult{}, true, err
+	}
+	next := w.tables.derive(tbl, meta, loc, w.cat)
+	postCommit(ctx, w.log, tbl, next, tc.Updates)
+	if w.defaultC != nil {
+		w.defaultC.setLatest(w.ident, next)
+	}
+	if err := w.setTable(next); err != nil {
+		return CompactResult{}, false, err
+	}
+	res := CompactResult{
+		RewrittenDataFiles: rr.RemovedDataFiles, AddedDataFiles: rr.AddedDataFiles,
+		RemovedDeleteFiles: rr.RemovedEqualityDeleteFiles + rr.RemovedPositionDeleteFiles + rr.RemovedDeletionVectorFiles,
+		BytesBefore:        rr.BytesBefore, BytesAfter: rr.BytesAfter,
+	}
+	if s := meta.SnapshotByName(w.opts.branch); s != nil {
+		res.SnapshotID = s.SnapshotID
+		if s.Summary != nil {
+			fmt.Sscan(s.Summary.Properties["total-delete-files"], &res.DeleteFilesRemaining)
+		}
+	}
+	return res, false, nil
+}

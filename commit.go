@@ -129,6 +129,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 	tbl := c.getLatest(run.Table)
 	var lastErr error
 	mayHaveApplied := false
+	buildFails := 0
 	for attempt := 0; ; attempt++ {
 		if attempt == 0 && tbl == nil {
 			fresh, err := c.cat.LoadTable(ctx, run.Table)
@@ -183,9 +184,15 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 		if errors.Is(err, table.ErrCommitFailed) {
 			res.Conflicts++
 		}
-		var pe *permanentError
-		if errors.As(err, &pe) {
-			return nil, pe.err
+		var be *buildError
+		if errors.As(err, &be) {
+			// Staging the snapshot writes manifests to storage: retry a few times (a storage hiccup), then give
+			// up (a file the table refuses will not change). Nothing reached the catalog.
+			buildFails++
+			if buildFails >= maxBuildAttempts {
+				return nil, be.err
+			}
+			continue
 		}
 		// Any error from CommitTable other than a clean conflict may hide an applied commit.
 		mayHaveApplied = mayHaveApplied || !errors.Is(err, table.ErrCommitFailed)
@@ -193,17 +200,20 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 	}
 }
 
-// permanentError marks a failure that no retry can fix (a bad file, a schema the data no longer fits).
-type permanentError struct{ err error }
+// buildError is a failure to stage the run's transaction, before anything is sent to the catalog.
+type buildError struct{ err error }
 
-func (p *permanentError) Error() string { return p.err.Error() }
+func (p *buildError) Error() string { return p.err.Error() }
+
+// maxBuildAttempts bounds the retries of a run whose transaction cannot be staged.
+const maxBuildAttempts = 5
 
 // attempt builds the run's transaction on tbl and submits it.
 func (c *catalogCommitter) attempt(ctx context.Context, tbl *table.Table, run *Run, attempt int) (table.Metadata, string, []table.Update, error) {
 	tx := tbl.NewTransactionOnBranch(run.Branch)
 	for i := range run.Segments {
 		if err := applySegment(ctx, tx, tbl, run, &run.Segments[i]); err != nil {
-			return nil, "", nil, &permanentError{fmt.Errorf("iceberg: build commit for run %d..%d: %w", run.FirstSeq, run.LastSeq, err)}
+			return nil, "", nil, &buildError{fmt.Errorf("iceberg: build commit for run %d..%d: %w", run.FirstSeq, run.LastSeq, err)}
 		}
 	}
 	if run.StableID && run.HasToken {
@@ -214,12 +224,12 @@ func (c *catalogCommitter) attempt(ctx context.Context, tbl *table.Table, run *R
 			m.SnapshotID, m.SeqNumber = s.SnapshotID, s.SequenceNumber
 		}
 		if err := tx.SetProperties(ice.Properties{propCkptPrefix + run.WriterID: mustJSON(m)}); err != nil {
-			return nil, "", nil, &permanentError{err}
+			return nil, "", nil, &buildError{err}
 		}
 	}
 	tc, err := tx.TableCommit()
 	if err != nil {
-		return nil, "", nil, &permanentError{err}
+		return nil, "", nil, &buildError{err}
 	}
 	if c.beforeFn != nil {
 		if err := c.beforeFn(attempt); err != nil {

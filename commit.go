@@ -72,6 +72,15 @@ func (r *Run) files() int {
 	return n
 }
 
+// deleteFiles counts the run's delete files.
+func (r *Run) deleteFiles() int {
+	n := 0
+	for _, s := range r.Segments {
+		n += len(s.DeleteFiles)
+	}
+	return n
+}
+
 // CommitResult reports a committed run.
 type CommitResult struct {
 	SnapshotID int64

@@ -38,6 +38,11 @@ func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
 	w.mu.Unlock()
 	w.commitMu.Lock()
 	defer w.commitMu.Unlock()
+	return w.compactLocked(ctx)
+}
+
+// compactLocked runs Compact's attempts; the caller holds commitMu.
+func (w *Writer) compactLocked(ctx context.Context) (CompactResult, error) {
 	var lastErr error
 	for attempt := 1; attempt <= 10; attempt++ {
 		if attempt > 1 {

@@ -72,6 +72,7 @@ type options struct {
 	expireAge      time.Duration
 	rewriteEvery   int
 	branch         string
+	autoCompact    int
 }
 
 func defaultOptions() options {
@@ -185,6 +186,11 @@ func WithExpireOlderThan(d time.Duration) Option { return func(o *options) { o.e
 // WithRewriteManifestsEvery rewrites the table's manifests every n commits, so that manifest lists stay short.
 // Default: 200 commits. Zero disables it.
 func WithRewriteManifestsEvery(n int) Option { return func(o *options) { o.rewriteEvery = n } }
+
+// WithAutoCompact runs Compact inside the commit loop after every n commits that added delete files, so that
+// readers of a merge-on-read table never apply more than about n commits' worth of equality deletes. Each
+// compaction rewrites the data files the deletes apply to (in an unpartitioned table, all of them). Default: off.
+func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n } }
 
 // CreateOption configures a table created by WithCreate.
 type CreateOption func(*createOptions)

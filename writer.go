@@ -69,6 +69,8 @@ type Writer struct {
 	stopping  bool // Close/Abort: the loop starts no new run
 	timer     *time.Timer
 	commitsN  int64
+	// deltaCommits counts commits with delete files since the last automatic compaction (commit loop only).
+	deltaCommits int
 
 	structConv sync.Map // reflect.Type -> *structConverter
 	tables     *tables
@@ -705,6 +707,15 @@ func (w *Writer) finishRun(run *Run, batches []*batch, res *CommitResult, err er
 			Bytes: run.Bytes, FirstSeq: run.FirstSeq, LastSeq: run.LastSeq, Batches: len(batches), Attempts: res.Attempts})
 	}
 	w.maintain(n)
+	if every := w.opts.autoCompact; every > 0 && run.deleteFiles() > 0 {
+		w.deltaCommits++
+		if w.deltaCommits >= every {
+			w.deltaCommits = 0
+			if _, err := w.compactLocked(w.ctx); err != nil {
+				w.log.Warn("iceberg: automatic compaction failed; the next one will try again", "table", w.ident, "err", err)
+			}
+		}
+	}
 }
 
 // CommitInfo describes one successful commit, as WithOnCommit reports it.

@@ -1,0 +1,282 @@
+package iceberg_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/seed"
+)
+
+// updateBatches returns seed-event batches in which a fraction of each batch's ids repeat earlier ids (updates).
+func updateBatches(b *testing.B, rows, perBatch int, updateFrac float64) []arrow.RecordBatch {
+	g := seed.New(0, 11)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var out []arrow.RecordBatch
+	next := int64(0)
+	for n := 0; n < rows; n += perBatch {
+		rec := g.Batch(perBatch)
+		ids := rec.Column(0).(*array.Int64).Int64Values()
+		for i := range ids {
+			if next > 0 && rng.Float64() < updateFrac {
+				ids[i] = rng.Int64N(next)
+			} else {
+				ids[i] = next
+				next++
+			}
+		}
+		out = append(out, rec)
+	}
+	b.Cleanup(func() {
+		for _, r := range out {
+			r.Release()
+		}
+	})
+	return out
+}
+
+// BenchmarkUpsert10pct upserts seed events of which 10% update existing keys (1,000-row calls) and reports
+// x-append: its rate over Write of the same batches into the same kind of table, measured alternately in the
+// same iterations (goal: at least 0.5).
+func BenchmarkUpsert10pct(b *testing.B) {
+	batches := updateBatches(b, benchRows, 1000, 0.10)
+	ctx := context.Background()
+	var upsert, appendDur time.Duration
+	for i := 0; i < b.N; i++ {
+		for _, op := range []string{"append", "upsert"} {
+			b.StopTimer()
+			cat := openCatalog(b)
+			w, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", op},
+				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id")))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			start := time.Now()
+			for _, r := range batches {
+				if op == "append" {
+					err = w.Write(ctx, r)
+				} else {
+					err = w.Upsert(ctx, r)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := w.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if op == "append" {
+				appendDur += time.Since(start)
+			} else {
+				upsert += time.Since(start)
+			}
+		}
+	}
+	b.ReportMetric(float64(benchRows)*float64(b.N)/upsert.Seconds(), "rows/s")
+	b.ReportMetric(appendDur.Seconds()/upsert.Seconds(), "x-append")
+}
+
+// BenchmarkMergeOnReadDeleteBytes deletes K keys in one commit and reports the bytes of the delete files it
+// added, per key (the seed's merge-on-read figure: one 2–4 KB equality-delete file whatever K).
+func BenchmarkMergeOnReadDeleteBytes(b *testing.B) {
+	for _, k := range []int{1, 10, 100, 1000} {
+		b.Run(fmt.Sprintf("keys=%d", k), func(b *testing.B) {
+			ctx := context.Background()
+			var bytes float64
+			for i := 0; i < b.N; i++ {
+				cat := openCatalog(b)
+				ident := table.Identifier{"bench", "del"}
+				w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id")))
+				if err != nil {
+					b.Fatal(err)
+				}
+				rec := seed.New(0, 1).Batch(10_000)
+				if err := w.Write(ctx, rec); err != nil {
+					b.Fatal(err)
+				}
+				rec.Release()
+				if err := w.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				ids := make([]int64, k)
+				for j := range ids {
+					ids[j] = int64(j * (10_000 / k))
+				}
+				kb := array.NewInt64Builder(memory.NewGoAllocator())
+				kb.AppendValues(ids, nil)
+				col := kb.NewArray()
+				keys := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil),
+					[]arrow.Array{col}, int64(k))
+				if err := w.Delete(ctx, keys); err != nil {
+					b.Fatal(err)
+				}
+				if err := w.Close(ctx); err != nil {
+					b.Fatal(err)
+				}
+				snap := w.Table().CurrentSnapshot()
+				n, _ := strconv.ParseInt(snap.Summary.Properties["added-files-size"], 10, 64)
+				bytes += float64(n)
+			}
+			b.ReportMetric(bytes/float64(b.N), "delete-bytes/commit")
+			b.ReportMetric(bytes/float64(b.N)/float64(k), "delete-bytes/key")
+		})
+	}
+}
+
+// BenchmarkReadAfterUpserts reads back a table built by 100 upsert commits (10% updates) and the same final rows
+// appended once, and reports x-appended: the read time ratio (goal on v3: at most 1.5), and the same for the
+// upserted table after Writer.Compact.
+func BenchmarkReadAfterUpserts(b *testing.B) {
+	for _, version := range []int{2, 3} {
+		b.Run(fmt.Sprintf("v%d", version), func(b *testing.B) {
+			ctx := context.Background()
+			batches := updateBatches(b, 100_000, 1000, 0.10)
+			cat := openCatalog(b)
+			up, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "upserted"},
+				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range batches {
+				if err := up.Upsert(ctx, r); err != nil {
+					b.Fatal(err)
+				}
+				if err := up.Flush(ctx); err != nil { // one commit per call: 100 commits
+					b.Fatal(err)
+				}
+			}
+			if err := up.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+			final, err := readAll(ctx, cat, table.Identifier{"bench", "upserted"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ap, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "appended"},
+				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range final {
+				if err := ap.Write(ctx, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := ap.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+			// The same upserted table after Compact, in a copy: read back like an appended one.
+			cp, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "compacted"},
+				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range batches {
+				if err := cp.Upsert(ctx, r); err != nil {
+					b.Fatal(err)
+				}
+				if err := cp.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := cp.Compact(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := cp.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+			// And a writer with WithAutoCompact(20): compaction every 20 delta commits, inside its commit loop.
+			ac, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "autocompact"},
+				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
+				iceberg.WithAutoCompact(20))
+			if err != nil {
+				b.Fatal(err)
+			}
+			acStart := time.Now()
+			for _, r := range batches {
+				if err := ac.Upsert(ctx, r); err != nil {
+					b.Fatal(err)
+				}
+				if err := ac.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := ac.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+			acDur := time.Since(acStart)
+			var tUp, tAp, tCp, tAc time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for _, name := range []string{"upserted", "appended", "compacted", "autocompact"} {
+					start := time.Now()
+					recs, err := readAll(ctx, cat, table.Identifier{"bench", name})
+					if err != nil {
+						b.Fatal(err)
+					}
+					rows := 0
+					for _, r := range recs {
+						rows += int(r.NumRows())
+						r.Release()
+					}
+					if rows != countRows(final) {
+						b.Fatalf("%s: %d rows, want %d", name, rows, countRows(final))
+					}
+					switch name {
+					case "upserted":
+						tUp += time.Since(start)
+					case "appended":
+						tAp += time.Since(start)
+					case "compacted":
+						tCp += time.Since(start)
+					default:
+						tAc += time.Since(start)
+					}
+				}
+			}
+			b.ReportMetric(tUp.Seconds()/tAp.Seconds(), "x-appended")
+			b.ReportMetric(tCp.Seconds()/tAp.Seconds(), "compacted-x-appended")
+			b.ReportMetric(tAc.Seconds()/tAp.Seconds(), "autocompact-x-appended")
+			b.ReportMetric(float64(acDur.Milliseconds()), "autocompact-write-ms")
+			b.ReportMetric(float64(tUp.Milliseconds())/float64(b.N), "upserted-ms")
+			b.ReportMetric(float64(tAp.Milliseconds())/float64(b.N), "appended-ms")
+		})
+	}
+}
+
+func readAll(ctx context.Context, cat icecatalog.Catalog, ident table.Identifier) ([]arrow.RecordBatch, error) {
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		return nil, err
+	}
+	_, it, err := tbl.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []arrow.RecordBatch
+	for r, err := range it {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func countRows(recs []arrow.RecordBatch) int {
+	n := 0
+	for _, r := range recs {
+		n += int(r.NumRows())
+	}
+	return n
+}

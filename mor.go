@@ -126,6 +126,11 @@ func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
 	if rec != nil && rec.NumRows() == 0 {
 		return nil
 	}
+	if w.opts.evolve && rec != nil {
+		if conf, err = w.evolveFor(ctx, rec.Schema()); err != nil {
+			return err
+		}
+	}
 	owned, size, err := conf.conform(ctx, rec)
 	if err != nil {
 		return err

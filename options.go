@@ -73,6 +73,8 @@ type options struct {
 	rewriteEvery   int
 	branch         string
 	autoCompact    int
+	evolve         bool                     // WithSchemaEvolution (evolve.go)
+	deadLetter     func(row any, err error) // WithDeadLetter (evolve.go)
 }
 
 func defaultOptions() options {

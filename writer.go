@@ -80,8 +80,9 @@ type Writer struct {
 type batch struct {
 	seq      int64
 	recs     []arrow.RecordBatch
-	kinds    []opKind // per record: insert, upsert or delete
-	keyed    bool     // holds an upsert or a delete
+	kinds    []opKind      // per record: insert, upsert or delete
+	schema   *arrow.Schema // the table schema the inserted and upserted records were conformed to
+	keyed    bool          // holds an upsert or a delete
 	rows     int64
 	bytes    int64
 	token    string
@@ -333,6 +334,12 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	if rec != nil && rec.NumRows() == 0 {
 		return nil
 	}
+	if w.opts.evolve && rec != nil {
+		var err error
+		if conf, err = w.evolveFor(ctx, rec.Schema()); err != nil {
+			return err
+		}
+	}
 	owned, size, err := conf.conform(ctx, rec)
 	if err != nil {
 		return err
@@ -371,6 +378,10 @@ func (w *Writer) accept(ctx context.Context, rec arrow.RecordBatch, size int64, 
 		}
 		w.mu.Lock()
 	}
+	if w.open != nil && kind != opDelete && w.open.schema != nil && w.open.schema != rec.Schema() {
+		// The table's schema changed: a batch encodes against one schema, so the buffer ends here.
+		w.sealLocked(nil)
+	}
 	if w.open == nil {
 		w.open = &batch{firstAt: time.Now()}
 		if w.opts.flushInterval > 0 {
@@ -383,6 +394,9 @@ func (w *Writer) accept(ctx context.Context, rec arrow.RecordBatch, size int64, 
 				}
 			})
 		}
+	}
+	if kind != opDelete {
+		w.open.schema = rec.Schema()
 	}
 	w.open.recs = append(w.open.recs, rec)
 	w.open.kinds = append(w.open.kinds, kind)
@@ -455,7 +469,10 @@ func (w *Writer) encode(b *batch) {
 		return // the writer is shutting down
 	}
 	w.mu.Lock()
-	tbl, schema := w.tbl, w.conf.target
+	tbl, schema := w.tbl, b.schema
+	if schema == nil {
+		schema = w.conf.target
+	}
 	w.mu.Unlock()
 	// No retry here: the rows were handed to the encoder. Object stores retry requests themselves; a batch that
 	// still fails stops the writer, and the caller replays from its last checkpoint.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
@@ -57,10 +58,13 @@ type Run struct {
 type Segment struct {
 	DataFiles   []ice.DataFile
 	DeleteFiles []ice.DataFile // equality delete files
-	LastSeq     int64
-	Token       string
-	HasToken    bool
-	Rows        int64
+	// DeleteKeys are the keys a copy-on-write segment upserts or deletes (key columns only): the committer
+	// rewrites the data files holding them, planned against the table it commits on.
+	DeleteKeys []arrow.RecordBatch
+	LastSeq    int64
+	Token      string
+	HasToken   bool
+	Rows       int64
 }
 
 // files counts the data and delete files of the run.
@@ -101,6 +105,7 @@ type catalogCommitter struct {
 	mu       sync.Mutex
 	latest   map[string]*table.Table // per table: as our last commit left it
 	tables   *tables
+	cow      cowConfig
 	beforeFn func(attempt int) error // test hook: runs before each CommitTable
 	afterFn  func(attempt int, err error) error
 }
@@ -110,7 +115,8 @@ func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger
 		tabs = newTables()
 	}
 	c := &catalogCommitter{cat: cat, log: log, timeout: timeout, minWait: 50 * time.Millisecond,
-		maxWait: 5 * time.Second, latest: map[string]*table.Table{}, tables: tabs}
+		maxWait: 5 * time.Second, latest: map[string]*table.Table{}, tables: tabs,
+		cow: cowConfig{parallel: 2, targetFileSize: DefaultTargetFileSize, rowGroupRows: DefaultRowGroupRows}}
 	if tbl != nil {
 		c.setLatest(tbl.Identifier(), tbl)
 	}
@@ -221,7 +227,7 @@ const maxBuildAttempts = 5
 func (c *catalogCommitter) attempt(ctx context.Context, tbl *table.Table, run *Run, attempt int) (table.Metadata, string, []table.Update, error) {
 	tx := tbl.NewTransactionOnBranch(run.Branch)
 	for i := range run.Segments {
-		if err := applySegment(ctx, tx, tbl, run, &run.Segments[i]); err != nil {
+		if err := c.applySegment(ctx, tx, tbl, run, &run.Segments[i]); err != nil {
 			return nil, "", nil, &buildError{fmt.Errorf("iceberg: build commit for run %d..%d: %w", run.FirstSeq, run.LastSeq, err)}
 		}
 	}
@@ -266,7 +272,7 @@ func pendingSnapshot(tx *table.Transaction, branch string) *table.Snapshot {
 
 // applySegment stages one segment's snapshot in the transaction. The last segment's snapshot carries the run's
 // marker (its last sequence number); each carries the newest token inside it.
-func applySegment(ctx context.Context, tx *table.Transaction, tbl *table.Table, run *Run, seg *Segment) error {
+func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transaction, tbl *table.Table, run *Run, seg *Segment) error {
 	props := ice.Properties{
 		summaryWriterID: run.WriterID,
 		summaryEpoch:    strconv.FormatInt(run.Epoch, 10),
@@ -274,6 +280,24 @@ func applySegment(ctx context.Context, tx *table.Transaction, tbl *table.Table, 
 	}
 	if seg.HasToken {
 		props[summaryCheckpoint] = seg.Token
+	}
+	if len(seg.DeleteKeys) > 0 {
+		// Planned on the transaction's staged table, so that a retry re-plans against the new head and a later
+		// segment sees the files of earlier ones.
+		staged, err := tx.StagedTable()
+		if err != nil {
+			return err
+		}
+		plan, err := planCopyOnWrite(ctx, staged.Table, run.Branch, seg.DeleteKeys, c.cow)
+		if err != nil {
+			return err
+		}
+		if len(plan.oldFiles) > 0 {
+			props[summaryRewritten] = strconv.Itoa(len(plan.oldFiles))
+			props[summaryCandidates] = strconv.Itoa(plan.candidates)
+			return tx.ReplaceFiles(ctx, plan.oldFiles, append(plan.newFiles, seg.DataFiles...), plan.deadDeletes, props,
+				table.WithoutDuplicateCheck())
+		}
 	}
 	switch {
 	case len(seg.DeleteFiles) > 0 || (len(seg.DataFiles) > 0 && tbl.Metadata().Version() >= 3):

@@ -2,36 +2,177 @@ package iceberg
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// conformer projects caller batches onto the table's Arrow schema: columns matched by name and reordered,
-// missing optional columns filled with nulls, lossless casts applied, nullability checked, and the result copied
-// into memory the writer owns. Every check happens before anything is kept, so an error accepts nothing.
+// conformer projects caller batches onto the table's Arrow schema: columns matched by name and reordered (struct
+// fields too), missing optional columns filled with nulls, lossless casts applied, nullability checked, and the
+// result copied into memory the writer owns. Every check happens before anything is kept, so an error accepts
+// nothing.
 type conformer struct {
 	target *arrow.Schema // the table's schema as Arrow, with field-id metadata
 	mem    memory.Allocator
+	// w, when set, is asked to relax a required column that received nulls (WithSchemaEvolution) and receives
+	// the rows that cannot be converted (WithDeadLetter). Without it every problem fails the call.
+	w *Writer
 }
+
+// maxConformRetries bounds the schema changes (one relaxed column each) a single call may cause.
+const maxConformRetries = 64
 
 // conform returns a record in the target schema that owns its memory, and its size in bytes.
 func (c *conformer) conform(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, int64, error) {
 	if rec == nil {
 		return nil, 0, fmt.Errorf("iceberg: nil record batch")
 	}
-	in := rec.Schema()
-	byName := make(map[string]int, in.NumFields())
-	for i, f := range in.Fields() {
-		if _, dup := byName[f.Name]; dup {
-			return nil, 0, columnErr(f.Name, ErrTypeMismatch, "the batch has this column twice")
-		}
-		byName[f.Name] = i
+	if err := checkNames(rec.Schema()); err != nil {
+		return nil, 0, err
 	}
+	for range maxConformRetries {
+		out, size, err := c.conformOnce(ctx, rec)
+		if err == nil || c.w == nil {
+			return out, size, err
+		}
+		next, retry, rerr := c.relaxFor(ctx, err)
+		if rerr != nil {
+			return nil, 0, rerr
+		}
+		if retry {
+			c = next
+			continue
+		}
+		if c.w.opts.deadLetter == nil || !isRowLevel(err) {
+			return nil, 0, err
+		}
+		out, size, bad, next, err := c.bisect(ctx, rec)
+		if next != nil {
+			c = next // a column was relaxed on the way: start over with the new schema
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, b := range bad {
+			row := rec.NewSlice(b.row, b.row+1)
+			c.w.opts.deadLetter(row, b.err)
+			row.Release()
+		}
+		return out, size, nil
+	}
+	return nil, 0, fmt.Errorf("%w: more than %d schema changes for one batch", errEvolve, maxConformRetries)
+}
+
+// checkNames rejects a batch that has a column twice.
+func checkNames(in *arrow.Schema) error {
+	if in.NumFields() < 2 {
+		return nil
+	}
+	seen := make(map[string]struct{}, in.NumFields())
+	for _, f := range in.Fields() {
+		if _, dup := seen[f.Name]; dup {
+			return columnErr(f.Name, ErrTypeMismatch, "the batch has this column twice")
+		}
+		seen[f.Name] = struct{}{}
+	}
+	return nil
+}
+
+// relaxFor makes a required column optional when err is a null in it and schema evolution is on; retry is
+// true when the table schema changed (or had changed since c was built) and the call should start over.
+func (c *conformer) relaxFor(ctx context.Context, err error) (next *conformer, retry bool, _ error) {
+	var re *rowLevelError
+	if !c.w.opts.evolve || !errors.As(err, &re) || !re.null {
+		return nil, false, nil
+	}
+	return c.w.relax(ctx, c, re.path)
+}
+
+// badRow is a row routed to the dead-letter function.
+type badRow struct {
+	row int64
+	err error
+}
+
+// bisect conforms the rows that can be conformed and lists the others: a slice that fails is split in halves
+// until the failing rows are single, so k bad rows cost O(k log n) conversions. next is set when a column was
+// relaxed on the way (the caller starts over).
+func (c *conformer) bisect(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, int64, []badRow, *conformer, error) {
+	var good []arrow.RecordBatch
+	var bad []badRow
+	release := func() {
+		for _, g := range good {
+			g.Release()
+		}
+	}
+	var walk func(lo, hi int64) (*conformer, error)
+	walk = func(lo, hi int64) (*conformer, error) {
+		part := rec.NewSlice(lo, hi)
+		out, _, err := c.conformOnce(ctx, part)
+		part.Release()
+		if err == nil {
+			good = append(good, out)
+			return nil, nil
+		}
+		if next, retry, rerr := c.relaxFor(ctx, err); rerr != nil || retry {
+			return next, rerr
+		}
+		if !isRowLevel(err) {
+			return nil, err
+		}
+		if hi-lo == 1 {
+			bad = append(bad, badRow{row: lo, err: err})
+			return nil, nil
+		}
+		mid := lo + (hi-lo)/2
+		if next, err := walk(lo, mid); next != nil || err != nil {
+			return next, err
+		}
+		return walk(mid, hi)
+	}
+	if next, err := walk(0, rec.NumRows()); next != nil || err != nil {
+		release()
+		return nil, 0, nil, next, err
+	}
+	var out arrow.RecordBatch
+	switch len(good) {
+	case 0:
+		empty := rec.NewSlice(0, 0)
+		var err error
+		out, _, err = c.conformOnce(ctx, empty)
+		empty.Release()
+		if err != nil {
+			return nil, 0, nil, nil, err
+		}
+	case 1:
+		out = good[0]
+		good = nil
+	default:
+		var err error
+		out, err = concatRecords(c.mem, c.target, good)
+		release()
+		if err != nil {
+			return nil, 0, nil, nil, err
+		}
+	}
+	var size int64
+	for _, col := range out.Columns() {
+		size += arraySize(col.Data())
+	}
+	return out, size, bad, nil, nil
+}
+
+// conformOnce converts the batch in one go: any problem fails it.
+func (c *conformer) conformOnce(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, int64, error) {
+	in := rec.Schema()
 	for _, f := range in.Fields() {
 		if len(c.target.FieldIndices(f.Name)) == 0 {
 			return nil, 0, columnErr(f.Name, ErrUnknownColumn, "table columns are %s", fieldNames(c.target))
@@ -48,8 +189,8 @@ func (c *conformer) conform(ctx context.Context, rec arrow.RecordBatch) (arrow.R
 	}
 	var size int64
 	for i, tf := range c.target.Fields() {
-		idx, ok := byName[tf.Name]
-		if !ok {
+		idx := in.FieldIndices(tf.Name)
+		if len(idx) == 0 {
 			if !tf.Nullable {
 				release()
 				return nil, 0, columnErr(tf.Name, ErrMissingColumn, "the batch has no such column")
@@ -58,7 +199,7 @@ func (c *conformer) conform(ctx context.Context, rec arrow.RecordBatch) (arrow.R
 			size += arraySize(cols[i].Data())
 			continue
 		}
-		col, err := c.column(ctx, tf, in.Field(idx), rec.Column(idx))
+		col, err := c.column(ctx, tf, in.Field(idx[0]), rec.Column(idx[0]))
 		if err != nil {
 			release()
 			return nil, 0, err
@@ -71,23 +212,14 @@ func (c *conformer) conform(ctx context.Context, rec arrow.RecordBatch) (arrow.R
 	return out, size, nil
 }
 
-// column converts one caller column to the table field, returning an array the writer owns.
-func (c *conformer) column(ctx context.Context, tf, inf arrow.Field, col arrow.Array) (arrow.Array, error) {
-	if err := checkNulls(tf.Name, tf, col); err != nil {
+// column converts one caller column to the table field, returning an array the writer owns. The input field
+// is not needed beyond its array's type; the parameter keeps the signature Delete uses.
+func (c *conformer) column(ctx context.Context, tf, _ arrow.Field, col arrow.Array) (arrow.Array, error) {
+	src, err := c.convert(ctx, []string{tf.Name}, tf, tf.Nullable, col)
+	if err != nil {
 		return nil, err
 	}
-	src := col
-	if !sameShape(inf.Type, tf.Type) {
-		if !castable(inf.Type, tf.Type) {
-			return nil, columnErr(tf.Name, ErrTypeMismatch, "got %s, the table has %s", inf.Type, tf.Type)
-		}
-		casted, err := compute.CastArray(compute.WithAllocator(ctx, c.mem), col, compute.SafeCastOptions(tf.Type))
-		if err != nil {
-			return nil, columnErr(tf.Name, ErrTypeMismatch, "cannot convert %s to %s: %v", inf.Type, tf.Type, err)
-		}
-		defer casted.Release()
-		src = casted
-	}
+	defer src.Release()
 	// Copy into the writer's memory (a retained slice would pin the caller's buffers and make the memory limit
 	// lie), then give the data the table's exact type: field ids and nullability of nested fields.
 	copied, err := array.Concatenate([]arrow.Array{src}, c.mem)
@@ -100,34 +232,136 @@ func (c *conformer) column(ctx context.Context, tf, inf arrow.Field, col arrow.A
 	return array.MakeFromData(data), nil
 }
 
-// checkNulls rejects nulls in required fields, nested ones included.
-func checkNulls(path string, tf arrow.Field, col arrow.Array) error {
-	if !tf.Nullable && col.NullN() > 0 {
-		return columnErr(path, ErrNullInRequired, "%d null value(s)", col.NullN())
+// rowLevelError marks a problem of some rows, not of the column as a whole: a null in a required field, a value
+// that does not fit. It is wrapped by a *ColumnError.
+type rowLevelError struct {
+	path []string
+	null bool // a null in a required field (schema evolution may relax it)
+	err  error
+}
+
+func (e *rowLevelError) Error() string { return e.err.Error() }
+func (e *rowLevelError) Unwrap() error { return e.err }
+
+func isRowLevel(err error) bool {
+	var re *rowLevelError
+	return errors.As(err, &re)
+}
+
+func rowErr(path []string, null bool, reason error, format string, args ...any) error {
+	return &ColumnError{Column: strings.Join(path, "."), Err: &rowLevelError{path: path, null: null,
+		err: fmt.Errorf("%w: "+format, append([]any{reason}, args...)...)}}
+}
+
+// convert returns col as an array of the field's type (same layout; the caller retypes it), possibly sharing the
+// caller's buffers. nullable is whether nulls may appear at this level (false for a required field whose parent
+// is valid everywhere it is null, which the parent checked). Struct fields are matched by name, missing optional
+// ones filled with nulls.
+func (c *conformer) convert(ctx context.Context, path []string, tf arrow.Field, nullable bool, col arrow.Array) (arrow.Array, error) {
+	if !nullable && col.NullN() > 0 {
+		return nil, rowErr(path, true, ErrNullInRequired, "%d null value(s)", col.NullN())
 	}
-	switch st := tf.Type.(type) {
+	inType := col.DataType()
+	switch tt := tf.Type.(type) {
 	case *arrow.StructType:
 		sa, ok := col.(*array.Struct)
 		if !ok {
-			return nil
+			return nil, columnErr(strings.Join(path, "."), ErrTypeMismatch, "got %s, the table has %s", inType, tf.Type)
 		}
-		for i, f := range st.Fields() {
-			if f.Nullable || i >= sa.NumField() {
-				continue
-			}
-			child := sa.Field(i)
-			for r := 0; r < sa.Len(); r++ {
-				if sa.IsValid(r) && child.IsNull(r) {
-					return columnErr(path+"."+f.Name, ErrNullInRequired, "null at row %d", r)
-				}
-			}
-		}
+		return c.convertStruct(ctx, path, tt, sa)
 	case *arrow.ListType:
-		if la, ok := col.(*array.List); ok && !st.ElemField().Nullable && la.ListValues().NullN() > 0 {
-			return columnErr(path+".element", ErrNullInRequired, "%d null element(s)", la.ListValues().NullN())
+		la, ok := col.(*array.List)
+		if !ok {
+			break
+		}
+		if sameShape(inType, tf.Type) {
+			if !tt.ElemField().Nullable && la.ListValues().NullN() > 0 {
+				return nil, rowErr(append(slices.Clone(path), "element"), true, ErrNullInRequired, "%d null element(s)", la.ListValues().NullN())
+			}
+			col.Retain()
+			return col, nil
+		}
+		vals, err := c.convert(ctx, append(slices.Clone(path), "element"), tt.ElemField(), tt.ElemField().Nullable, la.ListValues())
+		if err != nil {
+			return nil, err
+		}
+		defer vals.Release()
+		d := la.Data()
+		data := array.NewData(tt, d.Len(), d.Buffers(), []arrow.ArrayData{vals.Data()}, d.NullN(), d.Offset())
+		defer data.Release()
+		return array.MakeFromData(data), nil
+	}
+	if sameShape(inType, tf.Type) {
+		col.Retain()
+		return col, nil
+	}
+	if !castable(inType, tf.Type) {
+		return nil, columnErr(strings.Join(path, "."), ErrTypeMismatch, "got %s, the table has %s", inType, tf.Type)
+	}
+	casted, err := compute.CastArray(compute.WithAllocator(ctx, c.mem), col, compute.SafeCastOptions(tf.Type))
+	if err != nil {
+		return nil, rowErr(path, false, ErrTypeMismatch, "cannot convert %s to %s: %v", inType, tf.Type, err)
+	}
+	return casted, nil
+}
+
+// convertStruct builds the table's struct from the caller's by field name.
+func (c *conformer) convertStruct(ctx context.Context, path []string, tt *arrow.StructType, sa *array.Struct) (arrow.Array, error) {
+	st := sa.DataType().(*arrow.StructType)
+	n := sa.Len()
+	for _, f := range st.Fields() {
+		if _, ok := tt.FieldIdx(f.Name); !ok {
+			return nil, columnErr(strings.Join(append(slices.Clone(path), f.Name), "."), ErrUnknownColumn,
+				"the table's struct has fields %s", fieldNames(arrow.NewSchema(tt.Fields(), nil)))
 		}
 	}
-	return nil
+	children := make([]arrow.ArrayData, tt.NumFields())
+	defer func() {
+		for _, ch := range children {
+			if ch != nil {
+				ch.Release()
+			}
+		}
+	}()
+	for i, cf := range tt.Fields() {
+		cpath := append(slices.Clone(path), cf.Name)
+		idx, ok := st.FieldIdx(cf.Name)
+		if !ok {
+			if !cf.Nullable {
+				return nil, columnErr(strings.Join(cpath, "."), ErrMissingColumn, "the batch's struct has no such field")
+			}
+			children[i] = array.MakeArrayOfNull(c.mem, cf.Type, n).Data()
+			continue
+		}
+		child := sa.Field(idx)
+		nullable := cf.Nullable
+		if !nullable && child.NullN() > 0 && sa.NullN() > 0 {
+			// Nulls under a null struct are fine: check only the rows where the struct is valid.
+			for r := 0; r < n; r++ {
+				if sa.IsValid(r) && child.IsNull(r) {
+					return nil, rowErr(cpath, true, ErrNullInRequired, "null at row %d", r)
+				}
+			}
+			nullable = true
+		}
+		conv, err := c.convert(ctx, cpath, cf, nullable, child)
+		if err != nil {
+			return nil, err
+		}
+		children[i] = conv.Data()
+		children[i].Retain()
+		conv.Release()
+	}
+	var bitmap *memory.Buffer
+	if sa.NullN() > 0 {
+		bitmap = memory.NewResizableBuffer(c.mem)
+		bitmap.Resize(int(bitutil.BytesForBits(int64(n))))
+		bitutil.CopyBitmap(sa.NullBitmapBytes(), sa.Data().Offset(), n, bitmap.Bytes(), 0)
+		defer bitmap.Release()
+	}
+	data := array.NewData(tt, n, []*memory.Buffer{bitmap}, children, sa.NullN(), 0)
+	defer data.Release()
+	return array.MakeFromData(data), nil
 }
 
 // sameShape reports whether two types have the same physical layout, ignoring field names' metadata and
@@ -190,6 +424,9 @@ func castable(from, to arrow.DataType) bool {
 		return (ft.TimeZone == "") == (tt.TimeZone == "")
 	case from.ID() == arrow.DATE64 && to.ID() == arrow.DATE32:
 		return true
+	case from.ID() == arrow.DECIMAL128 && to.ID() == arrow.DECIMAL128:
+		ft, tt := from.(*arrow.Decimal128Type), to.(*arrow.Decimal128Type)
+		return ft.Scale == tt.Scale && ft.Precision <= tt.Precision
 	}
 	return false
 }

@@ -2,14 +2,393 @@ package iceberg
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 )
+
+// WithSchemaEvolution lets Write, Upsert, WriteStructs and UpsertStructs change the table's schema to take their
+// rows: a column (or nested struct field) the table lacks is added as an optional column; a column whose type
+// is narrower than the batch's is promoted as the Iceberg spec allows (int to long, float to double, decimal
+// precision widening); a required column that receives nulls becomes optional, unless it is a key column.
+//
+// The schema change is committed before the rows that need it are accepted, so every data file carries field
+// ids the table has; a change made by another writer or tool is picked up at the next batch that needs it.
+// Default: off, and a column the table lacks is a *ColumnError wrapping ErrUnknownColumn.
+func WithSchemaEvolution() Option { return func(o *options) { o.evolve = true } }
+
+// WithDeadLetter routes rows that cannot be converted to fn, with the reason, instead of failing the whole call;
+// the other rows are accepted. Default: none, and a bad row fails the call (nothing of it is accepted).
+//
+// For WriteStructs and UpsertStructs, row is the offending Go value (of the slice's element type) and err a
+// *ColumnError; they are routed once the rest of the call has been accepted. For Write and Upsert, row is a
+// one-row arrow.RecordBatch (a slice of the caller's batch, released when fn returns: call Retain to keep it)
+// and err a *ColumnError; rows are routed while the call validates, before the rest is accepted. Row-level
+// problems are routed: a null in a required column (that schema evolution does not relax), a value that does
+// not fit the column's type. Schema-level problems (an unknown column, a column of the wrong type, a missing
+// required column) still fail the whole call.
+//
+// fn runs on the caller's goroutine and must not call back into the Writer.
+func WithDeadLetter(fn func(row any, err error)) Option {
+	return func(o *options) { o.deadLetter = fn }
+}
+
+// evolveAttempts bounds the catalog commits of one schema change (each after a reload and a fresh look).
+const evolveAttempts = 10
+
+// maxSeenSchemas bounds the cache of input schemas known to fit the table: past it the cache starts over.
+const maxSeenSchemas = 1024
+
+// evoKey is the key of the writer's evolution state in Writer.structConv.
+type evoKey struct{}
+
+// evoState caches which input schemas need no schema change, and the conformer that reports back to the writer.
+type evoState struct {
+	seen    sync.Map // *arrow.Schema -> *seenEntry
+	byPrint sync.Map // fingerprint -> *seenEntry
+	n       atomic.Int64
+	mu      sync.Mutex
+	wrapped *conformer // the conformer of the latest target, with w set
+}
+
+// seenEntry records that an input schema fits target as it is: conf is the conformer to use.
+type seenEntry struct {
+	target *arrow.Schema
+	conf   *conformer
+}
+
+func (w *Writer) evo() *evoState {
+	if v, ok := w.structConv.Load(evoKey{}); ok {
+		return v.(*evoState)
+	}
+	v, _ := w.structConv.LoadOrStore(evoKey{}, &evoState{})
+	return v.(*evoState)
+}
+
+// currentConformer returns the conformer for the table schema the writer holds now, one that can call back into
+// the writer (to relax a column, or route a row to the dead-letter function).
+func (w *Writer) currentConformer() *conformer {
+	w.mu.Lock()
+	base := w.conf
+	w.mu.Unlock()
+	if base.w != nil {
+		return base
+	}
+	st := w.evo()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.wrapped == nil || st.wrapped.target != base.target {
+		st.wrapped = &conformer{target: base.target, mem: base.mem, w: w}
+	}
+	return st.wrapped
+}
 
 // evolveFor makes the table's schema able to take a batch of schema in (adding columns, widening types) when
 // schema evolution is on, and returns the conformer for the resulting table schema.
+//
+// A schema already seen against the current table schema costs two map lookups.
 func (w *Writer) evolveFor(ctx context.Context, in *arrow.Schema) (*conformer, error) {
+	st := w.evo()
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.conf, nil
+	target := w.conf.target
+	w.mu.Unlock()
+	if v, ok := st.seen.Load(in); ok {
+		if e := v.(*seenEntry); e.target == target {
+			return e.conf, nil
+		}
+	}
+	fp := in.Fingerprint()
+	if fp != "" {
+		if v, ok := st.byPrint.Load(fp); ok {
+			if e := v.(*seenEntry); e.target == target {
+				st.remember(in, "", e)
+				return e.conf, nil
+			}
+		}
+	}
+	plan := func(sc *ice.Schema) ([]schemaChange, error) { return w.planFor(in, sc) }
+	changes, err := plan(w.Table().Schema())
+	if err != nil {
+		return nil, err
+	}
+	if len(changes) > 0 {
+		if err := w.evolveSchema(ctx, plan); err != nil {
+			return nil, err
+		}
+	}
+	conf := w.currentConformer()
+	// Remember only what fits the table as it is now: a concurrent change simply misses the cache next time.
+	if left, err := plan(w.Table().Schema()); err == nil && len(left) == 0 {
+		st.remember(in, fp, &seenEntry{target: conf.target, conf: conf})
+	}
+	return conf, nil
+}
+
+func (st *evoState) remember(in *arrow.Schema, fp string, e *seenEntry) {
+	if st.n.Add(1) > maxSeenSchemas {
+		st.seen.Clear()
+		st.byPrint.Clear()
+		st.n.Store(1)
+	}
+	st.seen.Store(in, e)
+	if fp != "" {
+		st.byPrint.Store(fp, e)
+	}
+}
+
+// schemaChange is one change to the table schema: exactly one of add, promote and relax is set.
+type schemaChange struct {
+	path    []string
+	add     ice.Type // add an optional column of this type
+	promote ice.Type // widen the column to this type
+	relax   bool     // make the required column optional
+}
+
+func (c schemaChange) String() string {
+	name := strings.Join(c.path, ".")
+	switch {
+	case c.add != nil:
+		return fmt.Sprintf("add %s %s", name, c.add)
+	case c.promote != nil:
+		return fmt.Sprintf("promote %s to %s", name, c.promote)
+	}
+	return fmt.Sprintf("make %s optional", name)
+}
+
+// planFor lists the changes the table schema sc needs to take batches of schema in. Type differences that are
+// not promotions are left to the conformer, which casts what it can and reports the rest.
+func (w *Writer) planFor(in *arrow.Schema, sc *ice.Schema) ([]schemaChange, error) {
+	var out []schemaChange
+	for _, f := range in.Fields() {
+		tf, ok := topField(sc, f.Name)
+		if !ok {
+			t, err := newColumnType(f)
+			if err != nil {
+				return nil, columnErr(f.Name, ErrTypeMismatch, "cannot add a column of type %s: %v", f.Type, err)
+			}
+			out = append(out, schemaChange{path: []string{f.Name}, add: t})
+			continue
+		}
+		key := w.isKey(sc, f.Name, tf.ID)
+		if err := planField(&out, []string{f.Name}, f.Type, tf, key); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func topField(sc *ice.Schema, name string) (ice.NestedField, bool) {
+	for _, f := range sc.Fields() {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return ice.NestedField{}, false
+}
+
+// isKey reports whether a column is a key column (WithKeys or identifier field): keys are never widened or
+// relaxed, since the key index and equality deletes depend on their exact type.
+func (w *Writer) isKey(sc *ice.Schema, top string, id int) bool {
+	if w.keys != nil && slices.Contains(w.keys.names, top) {
+		return true
+	}
+	return slices.Contains(sc.IdentifierFieldIDs, id)
+}
+
+// planField compares one input type with the table field at path, recursively.
+func planField(out *[]schemaChange, path []string, in arrow.DataType, tf ice.NestedField, key bool) error {
+	child := func(name string) []string { return append(slices.Clone(path), name) }
+	switch tt := tf.Type.(type) {
+	case *ice.StructType:
+		st, ok := in.(*arrow.StructType)
+		if !ok {
+			return nil
+		}
+		for _, f := range st.Fields() {
+			idx := slices.IndexFunc(tt.FieldList, func(n ice.NestedField) bool { return n.Name == f.Name })
+			if idx < 0 {
+				t, err := newColumnType(f)
+				if err != nil {
+					return columnErr(strings.Join(child(f.Name), "."), ErrTypeMismatch,
+						"cannot add a field of type %s: %v", f.Type, err)
+				}
+				*out = append(*out, schemaChange{path: child(f.Name), add: t})
+				continue
+			}
+			if err := planField(out, child(f.Name), f.Type, tt.FieldList[idx], key); err != nil {
+				return err
+			}
+		}
+	case *ice.ListType:
+		var elem arrow.DataType
+		switch lt := in.(type) {
+		case *arrow.ListType:
+			elem = lt.Elem()
+		case *arrow.LargeListType:
+			elem = lt.Elem()
+		case *arrow.FixedSizeListType:
+			elem = lt.Elem()
+		default:
+			return nil
+		}
+		return planField(out, child("element"), elem, tt.ElementField(), key)
+	case *ice.MapType:
+		if mt, ok := in.(*arrow.MapType); ok {
+			return planField(out, child("value"), mt.ItemType(), tt.ValueField(), key)
+		}
+	case ice.Int32Type:
+		if !key && (in.ID() == arrow.INT64 || in.ID() == arrow.UINT32 || in.ID() == arrow.UINT64) {
+			*out = append(*out, schemaChange{path: path, promote: ice.PrimitiveTypes.Int64})
+		}
+	case ice.Float32Type:
+		if !key && in.ID() == arrow.FLOAT64 {
+			*out = append(*out, schemaChange{path: path, promote: ice.PrimitiveTypes.Float64})
+		}
+	case ice.DecimalType:
+		if dt, ok := in.(arrow.DecimalType); ok && !key && int(dt.GetScale()) == tt.Scale() &&
+			int(dt.GetPrecision()) > tt.Precision() && dt.GetPrecision() <= 38 {
+			*out = append(*out, schemaChange{path: path, promote: ice.DecimalTypeOf(int(dt.GetPrecision()), tt.Scale())})
+		}
+	}
+	return nil
+}
+
+// newColumnType is the Iceberg type of a column added for an Arrow field: every nested field optional.
+func newColumnType(f arrow.Field) (ice.Type, error) {
+	f.Nullable = true
+	sc, err := table.ArrowSchemaToIcebergWithFreshIDs(arrow.NewSchema([]arrow.Field{f}, nil), true)
+	if err != nil {
+		return nil, err
+	}
+	return optionalType(sc.Field(0).Type), nil
+}
+
+func optionalType(t ice.Type) ice.Type {
+	switch tt := t.(type) {
+	case *ice.StructType:
+		fields := make([]ice.NestedField, len(tt.FieldList))
+		for i, f := range tt.FieldList {
+			f.Required = false
+			f.Type = optionalType(f.Type)
+			fields[i] = f
+		}
+		return &ice.StructType{FieldList: fields}
+	case *ice.ListType:
+		l := *tt
+		l.ElementRequired = false
+		l.Element = optionalType(l.Element)
+		return &l
+	case *ice.MapType:
+		m := *tt
+		m.ValueRequired = false
+		m.ValueType = optionalType(m.ValueType)
+		return &m
+	}
+	return t
+}
+
+// relax makes the required field at path optional (nulls arrived in it), unless it is a key. It reports whether
+// the writer's table schema is now different from the one conf was built for, so that the caller retries.
+func (w *Writer) relax(ctx context.Context, conf *conformer, path []string) (*conformer, bool, error) {
+	plan := func(sc *ice.Schema) ([]schemaChange, error) {
+		f, ok := sc.FindFieldByName(strings.Join(path, "."))
+		if !ok || !f.Required || w.isKey(sc, path[0], f.ID) {
+			return nil, nil
+		}
+		if top, ok := topField(sc, path[0]); ok && w.isKey(sc, path[0], top.ID) {
+			return nil, nil
+		}
+		return []schemaChange{{path: path, relax: true}}, nil
+	}
+	if left, _ := plan(w.Table().Schema()); len(left) > 0 {
+		if err := w.evolveSchema(ctx, plan); err != nil {
+			return nil, false, err
+		}
+	}
+	next := w.currentConformer()
+	return next, next.target != conf.target, nil
+}
+
+// errEvolve wraps the failure of a schema change.
+var errEvolve = errors.New("iceberg: schema evolution")
+
+// evolveSchema commits the changes plan asks for, synchronously and before any data that needs them is encoded,
+// holding commitMu so that no commit of this writer interleaves. It reloads the table first (another writer or
+// tool may have made the change already), and after a failed commit reloads and plans again: the changes still
+// missing are retried, with backoff, a bounded number of times. Errors are never classified by their text.
+func (w *Writer) evolveSchema(ctx context.Context, plan func(*ice.Schema) ([]schemaChange, error)) error {
+	w.commitMu.Lock()
+	defer w.commitMu.Unlock()
+	base := w.Table()
+	changes, err := plan(base.Schema())
+	if err != nil || len(changes) == 0 {
+		return err // the commit loop installed a table that has them
+	}
+	var lastErr error
+	for attempt := 0; attempt < evolveAttempts; attempt++ {
+		if attempt > 0 {
+			if err := sleepCtx(ctx, backoff(attempt, 20*time.Millisecond, 2*time.Second)); err != nil {
+				return fmt.Errorf("%w: %w (last attempt: %w)", errEvolve, err, lastErr)
+			}
+		}
+		fresh, err := w.cat.LoadTable(ctx, w.ident)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		base = w.tables.loaded(fresh)
+		if changes, err = plan(base.Schema()); err != nil {
+			return err
+		}
+		if len(changes) == 0 {
+			return w.install(base)
+		}
+		tx := base.NewTransaction()
+		us := tx.UpdateSchema(true, false)
+		for _, c := range changes {
+			switch {
+			case c.add != nil:
+				us.AddColumn(c.path, c.add, "", false, nil)
+			case c.promote != nil:
+				us.UpdateColumn(c.path, table.ColumnUpdate{FieldType: ice.Optional[ice.Type]{Valid: true, Val: c.promote}})
+			case c.relax:
+				us.UpdateColumn(c.path, table.ColumnUpdate{Required: ice.Optional[bool]{Valid: true, Val: false}})
+			}
+		}
+		if err := us.Commit(); err != nil {
+			return fmt.Errorf("%w: %v: %w", errEvolve, changes, err)
+		}
+		tc, err := tx.TableCommit()
+		if err != nil {
+			return fmt.Errorf("%w: %v: %w", errEvolve, changes, err)
+		}
+		meta, loc, err := w.cat.CommitTable(ctx, w.ident, tc.Requirements, tc.Updates)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		next := w.tables.derive(base, meta, loc, w.cat)
+		w.log.Info("iceberg: schema evolved", "table", w.ident, "writer", w.id, "changes", fmt.Sprint(changes))
+		return w.install(next)
+	}
+	return fmt.Errorf("%w: %d attempts: %w", errEvolve, evolveAttempts, lastErr)
+}
+
+// install makes tbl the table the writer and its committer work from.
+func (w *Writer) install(tbl *table.Table) error {
+	if err := w.setTable(tbl); err != nil {
+		return err
+	}
+	if w.defaultC != nil {
+		w.defaultC.setLatest(w.ident, tbl)
+	}
+	return nil
 }

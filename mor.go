@@ -97,11 +97,15 @@ func (w *Writer) checkKeyed(op string) error {
 	if w.keyErr != nil {
 		return w.keyErr
 	}
-	if w.tbl.Metadata().Version() < 2 {
-		return fmt.Errorf("%w: %s needs a format-version 2 or later table", ErrNotSupported, op)
+	v := w.tbl.Metadata().Version()
+	if w.cow {
+		if v >= 3 {
+			return fmt.Errorf("%w: %s in copy-on-write mode on a format-version 3 table (row lineage is not preserved yet)", ErrNotSupported, op)
+		}
+		return nil
 	}
-	if w.mode() == CopyOnWrite {
-		return fmt.Errorf("%w: %s in copy-on-write mode (not implemented yet)", ErrNotSupported, op)
+	if v < 2 {
+		return fmt.Errorf("%w: %s in merge-on-read mode needs a format-version 2 or later table (use WithMode(CopyOnWrite))", ErrNotSupported, op)
 	}
 	return nil
 }

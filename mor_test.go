@@ -104,8 +104,14 @@ func compareKV(t *testing.T, got map[int64][]int64, want kvModel) {
 // TestMergeOnReadModel runs thousands of random inserts, upserts and deletes over a small key space (so keys
 // repeat inside batches, across batches and across coalesced commits), in v2 and v3, partitioned and not, and
 // compares the table read back with the sequential model after random Flush calls and at the end.
-func TestMergeOnReadModel(t *testing.T) {
-	for trial := 0; trial < 8; trial++ {
+func TestMergeOnReadModel(t *testing.T) { runKeyedModel(t, iceberg.MergeOnRead, []int{2, 3}, 8) }
+
+// TestCopyOnWriteModel is the same model test in copy-on-write mode (format versions 1 and 2): the table must
+// never hold a delete file.
+func TestCopyOnWriteModel(t *testing.T) { runKeyedModel(t, iceberg.CopyOnWrite, []int{1, 2}, 6) }
+
+func runKeyedModel(t *testing.T, mode iceberg.Mode, versions []int, trials int) {
+	for trial := 0; trial < trials; trial++ {
 		trial := trial
 		t.Run(fmt.Sprintf("trial=%d", trial), func(t *testing.T) {
 			t.Parallel()
@@ -116,15 +122,15 @@ func TestMergeOnReadModel(t *testing.T) {
 				cat.latency = 30 * time.Millisecond // many batches coalesce into each commit
 			}
 			ident := table.Identifier{"mor", "kv"}
-			version := 2 + trial%2
+			version := versions[trial%len(versions)]
 			create := []iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)}
 			if trial%4 >= 2 {
 				create = append(create, iceberg.PartitionBy("bucket(4, id)"))
 			}
-			opts := []iceberg.Option{iceberg.WithCreate(kvSchema, create...),
+			opts := []iceberg.Option{iceberg.WithCreate(kvSchema, create...), iceberg.WithMode(mode),
 				iceberg.WithFlushRows(1 + rng.IntN(60)), iceberg.WithMaxInFlight(1 + rng.IntN(4)),
 				iceberg.WithFlushInterval(time.Duration(rng.IntN(5)) * time.Millisecond)}
-			if trial%3 == 1 {
+			if trial%3 == 1 && mode == iceberg.MergeOnRead {
 				opts = append(opts, iceberg.WithAutoCompact(1+rng.IntN(5)))
 			}
 			w, err := iceberg.NewWriter(ctx, cat, ident, opts...)
@@ -180,6 +186,17 @@ func TestMergeOnReadModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			compareKV(t, readKV(t, cat, ident), model)
+			if mode == iceberg.CopyOnWrite {
+				tbl, err := cat.LoadTable(ctx, ident)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, snap := range tbl.Metadata().Snapshots() {
+					if n := snap.Summary.Properties["total-delete-files"]; n != "" && n != "0" {
+						t.Fatalf("snapshot %d has %s delete files in copy-on-write mode", snap.SnapshotID, n)
+					}
+				}
+			}
 		})
 	}
 }

@@ -3,7 +3,9 @@ package iceberg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -17,8 +19,9 @@ type structConverter struct {
 	conv   any // *shred.Converter[T]
 }
 
-// converterFor returns the writer's cached converter of T into the current table schema.
-func converterFor[T any](w *Writer) (*structConverter, *shred.Converter[T], error) {
+// converterFor returns the writer's cached converter of T into the current table schema. With schema evolution
+// the table first takes T's fields (added columns, widened types).
+func converterFor[T any](ctx context.Context, w *Writer) (*structConverter, *shred.Converter[T], error) {
 	target := w.Schema()
 	key := reflect.TypeFor[T]()
 	if v, ok := w.structConv.Load(key); ok {
@@ -26,6 +29,17 @@ func converterFor[T any](w *Writer) (*structConverter, *shred.Converter[T], erro
 		if sc.schema == target {
 			return sc, sc.conv.(*shred.Converter[T]), nil
 		}
+	}
+	if w.opts.evolve {
+		as, err := shred.SchemaOf[T]()
+		if err != nil {
+			return nil, nil, shredErr(err)
+		}
+		conf, err := w.evolveFor(ctx, as)
+		if err != nil {
+			return nil, nil, err
+		}
+		target = conf.target
 	}
 	conv, err := shred.NewConverter[T](target)
 	if err != nil {
@@ -36,46 +50,119 @@ func converterFor[T any](w *Writer) (*structConverter, *shred.Converter[T], erro
 	return sc, conv, nil
 }
 
-// structsToBatch converts rows into a record batch in the table's schema.
-func structsToBatch[T any](w *Writer, rows []T) (arrow.RecordBatch, error) {
-	sc, conv, err := converterFor[T](w)
-	if err != nil {
-		return nil, err
+// structRow is a row that could not be converted.
+type structRow struct {
+	idx int
+	err error
+}
+
+// structsToBatch converts rows into a record batch in the table's schema. With schema evolution a required
+// column that receives nulls is made optional; with a dead-letter function the rows that cannot be converted
+// are returned apart (rec is nil when no row could be).
+func structsToBatch[T any](ctx context.Context, w *Writer, rows []T) (arrow.RecordBatch, []structRow, error) {
+	fixed := map[string]bool{} // columns schema evolution could not relax
+	for range maxConformRetries {
+		sc, conv, err := converterFor[T](ctx, w)
+		if err != nil {
+			return nil, nil, err
+		}
+		rec, bad, relaxCol, err := convertRows(w, sc, conv, rows, fixed)
+		if err != nil {
+			return nil, nil, shredErr(err)
+		}
+		if relaxCol == "" {
+			return rec, bad, nil
+		}
+		cur := w.currentConformer()
+		if _, changed, err := w.relax(ctx, cur, strings.Split(relaxCol, ".")); err != nil {
+			return nil, nil, err
+		} else if !changed && w.Schema() == sc.schema {
+			fixed[relaxCol] = true
+		}
 	}
+	return nil, nil, fmt.Errorf("%w: more than %d schema changes for one call", errEvolve, maxConformRetries)
+}
+
+// convertRows runs the converter. A row-level error is returned as relaxCol when schema evolution may relax its
+// column; else, with a dead-letter function, the row is set apart and conversion goes on after it.
+func convertRows[T any](w *Writer, sc *structConverter, conv *shred.Converter[T], rows []T, fixed map[string]bool) (
+	rec arrow.RecordBatch, bad []structRow, relaxCol string, err error) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	rec, err := conv.Convert(w.mem, rows)
-	if err != nil {
-		return nil, shredErr(err)
+	var parts []arrow.RecordBatch
+	defer func() {
+		for _, p := range parts {
+			p.Release()
+		}
+	}()
+	for start := 0; start < len(rows); {
+		out, err := conv.Convert(w.mem, rows[start:])
+		if err == nil {
+			parts = append(parts, out)
+			break
+		}
+		var fe *shred.FieldError
+		if !errors.As(err, &fe) || fe.Row < 0 || fe.Row >= len(rows)-start {
+			return nil, nil, "", err
+		}
+		if w.opts.evolve && errors.Is(err, shred.ErrNull) && !fixed[fe.Column] {
+			return nil, nil, fe.Column, nil
+		}
+		if w.opts.deadLetter == nil {
+			return nil, nil, "", err
+		}
+		if fe.Row > 0 {
+			out, err := conv.Convert(w.mem, rows[start:start+fe.Row])
+			if err != nil {
+				return nil, nil, "", err
+			}
+			parts = append(parts, out)
+		}
+		bad = append(bad, structRow{idx: start + fe.Row, err: shredErr(err)})
+		start += fe.Row + 1
 	}
-	return rec, nil
+	switch len(parts) {
+	case 0:
+		return nil, bad, "", nil
+	case 1:
+		rec, parts = parts[0], nil
+		return rec, bad, "", nil
+	}
+	rec, err = concatRecords(w.mem, conv.Schema(), parts)
+	return rec, bad, "", err
 }
 
 // WriteStructs appends Go values as rows (see package shred for the mapping: the `iceberg` tag, else the json
-// tag, else the field name in snake_case). It validates and accepts as Write does.
+// tag, else the field name in snake_case). It validates and accepts as Write does. With WithDeadLetter, the
+// values that cannot be converted are routed there once the others are accepted.
 func WriteStructs[T any](ctx context.Context, w *Writer, rows []T) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	rec, err := structsToBatch(w, rows)
-	if err != nil {
-		return err
-	}
-	defer rec.Release()
-	return w.Write(ctx, rec)
+	return writeStructs(ctx, w, rows, w.Write)
 }
 
-// UpsertStructs upserts Go values as rows by key, as Upsert does.
+// UpsertStructs upserts Go values as rows by key, as Upsert does (and routes bad values as WriteStructs does).
 func UpsertStructs[T any](ctx context.Context, w *Writer, rows []T) error {
+	return writeStructs(ctx, w, rows, w.Upsert)
+}
+
+func writeStructs[T any](ctx context.Context, w *Writer, rows []T, write func(context.Context, arrow.RecordBatch) error) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	rec, err := structsToBatch(w, rows)
+	rec, bad, err := structsToBatch(ctx, w, rows)
 	if err != nil {
 		return err
 	}
-	defer rec.Release()
-	return w.Upsert(ctx, rec)
+	if rec != nil {
+		err = write(ctx, rec)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+	}
+	for _, b := range bad {
+		w.opts.deadLetter(rows[b.idx], b.err)
+	}
+	return nil
 }
 
 // shredErr turns a shred.FieldError into a ColumnError, so callers see one error type.

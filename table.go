@@ -23,6 +23,8 @@ const (
 	summarySeq        = "icewriter.seq"
 	summaryCheckpoint = "icewriter.checkpoint"
 	summaryFence      = "icewriter.fence"
+	summaryRewritten  = "icewriter.cow-rewritten-files"
+	summaryCandidates = "icewriter.cow-candidate-files"
 	propEpochPrefix   = "icewriter.epoch."
 	propCkptPrefix    = "icewriter.checkpoint."
 )
@@ -61,6 +63,10 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, ident table.Identifi
 	props := ice.Properties{"format-version": strconv.Itoa(o.create.formatVersion)}
 	for k, v := range createdTableDefaults {
 		props[k] = v
+	}
+	for _, key := range o.create.identifiers {
+		// Bloom filters on the key columns let copy-on-write planning and readers skip files.
+		props["write.parquet.bloom-filter-enabled.column."+key] = "true"
 	}
 	for k, v := range o.create.properties {
 		props[k] = v

@@ -58,6 +58,7 @@ type Writer struct {
 	tbl       *table.Table
 	conf      *conformer
 	keys      *keySpec // nil: no key columns
+	cow       bool     // copy-on-write mode
 	keyErr    error    // why Upsert/Delete cannot run on this table's layout
 	open      *batch
 	queue     []*batch // sealed, not yet committed, in sequence order
@@ -89,6 +90,7 @@ type batch struct {
 	hasToken bool
 	files    []ice.DataFile
 	deletes  []ice.DataFile      // equality delete files
+	cowKeys  []arrow.RecordBatch // copy-on-write: key-only records of the keys upserted or deleted
 	written  map[uint64]struct{} // key hashes of the rows written (writers with keys only)
 	keyedSet map[uint64]struct{} // key hashes upserted or deleted
 	staged   bool
@@ -171,9 +173,11 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if err != nil {
 		return nil, err
 	}
+	w.cow = w.mode() == CopyOnWrite
 	w.committer = o.committer
 	if w.committer == nil {
 		w.defaultC = newCatalogCommitter(cat, tbl, w.log, o.commitTimeout, tabs)
+		w.defaultC.cow = cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows}
 		w.committer = w.defaultC
 	}
 	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -486,7 +490,12 @@ func (w *Writer) encode(b *batch) {
 				r.Release()
 			}
 			b.recs = res.data
-			deletes, err = w.writeEqualityDeletes(w.ctx, tbl, res.deletes)
+			if w.cow {
+				// Copy-on-write: the keys go to the committer, which rewrites the files holding them.
+				b.cowKeys = res.deletes
+			} else {
+				deletes, err = w.writeEqualityDeletes(w.ctx, tbl, res.deletes)
+			}
 		}
 	}
 	if err == nil && len(b.recs) > 0 {
@@ -679,6 +688,7 @@ func (w *Writer) nextRun() (*Run, []*batch) {
 		}
 		seg.DataFiles = append(seg.DataFiles, b.files...)
 		seg.DeleteFiles = append(seg.DeleteFiles, b.deletes...)
+		seg.DeleteKeys = append(seg.DeleteKeys, b.cowKeys...)
 		seg.LastSeq = b.seq
 		seg.Rows += b.rows
 		for k := range b.written {

@@ -1,0 +1,340 @@
+package iceberg
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/apache/iceberg-go/table/compaction"
+	"golang.org/x/sync/errgroup"
+)
+
+// cowConfig tunes copy-on-write rewrites in the committer.
+type cowConfig struct {
+	parallel       int
+	targetFileSize int64
+	rowGroupRows   int
+}
+
+// keySet holds the exact keys a copy-on-write segment upserts or deletes.
+type keySet struct {
+	names []string
+	keys  map[string]struct{}
+}
+
+func newKeySet(recs []arrow.RecordBatch) (*keySet, error) {
+	ks := &keySet{keys: map[string]struct{}{}}
+	var buf []byte
+	for _, r := range recs {
+		if ks.names == nil {
+			for _, f := range r.Schema().Fields() {
+				ks.names = append(ks.names, f.Name)
+			}
+		}
+		enc, err := newKeyEncoder(r.Columns())
+		if err != nil {
+			return nil, err
+		}
+		for row := 0; row < int(r.NumRows()); row++ {
+			buf = enc.appendKey(buf[:0], row)
+			ks.keys[string(buf)] = struct{}{}
+		}
+	}
+	return ks, nil
+}
+
+// mask marks the rows of rec whose key is in the set (true) and counts them.
+func (ks *keySet) match(rec arrow.RecordBatch) ([]bool, int, error) {
+	cols := make([]arrow.Array, len(ks.names))
+	for i, n := range ks.names {
+		idx := rec.Schema().FieldIndices(n)
+		if len(idx) == 0 {
+			return nil, 0, fmt.Errorf("iceberg: copy-on-write: key column %q missing from the scan", n)
+		}
+		cols[i] = rec.Column(idx[0])
+	}
+	enc, err := newKeyEncoder(cols)
+	if err != nil {
+		return nil, 0, err
+	}
+	hits := make([]bool, rec.NumRows())
+	n := 0
+	var buf []byte
+	for row := range hits {
+		buf = enc.appendKey(buf[:0], row)
+		if _, ok := ks.keys[string(buf)]; ok {
+			hits[row] = true
+			n++
+		}
+	}
+	return hits, n, nil
+}
+
+// filter builds a scan filter that matches every row holding one of the keys (an over-approximation for
+// multi-column keys). Only used to find candidate files: partition and column-statistics pruning.
+func (ks *keySet) filter(recs []arrow.RecordBatch) ice.BooleanExpression {
+	var preds []ice.BooleanExpression
+	for i, name := range ks.names {
+		var pred ice.BooleanExpression
+		switch recs[0].Column(i).(type) {
+		case *array.Int64:
+			var vals []int64
+			for _, r := range recs {
+				vals = append(vals, r.Column(i).(*array.Int64).Int64Values()...)
+			}
+			pred = ice.IsIn(ice.Reference(name), vals...)
+		case *array.Int32:
+			var vals []int32
+			for _, r := range recs {
+				vals = append(vals, r.Column(i).(*array.Int32).Int32Values()...)
+			}
+			pred = ice.IsIn(ice.Reference(name), vals...)
+		case *array.String:
+			var vals []string
+			for _, r := range recs {
+				c := r.Column(i).(*array.String)
+				for j := 0; j < c.Len(); j++ {
+					vals = append(vals, c.Value(j))
+				}
+			}
+			pred = ice.IsIn(ice.Reference(name), vals...)
+		default:
+			continue // no pruning on this column; the key column is read to confirm anyway
+		}
+		preds = append(preds, pred)
+	}
+	switch len(preds) {
+	case 0:
+		return ice.AlwaysTrue{}
+	case 1:
+		return preds[0]
+	default:
+		return ice.NewAnd(preds[0], preds[1], preds[2:]...)
+	}
+}
+
+// cowPlan is what a copy-on-write segment rewrites.
+type cowPlan struct {
+	oldFiles     []ice.DataFile
+	newFiles     []ice.DataFile
+	deadDeletes  []ice.DataFile
+	candidates   int
+	rowsRemoved  int64
+	bytesRead    int64
+	bytesWritten int64
+}
+
+// planCopyOnWrite finds the data files that hold a key of the segment and rewrites them without those rows,
+// with their existing delete files applied: candidates come from partition and min/max pruning, each is
+// confirmed by reading its key columns, and only confirmed files are read whole and rewritten, streaming,
+// up to cfg.parallel at once.
+func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRecs []arrow.RecordBatch, cfg cowConfig) (*cowPlan, error) {
+	plan := &cowPlan{}
+	snap := tbl.Metadata().SnapshotByName(branch)
+	if snap == nil || len(keyRecs) == 0 {
+		return plan, nil
+	}
+	ks, err := newKeySet(keyRecs)
+	if err != nil {
+		return nil, err
+	}
+	// A filtered plan may drop equality-delete files whose bounds miss the filter: use it only to choose the
+	// files, then take those files' tasks from an unfiltered plan, which carries all their deletes.
+	filtered, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID), table.WithRowFilter(ks.filter(keyRecs))).PlanFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: copy-on-write: plan: %w", err)
+	}
+	if len(filtered) == 0 {
+		return plan, nil
+	}
+	want := map[string]bool{}
+	for _, t := range filtered {
+		want[t.File.FilePath()] = true
+	}
+	all, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).PlanFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: copy-on-write: plan: %w", err)
+	}
+	var candidates []table.FileScanTask
+	for _, t := range all {
+		if want[t.File.FilePath()] {
+			candidates = append(candidates, t)
+		}
+	}
+	plan.candidates = len(candidates)
+
+	lineage := tbl.Metadata().Version() >= 3
+	var mu sync.Mutex
+	var rewritten []table.FileScanTask
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, cfg.parallel))
+	for _, task := range candidates {
+		g.Go(func() error {
+			hit, err := fileHoldsKey(gctx, tbl, snap.SnapshotID, task, ks)
+			if err != nil || !hit {
+				return err
+			}
+			files, removed, err := rewriteWithout(gctx, tbl, snap.SnapshotID, task, ks, cfg, lineage)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			rewritten = append(rewritten, task)
+			plan.oldFiles = append(plan.oldFiles, task.File)
+			plan.newFiles = append(plan.newFiles, files...)
+			plan.rowsRemoved += removed
+			plan.bytesRead += task.File.FileSizeBytes()
+			for _, f := range files {
+				plan.bytesWritten += f.FileSizeBytes()
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if len(rewritten) == 0 {
+		return plan, nil
+	}
+	// Delete files that applied only to the rewritten files are dead: remove them in the same snapshot (a
+	// position delete or vector left behind would point at a file that is gone; ReplaceFiles does not check).
+	plan.deadDeletes = append(plan.deadDeletes, table.CollectSafePositionDeletes(rewritten)...)
+	plan.deadDeletes = append(plan.deadDeletes, table.CollectSafeDeletionVectors(rewritten)...)
+	paths := map[string]struct{}{}
+	for _, f := range plan.oldFiles {
+		paths[f.FilePath()] = struct{}{}
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	deadEq, err := compaction.CollectDeadEqualityDeletesWithSpecs(ctx, fs, tbl.Metadata(), snap, paths)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: copy-on-write: dead equality deletes: %w", err)
+	}
+	plan.deadDeletes = dedupeFiles(append(plan.deadDeletes, deadEq...))
+	return plan, nil
+}
+
+func dedupeFiles(files []ice.DataFile) []ice.DataFile {
+	seen := map[string]bool{}
+	out := files[:0]
+	for _, f := range files {
+		if !seen[f.FilePath()] {
+			seen[f.FilePath()] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// fileHoldsKey reads only the key columns of a candidate (deletes applied) to confirm it holds a key: column
+// statistics and bloom filters only say a file may.
+func fileHoldsKey(ctx context.Context, tbl *table.Table, snapID int64, task table.FileScanTask, ks *keySet) (bool, error) {
+	_, recs, err := tbl.Scan(table.WithSnapshotID(snapID), table.WithSelectedFields(ks.names...)).ReadTasks(ctx, []table.FileScanTask{task})
+	if err != nil {
+		return false, err
+	}
+	found := false
+	for rec, err := range recs {
+		if err != nil {
+			return false, err
+		}
+		if !found {
+			_, n, merr := ks.match(rec)
+			if merr != nil {
+				rec.Release()
+				return false, merr
+			}
+			found = n > 0
+		}
+		rec.Release()
+	}
+	return found, nil
+}
+
+// rewriteWithout streams one data file (deletes applied) into new files without the rows holding a key.
+func rewriteWithout(ctx context.Context, tbl *table.Table, snapID int64, task table.FileScanTask, ks *keySet, cfg cowConfig, lineage bool) ([]ice.DataFile, int64, error) {
+	scanOpts := []table.ScanOption{table.WithSnapshotID(snapID)}
+	writeOpts := []table.WriteRecordOption{table.WithClusteredWrite(), table.WithTargetFileSize(cfg.targetFileSize),
+		table.WithParquetRowGroupLimit(cfg.rowGroupRows), table.WithRecordBatchBufferSize(2)}
+	schema, recs, err := tbl.Scan(append(scanOpts, lineageScan(lineage)...)...).ReadTasks(ctx, []table.FileScanTask{task})
+	if err != nil {
+		return nil, 0, err
+	}
+	if lineage {
+		projected := ice.SchemaWithRowLineage(tbl.Schema())
+		if schema, err = table.SchemaToArrowSchemaWithOptions(projected, table.ArrowSchemaOptions{IncludeFieldIDs: true,
+			TableProperties: tbl.Metadata().Properties()}); err != nil {
+			return nil, 0, err
+		}
+		writeOpts = append(writeOpts, table.WithPreserveRowLineage(projected))
+	}
+	var removed int64
+	var filterErr error
+	kept := func(yield func(arrow.RecordBatch, error) bool) {
+		for rec, err := range recs {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			hits, n, merr := ks.match(rec)
+			if merr != nil {
+				rec.Release()
+				filterErr = merr
+				yield(nil, merr)
+				return
+			}
+			removed += int64(n)
+			out := rec
+			if n > 0 {
+				b := array.NewBooleanBuilder(memory.DefaultAllocator)
+				for _, h := range hits {
+					b.Append(!h)
+				}
+				mask := b.NewBooleanArray()
+				b.Release()
+				out, err = compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
+				mask.Release()
+				rec.Release()
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+			}
+			if out.NumRows() == 0 {
+				out.Release()
+				continue
+			}
+			if !yield(out, nil) {
+				return
+			}
+		}
+	}
+	var files []ice.DataFile
+	for df, err := range table.WriteRecords(ctx, tbl, schema, iter.Seq2[arrow.RecordBatch, error](kept), writeOpts...) {
+		if err != nil {
+			return nil, 0, err
+		}
+		files = append(files, df)
+	}
+	if filterErr != nil {
+		return nil, 0, filterErr
+	}
+	return files, removed, nil
+}
+
+func lineageScan(on bool) []table.ScanOption {
+	if on {
+		return []table.ScanOption{table.WithRowLineage()}
+	}
+	return nil
+}

@@ -1,0 +1,406 @@
+package iceberg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/shred"
+)
+
+// mapsBatch builds a batch of the given fields from rows of column values.
+func mapsBatch(t testing.TB, fields []arrow.Field, rows ...map[string]any) arrow.RecordBatch {
+	t.Helper()
+	rec, err := shred.Maps(memory.NewGoAllocator(), rows, arrow.NewSchema(fields, nil))
+	if err != nil {
+		t.Fatalf("build batch: %v", err)
+	}
+	return rec
+}
+
+func writeMaps(t testing.TB, w *iceberg.Writer, fields []arrow.Field, rows ...map[string]any) {
+	t.Helper()
+	rec := mapsBatch(t, fields, rows...)
+	defer rec.Release()
+	if err := w.Write(context.Background(), rec); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+}
+
+var (
+	fID   = arrow.Field{Name: "id", Type: arrow.PrimitiveTypes.Int64}
+	fName = arrow.Field{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true}
+)
+
+func loadSchema(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) *ice.Schema {
+	t.Helper()
+	tbl, err := cat.LoadTable(context.Background(), ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl.Schema()
+}
+
+func fieldOf(t testing.TB, sc *ice.Schema, name string) ice.NestedField {
+	t.Helper()
+	f, ok := sc.FindFieldByName(name)
+	if !ok {
+		t.Fatalf("table has no field %q; schema:\n%s", name, sc)
+	}
+	return f
+}
+
+func newEvolvingWriter(t testing.TB, cat icecatalog.Catalog, ident table.Identifier, create *arrow.Schema, opts ...iceberg.Option) *iceberg.Writer {
+	t.Helper()
+	opts = append([]iceberg.Option{iceberg.WithSchemaEvolution(), iceberg.WithFlushInterval(0)}, opts...)
+	if create != nil {
+		opts = append(opts, iceberg.WithCreate(create))
+	}
+	w, err := iceberg.NewWriter(context.Background(), cat, ident, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestEvolveAddColumn: a column appears mid-stream; rows written before it read back with null in it, rows
+// after with their values, in one writer without a restart (buffered old rows included).
+func TestEvolveAddColumn(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"evolve", "add"}
+	w := newEvolvingWriter(t, cat, ident, arrow.NewSchema([]arrow.Field{fID, fName}, nil))
+	writeMaps(t, w, []arrow.Field{fID, fName}, map[string]any{"id": 1, "name": "a"}, map[string]any{"id": 2, "name": "b"})
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Buffered but not committed when the column arrives.
+	writeMaps(t, w, []arrow.Field{fID, fName}, map[string]any{"id": 3, "name": "c"})
+	fScore := arrow.Field{Name: "score", Type: arrow.PrimitiveTypes.Float64, Nullable: true}
+	writeMaps(t, w, []arrow.Field{fID, fScore, fName}, map[string]any{"id": 4, "name": "d", "score": 4.5})
+	// The old shape keeps working after the change.
+	writeMaps(t, w, []arrow.Field{fID}, map[string]any{"id": 5})
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sc := loadSchema(t, cat, ident)
+	if f := fieldOf(t, sc, "score"); f.Required || !f.Type.Equals(ice.PrimitiveTypes.Float64) {
+		t.Fatalf("score: %+v", f)
+	}
+	counts, rows := readRows(t, cat, ident)
+	if len(counts) != 5 {
+		t.Fatalf("got ids %v, want 1..5", counts)
+	}
+	for id := int64(1); id <= 5; id++ {
+		if counts[id] != 1 {
+			t.Fatalf("id %d: %d rows", id, counts[id])
+		}
+		want := any(nil)
+		if id == 4 {
+			want = 4.5
+		}
+		if got := rows[id]["score"]; got != want {
+			t.Fatalf("id %d: score %v, want %v", id, got, want)
+		}
+	}
+	if rows[4]["name"] != "d" || rows[5]["name"] != nil {
+		t.Fatalf("names: %v %v", rows[4], rows[5])
+	}
+}
+
+// TestEvolveNestedField: a struct column gains a field; older rows read back with null in it.
+func TestEvolveNestedField(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"evolve", "nested"}
+	addrV1 := arrow.Field{Name: "addr", Nullable: true, Type: arrow.StructOf(
+		arrow.Field{Name: "city", Type: arrow.BinaryTypes.String, Nullable: true})}
+	addrV2 := arrow.Field{Name: "addr", Nullable: true, Type: arrow.StructOf(
+		arrow.Field{Name: "zip", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		arrow.Field{Name: "city", Type: arrow.BinaryTypes.String, Nullable: true})}
+	w := newEvolvingWriter(t, cat, ident, arrow.NewSchema([]arrow.Field{fID, addrV1}, nil))
+	writeMaps(t, w, []arrow.Field{fID, addrV1}, map[string]any{"id": 1, "addr": map[string]any{"city": "Oslo"}})
+	writeMaps(t, w, []arrow.Field{fID, addrV2}, map[string]any{"id": 2, "addr": map[string]any{"city": "Rome", "zip": 100}},
+		map[string]any{"id": 3})
+	writeMaps(t, w, []arrow.Field{fID, addrV1}, map[string]any{"id": 4, "addr": map[string]any{"city": "Lima"}})
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f := fieldOf(t, loadSchema(t, cat, ident), "addr.zip"); f.Required || !f.Type.Equals(ice.PrimitiveTypes.Int32) {
+		t.Fatalf("addr.zip: %+v", f)
+	}
+	counts, rows := readRows(t, cat, ident)
+	if len(counts) != 4 {
+		t.Fatalf("ids %v", counts)
+	}
+	want := map[int64]string{
+		1: `{"city":"Oslo","zip":null}`, 2: `{"city":"Rome","zip":100}`, 3: "<nil>", 4: `{"city":"Lima","zip":null}`,
+	}
+	for id, s := range want {
+		if got := fmt.Sprint(rows[id]["addr"]); got != s {
+			t.Errorf("id %d: addr %s, want %s", id, got, s)
+		}
+	}
+}
+
+// TestEvolvePromote: int columns widen to long and float to double when a batch carries the wider type; rows
+// written before read back unchanged.
+func TestEvolvePromote(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"evolve", "promote"}
+	fN32 := arrow.Field{Name: "n", Type: arrow.PrimitiveTypes.Int32, Nullable: true}
+	fF32 := arrow.Field{Name: "f", Type: arrow.PrimitiveTypes.Float32, Nullable: true}
+	w := newEvolvingWriter(t, cat, ident, arrow.NewSchema([]arrow.Field{fID, fN32, fF32}, nil))
+	writeMaps(t, w, []arrow.Field{fID, fN32, fF32}, map[string]any{"id": 1, "n": 7, "f": 1.5})
+	fN64 := arrow.Field{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true}
+	fF64 := arrow.Field{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true}
+	writeMaps(t, w, []arrow.Field{fID, fN64, fF64}, map[string]any{"id": 2, "n": int64(1) << 40, "f": 0.1})
+	writeMaps(t, w, []arrow.Field{fID, fN32, fF32}, map[string]any{"id": 3, "n": 9, "f": 2.5})
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sc := loadSchema(t, cat, ident)
+	if f := fieldOf(t, sc, "n"); !f.Type.Equals(ice.PrimitiveTypes.Int64) {
+		t.Fatalf("n: %s", f.Type)
+	}
+	if f := fieldOf(t, sc, "f"); !f.Type.Equals(ice.PrimitiveTypes.Float64) {
+		t.Fatalf("f: %s", f.Type)
+	}
+	_, rows := readRows(t, cat, ident)
+	want := map[int64][2]any{1: {int64(7), 1.5}, 2: {int64(1) << 40, 0.1}, 3: {int64(9), 2.5}}
+	for id, v := range want {
+		if rows[id]["n"] != v[0] || rows[id]["f"] != v[1] {
+			t.Errorf("id %d: n=%v f=%v, want %v", id, rows[id]["n"], rows[id]["f"], v)
+		}
+	}
+}
+
+// TestEvolveRelaxRequired: nulls in a required non-key column make it optional; a null in the key stays an error.
+func TestEvolveRelaxRequired(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"evolve", "relax"}
+	fCode := arrow.Field{Name: "code", Type: arrow.BinaryTypes.String}
+	w := newEvolvingWriter(t, cat, ident, arrow.NewSchema([]arrow.Field{fID, fCode}, nil), iceberg.WithKeys("id"))
+	writeMaps(t, w, []arrow.Field{fID, fCode}, map[string]any{"id": 1, "code": "x"})
+	fCodeN := fCode
+	fCodeN.Nullable = true
+	writeMaps(t, w, []arrow.Field{fID, fCodeN}, map[string]any{"id": 2, "code": nil}, map[string]any{"id": 3, "code": "z"})
+	// Upsert goes through the same path.
+	rec := mapsBatch(t, []arrow.Field{fID, fCodeN}, map[string]any{"id": 1, "code": nil})
+	if err := w.Upsert(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	// The key column is never relaxed.
+	fIDN := fID
+	fIDN.Nullable = true
+	rec = mapsBatch(t, []arrow.Field{fIDN, fCodeN}, map[string]any{"id": nil, "code": "k"})
+	err := w.Write(ctx, rec)
+	rec.Release()
+	var ce *iceberg.ColumnError
+	if !errors.As(err, &ce) || ce.Column != "id" || !errors.Is(err, iceberg.ErrNullInRequired) {
+		t.Fatalf("null key: got %v, want a ColumnError on id", err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sc := loadSchema(t, cat, ident)
+	if fieldOf(t, sc, "code").Required || !fieldOf(t, sc, "id").Required {
+		t.Fatalf("schema after relaxing:\n%s", sc)
+	}
+	counts, rows := readRows(t, cat, ident)
+	if len(counts) != 3 || counts[1] != 1 || rows[1]["code"] != nil || rows[2]["code"] != nil || rows[3]["code"] != "z" {
+		t.Fatalf("rows %v %v", counts, rows)
+	}
+}
+
+// TestEvolveExternalChange: a column added by another tool while the writer runs is used at the writer's next
+// batch that carries it, without a restart and without a second schema change.
+func TestEvolveExternalChange(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"evolve", "external"}
+	w := newEvolvingWriter(t, cat, ident, arrow.NewSchema([]arrow.Field{fID, fName}, nil))
+	writeMaps(t, w, []arrow.Field{fID, fName}, map[string]any{"id": 1, "name": "a"})
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Another tool adds "tag" (string) with its own transaction.
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.UpdateSchema(true, false).AddColumn([]string{"tag"}, ice.PrimitiveTypes.String, "", false, nil).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	schemaID := loadSchema(t, cat, ident).ID
+	// The writer's cached schema lacks tag; it must find it in the table (int32 values go into the string? no:
+	// the batch carries a string, the type the other tool chose).
+	fTag := arrow.Field{Name: "tag", Type: arrow.BinaryTypes.String, Nullable: true}
+	writeMaps(t, w, []arrow.Field{fID, fTag}, map[string]any{"id": 2, "tag": "t"})
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := loadSchema(t, cat, ident).ID; got != schemaID {
+		t.Fatalf("schema id %d after the write, want %d: the writer changed a schema that had the column", got, schemaID)
+	}
+	_, rows := readRows(t, cat, ident)
+	if rows[1]["tag"] != nil || rows[2]["tag"] != "t" || rows[1]["name"] != "a" {
+		t.Fatalf("rows %v", rows)
+	}
+}
+
+// TestEvolveConcurrentWriters: two writers evolve the same table at once, adding different columns and the same
+// ones; both converge on one schema and no row is lost or duplicated.
+func TestEvolveConcurrentWriters(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"evolve", "concurrent"}
+	w0 := newEvolvingWriter(t, cat, ident, arrow.NewSchema([]arrow.Field{fID}, nil))
+	if err := w0.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const perWriter, rounds = 20, 6
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for wi := 0; wi < 2; wi++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := newEvolvingWriter(t, cat, ident, nil, iceberg.WithFlushRows(perWriter))
+			for r := 0; r < rounds; r++ {
+				// Each round adds a column both writers add (shared_r) and one only this writer adds.
+				fields := []arrow.Field{fID,
+					{Name: fmt.Sprintf("shared_%d", r), Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+					{Name: fmt.Sprintf("own_%d_%d", wi, r), Type: arrow.BinaryTypes.String, Nullable: true}}
+				rows := make([]map[string]any, perWriter)
+				for i := range rows {
+					id := int64(wi*1_000_000 + r*1000 + i)
+					rows[i] = map[string]any{"id": id, fields[1].Name: id, fields[2].Name: fmt.Sprint(id)}
+				}
+				rec := mapsBatch(t, fields, rows...)
+				err := w.Write(ctx, rec)
+				rec.Release()
+				if err != nil {
+					errs <- fmt.Errorf("writer %d round %d: %w", wi, r, err)
+					return
+				}
+			}
+			if err := w.Close(ctx); err != nil {
+				errs <- fmt.Errorf("writer %d close: %w", wi, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	sc := loadSchema(t, cat, ident)
+	if got, want := len(sc.Fields()), 1+rounds*3; got != want {
+		t.Fatalf("%d columns, want %d:\n%s", got, want, sc)
+	}
+	counts, rows := readRows(t, cat, ident)
+	if len(counts) != 2*rounds*perWriter {
+		t.Fatalf("%d ids, want %d", len(counts), 2*rounds*perWriter)
+	}
+	for id, n := range counts {
+		if n != 1 {
+			t.Fatalf("id %d: %d rows", id, n)
+		}
+		wi, r := id/1_000_000, (id%1_000_000)/1000
+		if rows[id][fmt.Sprintf("shared_%d", r)] != id || rows[id][fmt.Sprintf("own_%d_%d", wi, r)] != fmt.Sprint(id) {
+			t.Fatalf("id %d: %v", id, rows[id])
+		}
+	}
+}
+
+// TestEvolveOff: without WithSchemaEvolution an unknown column is a *ColumnError naming it, and the table is
+// unchanged.
+func TestEvolveOff(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"evolve", "off"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(arrow.NewSchema([]arrow.Field{fID}, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	rec := mapsBatch(t, []arrow.Field{fID, fName}, map[string]any{"id": 1, "name": "a"})
+	defer rec.Release()
+	err = w.Write(ctx, rec)
+	var ce *iceberg.ColumnError
+	if !errors.As(err, &ce) || ce.Column != "name" || !errors.Is(err, iceberg.ErrUnknownColumn) {
+		t.Fatalf("got %v, want a ColumnError naming name", err)
+	}
+	type row struct {
+		ID   int64  `iceberg:"id"`
+		Name string `iceberg:"name"`
+	}
+	err = iceberg.WriteStructs(ctx, w, []row{{1, "a"}})
+	if !errors.As(err, &ce) || ce.Column != "name" {
+		t.Fatalf("structs: got %v, want a ColumnError naming name", err)
+	}
+	if n := len(loadSchema(t, cat, ident).Fields()); n != 1 {
+		t.Fatalf("table has %d columns", n)
+	}
+}
+
+// TestEvolveStructs: WriteStructs adds the fields of a newer struct version, and relaxes a required column
+// that receives nulls through a pointer field.
+func TestEvolveStructs(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"evolve", "structs"}
+	type v1 struct {
+		ID   int64  `iceberg:"id,required"`
+		Name string `iceberg:"name,required"`
+	}
+	type v2 struct {
+		ID    int64   `iceberg:"id,required"`
+		Name  *string `iceberg:"name"`
+		Score float64 `iceberg:"score"`
+		Tags  []string
+	}
+	as, err := shred.SchemaOf[v1]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newEvolvingWriter(t, cat, ident, as)
+	if err := iceberg.WriteStructs(ctx, w, []v1{{1, "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	b := "b"
+	if err := iceberg.WriteStructs(ctx, w, []v2{{2, &b, 2.5, []string{"x"}}, {3, nil, 3.5, nil}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := iceberg.WriteStructs(ctx, w, []v1{{4, "d"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sc := loadSchema(t, cat, ident)
+	if fieldOf(t, sc, "name").Required {
+		t.Fatalf("name still required:\n%s", sc)
+	}
+	fieldOf(t, sc, "tags")
+	counts, rows := readRows(t, cat, ident)
+	if len(counts) != 4 || rows[1]["score"] != nil || rows[2]["score"] != 2.5 || rows[3]["name"] != nil || rows[4]["name"] != "d" {
+		t.Fatalf("rows %v", rows)
+	}
+}

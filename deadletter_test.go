@@ -174,6 +174,19 @@ func arrowDeadLetter(t *testing.T, ident table.Identifier, opts ...iceberg.Optio
 			t.Fatalf("row %d routed for %q, want %q (%v)", idx, ce.Column, wantBad[idx], dl.errs[i])
 		}
 	}
+	// A batch whose rows are all bad accepts nothing and succeeds.
+	allBad := buildRecord(t, in.Fields(), func(b *array.RecordBuilder) {
+		b.Field(0).(*array.Int64Builder).AppendNull()
+		b.Field(1).(*array.Uint64Builder).Append(1)
+	})
+	defer allBad.Release()
+	if err := w.Write(ctx, allBad); err != nil {
+		t.Fatal(err)
+	}
+	if len(dl.rows) != len(wantBad)+1 {
+		t.Fatalf("%d rows routed, want %d", len(dl.rows), len(wantBad)+1)
+	}
+	dl.rows, dl.errs = dl.rows[:len(wantBad)], dl.errs[:len(wantBad)]
 	// Schema-level problems still fail the call.
 	bad := buildRecord(t, []arrow.Field{fID, {Name: "n", Type: arrow.BinaryTypes.String, Nullable: true}},
 		func(b *array.RecordBuilder) {

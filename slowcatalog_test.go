@@ -21,6 +21,8 @@ type slowCatalog struct {
 	// failBefore makes the next n commits fail without applying.
 	failBefore int
 	commits    int
+	// before runs (with mu held) before the next commit reaches the catalog.
+	before func()
 }
 
 func (c *slowCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
@@ -28,6 +30,9 @@ func (c *slowCatalog) CommitTable(ctx context.Context, ident table.Identifier, r
 		time.Sleep(c.latency)
 	}
 	c.mu.Lock()
+	if c.before != nil {
+		c.before()
+	}
 	c.commits++
 	fail := c.failBefore > 0
 	if fail {

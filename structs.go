@@ -95,14 +95,27 @@ func convertRows[T any](w *Writer, sc *structConverter, conv *shred.Converter[T]
 			p.Release()
 		}
 	}()
-	for start := 0; start < len(rows); {
-		out, err := conv.Convert(w.mem, rows[start:])
+	// Convert rows[start:end]; a failure names some bad row (not necessarily the first: shred converts column by
+	// column), so the prefix before it is tried next, until a prefix converts and the row after it is set apart.
+	start, end := 0, len(rows)
+	var pending error // the error of the row at end, when end < len(rows)
+	for start < len(rows) {
+		if start == end {
+			bad = append(bad, structRow{idx: end, err: shredErr(pending)})
+			start, end = end+1, len(rows)
+			continue
+		}
+		out, err := conv.Convert(w.mem, rows[start:end])
 		if err == nil {
 			parts = append(parts, out)
-			break
+			if end < len(rows) {
+				bad = append(bad, structRow{idx: end, err: shredErr(pending)})
+			}
+			start, end = end+1, len(rows)
+			continue
 		}
 		var fe *shred.FieldError
-		if !errors.As(err, &fe) || fe.Row < 0 || fe.Row >= len(rows)-start {
+		if !errors.As(err, &fe) || fe.Row < 0 || fe.Row >= end-start {
 			return nil, nil, "", err
 		}
 		if w.opts.evolve && errors.Is(err, shred.ErrNull) && !fixed[fe.Column] {
@@ -111,15 +124,7 @@ func convertRows[T any](w *Writer, sc *structConverter, conv *shred.Converter[T]
 		if w.opts.deadLetter == nil {
 			return nil, nil, "", err
 		}
-		if fe.Row > 0 {
-			out, err := conv.Convert(w.mem, rows[start:start+fe.Row])
-			if err != nil {
-				return nil, nil, "", err
-			}
-			parts = append(parts, out)
-		}
-		bad = append(bad, structRow{idx: start + fe.Row, err: shredErr(err)})
-		start += fe.Row + 1
+		end, pending = start+fe.Row, err
 	}
 	switch len(parts) {
 	case 0:

@@ -1,0 +1,188 @@
+package iceberg_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+)
+
+// cowTable writes m files of perFile rows each (one batch, one file) with ids 0..m*perFile-1, sorted or
+// shuffled across files, and returns the writer (copy-on-write mode) and which file index holds each id.
+func cowTable(t testing.TB, ctx context.Context, m, perFile int, shuffled bool, opts ...iceberg.Option) (*iceberg.Writer, map[int64]int, *slowCatalog, table.Identifier) {
+	cat := &slowCatalog{Catalog: openCatalog(t)}
+	ident := table.Identifier{"cow", "t"}
+	ids := make([]int64, m*perFile)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	if shuffled {
+		rng := rand.New(rand.NewPCG(9, 9))
+		rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	}
+	w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{
+		iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")), iceberg.WithMode(iceberg.CopyOnWrite),
+		iceberg.WithFlushRows(perFile), iceberg.WithFlushInterval(0)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := map[int64]int{}
+	for f := 0; f < m; f++ {
+		chunk := ids[f*perFile : (f+1)*perFile]
+		vs := make([]int64, len(chunk))
+		for i, id := range chunk {
+			holder[id] = f
+			vs[i] = id
+		}
+		if err := w.Write(ctx, kvBatch(chunk, vs)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w, holder, cat, ident
+}
+
+// TestCopyOnWriteRewritesOnlyHoldingFiles: with ids shuffled across 20 files (min/max pruning useless), an
+// upsert of 5 keys that sit in 5 files rewrites exactly those 5 files (iceberg-go's own copy-on-write delete
+// rewrote 20 of 20 here), and the table reads back as the model says.
+func TestCopyOnWriteRewritesOnlyHoldingFiles(t *testing.T) {
+	ctx := context.Background()
+	for _, shuffled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shuffled=%v", shuffled), func(t *testing.T) {
+			w, holder, cat, ident := cowTable(t, ctx, 20, 200, shuffled)
+			model := kvModel{}
+			for id := int64(0); id < 4000; id++ {
+				model.insert(id, id)
+			}
+			// 5 keys in 5 distinct files.
+			var keys []int64
+			files := map[int]bool{}
+			for id := int64(0); len(keys) < 5; id += 7 {
+				if !files[holder[id]] {
+					files[holder[id]] = true
+					keys = append(keys, id)
+				}
+			}
+			vs := []int64{-1, -2, -3, -4, -5}
+			for i, k := range keys {
+				model.upsert(k, vs[i])
+			}
+			if err := w.Upsert(ctx, kvBatch(keys, vs)); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			snap := w.Table().CurrentSnapshot()
+			if got := snap.Summary.Properties["icewriter.cow-rewritten-files"]; got != strconv.Itoa(len(files)) {
+				t.Fatalf("rewrote %s files, want exactly %d (candidates %s)", got, len(files),
+					snap.Summary.Properties["icewriter.cow-candidate-files"])
+			}
+			// A delete of a key in a file already rewritten, and of one never touched.
+			model.del(keys[0])
+			model.del(keys[0] + 1)
+			if err := w.Delete(ctx, keyBatch([]int64{keys[0], keys[0] + 1})); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			compareKV(t, readKV(t, cat, ident), model)
+		})
+	}
+}
+
+// TestCopyOnWriteKeepsEarlierDeletes: a row deleted by a merge-on-read delete file stays deleted when a
+// copy-on-write writer later rewrites its file, and the delete files that became dead are removed.
+func TestCopyOnWriteKeepsEarlierDeletes(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"cow", "mixed"}
+	mor, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := kvModel{}
+	ids := []int64{1, 2, 3, 4, 5, 6}
+	for _, id := range ids {
+		model.insert(id, id)
+	}
+	if err := mor.Write(ctx, kvBatch(ids, ids)); err != nil {
+		t.Fatal(err)
+	}
+	if err := mor.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	model.del(2)
+	if err := mor.Delete(ctx, keyBatch([]int64{2})); err != nil { // an equality delete file
+		t.Fatal(err)
+	}
+	if err := mor.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cow, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithMode(iceberg.CopyOnWrite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model.upsert(5, 50)
+	if err := cow.Upsert(ctx, kvBatch([]int64{5}, []int64{50})); err != nil {
+		t.Fatal(err)
+	}
+	if err := cow.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	compareKV(t, readKV(t, cat, ident), model)
+	tbl, _ := cat.LoadTable(ctx, ident)
+	if n := tbl.CurrentSnapshot().Summary.Properties["total-delete-files"]; n != "0" {
+		t.Fatalf("%s delete files left after the rewrite, want 0", n)
+	}
+}
+
+// TestCopyOnWriteConcurrentAppend: an append committed by another writer while a copy-on-write commit is
+// planned survives it (the commit re-plans on the new head instead of overwriting).
+func TestCopyOnWriteConcurrentAppend(t *testing.T) {
+	ctx := context.Background()
+	w, _, cat, ident := cowTable(t, ctx, 4, 50, false)
+	other, err := iceberg.NewWriter(ctx, cat, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The other writer's commit lands between the copy-on-write writer's plan and its commit: the catalog
+	// wrapper commits it just before the first attempt reaches the catalog.
+	cat.mu.Lock()
+	cat.before = func() {
+		cat.before = nil
+		cat.mu.Unlock()
+		defer cat.mu.Lock()
+		if err := other.Write(ctx, kvBatch([]int64{1000, 1001}, []int64{1000, 1001})); err != nil {
+			t.Error(err)
+		}
+		if err := other.Flush(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	cat.mu.Unlock()
+	if err := w.Upsert(ctx, kvBatch([]int64{3, 120}, []int64{-3, -120})); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.Retries == 0 {
+		t.Fatalf("the copy-on-write commit did not meet the concurrent append: %+v", st)
+	}
+	_ = other.Close(ctx)
+	got := readKV(t, cat, ident)
+	if len(got[1000]) != 1 || len(got[1001]) != 1 {
+		t.Fatalf("the concurrent append was lost: %v %v", got[1000], got[1001])
+	}
+	if len(got[3]) != 1 || got[3][0] != -3 || len(got[120]) != 1 || got[120][0] != -120 || len(got) != 202 {
+		t.Fatalf("upserts: 3=%v 120=%v, %d ids", got[3], got[120], len(got))
+	}
+}

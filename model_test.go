@@ -16,7 +16,7 @@ import (
 // TestAppendModel writes random batch sizes under random flush policies, MaxInFlight and Flush calls, partitioned
 // and not, and checks that the table read back holds exactly the rows written, each once, with their values.
 func TestAppendModel(t *testing.T) {
-	for trial := 0; trial < 6; trial++ {
+	for trial := 0; trial < 4; trial++ {
 		trial := trial
 		t.Run(fmt.Sprintf("trial=%d", trial), func(t *testing.T) {
 			t.Parallel()
@@ -44,7 +44,7 @@ func TestAppendModel(t *testing.T) {
 			g := seed.New(0, uint64(trial))
 			model := map[int64]map[string]any{}
 			total := 0
-			for total < 20_000 {
+			for total < 8_000 {
 				n := 1 + rng.IntN(1500)
 				rec := g.Batch(n)
 				for r := 0; r < n; r++ {

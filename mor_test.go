@@ -104,11 +104,11 @@ func compareKV(t *testing.T, got map[int64][]int64, want kvModel) {
 // TestMergeOnReadModel runs thousands of random inserts, upserts and deletes over a small key space (so keys
 // repeat inside batches, across batches and across coalesced commits), in v2 and v3, partitioned and not, and
 // compares the table read back with the sequential model after random Flush calls and at the end.
-func TestMergeOnReadModel(t *testing.T) { runKeyedModel(t, iceberg.MergeOnRead, []int{2, 3}, 8) }
+func TestMergeOnReadModel(t *testing.T) { runKeyedModel(t, iceberg.MergeOnRead, []int{2, 3}, 6) }
 
 // TestCopyOnWriteModel is the same model test in copy-on-write mode (format versions 1 and 2): the table must
 // never hold a delete file.
-func TestCopyOnWriteModel(t *testing.T) { runKeyedModel(t, iceberg.CopyOnWrite, []int{1, 2}, 6) }
+func TestCopyOnWriteModel(t *testing.T) { runKeyedModel(t, iceberg.CopyOnWrite, []int{1, 2}, 4) }
 
 func runKeyedModel(t *testing.T, mode iceberg.Mode, versions []int, trials int) {
 	for trial := 0; trial < trials; trial++ {
@@ -140,7 +140,7 @@ func runKeyedModel(t *testing.T, mode iceberg.Mode, versions []int, trials int) 
 			model := kvModel{}
 			keySpace := int64(20 + rng.IntN(200))
 			next := int64(0)
-			for op := 0; op < 400; op++ {
+			for op := 0; op < 200; op++ {
 				n := 1 + rng.IntN(12)
 				ids := make([]int64, n)
 				vs := make([]int64, n)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
@@ -41,6 +43,7 @@ type segmentEnvelope struct {
 	DeleteFiles int    `json:"delete-files"`
 	Data        []byte `json:"data,omitempty"`
 	Deletes     []byte `json:"deletes,omitempty"`
+	DeleteKeys  []byte `json:"delete-keys,omitempty"` // Arrow IPC stream of the copy-on-write keys
 }
 
 // MarshalBinary encodes the run so that it can be sent to another process (a coordinator committing for many
@@ -60,6 +63,9 @@ func (r *Run) MarshalBinary() ([]byte, error) {
 			return nil, err
 		}
 		if se.Deletes, err = r.encodeFiles(seg.DeleteFiles, ice.ManifestContentDeletes); err != nil {
+			return nil, err
+		}
+		if se.DeleteKeys, err = encodeRecords(seg.DeleteKeys); err != nil {
 			return nil, err
 		}
 		env.Segments = append(env.Segments, se)
@@ -112,6 +118,9 @@ func (r *Run) UnmarshalBinary(data []byte) error {
 		if seg.DeleteFiles, err = decodeFiles(env, se.Deletes, se.DeleteFiles, ice.ManifestContentDeletes); err != nil {
 			return err
 		}
+		if seg.DeleteKeys, err = decodeRecords(se.DeleteKeys); err != nil {
+			return err
+		}
 		r.Segments = append(r.Segments, seg)
 	}
 	return nil
@@ -142,4 +151,43 @@ func decodeFiles(env runEnvelope, data []byte, n int, content ice.ManifestConten
 // processes (Run.MarshalBinary) commits them with it; runs of one writer must be committed in sequence order.
 func NewCatalogCommitter(cat catalog.Catalog, timeout time.Duration) Committer {
 	return newCatalogCommitter(cat, nil, slog.Default(), timeout, nil)
+}
+
+// encodeRecords writes key records of one schema as an Arrow IPC stream.
+func encodeRecords(recs []arrow.RecordBatch) ([]byte, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(recs[0].Schema()))
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			return nil, fmt.Errorf("iceberg: marshal run keys: %w", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("iceberg: marshal run keys: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func decodeRecords(data []byte) ([]arrow.RecordBatch, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	rd, err := ipc.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: unmarshal run keys: %w", err)
+	}
+	defer rd.Release()
+	var out []arrow.RecordBatch
+	for rd.Next() {
+		r := rd.RecordBatch()
+		r.Retain()
+		out = append(out, r)
+	}
+	if err := rd.Err(); err != nil {
+		return nil, fmt.Errorf("iceberg: unmarshal run keys: %w", err)
+	}
+	return out, nil
 }

@@ -54,7 +54,8 @@ type evoKey struct{}
 type evoState struct {
 	seen    sync.Map // *arrow.Schema -> *seenEntry
 	byPrint sync.Map // fingerprint -> *seenEntry
-	n       atomic.Int64
+	nSeen   atomic.Int64
+	nPrint  atomic.Int64
 	mu      sync.Mutex
 	wrapped *conformer // the conformer of the latest target, with w set
 }
@@ -132,16 +133,22 @@ func (w *Writer) evolveFor(ctx context.Context, in *arrow.Schema) (*conformer, e
 	return conf, nil
 }
 
+// remember caches e for the schema pointer in and, when fp is set, its fingerprint. Each map starts over when
+// full (callers that build a new *arrow.Schema per batch fill the pointer map; the fingerprints stay).
 func (st *evoState) remember(in *arrow.Schema, fp string, e *seenEntry) {
-	if st.n.Add(1) > maxSeenSchemas {
+	if st.nSeen.Add(1) > maxSeenSchemas {
 		st.seen.Clear()
-		st.byPrint.Clear()
-		st.n.Store(1)
+		st.nSeen.Store(1)
 	}
 	st.seen.Store(in, e)
-	if fp != "" {
-		st.byPrint.Store(fp, e)
+	if fp == "" {
+		return
 	}
+	if st.nPrint.Add(1) > maxSeenSchemas {
+		st.byPrint.Clear()
+		st.nPrint.Store(1)
+	}
+	st.byPrint.Store(fp, e)
 }
 
 // schemaChange is one change to the table schema: exactly one of add, promote and relax is set.

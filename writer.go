@@ -283,7 +283,7 @@ func (w *Writer) setTable(tbl *table.Table) error {
 	defer w.mu.Unlock()
 	w.tbl = tbl
 	if w.conf == nil || !w.conf.target.Equal(as) {
-		w.conf = &conformer{target: as, mem: w.mem}
+		w.conf = &conformer{target: as, mem: w.mem, w: w}
 	}
 	return nil
 }
@@ -323,7 +323,7 @@ func (w *Writer) signalLocked() {
 }
 
 // Write appends the rows (insert: no key lookup). Columns are matched to the table by name; an unknown column
-// is an error; missing optional columns are null. All validation happens here: an error returned by Write means
+// is an error unless schema evolution is on (WithSchemaEvolution); missing optional columns are null. All validation happens here: an error returned by Write means
 // nothing of this call was accepted, and the writer stays usable. Write copies what it keeps: the caller may
 // reuse or Release the batch as soon as the call returns. Write blocks while the memory limit or the limit on
 // uncommitted batches is reached, until ctx is done.

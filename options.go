@@ -73,6 +73,7 @@ type options struct {
 	rewriteEvery   int
 	branch         string
 	autoCompact    int
+	createErr      error // WithCreateFor: the struct type could not be mapped
 	evolve         bool                     // WithSchemaEvolution (evolve.go)
 	deadLetter     func(row any, err error) // WithDeadLetter (evolve.go)
 }

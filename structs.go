@@ -187,3 +187,14 @@ func shredErr(err error) error {
 	}
 	return err
 }
+
+// WithCreateFor is WithCreate with the schema inferred from the Go struct type T (see package shred for the
+// mapping): columns are optional unless tagged `iceberg:"name,required"`, and identifier (key) columns are
+// required. A type shred cannot map makes NewWriter fail, naming the field.
+func WithCreateFor[T any](opts ...CreateOption) Option {
+	schema, err := shred.SchemaOf[T]()
+	if err != nil {
+		return func(o *options) { o.createErr = err }
+	}
+	return WithCreate(schema, opts...)
+}

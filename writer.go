@@ -136,6 +136,9 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if err := validateOptions(&o); err != nil {
 		return nil, err
 	}
+	if o.createErr != nil {
+		return nil, shredErr(o.createErr)
+	}
 	tbl, created, err := loadOrCreate(ctx, cat, ident, &o)
 	if err != nil {
 		return nil, err

@@ -46,8 +46,12 @@ type Run struct {
 	BaseSnapshotID *int64
 	// Segments are applied in order as consecutive snapshots of one atomic commit (usually there is one).
 	Segments []Segment
-	Rows     int64 // rows accepted by the run's batches (upserted and inserted rows, deleted keys)
-	Bytes    int64
+	// IndexBase is the snapshot the writer's key index covers, when the run uses deletion vectors; KeyFieldIDs
+	// are the key's field ids, for the equality-delete fallback.
+	IndexBase   *int64
+	KeyFieldIDs []int
+	Rows        int64 // rows accepted by the run's batches (upserted and inserted rows, deleted keys)
+	Bytes       int64
 
 	formatVersion int
 	spec          ice.PartitionSpec
@@ -61,10 +65,17 @@ type Segment struct {
 	// DeleteKeys are the keys a copy-on-write segment upserts or deletes (key columns only): the committer
 	// rewrites the data files holding them, planned against the table it commits on.
 	DeleteKeys []arrow.RecordBatch
-	LastSeq    int64
-	Token      string
-	HasToken   bool
-	Rows       int64
+	// DVFiles are deletion vectors (v3) for rows of this writer's files that the segment upserts or deletes;
+	// RemovedDVs are the vectors they supersede (one live vector per data file). FallbackKeys are the keys
+	// the segment upserts or deletes: if the table changed outside the writer since IndexBase, the committer
+	// drops the vectors and writes equality deletes for these keys instead.
+	DVFiles      []ice.DataFile
+	RemovedDVs   []ice.DataFile
+	FallbackKeys []arrow.RecordBatch
+	LastSeq      int64
+	Token        string
+	HasToken     bool
+	Rows         int64
 }
 
 // files counts the data and delete files of the run.
@@ -92,22 +103,26 @@ type CommitResult struct {
 	Table     *table.Table
 	Attempts  int
 	Conflicts int
+	// IndexLost reports that the run fell back from deletion vectors to equality deletes.
+	IndexLost bool
 }
 
 // catalogCommitter is the default Committer: one transaction per run, committed with CommitTable directly (not
 // Transaction.Commit, whose internal retry would replay a commit a proxy reported as failed after it applied).
 type catalogCommitter struct {
-	cat      catalog.Catalog
-	log      *slog.Logger
-	timeout  time.Duration
-	minWait  time.Duration
-	maxWait  time.Duration
-	mu       sync.Mutex
-	latest   map[string]*table.Table // per table: as our last commit left it
-	tables   *tables
-	cow      cowConfig
-	beforeFn func(attempt int) error // test hook: runs before each CommitTable
-	afterFn  func(attempt int, err error) error
+	cat     catalog.Catalog
+	log     *slog.Logger
+	timeout time.Duration
+	minWait time.Duration
+	maxWait time.Duration
+	mu      sync.Mutex
+	latest  map[string]*table.Table // per table: as our last commit left it
+	tables  *tables
+	cow     cowConfig
+	// indexLost is set by an attempt that dropped a run's deletion vectors (commit goroutine only).
+	indexLost bool
+	beforeFn  func(attempt int) error // test hook: runs before each CommitTable
+	afterFn   func(attempt int, err error) error
 }
 
 func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration, tabs *tables) *catalogCommitter {
@@ -141,6 +156,7 @@ func (c *catalogCommitter) getLatest(ident table.Identifier) *table.Table {
 func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult, error) {
 	deadline := time.Now().Add(c.timeout)
 	res := &CommitResult{}
+	c.indexLost = false
 	tbl := c.getLatest(run.Table)
 	var lastErr error
 	mayHaveApplied := false
@@ -174,7 +190,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 			// Whatever the error was, look for our marker first: a commit whose reply was lost may have applied.
 			if id, ok := findMarker(tbl.Metadata(), run); ok {
 				c.setLatest(run.Table, tbl)
-				res.SnapshotID, res.Table, res.Attempts = id, tbl, attempt+1
+				res.SnapshotID, res.Table, res.Attempts, res.IndexLost = id, tbl, attempt+1, c.indexLost
 				return res, nil
 			}
 			mayHaveApplied = false
@@ -189,7 +205,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 			next := c.tables.derive(tbl, meta, loc, c.cat)
 			postCommit(ctx, c.log, tbl, next, updates)
 			c.setLatest(run.Table, next)
-			res.Table, res.Attempts = next, attempt+1
+			res.Table, res.Attempts, res.IndexLost = next, attempt+1, c.indexLost
 			if s := meta.SnapshotByName(run.Branch); s != nil {
 				res.SnapshotID = s.SnapshotID
 			}
@@ -226,8 +242,23 @@ const maxBuildAttempts = 5
 // attempt builds the run's transaction on tbl and submits it.
 func (c *catalogCommitter) attempt(ctx context.Context, tbl *table.Table, run *Run, attempt int) (table.Metadata, string, []table.Update, error) {
 	tx := tbl.NewTransactionOnBranch(run.Branch)
+	useDVs := run.IndexBase != nil && !foreignSince(tbl.Metadata(), run.Branch, *run.IndexBase, run.WriterID)
+	if run.IndexBase != nil && !useDVs {
+		c.indexLost = true
+	}
 	for i := range run.Segments {
-		if err := c.applySegment(ctx, tx, tbl, run, &run.Segments[i]); err != nil {
+		seg := run.Segments[i]
+		if run.IndexBase != nil && !useDVs {
+			// Someone else changed the table since the key index's snapshot: a key it did not place may now
+			// exist, and a vector's target file may be gone. Equality deletes on every key are always right.
+			files, err := writeKeyDeletes(ctx, tbl, run.KeyFieldIDs, seg.FallbackKeys)
+			if err != nil {
+				return nil, "", nil, &buildError{err}
+			}
+			seg.DeleteFiles = append(append([]ice.DataFile(nil), seg.DeleteFiles...), files...)
+			seg.DVFiles, seg.RemovedDVs = nil, nil
+		}
+		if err := c.applySegment(ctx, tx, tbl, run, &seg); err != nil {
 			return nil, "", nil, &buildError{fmt.Errorf("iceberg: build commit for run %d..%d: %w", run.FirstSeq, run.LastSeq, err)}
 		}
 	}
@@ -280,6 +311,10 @@ func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transacti
 	}
 	if seg.HasToken {
 		props[summaryCheckpoint] = seg.Token
+	}
+	if len(seg.DVFiles) > 0 {
+		return tx.NewRowDelta(props).AddRows(seg.DataFiles...).AddDeletes(seg.DeleteFiles...).
+			AddDeletes(seg.DVFiles...).RemoveDeletes(seg.RemovedDVs...).Commit(ctx)
 	}
 	if len(seg.DeleteKeys) > 0 {
 		// Planned on the transaction's staged table, so that a retry re-plans against the new head and a later
@@ -384,4 +419,24 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// writeKeyDeletes writes equality delete files for key-only records.
+func writeKeyDeletes(ctx context.Context, tbl *table.Table, fieldIDs []int, recs []arrow.RecordBatch) ([]ice.DataFile, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	seq := func(yield func(arrow.RecordBatch, error) bool) {
+		for _, r := range recs {
+			r.Retain() // the writer releases what it consumes; a retry needs the keys again
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+	files, err := tbl.NewTransaction().WriteEqualityDeletes(ctx, fieldIDs, seq)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: write equality deletes: %w", err)
+	}
+	return files, nil
 }

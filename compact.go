@@ -135,6 +135,10 @@ func (w *Writer) compactOnce(ctx context.Context) (CompactResult, bool, error) {
 	}
 	next := w.tables.derive(tbl, meta, loc, w.cat)
 	postCommit(ctx, w.log, tbl, next, tc.Updates)
+	// The rewrite moved rows to new files: the key index's positions are stale.
+	w.mu.Lock()
+	w.idx = nil
+	w.mu.Unlock()
 	if w.defaultC != nil {
 		w.defaultC.setLatest(w.ident, next)
 	}

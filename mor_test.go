@@ -312,10 +312,19 @@ func TestCompact(t *testing.T) {
 // TestConcurrentUpserts: two writers upsert overlapping keys at the same time. Commits serialize in catalog
 // order, so every key ends with exactly one row, holding the last value one of the two writers gave it.
 func TestConcurrentUpserts(t *testing.T) {
+	for _, v := range []int{2, 3} {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) { concurrentUpserts(t, v) })
+	}
+}
+
+// concurrentUpserts: on v3 both writers start with a key index (deletion vectors) and must fall back to
+// equality deletes as soon as the other one commits.
+func concurrentUpserts(t *testing.T, version int) {
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"mor", "race"}
-	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")))
+	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
+		iceberg.FormatVersion(version)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,7 @@ type options struct {
 	branch         string
 	autoCompact    int
 	createErr      error // WithCreateFor: the struct type could not be mapped
+	keyIndexBytes  int64
 	evolve         bool                     // WithSchemaEvolution (evolve.go)
 	deadLetter     func(row any, err error) // WithDeadLetter (evolve.go)
 }
@@ -91,6 +92,7 @@ func defaultOptions() options {
 		commitTimeout:  DefaultCommitTimeout,
 		keepSnapshots:  -1, // resolved at NewWriter: DefaultKeepSnapshots on tables the writer creates
 		rewriteEvery:   defaultRewriteManifests,
+		keyIndexBytes:  DefaultKeyIndexBytes,
 		logger:         slog.Default(),
 		branch:         table.MainBranch,
 	}
@@ -194,6 +196,13 @@ func WithRewriteManifestsEvery(n int) Option { return func(o *options) { o.rewri
 // readers of a merge-on-read table never apply more than about n commits' worth of equality deletes. Each
 // compaction rewrites the data files the deletes apply to (in an unpartitioned table, all of them). Default: off.
 func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n } }
+
+// WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v3 table
+// it saw empty (typically one it created): the index places each key's row, so upserts and deletes become
+// deletion vectors (cheap to read) instead of equality deletes. Past the budget, or once another writer or tool
+// adds or removes files, or after Compact, the writer uses equality deletes. About 64 bytes plus the key's size
+// per row. Default: DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
+func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
 
 // CreateOption configures a table created by WithCreate.
 type CreateOption func(*createOptions)

@@ -349,3 +349,13 @@ func (d *tables) derive(prev *table.Table, meta table.Metadata, loc string, cat 
 	d.mu.Unlock()
 	return table.New(prev.Identifier(), meta, loc, fs, cat)
 }
+
+// tableIsEmpty reports whether the table holds no rows (no snapshot, or a head with zero records).
+func tableIsEmpty(tbl *table.Table) bool {
+	s := tbl.CurrentSnapshot()
+	if s == nil {
+		return true
+	}
+	v, ok := summaryProp(s, "total-records")
+	return ok && v == "0"
+}

@@ -27,6 +27,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/apache/iceberg-go/table/dv"
 	"github.com/google/uuid"
 	"golang.org/x/sync/semaphore"
 )
@@ -53,23 +54,27 @@ type Writer struct {
 	// commitMu is held while a run commits; Compact holds it to run inside the commit queue.
 	commitMu sync.Mutex
 
-	mu        sync.Mutex
-	changed   chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
-	tbl       *table.Table
-	conf      *conformer
-	keys      *keySpec // nil: no key columns
-	cow       bool     // copy-on-write mode
-	keyErr    error    // why Upsert/Delete cannot run on this table's layout
-	open      *batch
-	queue     []*batch // sealed, not yet committed, in sequence order
-	nextSeq   int64
-	committed int64 // last committed sequence number
-	memUsed   int64
-	failed    error
-	closed    bool
-	stopping  bool // Close/Abort: the loop starts no new run
-	timer     *time.Timer
-	commitsN  int64
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
+	tbl     *table.Table
+	conf    *conformer
+	keys    *keySpec // nil: no key columns
+	cow     bool     // copy-on-write mode
+	// idx is the key index of a merge-on-read v3 table (nil: equality deletes). Read under mu by encoders,
+	// used by the commit loop under commitMu.
+	idx        *keyIndex
+	pendingDVs map[string]*dv.RoaringPositionBitmap // merged vectors of the run in flight, by data file
+	keyErr     error                                // why Upsert/Delete cannot run on this table's layout
+	open       *batch
+	queue      []*batch // sealed, not yet committed, in sequence order
+	nextSeq    int64
+	committed  int64 // last committed sequence number
+	memUsed    int64
+	failed     error
+	closed     bool
+	stopping   bool // Close/Abort: the loop starts no new run
+	timer      *time.Timer
+	commitsN   int64
 	// deltaCommits counts commits with delete files since the last automatic compaction (commit loop only).
 	deltaCommits int
 
@@ -91,6 +96,9 @@ type batch struct {
 	files    []ice.DataFile
 	deletes  []ice.DataFile      // equality delete files
 	cowKeys  []arrow.RecordBatch // copy-on-write: key-only records of the keys upserted or deleted
+	keyRecs  []arrow.RecordBatch // key index on: the keys upserted or deleted, resolved at run formation
+	fileKeys []fileKeys          // key index on: the keys of each new data file, in row order
+	segIdx   int                 // the segment of the run the batch went into
 	written  map[uint64]struct{} // key hashes of the rows written (writers with keys only)
 	keyedSet map[uint64]struct{} // key hashes upserted or deleted
 	staged   bool
@@ -177,6 +185,9 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		return nil, err
 	}
 	w.cow = w.mode() == CopyOnWrite
+	if w.keys != nil && !w.cow && w.keyErr == nil && tbl.Metadata().Version() >= 3 && o.keyIndexBytes > 0 && tableIsEmpty(tbl) {
+		w.idx = newKeyIndex(o.keyIndexBytes, headID(tbl.Metadata(), o.branch))
+	}
 	w.committer = o.committer
 	if w.committer == nil {
 		w.defaultC = newCatalogCommitter(cat, tbl, w.log, o.commitTimeout, tabs)
@@ -486,6 +497,9 @@ func (w *Writer) encode(b *batch) {
 	var files, deletes []ice.DataFile
 	var res *resolved
 	var err error
+	w.mu.Lock()
+	useIdx := w.idx != nil
+	w.mu.Unlock()
 	if w.keys != nil {
 		res, err = w.resolve(w.ctx, b)
 		if err == nil {
@@ -493,7 +507,10 @@ func (w *Writer) encode(b *batch) {
 				r.Release()
 			}
 			b.recs = res.data
-			if w.cow {
+			if useIdx {
+				// The key index turns these into deletion vectors at run formation, in sequence order.
+				b.keyRecs = res.deletes
+			} else if w.cow {
 				// Copy-on-write: the keys go to the committer, which rewrites the files holding them.
 				b.cowKeys = res.deletes
 			} else {
@@ -503,6 +520,16 @@ func (w *Writer) encode(b *batch) {
 	}
 	if err == nil && len(b.recs) > 0 {
 		files, err = w.writeFiles(tbl, schema, b)
+	}
+	if err == nil && useIdx {
+		for _, f := range files {
+			keys, kerr := readFileKeys(w.ctx, tbl, f, w.keys.names)
+			if kerr != nil {
+				err = kerr
+				break
+			}
+			b.fileKeys = append(b.fileKeys, fileKeys{df: f, keys: keys})
+		}
 	}
 	w.encSem.Release(1)
 	w.mu.Lock()
@@ -633,7 +660,17 @@ func (w *Writer) commitLoop() {
 				break
 			}
 			w.commitMu.Lock()
-			res, err := w.committer.Commit(w.ctx, run)
+			w.mu.Lock()
+			tbl := w.tbl
+			w.mu.Unlock()
+			var res *CommitResult
+			err := w.indexRun(w.ctx, tbl, run, batches)
+			if err == nil {
+				res, err = w.committer.Commit(w.ctx, run)
+			}
+			if err == nil {
+				w.commitIndex(run, res)
+			}
 			w.finishRun(run, batches, res, err)
 			w.commitMu.Unlock()
 			if err != nil {
@@ -692,6 +729,7 @@ func (w *Writer) nextRun() (*Run, []*batch) {
 		seg.DataFiles = append(seg.DataFiles, b.files...)
 		seg.DeleteFiles = append(seg.DeleteFiles, b.deletes...)
 		seg.DeleteKeys = append(seg.DeleteKeys, b.cowKeys...)
+		b.segIdx = len(run.Segments) - 1
 		seg.LastSeq = b.seq
 		seg.Rows += b.rows
 		for k := range b.written {

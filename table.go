@@ -64,10 +64,6 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, ident table.Identifi
 	for k, v := range createdTableDefaults {
 		props[k] = v
 	}
-	for _, key := range o.create.identifiers {
-		// Bloom filters on the key columns let copy-on-write planning and readers skip files.
-		props["write.parquet.bloom-filter-enabled.column."+key] = "true"
-	}
 	for k, v := range o.create.properties {
 		props[k] = v
 	}

@@ -195,6 +195,29 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 			if err := cp.Close(ctx); err != nil {
 				b.Fatal(err)
 			}
+			// The same final rows appended in 100 commits (100 files), to separate the cost of deletes from the cost
+			// of files.
+			a100, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "appended100"},
+				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			per := (countRows(final) + 99) / 100
+			for _, r := range final {
+				for off := int64(0); off < r.NumRows(); off += int64(per) {
+					part := r.NewSlice(off, min(off+int64(per), r.NumRows()))
+					if err := a100.Write(ctx, part); err != nil {
+						b.Fatal(err)
+					}
+					part.Release()
+					if err := a100.Flush(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if err := a100.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
 			// And a writer with WithAutoCompact(20): compaction every 20 delta commits, inside its commit loop.
 			ac, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "autocompact"},
 				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
@@ -215,10 +238,10 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 				b.Fatal(err)
 			}
 			acDur := time.Since(acStart)
-			var tUp, tAp, tCp, tAc time.Duration
+			var tUp, tAp, tCp, tAc, tA100 time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				for _, name := range []string{"upserted", "appended", "compacted", "autocompact"} {
+				for _, name := range []string{"upserted", "appended", "compacted", "autocompact", "appended100"} {
 					start := time.Now()
 					recs, err := readAll(ctx, cat, table.Identifier{"bench", name})
 					if err != nil {
@@ -239,6 +262,8 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 						tAp += time.Since(start)
 					case "compacted":
 						tCp += time.Since(start)
+					case "appended100":
+						tA100 += time.Since(start)
 					default:
 						tAc += time.Since(start)
 					}
@@ -248,6 +273,7 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 			b.ReportMetric(tCp.Seconds()/tAp.Seconds(), "compacted-x-appended")
 			b.ReportMetric(tAc.Seconds()/tAp.Seconds(), "autocompact-x-appended")
 			b.ReportMetric(float64(acDur.Milliseconds()), "autocompact-write-ms")
+			b.ReportMetric(tUp.Seconds()/tA100.Seconds(), "x-appended-in-100-files")
 			b.ReportMetric(float64(tUp.Milliseconds())/float64(b.N), "upserted-ms")
 			b.ReportMetric(float64(tAp.Milliseconds())/float64(b.N), "appended-ms")
 		})

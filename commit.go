@@ -82,7 +82,7 @@ type Segment struct {
 func (r *Run) files() int {
 	n := 0
 	for _, s := range r.Segments {
-		n += len(s.DataFiles) + len(s.DeleteFiles)
+		n += len(s.DataFiles) + len(s.DeleteFiles) + len(s.DVFiles)
 	}
 	return n
 }
@@ -91,7 +91,7 @@ func (r *Run) files() int {
 func (r *Run) deleteFiles() int {
 	n := 0
 	for _, s := range r.Segments {
-		n += len(s.DeleteFiles)
+		n += len(s.DeleteFiles) + len(s.DVFiles)
 	}
 	return n
 }

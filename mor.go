@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -304,21 +303,7 @@ func (w *Writer) resolve(ctx context.Context, b *batch) (*resolved, error) {
 
 // writeEqualityDeletes writes the batch's equality delete files on the key columns.
 func (w *Writer) writeEqualityDeletes(ctx context.Context, tbl *table.Table, recs []arrow.RecordBatch) ([]ice.DataFile, error) {
-	if len(recs) == 0 {
-		return nil, nil
-	}
-	seq := func(yield func(arrow.RecordBatch, error) bool) {
-		for _, r := range recs {
-			if !yield(r, nil) {
-				return
-			}
-		}
-	}
-	files, err := tbl.NewTransaction().WriteEqualityDeletes(ctx, w.keys.fieldIDs, iter.Seq2[arrow.RecordBatch, error](seq))
-	if err != nil {
-		return nil, fmt.Errorf("iceberg: write equality deletes: %w", err)
-	}
-	return files, nil
+	return writeKeyDeletes(ctx, tbl, w.keys.fieldIDs, recs)
 }
 
 func intersects(a, b map[uint64]struct{}) bool {

@@ -105,6 +105,8 @@ type CommitResult struct {
 	Conflicts int
 	// IndexLost reports that the run fell back from deletion vectors to equality deletes.
 	IndexLost bool
+	// FilesRewritten counts the data files a copy-on-write run rewrote.
+	FilesRewritten int
 }
 
 // catalogCommitter is the default Committer: one transaction per run, committed with CommitTable directly (not
@@ -119,8 +121,10 @@ type catalogCommitter struct {
 	latest  map[string]*table.Table // per table: as our last commit left it
 	tables  *tables
 	cow     cowConfig
-	// indexLost is set by an attempt that dropped a run's deletion vectors (commit goroutine only).
+	// indexLost is set by an attempt that dropped a run's deletion vectors; rewritten counts the files the
+	// attempt's copy-on-write segments rewrote (commit goroutine only).
 	indexLost bool
+	rewritten int
 	beforeFn  func(attempt int) error // test hook: runs before each CommitTable
 	afterFn   func(attempt int, err error) error
 }
@@ -205,7 +209,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 			next := c.tables.derive(tbl, meta, loc, c.cat)
 			postCommit(ctx, c.log, tbl, next, updates)
 			c.setLatest(run.Table, next)
-			res.Table, res.Attempts, res.IndexLost = next, attempt+1, c.indexLost
+			res.Table, res.Attempts, res.IndexLost, res.FilesRewritten = next, attempt+1, c.indexLost, c.rewritten
 			if s := meta.SnapshotByName(run.Branch); s != nil {
 				res.SnapshotID = s.SnapshotID
 			}
@@ -242,6 +246,7 @@ const maxBuildAttempts = 5
 // attempt builds the run's transaction on tbl and submits it.
 func (c *catalogCommitter) attempt(ctx context.Context, tbl *table.Table, run *Run, attempt int) (table.Metadata, string, []table.Update, error) {
 	tx := tbl.NewTransactionOnBranch(run.Branch)
+	c.rewritten = 0
 	useDVs := run.IndexBase != nil && !foreignSince(tbl.Metadata(), run.Branch, *run.IndexBase, run.WriterID)
 	if run.IndexBase != nil && !useDVs {
 		c.indexLost = true
@@ -328,6 +333,7 @@ func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transacti
 			return err
 		}
 		if len(plan.oldFiles) > 0 {
+			c.rewritten += len(plan.oldFiles)
 			props[summaryRewritten] = strconv.Itoa(len(plan.oldFiles))
 			props[summaryCandidates] = strconv.Itoa(plan.candidates)
 			return tx.ReplaceFiles(ctx, plan.oldFiles, append(plan.newFiles, seg.DataFiles...), plan.deadDeletes, props,

@@ -80,6 +80,9 @@ func TestCopyOnWriteRewritesOnlyHoldingFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			snap := w.Table().CurrentSnapshot()
+			if st := w.Stats(); st.FilesRewritten != int64(len(files)) || st.DeleteFiles != 0 {
+				t.Fatalf("stats: %d files rewritten, %d delete files; want %d and 0", st.FilesRewritten, st.DeleteFiles, len(files))
+			}
 			if got := snap.Summary.Properties["icewriter.cow-rewritten-files"]; got != strconv.Itoa(len(files)) {
 				t.Fatalf("rewrote %s files, want exactly %d (candidates %s)", got, len(files),
 					snap.Summary.Properties["icewriter.cow-candidate-files"])

@@ -113,6 +113,8 @@ type Stats struct {
 	RowsCommitted      int64
 	FilesWritten       int64
 	BytesWritten       int64 // bytes of data files written
+	DeleteFiles        int64 // delete files committed (equality deletes and deletion vectors)
+	FilesRewritten     int64 // data files rewritten by copy-on-write commits
 	Batches            int64 // batches sealed
 	Commits            int64
 	Retries            int64 // commit attempts beyond the first
@@ -129,6 +131,7 @@ type Stats struct {
 type stats struct {
 	rowsAccepted, bytesAccepted, rowsCommitted, files, fileBytes, batches atomic.Int64
 	commits, retries, conflicts, discarded                                atomic.Int64
+	deleteFiles, rewritten                                                atomic.Int64
 }
 
 // NewWriter opens a writer on an existing table (or creates it, with WithCreate).
@@ -764,6 +767,8 @@ func (w *Writer) finishRun(run *Run, batches []*batch, res *CommitResult, err er
 		w.st.retries.Add(int64(res.Attempts - 1))
 	}
 	w.st.conflicts.Add(int64(res.Conflicts))
+	w.st.deleteFiles.Add(int64(run.deleteFiles()))
+	w.st.rewritten.Add(int64(res.FilesRewritten))
 	n := w.commitsN
 	w.signalLocked()
 	w.mu.Unlock()
@@ -980,6 +985,7 @@ func (w *Writer) Stats() Stats {
 		RowsCommitted: w.st.rowsCommitted.Load(), FilesWritten: w.st.files.Load(), BytesWritten: w.st.fileBytes.Load(),
 		Batches: w.st.batches.Load(), Commits: w.st.commits.Load(), Retries: w.st.retries.Load(),
 		Conflicts: w.st.conflicts.Load(), DiscardedRows: w.st.discarded.Load(), BufferedBytes: w.memUsed,
+		DeleteFiles: w.st.deleteFiles.Load(), FilesRewritten: w.st.rewritten.Load(),
 		UncommittedBatches: len(w.queue), LastCommittedSeq: w.committed, Epoch: w.epoch,
 	}
 	if w.open != nil {

@@ -8,8 +8,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
@@ -294,29 +292,27 @@ func rewriteWithout(ctx context.Context, tbl *table.Table, snapID int64, task ta
 				return
 			}
 			removed += int64(n)
-			out := rec
-			if n > 0 {
-				b := array.NewBooleanBuilder(memory.DefaultAllocator)
-				for _, h := range hits {
-					b.Append(!h)
-				}
-				mask := b.NewBooleanArray()
-				b.Release()
-				out, err = compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
-				mask.Release()
-				rec.Release()
-				if err != nil {
-					yield(nil, err)
+			if n == 0 {
+				if !yield(rec, nil) {
 					return
 				}
-			}
-			if out.NumRows() == 0 {
-				out.Release()
 				continue
 			}
-			if !yield(out, nil) {
-				return
+			// Zero-copy: yield the runs of rows between the matches as slices of the batch read.
+			start := 0
+			for row := 0; row <= len(hits); row++ {
+				if row < len(hits) && !hits[row] {
+					continue
+				}
+				if row > start {
+					if !yield(rec.NewSlice(int64(start), int64(row)), nil) {
+						rec.Release()
+						return
+					}
+				}
+				start = row + 1
 			}
+			rec.Release()
 		}
 	}
 	var files []ice.DataFile

@@ -1,7 +1,14 @@
 package storage_test
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
 	"testing"
+
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/icewriter/iceberg/storage"
 
 	"github.com/icewriter/iceberg/storage/storagetest"
 )
@@ -12,4 +19,40 @@ func TestFileConformance(t *testing.T) {
 
 func TestMemConformance(t *testing.T) {
 	storagetest.Run(t, storagetest.Config{Root: "mem://conformance/prefix", LargeSize: 4 << 20})
+}
+
+// TestUploadTuning: the upload properties reach the writers the file system opens, and files still round-trip.
+func TestUploadTuning(t *testing.T) {
+	ctx := context.Background()
+	props := map[string]string{storage.PartSizeKey: "5242880", storage.UploadConcurrencyKey: "2"}
+	fs, err := iceio.LoadFS(ctx, props, "mem://tuned/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fmt.Sprintf("%T", fs), "tunedFS") {
+		t.Fatalf("upload properties ignored: the file system is a %T", fs)
+	}
+	wfs, ok := fs.(iceio.WriteFileIO)
+	if !ok {
+		t.Fatalf("%T cannot write", fs)
+	}
+	w, err := wfs.Create("mem://tuned/a/b.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(bytes.Repeat([]byte("x"), 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Open("mem://tuned/a/b.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.Stat()
+	if st.Size() != 1<<20 {
+		t.Fatalf("size %d", st.Size())
+	}
+	f.Close()
 }

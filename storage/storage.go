@@ -94,8 +94,12 @@ func factory(scheme string, opener Opener, extract func(host string) blobfs.Obje
 			return nil, fmt.Errorf("storage: open %s://%s: %w", scheme, u.Host, err)
 		}
 		opens[scheme]++
+		var fsys iceio.IO = blobfs.New(context.Background(), b, extract(u.Host))
+		if wo := writerOptions(props); wo != nil {
+			fsys = &tunedFS{FileIO: fsys.(*blobfs.FileIO), opts: wo}
+		}
 		e := &entry{
-			fs:       blobfs.New(context.Background(), b, extract(u.Host)),
+			fs:       fsys,
 			bucket:   b,
 			expires:  expiry(props),
 			lastUsed: now,
@@ -157,4 +161,32 @@ func cacheKey(scheme, host string, props map[string]string) string {
 		fmt.Fprintf(h, "%s\x00%s\x00", k, props[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Properties that tune uploads, for every backend: the buffer (part) size of a multipart upload and how many
+// parts upload at once. Unset, the backend's defaults apply (for S3: 8 MiB parts, 5 at once).
+const (
+	PartSizeKey          = "icewriter.upload.part-size-bytes"
+	UploadConcurrencyKey = "icewriter.upload.concurrency"
+)
+
+func writerOptions(props map[string]string) *blob.WriterOptions {
+	size, _ := strconv.Atoi(props[PartSizeKey])
+	conc, _ := strconv.Atoi(props[UploadConcurrencyKey])
+	if size <= 0 && conc <= 0 {
+		return nil
+	}
+	return &blob.WriterOptions{BufferSize: max(size, 0), MaxConcurrency: max(conc, 0)}
+}
+
+// tunedFS opens every file for writing with the upload options of the table's properties (iceberg-go's file
+// layer creates files with no options).
+type tunedFS struct {
+	*blobfs.FileIO
+	opts *blob.WriterOptions
+}
+
+// Create opens name for writing with the tuned upload options.
+func (t *tunedFS) Create(name string) (iceio.FileWriter, error) {
+	return t.FileIO.NewWriter(context.Background(), name, true, t.opts)
 }

@@ -229,8 +229,9 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 			}
 			continue
 		}
-		// Any error from CommitTable other than a clean conflict may hide an applied commit.
-		mayHaveApplied = mayHaveApplied || !errors.Is(err, table.ErrCommitFailed)
+		// Any error from CommitTable may hide an applied commit, a conflict included (a retrying proxy can
+		// turn a success into a 409): only a reload that finds no marker clears it.
+		mayHaveApplied = true
 		c.log.Debug("iceberg: commit attempt failed", "table", run.Table, "attempt", attempt, "err", err)
 	}
 }

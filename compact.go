@@ -126,8 +126,17 @@ func (w *Writer) compactOnce(ctx context.Context) (CompactResult, bool, error) {
 	if err != nil {
 		return CompactResult{}, false, err
 	}
+	if w.opts.stableID {
+		if e := tableEpoch(tbl.Metadata(), w.id); e > w.epoch {
+			return CompactResult{}, false, fmt.Errorf("%w: table epoch %d, this writer's %d", ErrFenced, e, w.epoch)
+		}
+	}
 	meta, loc, err := w.cat.CommitTable(ctx, w.ident, tc.Requirements, tc.Updates)
 	if err != nil {
+		// The rewrite may have applied with its reply lost: the key index cannot know where rows are now.
+		w.mu.Lock()
+		w.idx = nil
+		w.mu.Unlock()
 		// Whatever the error, the next attempt reloads and plans again; new files of a failed attempt are
 		// left for orphan cleanup, since a lost reply may hide a rewrite that applied (it would then have
 		// nothing left to do).

@@ -293,8 +293,13 @@ func foreignSince(meta table.Metadata, branch string, base int64, writerID strin
 			found = true
 			return true
 		}
+		// The writer's own commits keep the index current, except compactions, which move rows to new files:
+		// the index is re-based past a compaction it saw succeed, so one met here is someone else's (a zombie
+		// with the same ID) or one whose reply was lost.
 		if w, _ := summaryProp(s, summaryWriterID); w == writerID {
-			return false
+			if op, _ := summaryProp(s, "icewriter.operation"); op != "compact" {
+				return false
+			}
 		}
 		for _, k := range []string{"added-data-files", "added-delete-files", "deleted-data-files", "removed-delete-files"} {
 			if v, _ := summaryProp(s, k); v != "" && v != "0" {

@@ -83,7 +83,13 @@ func (w *Writer) expire(ctx context.Context, tbl *table.Table) {
 	if len(expired) == 0 {
 		return
 	}
-	full := !onlyAdded(expired)
+	// A data file added by an expired snapshot and removed by a retained one became garbage too: the cheap
+	// path only holds when no snapshot, expired or retained, removed files.
+	var all []*table.Snapshot
+	for i := range tbl.Metadata().Snapshots() {
+		all = append(all, &tbl.Metadata().Snapshots()[i])
+	}
+	full := !onlyAdded(all)
 	post := w.runMaintenance(ctx, tbl, "expire snapshots", build(full), full)
 	if post == nil || full {
 		return

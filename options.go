@@ -148,7 +148,8 @@ func WithWriterID(id string) Option {
 func WithCheckpoints() Option { return func(o *options) { o.checkpoints = true } }
 
 // WithOnCommit registers a callback run after each successful commit, in commit order, from the commit loop
-// (keep it short; it delays the next commit).
+// (keep it short; it delays the next commit). It must not call Flush, Close or Abort on the same writer, which
+// wait for that loop; hand such work to another goroutine.
 func WithOnCommit(f func(CommitInfo)) Option { return func(o *options) { o.onCommit = f } }
 
 // WithLogger sets the logger. Default: slog.Default().

@@ -386,7 +386,7 @@ func (w *Writer) accept(ctx context.Context, rec arrow.RecordBatch, size int64, 
 			w.sealLocked(nil)
 			continue
 		}
-		if !memFull && len(w.queue) < w.opts.maxUncommitted {
+		if !memFull && w.committableLocked() < w.opts.maxUncommitted {
 			break
 		}
 		ch := w.changed
@@ -441,6 +441,22 @@ const encoderReserve = 48 << 20
 // rowBudget is the part of the memory limit left for row buffers once the encoders' reserve is set aside.
 func (w *Writer) rowBudget() int64 {
 	return max(w.opts.memoryLimit-int64(w.opts.maxInFlight)*encoderReserve, w.opts.memoryLimit/4)
+}
+
+// committableLocked counts the sealed batches a commit may take. With WithCheckpoints, batches after the newest
+// token wait for the next Checkpoint, which this very caller may be about to make: counting them would block
+// Write before it (they hold files, not rows; the memory limit bounds the rows).
+func (w *Writer) committableLocked() int {
+	if !w.opts.checkpoints {
+		return len(w.queue)
+	}
+	n := 0
+	for i, b := range w.queue {
+		if b.hasToken {
+			n = i + 1
+		}
+	}
+	return n
 }
 
 // sealLocked turns the open buffer into a batch with the next sequence number and starts its encoding. A token
@@ -872,6 +888,13 @@ func (w *Writer) waitCommitted(ctx context.Context, target int64) error {
 		if w.failed != nil {
 			return w.failed
 		}
+		if w.closed {
+			select {
+			case <-w.done: // no commit can come any more (Abort, or a Close that gave up)
+				return ErrClosed
+			default:
+			}
+		}
 		ch := w.changed
 		w.mu.Unlock()
 		select {
@@ -959,13 +982,14 @@ func (w *Writer) stop() {
 		if b.handed {
 			continue // a run whose outcome may be unknown: its files are kept
 		}
-		for _, f := range b.files {
+		for _, f := range append(b.files, b.deletes...) {
 			orphans = append(orphans, f.FilePath())
 		}
 	}
 	w.queue = nil
 	w.memUsed = 0
 	w.st.discarded.Add(dropped)
+	w.signalLocked()
 	// These batches were never handed to the committer: provably not committed, so their files can go.
 	if len(orphans) > 0 && w.tbl != nil {
 		if fs, err := w.tbl.FS(context.Background()); err == nil {

@@ -910,6 +910,10 @@ func (w *Writer) waitCommitted(ctx context.Context, target int64) error {
 
 // Close flushes as Flush does, stops the writer's goroutines and frees its memory. With WithCheckpoints, rows
 // after the last checkpoint are discarded (Stats counts them). Later calls return ErrClosed.
+//
+// ctx bounds the wait for the flush; when it ends first, Close discards what is not committed but still waits
+// for a commit already sent to the catalog to resolve (at most WithCommitTimeout), so that it never leaves a
+// commit whose outcome nobody knows.
 func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	if w.closed {

@@ -1,0 +1,168 @@
+package iceberg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/catalog"
+	"github.com/icewriter/iceberg/internal/seed"
+)
+
+func childProcess(t *testing.T, dir string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWriterChild$", "-test.v")
+	cmd.Env = append(append(os.Environ(), "ICEWRITER_CHILD_DIR="+dir), env...)
+	return cmd
+}
+
+// TestMultiProcessWriters: two processes with distinct writer IDs append to one table in a shared SQLite
+// catalog at the same time; every row lands once.
+func TestMultiProcessWriters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(dir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ident := table.Identifier{"procs", "events"}
+	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = setup.Close(ctx)
+	var cmds []*exec.Cmd
+	for i := 0; i < 2; i++ {
+		cmd := childProcess(t, dir, fmt.Sprintf("ICEWRITER_CHILD_ID=p%d", i), fmt.Sprintf("ICEWRITER_CHILD_FIRST=%d", i*4000),
+			"ICEWRITER_CHILD_ROWS=4000")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for _, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("child: %v", err)
+		}
+	}
+	counts, _ := readRows(t, cat, ident)
+	assertIDs(t, counts, 0, 8000)
+	cat.(icecatalog.Closer).Close()
+}
+
+// TestFencingAcrossProcesses: a process keeps writing with writer ID "job"; the test opens a writer with the same
+// ID; the older process's next commit fails with ErrFenced, and nothing it accepted after the takeover lands.
+func TestFencingAcrossProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(dir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.(icecatalog.Closer).Close()
+	ident := table.Identifier{"procs", "events"}
+	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = setup.Close(ctx)
+	var out strings.Builder
+	zombie := childProcess(t, dir, "ICEWRITER_CHILD_ID=job", "ICEWRITER_CHILD_FIRST=0", "ICEWRITER_CHILD_ROWS=100000000",
+		"ICEWRITER_CHILD_FLUSH=1")
+	zombie.Stdout, zombie.Stderr = &out, &out
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Let it commit for a while, then take over.
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		counts, _ := readRows(t, cat, ident)
+		if len(counts) >= 2000 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	newer, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	takeover := newer.Table().CurrentSnapshot().SnapshotID
+	err = zombie.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("the older process should stop with ErrFenced (exit 3), got %v:\n%s", err, out.String())
+	}
+	_ = newer.Close(ctx)
+	// Nothing committed by the older process after the takeover snapshot.
+	tbl, _ := cat.LoadTable(ctx, ident)
+	for s := tbl.CurrentSnapshot(); s != nil && s.SnapshotID != takeover; {
+		if s.Summary.Properties["icewriter.writer-id"] == "job" && s.Summary.Properties["icewriter.epoch"] == "1" {
+			t.Fatalf("snapshot %d committed by the fenced process after the takeover", s.SnapshotID)
+		}
+		if s.ParentSnapshotID == nil {
+			break
+		}
+		s = tbl.Metadata().SnapshotByID(*s.ParentSnapshotID)
+	}
+	counts, _ := readRows(t, cat, ident)
+	for id, n := range counts {
+		if n != 1 {
+			t.Fatalf("id %d appears %d times", id, n)
+		}
+	}
+}
+
+// TestWriterChild is the process the multi-process tests start.
+func TestWriterChild(t *testing.T) {
+	dir := os.Getenv("ICEWRITER_CHILD_DIR")
+	if dir == "" {
+		t.Skip("run by the multi-process tests")
+	}
+	ctx := context.Background()
+	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(dir, "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := strconv.ParseInt(os.Getenv("ICEWRITER_CHILD_FIRST"), 10, 64)
+	rows, _ := strconv.Atoi(os.Getenv("ICEWRITER_CHILD_ROWS"))
+	flushEach := os.Getenv("ICEWRITER_CHILD_FLUSH") == "1"
+	w, err := iceberg.NewWriter(ctx, cat, table.Identifier{"procs", "events"},
+		iceberg.WithWriterID(os.Getenv("ICEWRITER_CHILD_ID")), iceberg.WithFlushRows(500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := seed.New(first, uint64(first))
+	for n := 0; n < rows; n += 250 {
+		rec := g.Batch(250)
+		err := w.Write(ctx, rec)
+		rec.Release()
+		if err == nil && flushEach {
+			err = w.Flush(ctx)
+		}
+		if errors.Is(err, iceberg.ErrFenced) {
+			fmt.Println("fenced:", err)
+			os.Exit(3)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,163 @@
+package iceberg
+
+import (
+	"fmt"
+	"iter"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+)
+
+// encode writes a batch's rows to Parquet files (up to MaxInFlight batches at once) and stages the batch.
+func (w *Writer) encode(b *batch) {
+	defer w.encWG.Done()
+	if err := w.encSem.Acquire(w.ctx, 1); err != nil {
+		return // the writer is shutting down
+	}
+	w.mu.Lock()
+	tbl, schema := w.tbl, b.schema
+	if schema == nil {
+		schema = w.conf.target
+	}
+	w.mu.Unlock()
+	// No retry here: the rows were handed to the encoder. Object stores retry requests themselves; a batch that
+	// still fails stops the writer, and the caller replays from its last checkpoint.
+	var files, deletes []ice.DataFile
+	var res *resolved
+	var err error
+	w.mu.Lock()
+	useIdx := w.idx != nil
+	w.mu.Unlock()
+	if w.keys != nil {
+		res, err = w.resolve(w.ctx, b)
+		if err == nil {
+			for _, r := range b.recs {
+				r.Release()
+			}
+			b.recs = res.data
+			if useIdx {
+				// The key index turns these into deletion vectors at run formation, in sequence order.
+				b.keyRecs = res.deletes
+			} else if w.cow {
+				// Copy-on-write: the keys go to the committer, which rewrites the files holding them.
+				b.cowKeys = res.deletes
+			} else {
+				deletes, err = w.writeEqualityDeletes(w.ctx, tbl, res.deletes)
+			}
+		}
+	}
+	if err == nil && len(b.recs) > 0 {
+		files, err = w.writeFiles(tbl, schema, b)
+	}
+	if err == nil && useIdx {
+		for _, f := range files {
+			keys, kerr := readFileKeys(w.ctx, tbl, f, w.keys.names)
+			if kerr != nil {
+				err = kerr
+				break
+			}
+			b.fileKeys = append(b.fileKeys, fileKeys{df: f, keys: keys})
+		}
+	}
+	w.encSem.Release(1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range b.recs {
+		if r != nil {
+			r.Release()
+		}
+	}
+	b.recs = nil
+	w.memUsed -= b.bytes
+	if err != nil {
+		if w.ctx.Err() == nil {
+			w.failLocked(fmt.Errorf("iceberg: encode batch %d: %w", b.seq, err))
+		}
+		w.signalLocked()
+		return
+	}
+	b.files, b.deletes, b.staged = files, deletes, true
+	if res != nil {
+		b.written, b.keyedSet = res.written, res.keyed
+	}
+	for _, f := range files {
+		w.st.files.Add(1)
+		w.st.fileBytes.Add(f.FileSizeBytes())
+	}
+	w.signalLocked()
+	w.kickLoop()
+}
+
+// writeFiles encodes one batch through iceberg-go's writer (partitioning, rolling and statistics included).
+//
+// On a partitioned table the batch is written as one record with iceberg-go's clustered writer, which takes one
+// partition at a time: a single data file is open at once whatever the number of partitions in the batch (more
+// files than a fanout writer would keep open never means more memory).
+func (w *Writer) writeFiles(tbl *table.Table, schema *arrow.Schema, b *batch) ([]ice.DataFile, error) {
+	opts := []table.WriteRecordOption{
+		table.WithTargetFileSize(w.opts.targetFileSize),
+		table.WithParquetRowGroupLimit(w.opts.rowGroupRows),
+	}
+	if !tbl.Spec().IsUnpartitioned() {
+		if len(b.recs) > 1 {
+			one, err := concatRecords(w.mem, schema, b.recs)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range b.recs {
+				r.Release()
+			}
+			b.recs = []arrow.RecordBatch{one}
+		}
+		opts = append(opts, table.WithClusteredWrite())
+	}
+	// Ownership of each record passes to WriteRecords, which releases it once encoded: the batch's memory is
+	// freed while it encodes, not after.
+	recs := func(yield func(arrow.RecordBatch, error) bool) {
+		for i, r := range b.recs {
+			b.recs[i] = nil
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+	var out []ice.DataFile
+	for df, err := range table.WriteRecords(w.ctx, tbl, schema, iter.Seq2[arrow.RecordBatch, error](recs), opts...) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, df)
+	}
+	return out, nil
+}
+
+// concatRecords joins records of one schema into one.
+func concatRecords(mem memory.Allocator, schema *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, schema.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	var rows int64
+	for _, r := range recs {
+		rows += r.NumRows()
+	}
+	parts := make([]arrow.Array, len(recs))
+	for i := range cols {
+		for j, r := range recs {
+			parts[j] = r.Column(i)
+		}
+		c, err := array.Concatenate(parts, mem)
+		if err != nil {
+			return nil, fmt.Errorf("iceberg: concatenate column %q: %w", schema.Field(i).Name, err)
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(schema, cols, rows), nil
+}

@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	ice "github.com/apache/iceberg-go"
@@ -38,11 +39,12 @@ func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
 	w.mu.Unlock()
 	w.commitMu.Lock()
 	defer w.commitMu.Unlock()
-	return w.compactLocked(ctx)
+	return w.compactLocked(ctx, false)
 }
 
-// compactLocked runs Compact's attempts; the caller holds commitMu.
-func (w *Writer) compactLocked(ctx context.Context) (CompactResult, error) {
+// compactLocked runs Compact's attempts; the caller holds commitMu. smallOnly plans the small-file policy:
+// only files under an eighth of the target size (or with 30% of their rows deleted by vectors) are merged.
+func (w *Writer) compactLocked(ctx context.Context, smallOnly bool) (CompactResult, error) {
 	var lastErr error
 	for attempt := 1; attempt <= 10; attempt++ {
 		if attempt > 1 {
@@ -50,7 +52,7 @@ func (w *Writer) compactLocked(ctx context.Context) (CompactResult, error) {
 				return CompactResult{}, err
 			}
 		}
-		res, retry, err := w.compactOnce(ctx)
+		res, retry, err := w.compactOnce(ctx, smallOnly)
 		res.Attempts = attempt
 		if err == nil || !retry {
 			return res, err
@@ -61,7 +63,7 @@ func (w *Writer) compactLocked(ctx context.Context) (CompactResult, error) {
 	return CompactResult{}, fmt.Errorf("iceberg: compact %v: %w", w.ident, lastErr)
 }
 
-func (w *Writer) compactOnce(ctx context.Context) (CompactResult, bool, error) {
+func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult, bool, error) {
 	fresh, err := w.cat.LoadTable(ctx, w.ident)
 	if err != nil {
 		return CompactResult{}, true, err
@@ -85,6 +87,14 @@ func (w *Writer) compactOnce(ctx context.Context) (CompactResult, bool, error) {
 	cfg.MaxFileSizeBytes = w.opts.targetFileSize * 9 / 5
 	cfg.DeleteFileThreshold = 1
 	cfg.MinInputFiles = 1
+	if smallOnly {
+		if tasks = smallFileTier(tasks, w.opts.targetFileSize/8); len(tasks) < 2 {
+			return CompactResult{}, false, nil
+		}
+		cfg.MinFileSizeBytes = w.opts.targetFileSize / 8
+		cfg.DeleteFileThreshold = math.MaxInt32 // equality deletes alone do not pull in a right-sized file
+		cfg.MinInputFiles = 2
+	}
 	plan, err := cfg.PlanCompaction(tasks)
 	if err != nil {
 		return CompactResult{}, false, err
@@ -225,4 +235,36 @@ func (w *Writer) reindexAfterCompaction(ctx context.Context, pre, post *table.Ta
 	if s := post.Metadata().SnapshotByName(w.opts.branch); s != nil {
 		idx.base = s.SnapshotID
 	}
+}
+
+// smallFileTierFanIn is how many files of one size tier a small-file compaction waits for.
+const smallFileTierFanIn = 8
+
+// smallFileTier picks what a small-file compaction merges: files under limit, sorted into size tiers a factor of
+// 8 apart starting from the smallest, and the lowest tier holding at least smallFileTierFanIn files. Merged
+// output lands a tier or more higher, so a row is rewritten about log8(table/commit) times over its life
+// instead of at every pass (an LSM-style policy): the cost of a pass stays proportional to what it merges.
+func smallFileTier(tasks []table.FileScanTask, limit int64) []table.FileScanTask {
+	var small []table.FileScanTask
+	base := int64(math.MaxInt64)
+	for _, t := range tasks {
+		if sz := t.File.FileSizeBytes(); sz < limit {
+			small = append(small, t)
+			base = min(base, max(sz, 1))
+		}
+	}
+	tiers := map[int][]table.FileScanTask{}
+	for _, t := range small {
+		k := 0
+		for sz := t.File.FileSizeBytes(); sz >= base*8; sz /= 8 {
+			k++
+		}
+		tiers[k] = append(tiers[k], t)
+	}
+	for k := 0; k < 64; k++ {
+		if len(tiers[k]) >= smallFileTierFanIn {
+			return tiers[k]
+		}
+	}
+	return nil
 }

@@ -31,18 +31,20 @@ func (m Mode) String() string {
 
 // Defaults of the Writer's knobs. Each option's doc comment repeats its default.
 const (
-	DefaultFlushRows        = 1_000_000
-	DefaultFlushBytes       = 64 << 20
-	DefaultFlushInterval    = time.Second
-	DefaultMaxInFlight      = 2
-	DefaultMemoryLimit      = 256 << 20
-	DefaultTargetFileSize   = 128 << 20
-	DefaultMaxUncommitted   = 64
-	DefaultCommitTimeout    = 5 * time.Minute
-	DefaultKeepSnapshots    = 100
-	DefaultRowGroupRows     = 128 * 1024
-	defaultMaxTokenBytes    = 4096
-	defaultRewriteManifests = 200
+	DefaultFlushRows      = 1_000_000
+	DefaultFlushBytes     = 64 << 20
+	DefaultFlushInterval  = time.Second
+	DefaultMaxInFlight    = 2
+	DefaultMemoryLimit    = 256 << 20
+	DefaultTargetFileSize = 128 << 20
+	DefaultMaxUncommitted = 64
+	// DefaultSmallFileCompactionEvery is the commits between small-file compactions on tables the writer creates.
+	DefaultSmallFileCompactionEvery = 32
+	DefaultCommitTimeout            = 5 * time.Minute
+	DefaultKeepSnapshots            = 100
+	DefaultRowGroupRows             = 128 * 1024
+	defaultMaxTokenBytes            = 4096
+	defaultRewriteManifests         = 200
 )
 
 // Option configures a Writer. Options are applied in order; the last one wins.
@@ -73,6 +75,7 @@ type options struct {
 	rewriteEvery   int
 	branch         string
 	autoCompact    int
+	smallFiles     int   // WithSmallFileCompaction; -1: default by table origin
 	createErr      error // WithCreateFor: the struct type could not be mapped
 	keyIndexBytes  int64
 	evolve         bool                     // WithSchemaEvolution (evolve.go)
@@ -93,6 +96,7 @@ func defaultOptions() options {
 		keepSnapshots:  -1, // resolved at NewWriter: DefaultKeepSnapshots on tables the writer creates
 		rewriteEvery:   defaultRewriteManifests,
 		keyIndexBytes:  DefaultKeyIndexBytes,
+		smallFiles:     -1,
 		logger:         slog.Default(),
 		branch:         table.MainBranch,
 	}
@@ -197,6 +201,14 @@ func WithRewriteManifestsEvery(n int) Option { return func(o *options) { o.rewri
 // readers of a merge-on-read table never apply more than about n commits' worth of equality deletes. Each
 // compaction rewrites the data files the deletes apply to (in an unpartitioned table, all of them). Default: off.
 func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n } }
+
+// WithSmallFileCompaction merges small data files every n commits, inside the commit loop: files under an
+// eighth of the target file size (and files whose rows are 30% deleted by deletion vectors) are rewritten
+// together, with their deletes applied; right-sized files are left alone, so each pass costs about what the
+// small files weigh. Frequent small commits (a flush every few seconds, a CDC stream) otherwise leave readers
+// opening thousands of tiny files. Default: DefaultSmallFileCompactionEvery (32) on tables the writer creates,
+// off on others; 0 turns it off.
+func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFiles = n } }
 
 // WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v3 table
 // it saw empty (typically one it created): the index places each key's row, so upserts and deletes become

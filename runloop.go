@@ -145,9 +145,15 @@ func (w *Writer) finishRun(run *Run, batches []*batch, res *CommitResult, err er
 		w.deltaCommits++
 		if w.deltaCommits >= every {
 			w.deltaCommits = 0
-			if _, err := w.compactLocked(w.ctx); err != nil {
+			if _, err := w.compactLocked(w.ctx, false); err != nil {
 				w.log.Warn("iceberg: automatic compaction failed; the next one will try again", "table", w.ident, "err", err)
 			}
+			return
+		}
+	}
+	if every := w.opts.smallFiles; every > 0 && n%int64(every) == 0 {
+		if _, err := w.compactLocked(w.ctx, true); err != nil {
+			w.log.Warn("iceberg: small-file compaction failed; the next one will try again", "table", w.ident, "err", err)
 		}
 	}
 }

@@ -154,6 +154,12 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	}
 	tabs := newTables()
 	tabs.loaded(tbl)
+	if o.smallFiles < 0 {
+		o.smallFiles = 0
+		if created {
+			o.smallFiles = DefaultSmallFileCompactionEvery
+		}
+	}
 	if o.keepSnapshots < 0 {
 		o.keepSnapshots = 0
 		if created {

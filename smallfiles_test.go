@@ -1,0 +1,63 @@
+package iceberg_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/seed"
+)
+
+// TestSmallFileCompaction: 200 tiny commits to a table the writer created end in far fewer live files (merged by
+// size tier inside the commit loop), every row read back once.
+func TestSmallFileCompaction(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"small", "files"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := seed.New(0, 1)
+	for i := 0; i < 200; i++ {
+		writeSeed(t, w, g, 20)
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) > 40 {
+		t.Fatalf("%d live data files after 200 commits, want the small ones merged", len(tasks))
+	}
+	counts, _ := readRows(t, cat, ident)
+	assertIDs(t, counts, 0, 4000)
+
+	// Off on request.
+	off, err := iceberg.NewWriter(ctx, cat, table.Identifier{"small", "off"}, iceberg.WithCreate(seed.Schema),
+		iceberg.WithSmallFileCompaction(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		writeSeed(t, off, g, 5)
+		if err := off.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = off.Close(ctx)
+	tbl, _ = cat.LoadTable(ctx, table.Identifier{"small", "off"})
+	if tasks, _ := tbl.Scan().PlanFiles(ctx); len(tasks) != 40 {
+		t.Fatalf("%d files with small-file compaction off, want 40", len(tasks))
+	}
+}

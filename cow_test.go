@@ -26,7 +26,7 @@ func cowTable(t testing.TB, ctx context.Context, m, perFile int, shuffled bool, 
 	}
 	w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{
 		iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")), iceberg.WithMode(iceberg.CopyOnWrite),
-		iceberg.WithFlushRows(perFile), iceberg.WithFlushInterval(0)}, opts...)...)
+		iceberg.WithFlushRows(perFile), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,13 @@ func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult
 	if err != nil {
 		return CompactResult{}, true, fmt.Errorf("iceberg: compact: dead equality deletes: %w", err)
 	}
-	tx := tbl.NewTransactionOnBranch(w.opts.branch)
+	wt := tbl
+	if w.keys != nil {
+		if wt, err = withKeyBlooms(tbl, w.keys.names, int64(w.opts.rowGroupRows)); err != nil {
+			return CompactResult{}, false, err
+		}
+	}
+	tx := wt.NewTransactionOnBranch(w.opts.branch)
 	rr, err := tx.RewriteDataFiles(ctx, groups, table.RewriteDataFilesOptions{
 		SnapshotProps:            ice.Properties{summaryWriterID: w.id, "icewriter.operation": "compact"},
 		ExtraDeleteFilesToRemove: deadEq,

@@ -145,7 +145,8 @@ func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRe
 	}
 	// A filtered plan may drop equality-delete files whose bounds miss the filter: use it only to choose the
 	// files, then take those files' tasks from an unfiltered plan, which carries all their deletes.
-	filtered, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID), table.WithRowFilter(ks.filter(keyRecs))).PlanFiles(ctx)
+	filt := ks.filter(keyRecs)
+	filtered, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID), table.WithRowFilter(filt)).PlanFiles(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: copy-on-write: plan: %w", err)
 	}
@@ -175,7 +176,7 @@ func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRe
 	g.SetLimit(max(1, cfg.parallel))
 	for _, task := range candidates {
 		g.Go(func() error {
-			hit, err := fileHoldsKey(gctx, tbl, snap.SnapshotID, task, ks)
+			hit, err := fileHoldsKey(gctx, tbl, snap.SnapshotID, task, ks, filt)
 			if err != nil || !hit {
 				return err
 			}
@@ -234,10 +235,13 @@ func dedupeFiles(files []ice.DataFile) []ice.DataFile {
 	return out
 }
 
-// fileHoldsKey reads only the key columns of a candidate (deletes applied) to confirm it holds a key: column
-// statistics and bloom filters only say a file may.
-func fileHoldsKey(ctx context.Context, tbl *table.Table, snapID int64, task table.FileScanTask, ks *keySet) (bool, error) {
-	_, recs, err := tbl.Scan(table.WithSnapshotID(snapID), table.WithSelectedFields(ks.names...)).ReadTasks(ctx, []table.FileScanTask{task})
+// fileHoldsKey confirms that a candidate (deletes applied) holds a key. The scan carries the keys as a row
+// filter, so iceberg-go skips the row groups whose statistics, dictionary or bloom filter rule every key out
+// (the writer puts a bloom filter on the key columns of every file it writes), and reads only the key columns
+// of the rest: statistics and bloom filters only say a row group may hold a key, the exact match decides.
+func fileHoldsKey(ctx context.Context, tbl *table.Table, snapID int64, task table.FileScanTask, ks *keySet, filt ice.BooleanExpression) (bool, error) {
+	_, recs, err := tbl.Scan(table.WithSnapshotID(snapID), table.WithSelectedFields(ks.names...),
+		table.WithRowFilter(filt)).ReadTasks(ctx, []table.FileScanTask{task})
 	if err != nil {
 		return false, err
 	}
@@ -266,6 +270,9 @@ func rewriteWithout(ctx context.Context, tbl *table.Table, snapID int64, task ta
 		table.WithParquetRowGroupLimit(cfg.rowGroupRows), table.WithRecordBatchBufferSize(2)}
 	schema, recs, err := tbl.Scan(append(scanOpts, lineageScan(lineage)...)...).ReadTasks(ctx, []table.FileScanTask{task})
 	if err != nil {
+		return nil, 0, err
+	}
+	if tbl, err = withKeyBlooms(tbl, ks.names, min(task.File.Count(), int64(cfg.rowGroupRows))); err != nil {
 		return nil, 0, err
 	}
 	if lineage {

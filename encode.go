@@ -114,6 +114,17 @@ func (w *Writer) writeFiles(tbl *table.Table, schema *arrow.Schema, b *batch) ([
 		}
 		opts = append(opts, table.WithClusteredWrite())
 	}
+	if w.keys != nil {
+		var rows int64
+		for _, r := range b.recs {
+			rows += r.NumRows()
+		}
+		bt, err := withKeyBlooms(tbl, w.keys.names, min(rows, int64(w.opts.rowGroupRows)))
+		if err != nil {
+			return nil, err
+		}
+		tbl = bt
+	}
 	// Ownership of each record passes to WriteRecords, which releases it once encoded: the batch's memory is
 	// freed while it encodes, not after.
 	recs := func(yield func(arrow.RecordBatch, error) bool) {

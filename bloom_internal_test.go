@@ -1,0 +1,259 @@
+package iceberg
+
+import (
+	"context"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/catalog"
+)
+
+var bloomSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+func bloomRows(from, n int) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, bloomSchema)
+	defer b.Release()
+	for i := from; i < from+n; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.StringBuilder).Append("n" + strings.Repeat("x", i%7))
+	}
+	return b.NewRecordBatch()
+}
+
+// bloomWriter writes files of perFile rows each, ids ascending, and returns the writer.
+func bloomWriter(t *testing.T, files, perFile int, opts ...Option) *Writer {
+	t.Helper()
+	ctx := context.Background()
+	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cat.(icecatalog.Closer).Close() })
+	w, err := NewWriter(ctx, cat, table.Identifier{"b", "t"}, append([]Option{
+		WithFlushInterval(0), WithSmallFileCompaction(0)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(ctx) })
+	for f := 0; f < files; f++ {
+		if err := w.Write(ctx, bloomRows(f*perFile, perFile)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// dataFiles lists the table's data file scan tasks.
+func dataFiles(t *testing.T, tbl *table.Table) []table.FileScanTask {
+	t.Helper()
+	tasks, err := tbl.Scan().PlanFiles(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tasks
+}
+
+// columnBloom opens a data file and returns the bloom filter of the named column in row group 0 (nil if none).
+func columnBloom(t *testing.T, tbl *table.Table, path, column string) metadata.BloomFilter {
+	t.Helper()
+	fs, err := tbl.FS(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	rdr, err := file.NewParquetReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := rdr.MetaData().Schema.ColumnIndexByName(column)
+	if col < 0 {
+		t.Fatalf("no column %q in %s", column, path)
+	}
+	rg, err := rdr.GetBloomFilterReader().RowGroup(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf, err := rg.GetColumnBloomFilter(col)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bf
+}
+
+// TestKeyColumnsCarryBloomFilters: every file a keyed writer writes has a bloom filter on the key column, sized
+// for the file's rows (about 1.2 B a key, not iceberg-go's fixed 1 MiB), holding every key and rejecting keys
+// it does not hold at about the 1% false-positive rate; other columns have none, and a table property turning
+// the filter off wins.
+func TestKeyColumnsCarryBloomFilters(t *testing.T) {
+	w := bloomWriter(t, 2, 1000, WithCreate(bloomSchema, IdentifierFields("id")))
+	tasks := dataFiles(t, w.Table())
+	if len(tasks) != 2 {
+		t.Fatalf("%d data files, want 2", len(tasks))
+	}
+	for _, task := range tasks {
+		bf := columnBloom(t, w.Table(), task.File.FilePath(), "id")
+		if bf == nil {
+			t.Fatalf("%s: no bloom filter on the key column", task.File.FilePath())
+		}
+		if got, want := bf.Size(), bloomBytes(1000); got != want || want != 2048 {
+			t.Fatalf("bloom filter of %d B, want %d (2 KiB for 1,000 keys)", got, want)
+		}
+		// The files hold ids [0, 1000) and [1000, 2000).
+		first := int64(0)
+		if !bf.CheckHash(metadata.GetHash(bf.Hasher(), int64(0))) {
+			first = 1000
+		}
+		for id := first; id < first+1000; id++ {
+			if !bf.CheckHash(metadata.GetHash(bf.Hasher(), id)) {
+				t.Fatalf("bloom filter misses key %d it holds", id)
+			}
+		}
+		falsePos := 0
+		for id := int64(10_000); id < 20_000; id++ {
+			if bf.CheckHash(metadata.GetHash(bf.Hasher(), id)) {
+				falsePos++
+			}
+		}
+		if falsePos > 300 {
+			t.Fatalf("%d false positives in 10,000 absent keys (sized for 1%%)", falsePos)
+		}
+		if columnBloom(t, w.Table(), task.File.FilePath(), "name") != nil {
+			t.Fatal("bloom filter on a non-key column")
+		}
+	}
+
+	off := bloomWriter(t, 1, 1000, WithCreate(bloomSchema, IdentifierFields("id"),
+		TableProperties(map[string]string{table.ParquetBloomFilterColumnEnabledKeyPrefix + ".id": "false"})))
+	if columnBloom(t, off.Table(), dataFiles(t, off.Table())[0].File.FilePath(), "id") != nil {
+		t.Fatal("bloom filter written though the table property turns it off")
+	}
+	plain := bloomWriter(t, 1, 1000, WithCreate(bloomSchema))
+	if columnBloom(t, plain.Table(), dataFiles(t, plain.Table())[0].File.FilePath(), "id") != nil {
+		t.Fatal("bloom filter written on a table without keys")
+	}
+}
+
+func TestBloomBytes(t *testing.T) {
+	for _, c := range []struct{ ndv, want int64 }{{0, 32}, {10, 32}, {1000, 2048}, {131072, 256 << 10}, {1 << 30, 1 << 20}} {
+		if got := bloomBytes(c.ndv); got != c.want {
+			t.Errorf("bloomBytes(%d) = %d, want %d", c.ndv, got, c.want)
+		}
+	}
+}
+
+// countingIO counts the bytes read from data files.
+type countingIO struct {
+	iceio.IO
+	read *atomic.Int64
+}
+
+func (c countingIO) Open(name string) (iceio.File, error) {
+	f, err := c.IO.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return countingFile{File: f, read: c.read}, nil
+}
+
+type countingFile struct {
+	iceio.File
+	read *atomic.Int64
+}
+
+func (f countingFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.read.Add(int64(n))
+	return n, err
+}
+
+func (f countingFile) Read(p []byte) (int, error) {
+	n, err := f.File.Read(p)
+	f.read.Add(int64(n))
+	return n, err
+}
+
+// TestCopyOnWriteConfirmSkipsByBloom: confirming a candidate file for a key inside its min/max range that the
+// file does not hold reads the footer and the bloom filter, not the key column; with the filter turned off the
+// key column is read.
+func TestCopyOnWriteConfirmSkipsByBloom(t *testing.T) {
+	ctx := context.Background()
+	const rows = 20_000
+	read := func(props map[string]string, key int64) (bool, int64) {
+		t.Helper()
+		// Even ids only, 0 the smallest: an odd id is inside the file's min/max range and absent.
+		w := bloomWriter(t, 0, 0, WithCreate(bloomSchema, IdentifierFields("id"), TableProperties(props)))
+		b := array.NewRecordBuilder(memory.DefaultAllocator, bloomSchema)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := 0; i < rows; i++ {
+			id := int64(2 * i)
+			if i > 0 && i < rows-1 {
+				id = 2 * rng.Int64N(1<<40) // random ids: the key column does not compress away
+			}
+			b.Field(0).(*array.Int64Builder).Append(id)
+			b.Field(1).(*array.StringBuilder).Append("x")
+		}
+		rec := b.NewRecordBatch()
+		b.Release()
+		if err := w.Write(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tbl := w.Table()
+		var n atomic.Int64
+		counted := table.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), func(ctx context.Context) (iceio.IO, error) {
+			fs, err := tbl.FS(ctx)
+			return countingIO{IO: fs, read: &n}, err
+		}, nil)
+		kb := array.NewInt64Builder(memory.DefaultAllocator)
+		kb.Append(key)
+		keyRec := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil),
+			[]arrow.Array{kb.NewArray()}, 1)
+		ks, err := newKeySet([]arrow.RecordBatch{keyRec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks := dataFiles(t, tbl)
+		if len(tasks) != 1 {
+			t.Fatalf("%d files, want 1", len(tasks))
+		}
+		hit, err := fileHoldsKey(ctx, counted, tbl.CurrentSnapshot().SnapshotID, tasks[0], ks, ks.filter([]arrow.RecordBatch{keyRec}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hit, n.Load()
+	}
+	hitPresent, present := read(nil, 0)
+	hitAbsent, absent := read(nil, 777)
+	hitOff, off := read(map[string]string{table.ParquetBloomFilterColumnEnabledKeyPrefix + ".id": "false"}, 777)
+	t.Logf("bytes read to confirm: key held %d, key absent %d, key absent without bloom filter %d", present, absent, off)
+	if !hitPresent || hitAbsent || hitOff {
+		t.Fatalf("confirm says held=%v absent=%v absent-no-bloom=%v", hitPresent, hitAbsent, hitOff)
+	}
+	// The id column of 20,000 random int64 is over 100 KB however it is encoded; the filter is 32 KiB.
+	if absent >= present || absent >= off || off-absent < 50_000 {
+		t.Fatalf("the bloom filter did not spare the key column: %d B read with it, %d B without, %d B for a held key", absent, off, present)
+	}
+}

@@ -337,8 +337,23 @@ func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transacti
 			c.rewritten += len(plan.oldFiles)
 			props[summaryRewritten] = strconv.Itoa(len(plan.oldFiles))
 			props[summaryCandidates] = strconv.Itoa(plan.candidates)
-			return tx.ReplaceFiles(ctx, plan.oldFiles, append(plan.newFiles, seg.DataFiles...), plan.deadDeletes, props,
-				table.WithoutDuplicateCheck())
+			added := append(plan.newFiles, seg.DataFiles...)
+			if staged.Table.Metadata().Version() < 3 {
+				return tx.ReplaceFiles(ctx, plan.oldFiles, added, plan.deadDeletes, props, table.WithoutDuplicateCheck())
+			}
+			// Format version 3: iceberg-go's ReplaceFiles takes only files with an explicit first_row_id, which
+			// files written by WriteRecords do not have. The rewritten files carry every row's _row_id and
+			// _last_updated_sequence_number as columns (read with lineage, written preserving it), so they keep
+			// their lineage whatever first_row_id the table assigns them: the commit removes the old files in an
+			// overwrite snapshot, then adds the rewritten and new files in a row delta that assigns row ids, both
+			// snapshots in the one catalog commit.
+			if err := tx.ReplaceFiles(ctx, plan.oldFiles, nil, plan.deadDeletes, props, table.WithoutDuplicateCheck()); err != nil {
+				return err
+			}
+			if len(added) == 0 {
+				return nil
+			}
+			return tx.NewRowDelta(props).AddRows(added...).Commit(ctx)
 		}
 	}
 	switch {

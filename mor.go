@@ -98,9 +98,6 @@ func (w *Writer) checkKeyed(op string) error {
 	}
 	v := w.tbl.Metadata().Version()
 	if w.cow {
-		if v >= 3 {
-			return fmt.Errorf("%w: %s in copy-on-write mode on a format-version 3 table (row lineage is not preserved yet)", ErrNotSupported, op)
-		}
 		return nil
 	}
 	if v < 2 {

@@ -103,11 +103,19 @@ func TestCopyOnWriteRewritesOnlyHoldingFiles(t *testing.T) {
 
 // TestCopyOnWriteKeepsEarlierDeletes: a row deleted by a merge-on-read delete file stays deleted when a
 // copy-on-write writer later rewrites its file, and the delete files that became dead are removed.
+// On v2 the earlier delete is an equality delete file, on v3 a deletion vector.
 func TestCopyOnWriteKeepsEarlierDeletes(t *testing.T) {
+	for _, v := range []int{2, 3} {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) { copyOnWriteKeepsEarlierDeletes(t, v) })
+	}
+}
+
+func copyOnWriteKeepsEarlierDeletes(t *testing.T, version int) {
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"cow", "mixed"}
-	mor, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")))
+	mor, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
+		iceberg.FormatVersion(version)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,11 +131,14 @@ func TestCopyOnWriteKeepsEarlierDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	model.del(2)
-	if err := mor.Delete(ctx, keyBatch([]int64{2})); err != nil { // an equality delete file
+	if err := mor.Delete(ctx, keyBatch([]int64{2})); err != nil { // an equality delete file or a deletion vector
 		t.Fatal(err)
 	}
 	if err := mor.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if tbl, _ := cat.LoadTable(ctx, ident); tbl.CurrentSnapshot().Summary.Properties["total-delete-files"] != "1" {
+		t.Fatalf("setup: %s delete files, want 1", tbl.CurrentSnapshot().Summary.Properties["total-delete-files"])
 	}
 	cow, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithMode(iceberg.CopyOnWrite))
 	if err != nil {
@@ -150,8 +161,18 @@ func TestCopyOnWriteKeepsEarlierDeletes(t *testing.T) {
 // TestCopyOnWriteConcurrentAppend: an append committed by another writer while a copy-on-write commit is
 // planned survives it (the commit re-plans on the new head instead of overwriting).
 func TestCopyOnWriteConcurrentAppend(t *testing.T) {
+	for _, v := range []int{2, 3} {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) { copyOnWriteConcurrentAppend(t, v) })
+	}
+}
+
+func copyOnWriteConcurrentAppend(t *testing.T, version int) {
 	ctx := context.Background()
-	w, _, cat, ident := cowTable(t, ctx, 4, 50, false)
+	w, _, cat, ident := cowTable(t, ctx, 4, 50, false,
+		iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)))
+	if v := w.Table().Metadata().Version(); v != version {
+		t.Fatalf("format version %d, want %d", v, version)
+	}
 	other, err := iceberg.NewWriter(ctx, cat, ident)
 	if err != nil {
 		t.Fatal(err)

@@ -106,9 +106,9 @@ func compareKV(t *testing.T, got map[int64][]int64, want kvModel) {
 // compares the table read back with the sequential model after random Flush calls and at the end.
 func TestMergeOnReadModel(t *testing.T) { runKeyedModel(t, iceberg.MergeOnRead, []int{2, 3}, 6) }
 
-// TestCopyOnWriteModel is the same model test in copy-on-write mode (format versions 1 and 2): the table must
-// never hold a delete file.
-func TestCopyOnWriteModel(t *testing.T) { runKeyedModel(t, iceberg.CopyOnWrite, []int{1, 2}, 4) }
+// TestCopyOnWriteModel is the same model test in copy-on-write mode (format versions 1, 2 and 3): the table
+// must never hold a delete file.
+func TestCopyOnWriteModel(t *testing.T) { runKeyedModel(t, iceberg.CopyOnWrite, []int{1, 2, 3}, 6) }
 
 func runKeyedModel(t *testing.T, mode iceberg.Mode, versions []int, trials int) {
 	for trial := 0; trial < trials; trial++ {

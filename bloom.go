@@ -43,24 +43,31 @@ func bloomBytes(ndv int64) int64 {
 
 // withKeyBlooms returns tbl, or a copy of it whose properties ask the Parquet writer for a bloom filter on each
 // key column sized for rows distinct values per row group. Columns whose filter the table's own properties turn
-// on or off, and a filter size the table sets, are left as the table says.
+// on or off, and a filter size the table sets, are left as the table says (a filter the table turns on without
+// a size is sized here too).
 func withKeyBlooms(tbl *table.Table, keys []string, rows int64) (*table.Table, error) {
 	if len(keys) == 0 {
 		return tbl, nil
 	}
 	props := tbl.Properties()
 	set := ice.Properties{}
+	on := false // some key column gets a filter
 	for _, k := range keys {
 		key := table.ParquetBloomFilterColumnEnabledKeyPrefix + "." + k
-		if _, ok := props[key]; !ok {
+		v, ok := props[key]
+		switch {
+		case !ok:
 			set[key] = "true"
+			on = true
+		case v == "true":
+			on = true
 		}
+	}
+	if _, ok := props[table.ParquetBloomFilterMaxBytesKey]; on && !ok {
+		set[table.ParquetBloomFilterMaxBytesKey] = strconv.FormatInt(bloomBytes(rows), 10)
 	}
 	if len(set) == 0 {
 		return tbl, nil
-	}
-	if _, ok := props[table.ParquetBloomFilterMaxBytesKey]; !ok {
-		set[table.ParquetBloomFilterMaxBytesKey] = strconv.FormatInt(bloomBytes(rows), 10)
 	}
 	b, err := table.MetadataBuilderFromBase(tbl.Metadata(), tbl.MetadataLocation())
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -337,23 +338,28 @@ func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transacti
 			c.rewritten += len(plan.oldFiles)
 			props[summaryRewritten] = strconv.Itoa(len(plan.oldFiles))
 			props[summaryCandidates] = strconv.Itoa(plan.candidates)
-			added := append(plan.newFiles, seg.DataFiles...)
 			if staged.Table.Metadata().Version() < 3 {
-				return tx.ReplaceFiles(ctx, plan.oldFiles, added, plan.deadDeletes, props, table.WithoutDuplicateCheck())
+				return tx.ReplaceFiles(ctx, plan.oldFiles, append(plan.newFiles, seg.DataFiles...), plan.deadDeletes, props,
+					table.WithoutDuplicateCheck())
 			}
-			// Format version 3: iceberg-go's ReplaceFiles takes only files with an explicit first_row_id, which
-			// files written by WriteRecords do not have. The rewritten files carry every row's _row_id and
-			// _last_updated_sequence_number as columns (read with lineage, written preserving it), so they keep
-			// their lineage whatever first_row_id the table assigns them: the commit removes the old files in an
-			// overwrite snapshot, then adds the rewritten and new files in a row delta that assigns row ids, both
-			// snapshots in the one catalog commit.
-			if err := tx.ReplaceFiles(ctx, plan.oldFiles, nil, plan.deadDeletes, props, table.WithoutDuplicateCheck()); err != nil {
+			// Format version 3. The rewritten files keep every row's _row_id and _last_updated_sequence_number
+			// and carry an explicit first_row_id, so one overwrite snapshot replaces the old files with them. The
+			// new rows need row ids from the table, which iceberg-go's ReplaceFiles does not assign: a row delta
+			// adds them in a second snapshot of the same catalog commit. The first snapshot then holds every row
+			// but the upserted keys' new versions; it carries no sequence number or checkpoint token, so a
+			// rollback to it leaves LastCheckpoint before this batch and a replay restores them.
+			fresh := append(slices.Clone(seg.DataFiles), plan.freshFiles...)
+			if len(fresh) == 0 {
+				return tx.ReplaceFiles(ctx, plan.oldFiles, plan.newFiles, plan.deadDeletes, props, table.WithoutDuplicateCheck())
+			}
+			first := ice.Properties{summaryWriterID: run.WriterID, summaryEpoch: props[summaryEpoch],
+				summaryRewritten: props[summaryRewritten], summaryCandidates: props[summaryCandidates]}
+			if err := tx.ReplaceFiles(ctx, plan.oldFiles, plan.newFiles, plan.deadDeletes, first, table.WithoutDuplicateCheck()); err != nil {
 				return err
 			}
-			if len(added) == 0 {
-				return nil
-			}
-			return tx.NewRowDelta(props).AddRows(added...).Commit(ctx)
+			delete(props, summaryRewritten)
+			delete(props, summaryCandidates)
+			return tx.NewRowDelta(props).AddRows(fresh...).Commit(ctx)
 		}
 	}
 	switch {

@@ -102,8 +102,14 @@ func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult
 	var groups []table.CompactionTaskGroup
 	rewritten := map[string]struct{}{}
 	withDeletes := false
+	var groupRows int64 // the rows of the largest group: what one output row group holds at most
 	for _, g := range plan.Groups {
 		groups = append(groups, table.CompactionTaskGroup{PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes})
+		var rows int64
+		for _, t := range g.Tasks {
+			rows += t.File.Count()
+		}
+		groupRows = max(groupRows, rows)
 		for _, t := range g.Tasks {
 			rewritten[t.File.FilePath()] = struct{}{}
 			withDeletes = withDeletes || len(t.DeleteFiles)+len(t.EqualityDeleteFiles)+len(t.DeletionVectorFiles) > 0
@@ -122,7 +128,7 @@ func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult
 	}
 	wt := tbl
 	if w.keys != nil {
-		if wt, err = withKeyBlooms(tbl, w.keys.names, int64(w.opts.rowGroupRows)); err != nil {
+		if wt, err = withKeyBlooms(tbl, w.keys.names, min(groupRows, int64(w.opts.rowGroupRows))); err != nil {
 			return CompactResult{}, false, err
 		}
 	}

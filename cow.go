@@ -120,8 +120,12 @@ func (ks *keySet) filter(recs []arrow.RecordBatch) ice.BooleanExpression {
 
 // cowPlan is what a copy-on-write segment rewrites.
 type cowPlan struct {
-	oldFiles     []ice.DataFile
+	oldFiles []ice.DataFile
+	// newFiles replace oldFiles. On format-version 3 tables each carries an explicit first_row_id (its rows
+	// keep their _row_id as a column); freshFiles are rewrites of files that had no row ids yet, added by a
+	// row delta that assigns them.
 	newFiles     []ice.DataFile
+	freshFiles   []ice.DataFile
 	deadDeletes  []ice.DataFile
 	candidates   int
 	rowsRemoved  int64
@@ -184,11 +188,29 @@ func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRe
 			if err != nil {
 				return err
 			}
+			fresh := false
+			if lineage {
+				if first := task.File.FirstRowID(); first != nil {
+					next := *first
+					for i, f := range files {
+						if files[i], err = withFirstRowID(tbl.Metadata(), f, next); err != nil {
+							return err
+						}
+						next += f.Count()
+					}
+				} else {
+					fresh = true
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			rewritten = append(rewritten, task)
 			plan.oldFiles = append(plan.oldFiles, task.File)
-			plan.newFiles = append(plan.newFiles, files...)
+			if fresh {
+				plan.freshFiles = append(plan.freshFiles, files...)
+			} else {
+				plan.newFiles = append(plan.newFiles, files...)
+			}
 			plan.rowsRemoved += removed
 			plan.bytesRead += task.File.FileSizeBytes()
 			for _, f := range files {
@@ -240,28 +262,33 @@ func dedupeFiles(files []ice.DataFile) []ice.DataFile {
 // (the writer puts a bloom filter on the key columns of every file it writes), and reads only the key columns
 // of the rest: statistics and bloom filters only say a row group may hold a key, the exact match decides.
 func fileHoldsKey(ctx context.Context, tbl *table.Table, snapID int64, task table.FileScanTask, ks *keySet, filt ice.BooleanExpression) (bool, error) {
-	_, recs, err := tbl.Scan(table.WithSnapshotID(snapID), table.WithSelectedFields(ks.names...),
-		table.WithRowFilter(filt)).ReadTasks(ctx, []table.FileScanTask{task})
+	opts := []table.ScanOption{table.WithSnapshotID(snapID), table.WithSelectedFields(ks.names...)}
+	if len(ks.keys) <= inPruneLimit {
+		opts = append(opts, table.WithRowFilter(filt))
+	}
+	_, recs, err := tbl.Scan(opts...).ReadTasks(ctx, []table.FileScanTask{task})
 	if err != nil {
 		return false, err
 	}
-	found := false
 	for rec, err := range recs {
 		if err != nil {
 			return false, err
 		}
-		if !found {
-			_, n, merr := ks.match(rec)
-			if merr != nil {
-				rec.Release()
-				return false, merr
-			}
-			found = n > 0
-		}
+		_, n, merr := ks.match(rec)
 		rec.Release()
+		if merr != nil {
+			return false, merr
+		}
+		if n > 0 {
+			return true, nil // stop reading: one key is enough
+		}
 	}
-	return found, nil
+	return false, nil
 }
+
+// inPruneLimit is the largest IN list iceberg-go prunes row groups with (statistics, dictionaries, bloom
+// filters); beyond it the row filter only costs its evaluation, so the key columns are read unfiltered.
+const inPruneLimit = 200
 
 // rewriteWithout streams one data file (deletes applied) into new files without the rows holding a key.
 func rewriteWithout(ctx context.Context, tbl *table.Table, snapID int64, task table.FileScanTask, ks *keySet, cfg cowConfig, lineage bool) ([]ice.DataFile, int64, error) {

@@ -3,6 +3,7 @@ package iceberg
 import (
 	"fmt"
 	"iter"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -101,7 +102,8 @@ func (w *Writer) writeFiles(tbl *table.Table, schema *arrow.Schema, b *batch) ([
 		table.WithTargetFileSize(w.opts.targetFileSize),
 		table.WithParquetRowGroupLimit(w.opts.rowGroupRows),
 	}
-	if !tbl.Spec().IsUnpartitioned() {
+	partitioned := !tbl.Spec().IsUnpartitioned()
+	if partitioned {
 		if len(b.recs) > 1 {
 			one, err := concatRecords(w.mem, schema, b.recs)
 			if err != nil {
@@ -114,12 +116,19 @@ func (w *Writer) writeFiles(tbl *table.Table, schema *arrow.Schema, b *batch) ([
 		}
 		opts = append(opts, table.WithClusteredWrite())
 	}
+	var rows int64
+	for _, r := range b.recs {
+		rows += r.NumRows()
+	}
 	if w.keys != nil {
-		var rows int64
-		for _, r := range b.recs {
-			rows += r.NumRows()
+		// Size the key columns' bloom filters for a file's rows: a batch's on an unpartitioned table, and on a
+		// partitioned one twice the largest partition's share of the writer's previous batch (the first batch
+		// sizes for all its rows; a filter too small only raises its false-positive rate).
+		est := rows
+		if share := math.Float64frombits(w.partShare.Load()); partitioned && share > 0 {
+			est = int64(math.Ceil(float64(rows) * min(1, 2*share)))
 		}
-		bt, err := withKeyBlooms(tbl, w.keys.names, min(rows, int64(w.opts.rowGroupRows)))
+		bt, err := withKeyBlooms(tbl, w.keys.names, min(est, int64(w.opts.rowGroupRows)))
 		if err != nil {
 			return nil, err
 		}
@@ -141,6 +150,13 @@ func (w *Writer) writeFiles(tbl *table.Table, schema *arrow.Schema, b *batch) ([
 			return nil, err
 		}
 		out = append(out, df)
+	}
+	if partitioned && rows > 0 {
+		var largest int64
+		for _, df := range out {
+			largest = max(largest, df.Count())
+		}
+		w.partShare.Store(math.Float64bits(float64(largest) / float64(rows)))
 	}
 	return out, nil
 }

@@ -70,6 +70,9 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, ident table.Identifi
 	for k, v := range o.create.properties {
 		props[k] = v
 	}
+	if _, set := o.create.properties[table.ParquetCompressionLevelKey]; !set && props[table.ParquetCompressionKey] != "zstd" {
+		delete(props, table.ParquetCompressionLevelKey) // level 1 is the zstd default's; another codec keeps its own
+	}
 	copts := []catalog.CreateTableOpt{catalog.WithProperties(props)}
 	if spec != nil {
 		copts = append(copts, catalog.WithPartitionSpec(spec))

@@ -46,9 +46,12 @@ type Writer struct {
 	ctx    context.Context // the writer's own: encodes and commits run on it, never on a caller's
 	cancel context.CancelFunc
 	encSem *semaphore.Weighted
-	kick   chan struct{}
-	done   chan struct{} // closed when the commit loop exits
-	encWG  sync.WaitGroup
+	// partShare is the largest partition's share of the rows of the last batch written to a partitioned table
+	// (float64 bits): it sizes the next batch's key bloom filters.
+	partShare atomic.Uint64
+	kick      chan struct{}
+	done      chan struct{} // closed when the commit loop exits
+	encWG     sync.WaitGroup
 	// commitMu is held while a run commits; Compact holds it to run inside the commit queue.
 	commitMu sync.Mutex
 

@@ -1,0 +1,72 @@
+package iceberg
+
+import (
+	"context"
+	"testing"
+)
+
+// reviewCheckBloomSizes fails when a data file's key-column bloom filter is more than twice the size its own
+// rows need: the README promises a filter "sized for the file's rows".
+func reviewCheckBloomSizes(t *testing.T, w *Writer, wantFiles func(n int) bool) {
+	t.Helper()
+	tasks := dataFiles(t, w.Table())
+	if !wantFiles(len(tasks)) {
+		t.Fatalf("setup: %d data files", len(tasks))
+	}
+	for _, task := range tasks {
+		bf := columnBloom(t, w.Table(), task.File.FilePath(), "id")
+		if bf == nil {
+			t.Fatalf("%s: no bloom filter on the key column", task.File.FilePath())
+		}
+		if limit := 2 * bloomBytes(task.File.Count()); bf.Size() > limit {
+			t.Fatalf("file of %d rows and %d B has a %d B bloom filter on its key column; its rows need %d B",
+				task.File.Count(), task.File.FileSizeBytes(), bf.Size(), bloomBytes(task.File.Count()))
+		}
+	}
+}
+
+// TestReviewBloomSizedForPartitionFile: a batch spread over 16 bucket partitions writes 16 files of about 1,000
+// rows each. The first batch of a writer sizes its filters for the whole batch (16,000 rows); from the second on
+// they are sized from the largest partition's share of the previous batch, so each file's filter fits its rows.
+func TestReviewBloomSizedForPartitionFile(t *testing.T) {
+	ctx := context.Background()
+	w := bloomWriter(t, 1, 16_000, WithCreate(bloomSchema, IdentifierFields("id"), PartitionBy("bucket(16, id)")))
+	first := map[string]bool{}
+	for _, task := range dataFiles(t, w.Table()) {
+		first[task.File.FilePath()] = true
+	}
+	if err := w.Write(ctx, bloomRows(16_000, 16_000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, task := range dataFiles(t, w.Table()) {
+		if first[task.File.FilePath()] {
+			continue
+		}
+		checked++
+		bf := columnBloom(t, w.Table(), task.File.FilePath(), "id")
+		if bf == nil {
+			t.Fatalf("%s: no bloom filter on the key column", task.File.FilePath())
+		}
+		if limit := 2 * bloomBytes(task.File.Count()); bf.Size() > limit {
+			t.Fatalf("file of %d rows and %d B has a %d B bloom filter on its key column; its rows need %d B",
+				task.File.Count(), task.File.FileSizeBytes(), bf.Size(), bloomBytes(task.File.Count()))
+		}
+	}
+	if checked != 16 {
+		t.Fatalf("the second batch wrote %d files, want 16", checked)
+	}
+}
+
+// TestReviewBloomSizedForCompactedFile: compacting 20 files of 100 rows writes one file of 2,000 rows, but
+// compactOnce sizes its filter for a full row group (131,072 rows: 256 KiB), many times the file's data.
+func TestReviewBloomSizedForCompactedFile(t *testing.T) {
+	w := bloomWriter(t, 20, 100, WithCreate(bloomSchema, IdentifierFields("id")))
+	if _, err := w.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reviewCheckBloomSizes(t, w, func(n int) bool { return n == 1 })
+}

@@ -253,6 +253,7 @@ func (c *catalogCommitter) attempt(ctx context.Context, tbl *table.Table, run *R
 	if run.IndexBase != nil && !useDVs {
 		c.indexLost = true
 	}
+	cr := newCowRun(run.Segments)
 	for i := range run.Segments {
 		seg := run.Segments[i]
 		if run.IndexBase != nil && !useDVs {
@@ -265,9 +266,10 @@ func (c *catalogCommitter) attempt(ctx context.Context, tbl *table.Table, run *R
 			seg.DeleteFiles = append(append([]ice.DataFile(nil), seg.DeleteFiles...), files...)
 			seg.DVFiles, seg.RemovedDVs = nil, nil
 		}
-		if err := c.applySegment(ctx, tx, tbl, run, &seg); err != nil {
+		if err := c.applySegment(ctx, tx, tbl, run, &seg, cr, i); err != nil {
 			return nil, "", nil, &buildError{fmt.Errorf("iceberg: build commit for run %d..%d: %w", run.FirstSeq, run.LastSeq, err)}
 		}
+		cr.note(seg.DataFiles)
 	}
 	if run.StableID && run.HasToken {
 		// The mirror's snapshot id is not known before the commit; the sequence number is (base + 1) and is
@@ -310,7 +312,7 @@ func pendingSnapshot(tx *table.Transaction, branch string) *table.Snapshot {
 
 // applySegment stages one segment's snapshot in the transaction. The last segment's snapshot carries the run's
 // marker (its last sequence number); each carries the newest token inside it.
-func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transaction, tbl *table.Table, run *Run, seg *Segment) error {
+func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transaction, tbl *table.Table, run *Run, seg *Segment, cr *cowRun, i int) error {
 	props := ice.Properties{
 		summaryWriterID: run.WriterID,
 		summaryEpoch:    strconv.FormatInt(run.Epoch, 10),
@@ -330,7 +332,7 @@ func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transacti
 		if err != nil {
 			return err
 		}
-		plan, err := planCopyOnWrite(ctx, staged.Table, run.Branch, seg.DeleteKeys, c.cow)
+		plan, err := cr.plan(ctx, staged.Table, run.Branch, i, seg, c.cow)
 		if err != nil {
 			return err
 		}

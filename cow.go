@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -137,7 +138,10 @@ type cowPlan struct {
 // with their existing delete files applied: candidates come from partition and min/max pruning, each is
 // confirmed by reading its key columns, and only confirmed files are read whole and rewritten, streaming,
 // up to cfg.parallel at once.
-func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRecs []arrow.RecordBatch, cfg cowConfig) (*cowPlan, error) {
+//
+// eligible, when not nil, limits the plan to the data files it accepts.
+func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRecs []arrow.RecordBatch, cfg cowConfig,
+	eligible func(path string) bool) (*cowPlan, error) {
 	plan := &cowPlan{}
 	snap := tbl.Metadata().SnapshotByName(branch)
 	if snap == nil || len(keyRecs) == 0 {
@@ -159,7 +163,12 @@ func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRe
 	}
 	want := map[string]bool{}
 	for _, t := range filtered {
-		want[t.File.FilePath()] = true
+		if eligible == nil || eligible(t.File.FilePath()) {
+			want[t.File.FilePath()] = true
+		}
+	}
+	if len(want) == 0 {
+		return plan, nil
 	}
 	all, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).PlanFiles(ctx)
 	if err != nil {
@@ -243,6 +252,70 @@ func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRe
 	}
 	plan.deadDeletes = dedupeFiles(append(plan.deadDeletes, deadEq...))
 	return plan, nil
+}
+
+// merge adds another plan over different files to p.
+func (p *cowPlan) merge(o *cowPlan) {
+	p.oldFiles = append(p.oldFiles, o.oldFiles...)
+	p.newFiles = append(p.newFiles, o.newFiles...)
+	p.freshFiles = append(p.freshFiles, o.freshFiles...)
+	p.deadDeletes = dedupeFiles(append(p.deadDeletes, o.deadDeletes...))
+	p.candidates += o.candidates
+	p.rowsRemoved += o.rowsRemoved
+	p.bytesRead += o.bytesRead
+	p.bytesWritten += o.bytesWritten
+}
+
+// cowRun plans the copy-on-write segments of one commit attempt so that each file of the table is rewritten at
+// most once. The first copy-on-write segment removes the keys of every later segment from the files the table
+// held before the attempt; each segment then rewrites, for its own keys, only files this attempt added (new
+// rows of earlier segments, and their rewrites). A snapshot of an earlier segment may so miss rows that only a
+// later segment of the same catalog commit deletes: a replay from its checkpoint deletes them again.
+type cowRun struct {
+	later   [][]arrow.RecordBatch // per segment: the keys of the copy-on-write segments from it on
+	added   map[string]bool       // data files added by this attempt's segments
+	started bool
+}
+
+func newCowRun(segs []Segment) *cowRun {
+	r := &cowRun{later: make([][]arrow.RecordBatch, len(segs)), added: map[string]bool{}}
+	var acc []arrow.RecordBatch
+	for i := len(segs) - 1; i >= 0; i-- {
+		acc = append(slices.Clone(segs[i].DeleteKeys), acc...)
+		r.later[i] = acc
+	}
+	return r
+}
+
+// plan plans segment i.
+func (r *cowRun) plan(ctx context.Context, tbl *table.Table, branch string, i int, seg *Segment, cfg cowConfig) (*cowPlan, error) {
+	plan := &cowPlan{}
+	if !r.started {
+		r.started = true
+		base, err := planCopyOnWrite(ctx, tbl, branch, r.later[i], cfg, func(p string) bool { return !r.added[p] })
+		if err != nil {
+			return nil, err
+		}
+		plan.merge(base)
+	}
+	if len(r.added) > 0 {
+		own, err := planCopyOnWrite(ctx, tbl, branch, seg.DeleteKeys, cfg, func(p string) bool { return r.added[p] })
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range append(slices.Clone(own.newFiles), own.freshFiles...) {
+			r.added[f.FilePath()] = true
+		}
+		plan.merge(own)
+	}
+	return plan, nil
+}
+
+// note records the files a segment added.
+func (r *cowRun) note(files []ice.DataFile) {
+	for _, f := range files {
+		r.added[f.FilePath()] = true
+	}
 }
 
 func dedupeFiles(files []ice.DataFile) []ice.DataFile {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
@@ -208,5 +209,75 @@ func copyOnWriteConcurrentAppend(t *testing.T, version int) {
 	}
 	if len(got[3]) != 1 || got[3][0] != -3 || len(got[120]) != 1 || got[120][0] != -120 || len(got) != 202 {
 		t.Fatalf("upserts: 3=%v 120=%v, %d ids", got[3], got[120], len(got))
+	}
+}
+
+// TestCopyOnWriteRewritesATableFileOnce: two batches coalesced into one commit whose keys overlap (so the run is
+// split into two snapshots) and both hit the same table file: the file is rewritten once, by the first
+// snapshot, for the keys of both; the second only rewrites the file of new rows the first added.
+func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
+	for _, v := range []int{2, 3} {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			ctx := context.Background()
+			w0, _, cat, ident := cowTable(t, ctx, 4, 50, false,
+				iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(v)))
+			if err := w0.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			model := kvModel{}
+			for id := int64(0); id < 200; id++ {
+				model.insert(id, id)
+			}
+			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithMode(iceberg.CopyOnWrite),
+				iceberg.WithFlushRows(1), iceberg.WithFlushInterval(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := w.Table().CurrentSnapshot().SnapshotID
+			cat.mu.Lock()
+			cat.latency = 300 * time.Millisecond // the first commit holds the loop while the next batches stage
+			cat.mu.Unlock()
+			upsert := func(ids []int64, v int64) {
+				vs := make([]int64, len(ids))
+				for i := range ids {
+					vs[i] = v
+					model.upsert(ids[i], v)
+				}
+				if err := w.Upsert(ctx, kvBatch(ids, vs)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			model.insert(1000, 1000)
+			if err := w.Write(ctx, kvBatch([]int64{1000}, []int64{1000})); err != nil { // the commit in flight
+				t.Fatal(err)
+			}
+			upsert([]int64{5}, -5)    // batch 1: writes key 5
+			upsert([]int64{5, 6}, -6) // batch 2: rewrites key 5 (a new snapshot) and 6, in the same table file
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			compareKV(t, readKV(t, cat, ident), model)
+			tbl, _ := cat.LoadTable(ctx, ident)
+			var snaps []*table.Snapshot
+			for s := tbl.CurrentSnapshot(); s != nil && s.SnapshotID != base; s = tbl.SnapshotByID(*s.ParentSnapshotID) {
+				snaps = append(snaps, s)
+				if s.ParentSnapshotID == nil {
+					break
+				}
+			}
+			deleted := 0
+			for _, s := range snaps {
+				n, _ := strconv.Atoi(s.Summary.Properties["deleted-data-files"])
+				deleted += n
+			}
+			// Snapshots: the insert of 1000, then the upserts' (two on v2; on v3 each rewrite is followed by a row
+			// delta adding the new rows).
+			if len(snaps) < 3 {
+				t.Fatalf("%d snapshots since the table was written: the upserts did not coalesce into one split commit", len(snaps))
+			}
+			if deleted != 2 {
+				t.Fatalf("%d data files removed, want 2 (the table file once, the first batch's new file once)", deleted)
+			}
+		})
 	}
 }

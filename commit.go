@@ -336,6 +336,17 @@ func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transacti
 		if err != nil {
 			return err
 		}
+		if staged.Table.Metadata().Version() >= 3 {
+			// An upserted row's new version keeps the _row_id of the row it replaces (found by this segment's
+			// rewrites or, for a later segment of the commit, by the first one's).
+			segKeys, err := newKeySet(seg.DeleteKeys)
+			if err != nil {
+				return err
+			}
+			if seg.DataFiles, err = carryRowIDs(ctx, staged.Table, seg.DataFiles, segKeys, cr.ids, c.cow); err != nil {
+				return err
+			}
+		}
 		if len(plan.oldFiles) > 0 {
 			c.rewritten += len(plan.oldFiles)
 			props[summaryRewritten] = strconv.Itoa(len(plan.oldFiles))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
@@ -51,15 +52,7 @@ func newKeySet(recs []arrow.RecordBatch) (*keySet, error) {
 
 // mask marks the rows of rec whose key is in the set (true) and counts them.
 func (ks *keySet) match(rec arrow.RecordBatch) ([]bool, int, error) {
-	cols := make([]arrow.Array, len(ks.names))
-	for i, n := range ks.names {
-		idx := rec.Schema().FieldIndices(n)
-		if len(idx) == 0 {
-			return nil, 0, fmt.Errorf("iceberg: copy-on-write: key column %q missing from the scan", n)
-		}
-		cols[i] = rec.Column(idx[0])
-	}
-	enc, err := newKeyEncoder(cols)
+	enc, err := ks.encoder(rec)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -74,6 +67,19 @@ func (ks *keySet) match(rec arrow.RecordBatch) ([]bool, int, error) {
 		}
 	}
 	return hits, n, nil
+}
+
+// encoder encodes the keys of rec's rows.
+func (ks *keySet) encoder(rec arrow.RecordBatch) (*keyEncoder, error) {
+	cols := make([]arrow.Array, len(ks.names))
+	for i, n := range ks.names {
+		idx := rec.Schema().FieldIndices(n)
+		if len(idx) == 0 {
+			return nil, fmt.Errorf("iceberg: copy-on-write: key column %q missing from the scan", n)
+		}
+		cols[i] = rec.Column(idx[0])
+	}
+	return newKeyEncoder(cols)
 }
 
 // filter builds a scan filter that matches every row holding one of the keys (an over-approximation for
@@ -141,7 +147,7 @@ type cowPlan struct {
 //
 // eligible, when not nil, limits the plan to the data files it accepts.
 func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRecs []arrow.RecordBatch, cfg cowConfig,
-	eligible func(path string) bool) (*cowPlan, error) {
+	eligible func(path string) bool, ids *rowIDs) (*cowPlan, error) {
 	plan := &cowPlan{}
 	snap := tbl.Metadata().SnapshotByName(branch)
 	if snap == nil || len(keyRecs) == 0 {
@@ -193,7 +199,7 @@ func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRe
 			if err != nil || !hit {
 				return err
 			}
-			files, removed, err := rewriteWithout(gctx, tbl, snap.SnapshotID, task, ks, cfg, lineage)
+			files, removed, err := rewriteWithout(gctx, tbl, snap.SnapshotID, task, ks, cfg, lineage, ids)
 			if err != nil {
 				return err
 			}
@@ -275,10 +281,11 @@ type cowRun struct {
 	later   [][]arrow.RecordBatch // per segment: the keys of the copy-on-write segments from it on
 	added   map[string]bool       // data files added by this attempt's segments
 	started bool
+	ids     *rowIDs // format version 3: the row ids of the rows the rewrites removed, by key
 }
 
 func newCowRun(segs []Segment) *cowRun {
-	r := &cowRun{later: make([][]arrow.RecordBatch, len(segs)), added: map[string]bool{}}
+	r := &cowRun{later: make([][]arrow.RecordBatch, len(segs)), added: map[string]bool{}, ids: &rowIDs{ids: map[string]int64{}}}
 	var acc []arrow.RecordBatch
 	for i := len(segs) - 1; i >= 0; i-- {
 		acc = append(slices.Clone(segs[i].DeleteKeys), acc...)
@@ -292,14 +299,14 @@ func (r *cowRun) plan(ctx context.Context, tbl *table.Table, branch string, i in
 	plan := &cowPlan{}
 	if !r.started {
 		r.started = true
-		base, err := planCopyOnWrite(ctx, tbl, branch, r.later[i], cfg, func(p string) bool { return !r.added[p] })
+		base, err := planCopyOnWrite(ctx, tbl, branch, r.later[i], cfg, func(p string) bool { return !r.added[p] }, r.ids)
 		if err != nil {
 			return nil, err
 		}
 		plan.merge(base)
 	}
 	if len(r.added) > 0 {
-		own, err := planCopyOnWrite(ctx, tbl, branch, seg.DeleteKeys, cfg, func(p string) bool { return r.added[p] })
+		own, err := planCopyOnWrite(ctx, tbl, branch, seg.DeleteKeys, cfg, func(p string) bool { return r.added[p] }, r.ids)
 		if err != nil {
 			return nil, err
 		}
@@ -364,7 +371,7 @@ func fileHoldsKey(ctx context.Context, tbl *table.Table, snapID int64, task tabl
 const inPruneLimit = 200
 
 // rewriteWithout streams one data file (deletes applied) into new files without the rows holding a key.
-func rewriteWithout(ctx context.Context, tbl *table.Table, snapID int64, task table.FileScanTask, ks *keySet, cfg cowConfig, lineage bool) ([]ice.DataFile, int64, error) {
+func rewriteWithout(ctx context.Context, tbl *table.Table, snapID int64, task table.FileScanTask, ks *keySet, cfg cowConfig, lineage bool, ids *rowIDs) ([]ice.DataFile, int64, error) {
 	scanOpts := []table.ScanOption{table.WithSnapshotID(snapID)}
 	writeOpts := []table.WriteRecordOption{table.WithClusteredWrite(), table.WithTargetFileSize(cfg.targetFileSize),
 		table.WithParquetRowGroupLimit(cfg.rowGroupRows), table.WithRecordBatchBufferSize(2)}
@@ -399,6 +406,14 @@ func rewriteWithout(ctx context.Context, tbl *table.Table, snapID int64, task ta
 				return
 			}
 			removed += int64(n)
+			if n > 0 && lineage && ids != nil {
+				if err := ids.record(ks, rec, hits); err != nil {
+					rec.Release()
+					filterErr = err
+					yield(nil, err)
+					return
+				}
+			}
 			if n == 0 {
 				if !yield(rec, nil) {
 					return
@@ -440,4 +455,173 @@ func lineageScan(on bool) []table.ScanOption {
 		return []table.ScanOption{table.WithRowLineage()}
 	}
 	return nil
+}
+
+// rowIDs maps the keys of the rows copy-on-write rewrites removed to their _row_id (format version 3), so that
+// the new version of an upserted row keeps the row id of the row it replaces, as an update does.
+type rowIDs struct {
+	mu  sync.Mutex
+	ids map[string]int64
+}
+
+// record notes the _row_id of each row of rec marked in hits.
+func (r *rowIDs) record(ks *keySet, rec arrow.RecordBatch, hits []bool) error {
+	idx := rec.Schema().FieldIndices(ice.RowIDColumnName)
+	if len(idx) == 0 {
+		return nil
+	}
+	rowID, ok := rec.Column(idx[0]).(*array.Int64)
+	if !ok {
+		return fmt.Errorf("iceberg: copy-on-write: %s is %s, want int64", ice.RowIDColumnName, rec.Column(idx[0]).DataType())
+	}
+	enc, err := ks.encoder(rec)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var buf []byte
+	for row, hit := range hits {
+		if hit && rowID.IsValid(row) {
+			buf = enc.appendKey(buf[:0], row)
+			r.ids[string(buf)] = rowID.Value(row)
+		}
+	}
+	return nil
+}
+
+// carryRowIDs gives the rows of new data files whose key a rewrite removed the removed row's _row_id: each file
+// holding such a row is written again with the _row_id column set for those rows and null for the others (new
+// rows, which take ids from the table), and _last_updated_sequence_number null (the commit's). Files without
+// such a row are returned as they are.
+//
+// Only the keys of the segment (seg, the keys it upserts or deletes) carry an id; they are then forgotten: a
+// later segment that upserts one of them again finds its id in the row this one wrote.
+func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, seg *keySet, ids *rowIDs, cfg cowConfig) ([]ice.DataFile, error) {
+	defer ids.forget(seg)
+	ids.mu.Lock()
+	n := len(ids.ids)
+	ids.mu.Unlock()
+	if n == 0 || len(files) == 0 {
+		return files, nil
+	}
+	ks, names := seg, seg.names
+	projected := ice.SchemaWithRowLineage(tbl.Schema())
+	schema, err := table.SchemaToArrowSchemaWithOptions(projected, table.ArrowSchemaOptions{IncludeFieldIDs: true,
+		TableProperties: tbl.Metadata().Properties()})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ice.DataFile, 0, len(files))
+	for _, df := range files {
+		task := table.FileScanTask{File: df, Start: 0, Length: df.FileSizeBytes()}
+		_, recs, err := tbl.Scan(table.WithRowLineage()).ReadTasks(ctx, []table.FileScanTask{task})
+		if err != nil {
+			return nil, err
+		}
+		var carried []arrow.RecordBatch
+		found := false
+		release := func() {
+			for _, r := range carried {
+				if r != nil {
+					r.Release()
+				}
+			}
+		}
+		for rec, err := range recs {
+			if err != nil {
+				release()
+				return nil, err
+			}
+			next, hit, err := ids.apply(ks, rec)
+			rec.Release()
+			if err != nil {
+				release()
+				return nil, err
+			}
+			found = found || hit
+			carried = append(carried, next)
+		}
+		if !found {
+			release()
+			out = append(out, df)
+			continue
+		}
+		wt, err := withKeyBlooms(tbl, names, min(df.Count(), int64(cfg.rowGroupRows)))
+		if err != nil {
+			release()
+			return nil, err
+		}
+		seq := func(yield func(arrow.RecordBatch, error) bool) {
+			for i, r := range carried {
+				carried[i] = nil
+				if !yield(r, nil) {
+					return
+				}
+			}
+		}
+		for f, err := range table.WriteRecords(ctx, wt, schema, iter.Seq2[arrow.RecordBatch, error](seq),
+			table.WithClusteredWrite(), table.WithTargetFileSize(cfg.targetFileSize),
+			table.WithParquetRowGroupLimit(cfg.rowGroupRows), table.WithPreserveRowLineage(projected)) {
+			if err != nil {
+				release()
+				return nil, err
+			}
+			out = append(out, f)
+		}
+		release()
+	}
+	return out, nil
+}
+
+// forget drops the ids of the keys in ks.
+func (r *rowIDs) forget(ks *keySet) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range ks.keys {
+		delete(r.ids, k)
+	}
+}
+
+// apply returns rec with _row_id set to the recorded id of each row whose key is in ks and has one (null
+// otherwise) and
+// _last_updated_sequence_number null, and whether any row got an id.
+func (r *rowIDs) apply(ks *keySet, rec arrow.RecordBatch) (arrow.RecordBatch, bool, error) {
+	enc, err := ks.encoder(rec)
+	if err != nil {
+		return nil, false, err
+	}
+	sc := rec.Schema()
+	idIdx, seqIdx := sc.FieldIndices(ice.RowIDColumnName), sc.FieldIndices(ice.LastUpdatedSequenceNumberColumnName)
+	if len(idIdx) == 0 || len(seqIdx) == 0 {
+		return nil, false, fmt.Errorf("iceberg: copy-on-write: row lineage columns missing from the scan")
+	}
+	rows := int(rec.NumRows())
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	defer b.Release()
+	b.Reserve(rows)
+	hit := false
+	var buf []byte
+	r.mu.Lock()
+	for row := 0; row < rows; row++ {
+		buf = enc.appendKey(buf[:0], row)
+		if _, mine := ks.keys[string(buf)]; !mine {
+			b.AppendNull()
+			continue
+		}
+		if id, ok := r.ids[string(buf)]; ok {
+			b.Append(id)
+			hit = true
+		} else {
+			b.AppendNull()
+		}
+	}
+	r.mu.Unlock()
+	ids := b.NewArray()
+	defer ids.Release()
+	nulls := array.MakeArrayOfNull(memory.DefaultAllocator, arrow.PrimitiveTypes.Int64, rows)
+	defer nulls.Release()
+	cols := slices.Clone(rec.Columns())
+	cols[idIdx[0]], cols[seqIdx[0]] = ids, nulls
+	return array.NewRecordBatch(sc, cols, int64(rows)), hit, nil
 }

@@ -234,8 +234,18 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			base := w.Table().CurrentSnapshot().SnapshotID
+			var lineage0 map[int64]dayRow
+			if v >= 3 {
+				lineage0 = dayRowIDs(t, cat, ident)
+			}
+			// The first commit (of row 1000) holds the commit loop until both upserts are staged behind it.
+			entered, release := make(chan struct{}), make(chan struct{})
 			cat.mu.Lock()
-			cat.latency = 300 * time.Millisecond // the first commit holds the loop while the next batches stage
+			cat.before = func() {
+				cat.before = nil
+				close(entered)
+				<-release
+			}
 			cat.mu.Unlock()
 			upsert := func(ids []int64, v int64) {
 				vs := make([]int64, len(ids))
@@ -251,8 +261,17 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 			if err := w.Write(ctx, kvBatch([]int64{1000}, []int64{1000})); err != nil { // the commit in flight
 				t.Fatal(err)
 			}
+			<-entered
 			upsert([]int64{5}, -5)    // batch 1: writes key 5
 			upsert([]int64{5, 6}, -6) // batch 2: rewrites key 5 (a new snapshot) and 6, in the same table file
+			for deadline := time.Now().Add(10 * time.Second); w.Stats().FilesWritten < 3; { // both upserts encoded
+				if time.Now().After(deadline) {
+					t.Fatalf("the upserts were not encoded: %+v", w.Stats())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond) // and staged
+			close(release)
 			if err := w.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -277,6 +296,14 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 			}
 			if deleted != 2 {
 				t.Fatalf("%d data files removed, want 2 (the table file once, the first batch's new file once)", deleted)
+			}
+			if v >= 3 { // updates keep their row ids, through both segments for key 5
+				lineage1 := dayRowIDs(t, cat, ident)
+				for _, id := range []int64{5, 6} {
+					if lineage1[id].rowID != lineage0[id].rowID {
+						t.Fatalf("updated id %d: _row_id %d, was %d", id, lineage1[id].rowID, lineage0[id].rowID)
+					}
+				}
 			}
 		})
 	}

@@ -223,6 +223,30 @@ func checkLineageKept(t *testing.T, before, after tableState, touched map[int64]
 	}
 }
 
+// checkUpdatesKeepRowIDs: an upserted key that held a row before the commit is an update, and its new version
+// keeps that row's _row_id with a newer _last_updated_sequence_number (the spec's row lineage for updates); a
+// key that held no row (new, or deleted by an earlier commit) gets a row id no row held before.
+func checkUpdatesKeepRowIDs(t *testing.T, before, after tableState, upserted []int64) {
+	t.Helper()
+	for _, id := range upserted {
+		now, ok := after.byID[id]
+		if !ok {
+			t.Fatalf("upserted id %d missing", id)
+		}
+		was, existed := before.byID[id]
+		switch {
+		case existed && now.rowID != was.rowID:
+			t.Fatalf("updated id %d: _row_id went from %d to %d, want it kept", id, was.rowID, now.rowID)
+		case existed && now.seq <= was.seq:
+			t.Fatalf("updated id %d: _last_updated_sequence_number %d, want newer than %d", id, now.seq, was.seq)
+		case !existed:
+			if _, held := before.rowIDs[now.rowID]; held {
+				t.Fatalf("inserted id %d got _row_id %d, which a row held before", id, now.rowID)
+			}
+		}
+	}
+}
+
 // checkOverwriteCommitted checks (f): the mutation created at least one snapshot, and the current snapshot or
 // one of the new ones is an overwrite.
 func checkOverwriteCommitted(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, before tableState) {
@@ -342,6 +366,7 @@ func TestCopyOnWriteV3PreservesRowLineage(t *testing.T) {
 	s1 := observe(t, cat, ident, model)
 	checkLineageKept(t, s0, s1, touched1)
 	checkOverwriteCommitted(t, cat, ident, s0)
+	checkUpdatesKeepRowIDs(t, s0, s1, []int64{5, 6, 150, 210, 399, 800, 801, 999, 1000, 1001})
 
 	// Round 2: on files rewritten in round 1 — an id upserted again (150), survivors of rewritten files
 	// (151, 220, 850), a new key of round 1 (1000), a re-insert of an id deleted in round 1 (7), and deletes of
@@ -353,6 +378,7 @@ func TestCopyOnWriteV3PreservesRowLineage(t *testing.T) {
 	s2 := observe(t, cat, ident, model)
 	checkLineageKept(t, s1, s2, touched2)
 	checkOverwriteCommitted(t, cat, ident, s1)
+	checkUpdatesKeepRowIDs(t, s1, s2, []int64{150, 151, 220, 850, 1000, 7})
 	// Rows untouched by both rounds still carry their original lineage.
 	for id, was := range s0.byID {
 		if touched1[id] || touched2[id] {

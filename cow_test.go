@@ -262,8 +262,8 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			<-entered
-			upsert([]int64{5}, -5)    // batch 1: writes key 5
-			upsert([]int64{5, 6}, -6) // batch 2: rewrites key 5 (a new snapshot) and 6, in the same table file
+			upsert([]int64{5}, -5)                                                          // batch 1: writes key 5
+			upsert([]int64{5, 6}, -6)                                                       // batch 2: rewrites key 5 (a new snapshot) and 6, in the same table file
 			for deadline := time.Now().Add(10 * time.Second); w.Stats().FilesWritten < 3; { // both upserts encoded
 				if time.Now().After(deadline) {
 					t.Fatalf("the upserts were not encoded: %+v", w.Stats())

@@ -262,9 +262,10 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			<-entered
-			upsert([]int64{5}, -5)                                                          // batch 1: writes key 5
-			upsert([]int64{5, 6}, -6)                                                       // batch 2: rewrites key 5 (a new snapshot) and 6, in the same table file
-			for deadline := time.Now().Add(10 * time.Second); w.Stats().FilesWritten < 3; { // both upserts encoded
+			upsert([]int64{5}, -5)    // batch 1: writes key 5
+			upsert([]int64{5, 6}, -6) // batch 2: rewrites key 5 (a new snapshot) and 6, in the same table file
+			// Wait until both upserts are encoded.
+			for deadline := time.Now().Add(10 * time.Second); w.Stats().FilesWritten < 3; {
 				if time.Now().After(deadline) {
 					t.Fatalf("the upserts were not encoded: %+v", w.Stats())
 				}

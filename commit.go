@@ -126,8 +126,12 @@ type catalogCommitter struct {
 	// attempt's copy-on-write segments rewrote (commit goroutine only).
 	indexLost bool
 	rewritten int
-	beforeFn  func(attempt int) error // test hook: runs before each CommitTable
-	afterFn   func(attempt int, err error) error
+	// written are the data files the current attempt wrote (copy-on-write rewrites, new-row files carrying row
+	// ids); replaced are the run's new-row files it replaced by the latter. Files of attempts that did not
+	// apply are deleted once the run commits, and so are the replaced files of the attempt that did.
+	written, replaced []ice.DataFile
+	beforeFn          func(attempt int) error // test hook: runs before each CommitTable
+	afterFn           func(attempt int, err error) error
 }
 
 func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration, tabs *tables) *catalogCommitter {
@@ -166,6 +170,10 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 	var lastErr error
 	mayHaveApplied := false
 	buildFails := 0
+	// Files written by earlier attempts. Once an attempt's CommitTable succeeds no earlier attempt applied
+	// (each asserted the branch head, which that one moved), so they are deleted then; when a marker shows a
+	// lost reply applied, which attempt did is not known, and they stay (orphans, never missing files).
+	var earlier []ice.DataFile
 	for attempt := 0; ; attempt++ {
 		if attempt == 0 && tbl == nil {
 			fresh, err := c.cat.LoadTable(ctx, run.Table)
@@ -209,6 +217,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 		if err == nil {
 			next := c.tables.derive(tbl, meta, loc, c.cat)
 			postCommit(ctx, c.log, tbl, next, updates)
+			c.removeFiles(ctx, next, append(earlier, c.replaced...))
 			c.setLatest(run.Table, next)
 			res.Table, res.Attempts, res.IndexLost, res.FilesRewritten = next, attempt+1, c.indexLost, c.rewritten
 			if s := meta.SnapshotByName(run.Branch); s != nil {
@@ -222,6 +231,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 		}
 		var be *buildError
 		if errors.As(err, &be) {
+			earlier = append(earlier, c.written...)
 			// Staging the snapshot writes manifests to storage: retry a few times (a storage hiccup), then give
 			// up (a file the table refuses will not change). Nothing reached the catalog.
 			buildFails++
@@ -233,7 +243,26 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 		// Any error from CommitTable may hide an applied commit, a conflict included (a retrying proxy can
 		// turn a success into a 409): only a reload that finds no marker clears it.
 		mayHaveApplied = true
+		earlier = append(earlier, c.written...)
 		c.log.Debug("iceberg: commit attempt failed", "table", run.Table, "attempt", attempt, "err", err)
+	}
+}
+
+// removeFiles deletes data files no snapshot references (best effort: a file left behind is an orphan, never
+// a reference to a missing file).
+func (c *catalogCommitter) removeFiles(ctx context.Context, tbl *table.Table, files []ice.DataFile) {
+	if len(files) == 0 {
+		return
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		c.log.Debug("iceberg: remove unreferenced files", "table", tbl.Identifier(), "err", err)
+		return
+	}
+	for _, f := range files {
+		if err := fs.Remove(f.FilePath()); err != nil {
+			c.log.Debug("iceberg: remove unreferenced file", "file", f.FilePath(), "err", err)
+		}
 	}
 }
 
@@ -249,6 +278,7 @@ const maxBuildAttempts = 5
 func (c *catalogCommitter) attempt(ctx context.Context, tbl *table.Table, run *Run, attempt int) (table.Metadata, string, []table.Update, error) {
 	tx := tbl.NewTransactionOnBranch(run.Branch)
 	c.rewritten = 0
+	c.written, c.replaced = nil, nil
 	useDVs := run.IndexBase != nil && !foreignSince(tbl.Metadata(), run.Branch, *run.IndexBase, run.WriterID)
 	if run.IndexBase != nil && !useDVs {
 		c.indexLost = true
@@ -336,6 +366,7 @@ func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transacti
 		if err != nil {
 			return err
 		}
+		c.written = append(append(c.written, plan.newFiles...), plan.freshFiles...)
 		if staged.Table.Metadata().Version() >= 3 {
 			// An upserted row's new version keeps the _row_id of the row it replaces (found by this segment's
 			// rewrites or, for a later segment of the commit, by the first one's).
@@ -343,8 +374,22 @@ func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transacti
 			if err != nil {
 				return err
 			}
-			if seg.DataFiles, err = carryRowIDs(ctx, staged.Table, seg.DataFiles, segKeys, cr.ids, c.cow); err != nil {
+			orig := seg.DataFiles
+			var replaced []ice.DataFile
+			if seg.DataFiles, replaced, err = carryRowIDs(ctx, staged.Table, orig, segKeys, cr.ids, c.cow); err != nil {
 				return err
+			}
+			if len(replaced) > 0 {
+				kept := map[string]bool{}
+				for _, f := range orig {
+					kept[f.FilePath()] = true
+				}
+				for _, f := range seg.DataFiles {
+					if !kept[f.FilePath()] {
+						c.written = append(c.written, f)
+					}
+				}
+				c.replaced = append(c.replaced, replaced...)
 			}
 		}
 		if len(plan.oldFiles) > 0 {

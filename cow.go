@@ -490,88 +490,132 @@ func (r *rowIDs) record(ks *keySet, rec arrow.RecordBatch, hits []bool) error {
 	return nil
 }
 
-// carryRowIDs gives the rows of new data files whose key a rewrite removed the removed row's _row_id: each file
-// holding such a row is written again with the _row_id column set for those rows and null for the others (new
-// rows, which take ids from the table), and _last_updated_sequence_number null (the commit's). Files without
-// such a row are returned as they are.
-//
-// Only the keys of the segment (seg, the keys it upserts or deletes) carry an id; they are then forgotten: a
-// later segment that upserts one of them again finds its id in the row this one wrote.
-func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, seg *keySet, ids *rowIDs, cfg cowConfig) ([]ice.DataFile, error) {
+// carryRowIDs gives the rows of new data files whose key a rewrite removed the removed row's _row_id, as an
+// update keeps its row id: each file holding such a row is written again, streaming, with the _row_id column set
+// for those rows and null for the others (new rows, which take ids from the table), and
+// _last_updated_sequence_number null (the commit's). Only the keys of the segment (seg: the keys it upserts or
+// deletes) carry an id, each id to one row at most; they are then forgotten: a later segment that upserts one of
+// them again finds its id in the row this one wrote. It returns the files to add in place of files, and the
+// files it replaced (no snapshot references them once the commit applies).
+func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, seg *keySet, ids *rowIDs, cfg cowConfig) (out, replaced []ice.DataFile, err error) {
 	defer ids.forget(seg)
-	ids.mu.Lock()
-	n := len(ids.ids)
-	ids.mu.Unlock()
-	if n == 0 || len(files) == 0 {
-		return files, nil
+	if len(files) == 0 || !ids.any(seg) {
+		return files, nil, nil
 	}
-	ks, names := seg, seg.names
 	projected := ice.SchemaWithRowLineage(tbl.Schema())
 	schema, err := table.SchemaToArrowSchemaWithOptions(projected, table.ArrowSchemaOptions{IncludeFieldIDs: true,
 		TableProperties: tbl.Metadata().Properties()})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]ice.DataFile, 0, len(files))
+	out = make([]ice.DataFile, 0, len(files))
 	for _, df := range files {
 		task := table.FileScanTask{File: df, Start: 0, Length: df.FileSizeBytes()}
-		_, recs, err := tbl.Scan(table.WithRowLineage()).ReadTasks(ctx, []table.FileScanTask{task})
+		hit, err := ids.holds(ctx, tbl, task, seg)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		var carried []arrow.RecordBatch
-		found := false
-		release := func() {
-			for _, r := range carried {
-				if r != nil {
-					r.Release()
-				}
-			}
-		}
-		for rec, err := range recs {
-			if err != nil {
-				release()
-				return nil, err
-			}
-			next, hit, err := ids.apply(ks, rec)
-			rec.Release()
-			if err != nil {
-				release()
-				return nil, err
-			}
-			found = found || hit
-			carried = append(carried, next)
-		}
-		if !found {
-			release()
+		if !hit {
 			out = append(out, df)
 			continue
 		}
-		wt, err := withKeyBlooms(tbl, names, min(df.Count(), int64(cfg.rowGroupRows)))
+		_, recs, err := tbl.Scan(table.WithRowLineage()).ReadTasks(ctx, []table.FileScanTask{task})
 		if err != nil {
-			release()
-			return nil, err
+			return nil, nil, err
 		}
-		seq := func(yield func(arrow.RecordBatch, error) bool) {
-			for i, r := range carried {
-				carried[i] = nil
-				if !yield(r, nil) {
+		var applyErr error
+		carried := func(yield func(arrow.RecordBatch, error) bool) {
+			for rec, err := range recs {
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				next, err := ids.apply(seg, rec)
+				rec.Release()
+				if err != nil {
+					applyErr = err
+					yield(nil, err)
+					return
+				}
+				if !yield(next, nil) {
 					return
 				}
 			}
 		}
-		for f, err := range table.WriteRecords(ctx, wt, schema, iter.Seq2[arrow.RecordBatch, error](seq),
+		wt, err := withKeyBlooms(tbl, seg.names, min(df.Count(), int64(cfg.rowGroupRows)))
+		if err != nil {
+			return nil, nil, err
+		}
+		for f, err := range table.WriteRecords(ctx, wt, schema, iter.Seq2[arrow.RecordBatch, error](carried),
 			table.WithClusteredWrite(), table.WithTargetFileSize(cfg.targetFileSize),
-			table.WithParquetRowGroupLimit(cfg.rowGroupRows), table.WithPreserveRowLineage(projected)) {
+			table.WithParquetRowGroupLimit(cfg.rowGroupRows), table.WithRecordBatchBufferSize(2),
+			table.WithPreserveRowLineage(projected)) {
 			if err != nil {
-				release()
-				return nil, err
+				return nil, nil, err
 			}
 			out = append(out, f)
 		}
-		release()
+		if applyErr != nil {
+			return nil, nil, applyErr
+		}
+		replaced = append(replaced, df)
 	}
-	return out, nil
+	return out, replaced, nil
+}
+
+// any reports whether a key of ks has a recorded row id.
+func (r *rowIDs) any(ks *keySet) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	small, large := map[string]struct{}(ks.keys), r.ids
+	if len(small) > len(large) {
+		for k := range large {
+			if _, ok := small[k]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	for k := range small {
+		if _, ok := large[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// holds reads only the key columns of a new data file and reports whether a row of it has a key of ks with a
+// recorded row id.
+func (r *rowIDs) holds(ctx context.Context, tbl *table.Table, task table.FileScanTask, ks *keySet) (bool, error) {
+	_, recs, err := tbl.Scan(table.WithSelectedFields(ks.names...)).ReadTasks(ctx, []table.FileScanTask{task})
+	if err != nil {
+		return false, err
+	}
+	var buf []byte
+	for rec, err := range recs {
+		if err != nil {
+			return false, err
+		}
+		enc, err := ks.encoder(rec)
+		if err != nil {
+			rec.Release()
+			return false, err
+		}
+		r.mu.Lock()
+		found := false
+		for row := 0; row < int(rec.NumRows()) && !found; row++ {
+			buf = enc.appendKey(buf[:0], row)
+			if _, mine := ks.keys[string(buf)]; mine {
+				_, found = r.ids[string(buf)]
+			}
+		}
+		r.mu.Unlock()
+		rec.Release()
+		if found {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // forget drops the ids of the keys in ks.
@@ -584,23 +628,21 @@ func (r *rowIDs) forget(ks *keySet) {
 }
 
 // apply returns rec with _row_id set to the recorded id of each row whose key is in ks and has one (null
-// otherwise) and
-// _last_updated_sequence_number null, and whether any row got an id.
-func (r *rowIDs) apply(ks *keySet, rec arrow.RecordBatch) (arrow.RecordBatch, bool, error) {
+// otherwise; an id goes to the first such row only) and _last_updated_sequence_number null.
+func (r *rowIDs) apply(ks *keySet, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	enc, err := ks.encoder(rec)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	sc := rec.Schema()
 	idIdx, seqIdx := sc.FieldIndices(ice.RowIDColumnName), sc.FieldIndices(ice.LastUpdatedSequenceNumberColumnName)
 	if len(idIdx) == 0 || len(seqIdx) == 0 {
-		return nil, false, fmt.Errorf("iceberg: copy-on-write: row lineage columns missing from the scan")
+		return nil, fmt.Errorf("iceberg: copy-on-write: row lineage columns missing from the scan")
 	}
 	rows := int(rec.NumRows())
 	b := array.NewInt64Builder(memory.DefaultAllocator)
 	defer b.Release()
 	b.Reserve(rows)
-	hit := false
 	var buf []byte
 	r.mu.Lock()
 	for row := 0; row < rows; row++ {
@@ -611,7 +653,7 @@ func (r *rowIDs) apply(ks *keySet, rec arrow.RecordBatch) (arrow.RecordBatch, bo
 		}
 		if id, ok := r.ids[string(buf)]; ok {
 			b.Append(id)
-			hit = true
+			delete(r.ids, string(buf))
 		} else {
 			b.AppendNull()
 		}
@@ -623,5 +665,5 @@ func (r *rowIDs) apply(ks *keySet, rec arrow.RecordBatch) (arrow.RecordBatch, bo
 	defer nulls.Release()
 	cols := slices.Clone(rec.Columns())
 	cols[idIdx[0]], cols[seqIdx[0]] = ids, nulls
-	return array.NewRecordBatch(sc, cols, int64(rows)), hit, nil
+	return array.NewRecordBatch(sc, cols, int64(rows)), nil
 }

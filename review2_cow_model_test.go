@@ -36,7 +36,7 @@ func TestReview2CopyOnWriteCoalescedModel(t *testing.T) {
 			}
 			model := kvModel{}
 			next := int64(0)
-			for op := 0; op < 150; op++ {
+			for op := 0; op < 90; op++ {
 				n := 1 + rng.IntN(5)
 				ids := make([]int64, n)
 				vs := make([]int64, n)
@@ -121,7 +121,7 @@ func TestReview2CopyOnWriteV3CoalescedLineage(t *testing.T) {
 			mustV3(t, "Write", w.Write(ctx, kvBatch(ids, ids)))
 			mustV3(t, "Flush", w.Flush(ctx))
 			state := observe(t, cat, ident, model)
-			for round := 0; round < 5; round++ {
+			for round := 0; round < 3; round++ {
 				touched, deleted, upserted := map[int64]bool{}, map[int64]bool{}, map[int64]bool{}
 				for op := 0; op < 25; op++ {
 					n := 1 + rng.IntN(4)

@@ -1,10 +1,12 @@
 package iceberg
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -214,12 +216,15 @@ type resolved struct {
 	keyed   map[uint64]struct{} // hashes of the keys upserted or deleted
 }
 
+// resolveHash hashes keys in resolve (a variable so that a test can make every key collide).
+var resolveHash = keyHash
+
 // resolve applies the sequential model inside one batch: a key's rows before its last upsert or delete are
 // dropped (the equality delete would not reach rows of the same commit), and the batch's equality deletes
 // cover every key it upserts or deletes. It consumes b.recs.
 func (w *Writer) resolve(ctx context.Context, b *batch) (*resolved, error) {
 	ks := w.keys
-	r := &resolved{written: map[uint64]struct{}{}, keyed: map[uint64]struct{}{}}
+	r := &resolved{keyed: map[uint64]struct{}{}}
 	encs := make([]*keyEncoder, len(b.recs))
 	for i, rec := range b.recs {
 		enc, err := newKeyEncoder(keyColumns(rec, ks, b.kinds[i] == opDelete))
@@ -228,20 +233,73 @@ func (w *Writer) resolve(ctx context.Context, b *batch) (*resolved, error) {
 		}
 		encs[i] = enc
 	}
-	lastKeyed := map[string]int{}
-	var buf []byte
+	var total int
+	starts := make([]int, len(b.recs)) // the ordinal of each record's first row
+	for i, rec := range b.recs {
+		starts[i] = total
+		total += int(rec.NumRows())
+	}
+	r.written = make(map[uint64]struct{}, total)
+	// keyAt encodes the key of the row at ordinal ord.
+	keyAt := func(dst []byte, ord int) []byte {
+		i := sort.Search(len(starts), func(j int) bool { return starts[j] > ord }) - 1
+		return encs[i].appendKey(dst, ord-starts[i])
+	}
+	// lastKeyed maps a key to the ordinal of its last upsert or delete in the batch. It is keyed by the key's
+	// 64-bit hash, checked against the key bytes whenever a hash repeats; the rare batch where two keys share
+	// a hash takes a map keyed by the bytes instead.
+	var lastKeyed map[uint64]int
+	var lastKeyedExact map[string]int
+	var buf, other []byte
 	if b.keyed {
+		lastKeyed = make(map[uint64]int, total)
+		r.keyed = make(map[uint64]struct{}, total)
+		collided := false
 		ord := 0
 		for i, rec := range b.recs {
 			for row := 0; row < int(rec.NumRows()); row++ {
 				if b.kinds[i] != opInsert {
 					buf = encs[i].appendKey(buf[:0], row)
-					lastKeyed[string(buf)] = ord
-					r.keyed[keyHash(buf)] = struct{}{}
+					h := resolveHash(buf)
+					if prev, ok := lastKeyed[h]; ok && !collided {
+						other = keyAt(other[:0], prev)
+						collided = !bytes.Equal(other, buf)
+					}
+					lastKeyed[h] = ord
+					r.keyed[h] = struct{}{}
 				}
 				ord++
 			}
 		}
+		if collided {
+			lastKeyedExact = make(map[string]int, total)
+			ord := 0
+			for i, rec := range b.recs {
+				for row := 0; row < int(rec.NumRows()); row++ {
+					if b.kinds[i] != opInsert {
+						buf = encs[i].appendKey(buf[:0], row)
+						lastKeyedExact[string(buf)] = ord
+					}
+					ord++
+				}
+			}
+		}
+	}
+	// superseded reports whether the key in buf (hash h) of the row at ordinal self is upserted or deleted
+	// again later in the batch.
+	superseded := func(buf []byte, h uint64, self int) bool {
+		if lastKeyedExact != nil {
+			last, ok := lastKeyedExact[string(buf)]
+			return ok && last > self
+		}
+		last, ok := lastKeyed[h]
+		if !ok || last <= self {
+			return false
+		}
+		// The map holds no two keys with one hash, but an inserted row's key may share a hash with a keyed
+		// one: a row is only dropped for its own key.
+		other = keyAt(other[:0], last)
+		return bytes.Equal(other, buf)
 	}
 	ord := 0
 	for i, rec := range b.recs {
@@ -260,8 +318,8 @@ func (w *Writer) resolve(ctx context.Context, b *batch) (*resolved, error) {
 		dropped := 0
 		for row := 0; row < n; row++ {
 			buf = encs[i].appendKey(buf[:0], row)
-			last, hasKeyed := lastKeyed[string(buf)]
-			if hasKeyed && last > ord+row {
+			h := resolveHash(buf)
+			if superseded(buf, h, ord+row) {
 				if keep == nil {
 					keep = array.NewBooleanBuilder(w.mem)
 					for j := 0; j < row; j++ {
@@ -275,7 +333,7 @@ func (w *Writer) resolve(ctx context.Context, b *batch) (*resolved, error) {
 			if keep != nil {
 				keep.Append(true)
 			}
-			r.written[keyHash(buf)] = struct{}{}
+			r.written[h] = struct{}{}
 		}
 		ord += n
 		if keep == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 )
 
 // DefaultKeyIndexBytes is the memory budget of the key index (see WithKeyIndexBytes).
@@ -22,9 +23,10 @@ const DefaultKeyIndexBytes = 64 << 20
 
 // keyIndex maps every key of a merge-on-read v3 table to the data file and row position that hold it, so that
 // an upsert or delete is written as a deletion vector on that file instead of an equality delete that readers
-// must apply to every older file. It is complete only while it covers the whole table: from a table that held
-// no rows when the writer opened it, up to the first commit by someone else that adds or removes files, or the
-// writer's own compaction. Then the writer falls back to equality deletes (correct, slower to read).
+// must apply to every older file. It is complete only while it covers the whole table: from the writer's open
+// (an empty table, or one whose keys loadKeyIndex read) up to the first commit by someone else that adds or
+// removes files, or the writer's own compaction. Then the writer falls back to equality deletes (correct, slower
+// to read).
 type keyIndex struct {
 	limit  int64
 	bytes  int64
@@ -310,4 +312,82 @@ func foreignSince(meta table.Metadata, branch string, base int64, writerID strin
 		return false
 	})
 	return foreign || (!found && base >= 0)
+}
+
+// loadKeyIndex builds the key index of a table that already holds rows (a writer reopening its table): the key
+// columns of every live data file, minus the rows its deletion vector removes. It returns nil with the reason
+// when the index cannot be complete or would not fit the budget: equality or position delete files (their rows
+// have no place in the index), or more rows than the budget holds.
+func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, names []string, limit int64, parallel int) (*keyIndex, string, error) {
+	meta := tbl.Metadata()
+	snap := meta.SnapshotByName(branch)
+	if snap == nil {
+		return newKeyIndex(limit, nil), "", nil
+	}
+	tasks, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).PlanFiles(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("iceberg: key index: plan: %w", err)
+	}
+	var rows int64
+	for _, t := range tasks {
+		if len(t.EqualityDeleteFiles) > 0 || len(t.DeleteFiles) > 0 {
+			return nil, "the table has equality or position delete files", nil
+		}
+		rows += t.File.Count()
+	}
+	if rows*keyEntryOverhead > limit {
+		return nil, fmt.Sprintf("%d rows exceed the key index budget of %d bytes (WithKeyIndexBytes)", rows, limit), nil
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	type loaded struct {
+		keys []string
+		dv   *dv.RoaringPositionBitmap
+	}
+	out := make([]loaded, len(tasks))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, parallel))
+	for i, t := range tasks {
+		g.Go(func() error {
+			keys, err := readFileKeys(gctx, tbl, t.File, names)
+			if err != nil {
+				return err
+			}
+			out[i].keys = keys
+			if len(t.DeletionVectorFiles) > 0 {
+				bm, err := dv.ReadDV(fs, t.DeletionVectorFiles[0])
+				if err != nil {
+					return fmt.Errorf("iceberg: key index: deletion vector of %s: %w", t.File.FilePath(), err)
+				}
+				out[i].dv = bm
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, "", err
+	}
+	idx := newKeyIndex(limit, &snap.SnapshotID)
+	for i, t := range tasks {
+		id := int32(len(idx.files))
+		f := &indexedFile{df: t.File}
+		if out[i].dv != nil {
+			f.dv, f.dvFile = out[i].dv, t.DeletionVectorFiles[0]
+		}
+		idx.files = append(idx.files, f)
+		idx.byPath[t.File.FilePath()] = id
+		for pos, k := range out[i].keys {
+			if f.dv != nil && f.dv.Contains(uint64(pos)) {
+				continue
+			}
+			idx.keys[k] = append(idx.keys[k], keyLoc{file: id, pos: int32(pos)})
+			idx.bytes += int64(len(k) + keyEntryOverhead)
+		}
+		if idx.bytes > idx.limit {
+			return nil, fmt.Sprintf("the table's keys exceed the key index budget of %d bytes (WithKeyIndexBytes)", limit), nil
+		}
+	}
+	return idx, "", nil
 }

@@ -210,11 +210,13 @@ func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n
 // off on others; 0 turns it off.
 func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFiles = n } }
 
-// WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v3 table
-// it saw empty (typically one it created): the index places each key's row, so upserts and deletes become
-// deletion vectors (cheap to read) instead of equality deletes. Past the budget, or once another writer or tool
-// adds or removes files, or after Compact, the writer uses equality deletes. About 64 bytes plus the key's size
-// per row. Default: DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
+// WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v3 table:
+// the index places each key's row, so upserts and deletes become deletion vectors (cheap to read) instead of
+// equality deletes. A writer opening a table that already holds rows (its own, reopened) reads the key columns
+// of every live data file to build it, unless the table has equality or position delete files or more rows than
+// the budget. Past the budget, or once another writer or tool adds or removes files, or after Compact, the
+// writer uses equality deletes. About 64 bytes plus the key's size per row. Default: DefaultKeyIndexBytes
+// (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
 
 // CreateOption configures a table created by WithCreate.

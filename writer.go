@@ -195,8 +195,22 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		return nil, err
 	}
 	w.cow = w.mode() == CopyOnWrite
-	if w.keys != nil && !w.cow && w.keyErr == nil && tbl.Metadata().Version() >= 3 && o.keyIndexBytes > 0 && tableIsEmpty(tbl) {
-		w.idx = newKeyIndex(o.keyIndexBytes, headID(tbl.Metadata(), o.branch))
+	if w.keys != nil && !w.cow && w.keyErr == nil && tbl.Metadata().Version() >= 3 && o.keyIndexBytes > 0 {
+		if tableIsEmpty(tbl) {
+			w.idx = newKeyIndex(o.keyIndexBytes, headID(tbl.Metadata(), o.branch))
+		} else {
+			// A table that holds rows (typically this writer's, reopened): index the keys it holds, so upserts
+			// stay deletion vectors across restarts.
+			idx, reason, err := loadKeyIndex(ctx, tbl, o.branch, w.keys.names, o.keyIndexBytes, o.maxInFlight)
+			if err != nil {
+				// Equality deletes are always right: a read failure here costs read speed, not the writer.
+				idx, reason = nil, err.Error()
+			}
+			if idx == nil {
+				w.log.Info("iceberg: key index off; upserts and deletes use equality deletes", "table", ident, "reason", reason)
+			}
+			w.idx = idx
+		}
 	}
 	w.committer = o.committer
 	if w.committer == nil {

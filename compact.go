@@ -237,7 +237,7 @@ func (w *Writer) reindexAfterCompaction(ctx context.Context, pre, post *table.Ta
 		if _, known := idx.byPath[t.File.FilePath()]; known {
 			continue
 		}
-		keys, err := readFileKeys(ctx, post, t.File, w.keys.names)
+		keys, err := readFileKeys(ctx, post, t.File, w.keys)
 		if err != nil {
 			drop("read keys", err)
 			return

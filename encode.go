@@ -55,7 +55,7 @@ func (w *Writer) encode(b *batch) {
 	}
 	if err == nil && useIdx {
 		for _, f := range files {
-			keys, kerr := readFileKeys(w.ctx, tbl, f, w.keys.names)
+			keys, kerr := readFileKeys(w.ctx, tbl, f, w.keys)
 			if kerr != nil {
 				err = kerr
 				break

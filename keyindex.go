@@ -2,8 +2,10 @@ package iceberg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -85,9 +87,11 @@ func (idx *keyIndex) add(fk fileKeys) {
 	}
 }
 
-// readFileKeys reads back the key columns of a data file the writer just wrote, in row order: the positions
-// its rows got there (iceberg-go's writer decides how rows roll across files).
-func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, names []string) ([]string, error) {
+// readFileKeys reads back the key columns of a data file, in row order: the positions its rows have there
+// (iceberg-go's writer decides how rows roll across files). Columns are found by field id, as Iceberg names
+// them (a file keeps the names of its day, and iceberg-go stores a name like "user-id" as "user_x2Did"); by
+// name only in a file without field ids.
+func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, ks *keySpec) ([]string, error) {
 	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return nil, err
@@ -112,10 +116,23 @@ func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, names 
 			c.Release()
 		}
 	}()
-	for _, n := range names {
-		idx := pr.MetaData().Schema.ColumnIndexByName(n)
+	sc := pr.MetaData().Schema
+	for i, n := range ks.names {
+		idx := -1
+		hasIDs := false
+		for c := 0; c < sc.NumColumns(); c++ {
+			id := sc.Column(c).SchemaNode().FieldID()
+			hasIDs = hasIDs || id >= 0
+			if id == int32(ks.fieldIDs[i]) {
+				idx = c
+				break
+			}
+		}
+		if idx < 0 && !hasIDs {
+			idx = sc.ColumnIndexByName(n)
+		}
 		if idx < 0 {
-			return nil, fmt.Errorf("iceberg: key column %q not in %s", n, df.FilePath())
+			return nil, fmt.Errorf("iceberg: key column %q (field id %d) not in %s", n, ks.fieldIDs[i], df.FilePath())
 		}
 		cr, err := fr.GetColumn(ctx, idx)
 		if err != nil {
@@ -318,11 +335,20 @@ func foreignSince(meta table.Metadata, branch string, base int64, writerID strin
 // columns of every live data file, minus the rows its deletion vector removes. It returns nil with the reason
 // when the index cannot be complete or would not fit the budget: equality or position delete files (their rows
 // have no place in the index), or more rows than the budget holds.
-func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, names []string, limit int64, parallel int) (*keyIndex, string, error) {
+func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keySpec, limit int64, parallel int) (*keyIndex, string, error) {
 	meta := tbl.Metadata()
 	snap := meta.SnapshotByName(branch)
 	if snap == nil {
 		return newKeyIndex(limit, nil), "", nil
+	}
+	// The summary answers the common refusals without reading a manifest.
+	if v, ok := summaryProp(snap, "total-equality-deletes"); ok && v != "0" {
+		return nil, "the table has equality delete files", nil
+	}
+	if v, ok := summaryProp(snap, "total-records"); ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n*keyEntryOverhead > limit {
+			return nil, fmt.Sprintf("%d rows exceed the key index budget of %d bytes (WithKeyIndexBytes)", n, limit), nil
+		}
 	}
 	tasks, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).PlanFiles(ctx)
 	if err != nil {
@@ -347,13 +373,22 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, names []
 		dv   *dv.RoaringPositionBitmap
 	}
 	out := make([]loaded, len(tasks))
+	var used atomic.Int64 // bytes of the keys read so far: stop reading past the budget
+	errOver := errors.New("over budget")
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, parallel))
 	for i, t := range tasks {
 		g.Go(func() error {
-			keys, err := readFileKeys(gctx, tbl, t.File, names)
+			keys, err := readFileKeys(gctx, tbl, t.File, ks)
 			if err != nil {
 				return err
+			}
+			var n int64
+			for _, k := range keys {
+				n += int64(len(k) + keyEntryOverhead)
+			}
+			if used.Add(n) > limit {
+				return errOver
 			}
 			out[i].keys = keys
 			if len(t.DeletionVectorFiles) > 0 {
@@ -367,6 +402,9 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, names []
 		})
 	}
 	if err := g.Wait(); err != nil {
+		if errors.Is(err, errOver) {
+			return nil, fmt.Sprintf("the table's keys exceed the key index budget of %d bytes (WithKeyIndexBytes)", limit), nil
+		}
 		return nil, "", err
 	}
 	idx := newKeyIndex(limit, &snap.SnapshotID)

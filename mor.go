@@ -233,13 +233,19 @@ func (w *Writer) resolve(ctx context.Context, b *batch) (*resolved, error) {
 		}
 		encs[i] = enc
 	}
-	var total int
+	var total, keyedRows, deleteRows int
 	starts := make([]int, len(b.recs)) // the ordinal of each record's first row
 	for i, rec := range b.recs {
 		starts[i] = total
 		total += int(rec.NumRows())
+		if b.kinds[i] != opInsert {
+			keyedRows += int(rec.NumRows())
+		}
+		if b.kinds[i] == opDelete {
+			deleteRows += int(rec.NumRows())
+		}
 	}
-	r.written = make(map[uint64]struct{}, total)
+	r.written = make(map[uint64]struct{}, total-deleteRows)
 	// keyAt encodes the key of the row at ordinal ord.
 	keyAt := func(dst []byte, ord int) []byte {
 		i := sort.Search(len(starts), func(j int) bool { return starts[j] > ord }) - 1
@@ -252,8 +258,8 @@ func (w *Writer) resolve(ctx context.Context, b *batch) (*resolved, error) {
 	var lastKeyedExact map[string]int
 	var buf, other []byte
 	if b.keyed {
-		lastKeyed = make(map[uint64]int, total)
-		r.keyed = make(map[uint64]struct{}, total)
+		lastKeyed = make(map[uint64]int, keyedRows)
+		r.keyed = make(map[uint64]struct{}, keyedRows)
 		collided := false
 		ord := 0
 		for i, rec := range b.recs {
@@ -272,7 +278,7 @@ func (w *Writer) resolve(ctx context.Context, b *batch) (*resolved, error) {
 			}
 		}
 		if collided {
-			lastKeyedExact = make(map[string]int, total)
+			lastKeyedExact = make(map[string]int, keyedRows)
 			ord := 0
 			for i, rec := range b.recs {
 				for row := 0; row < int(rec.NumRows()); row++ {

@@ -201,8 +201,11 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		} else {
 			// A table that holds rows (typically this writer's, reopened): index the keys it holds, so upserts
 			// stay deletion vectors across restarts.
-			idx, reason, err := loadKeyIndex(ctx, tbl, o.branch, w.keys.names, o.keyIndexBytes, o.maxInFlight)
+			idx, reason, err := loadKeyIndex(ctx, tbl, o.branch, w.keys, o.keyIndexBytes, o.maxInFlight)
 			if err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
 				// Equality deletes are always right: a read failure here costs read speed, not the writer.
 				idx, reason = nil, err.Error()
 			}

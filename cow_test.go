@@ -271,7 +271,7 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			time.Sleep(20 * time.Millisecond) // and staged
+			time.Sleep(200 * time.Millisecond) // and staged (a few instructions after the files; slack for a loaded machine)
 			close(release)
 			if err := w.Close(ctx); err != nil {
 				t.Fatal(err)

@@ -101,7 +101,7 @@ func review2SplitRunRetry(t *testing.T, v int, mode string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // and staged: slack for a loaded machine
 	close(release)
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)

@@ -257,3 +257,44 @@ func TestCopyOnWriteConfirmSkipsByBloom(t *testing.T) {
 		t.Fatalf("the bloom filter did not spare the key column: %d B read with it, %d B without, %d B for a held key", absent, off, present)
 	}
 }
+
+// TestPartitionShare: the largest partition's share of a batch, through the spec's transforms, on a sample.
+func TestPartitionShare(t *testing.T) {
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+		{Name: "tags", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	day := int64(86_400_000_000)
+	for i := 0; i < 10_000; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		// 70% of the rows on one day, the rest spread over 30 others.
+		d := int64(0)
+		if i%10 >= 7 {
+			d = 1 + int64(i%30)
+		}
+		b.Field(1).(*array.TimestampBuilder).Append(arrow.Timestamp(d*day + int64(i)))
+		b.Field(2).(*array.ListBuilder).AppendNull()
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	for _, c := range []struct {
+		by        string
+		lo, hi    float64
+		supported bool
+	}{
+		{"day(ts)", 0.68, 0.72, true},
+		{"bucket(16, id)", 0.05, 0.08, true},
+		{"identity(id)", 0, 0.001, true},
+	} {
+		isc, spec, err := buildCreateSchema(sc, &createOptions{partitionBy: []string{c.by}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		share, ok := partitionShare(*spec, isc, rec)
+		if ok != c.supported || share < c.lo || share > c.hi {
+			t.Errorf("%s: share %.4f ok=%v, want %.2f..%.2f", c.by, share, ok, c.lo, c.hi)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -121,12 +123,17 @@ func (w *Writer) writeFiles(tbl *table.Table, schema *arrow.Schema, b *batch) ([
 		rows += r.NumRows()
 	}
 	if w.keys != nil {
-		// Size the key columns' bloom filters for a file's rows: a batch's on an unpartitioned table, and on a
-		// partitioned one twice the largest partition's share of the writer's previous batch (the first batch
-		// sizes for all its rows; a filter too small only raises its false-positive rate).
+		// Size the key columns' bloom filters for a file's rows: a batch's on an unpartitioned table; on a
+		// partitioned one the largest partition's share of a sample of the batch or, for partition sources
+		// the sample cannot read, twice that share in the writer's previous batch (a first batch then sizes for
+		// all its rows). A filter too small only raises its false-positive rate.
 		est := rows
-		if share := math.Float64frombits(w.partShare.Load()); partitioned && share > 0 {
-			est = int64(math.Ceil(float64(rows) * min(1, 2*share)))
+		if partitioned && len(b.recs) == 1 {
+			if share, ok := partitionShare(tbl.Spec(), tbl.Schema(), b.recs[0]); ok {
+				est = int64(math.Ceil(float64(rows) * share))
+			} else if share := math.Float64frombits(w.partShare.Load()); share > 0 {
+				est = int64(math.Ceil(float64(rows) * min(1, 2*share)))
+			}
 		}
 		bt, err := withKeyBlooms(tbl, w.keys.names, min(est, int64(w.opts.rowGroupRows)))
 		if err != nil {
@@ -187,4 +194,96 @@ func concatRecords(mem memory.Allocator, schema *arrow.Schema, recs []arrow.Reco
 		cols[i] = c
 	}
 	return array.NewRecordBatch(schema, cols, rows), nil
+}
+
+// partitionSample is the most rows partitionShare reads.
+const partitionSample = 4096
+
+// partitionShare estimates the share of rec's rows in its largest partition from up to 4,096 rows spread over
+// it, through the spec's own transforms. ok is false when a partition source is not a top-level column of a
+// type it reads (then the caller has no estimate). A small partition's share comes out high (a sample holds few
+// of its rows), so filters err on the large side.
+func partitionShare(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBatch) (float64, bool) {
+	rows := int(rec.NumRows())
+	if rows == 0 || spec.NumFields() == 0 {
+		return 1, rows > 0
+	}
+	type source struct {
+		col       arrow.Array
+		transform ice.Transform
+	}
+	var srcs []source
+	for _, f := range spec.Fields() {
+		name, ok := sc.FindColumnName(f.SourceID())
+		if !ok {
+			return 0, false
+		}
+		idx := rec.Schema().FieldIndices(name)
+		if len(idx) != 1 {
+			return 0, false
+		}
+		srcs = append(srcs, source{rec.Column(idx[0]), f.Transform})
+	}
+	n := min(rows, partitionSample)
+	counts := map[string]int{}
+	largest := 0
+	var key strings.Builder
+	for s := 0; s < n; s++ {
+		row := s * rows / n
+		key.Reset()
+		for _, src := range srcs {
+			lit, ok, null := arrowLiteral(src.col, row)
+			if !ok {
+				return 0, false
+			}
+			if !null {
+				if out := src.transform.Apply(ice.Optional[ice.Literal]{Valid: true, Val: lit}); out.Valid {
+					key.WriteString(out.Val.String())
+				}
+			}
+			key.WriteByte(0)
+		}
+		counts[key.String()]++
+		largest = max(largest, counts[key.String()])
+	}
+	return float64(largest) / float64(n), true
+}
+
+// arrowLiteral is the Iceberg literal of a column value; ok is false for a type it does not read.
+func arrowLiteral(col arrow.Array, row int) (lit ice.Literal, ok, null bool) {
+	if col.IsNull(row) {
+		return nil, true, true
+	}
+	switch c := col.(type) {
+	case *array.Int32:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.Int64:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.Float32:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.Float64:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.Boolean:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.String:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.LargeString:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.Binary:
+		return ice.NewLiteral(slices.Clone(c.Value(row))), true, false
+	case *array.Date32:
+		return ice.NewLiteral(ice.Date(c.Value(row))), true, false
+	case *array.Timestamp:
+		v := int64(c.Value(row))
+		switch c.DataType().(*arrow.TimestampType).Unit {
+		case arrow.Second:
+			v *= 1_000_000
+		case arrow.Millisecond:
+			v *= 1_000
+		case arrow.Nanosecond:
+			v /= 1_000
+		}
+		return ice.NewLiteral(ice.Timestamp(v)), true, false
+	}
+	return nil, false, false
 }

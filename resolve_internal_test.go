@@ -66,24 +66,7 @@ func TestResolveHashCollisions(t *testing.T) {
 		if err := w.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		_, recs, err := w.Table().Scan().ToArrowRecords(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[int64][]string{}
-		for rec, err := range recs {
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids, names := rec.Column(0).(*array.Int64), rec.Column(1).(*array.String)
-			for i := 0; i < int(rec.NumRows()); i++ {
-				got[ids.Value(i)] = append(got[ids.Value(i)], names.Value(i))
-			}
-			rec.Release()
-		}
-		for _, v := range got {
-			slices.Sort(v)
-		}
+		got := readNamed(t, w)
 		return got
 	}
 	want := map[int64][]string{0: {"a"}, 1: {"u3"}, 2: {"u2"}, 3: {"a", "dup"}, 5: {"a"}, 100: {"u1"}, 102: {"y"}}
@@ -95,4 +78,28 @@ func TestResolveHashCollisions(t *testing.T) {
 	if fmt.Sprint(real) != fmt.Sprint(want) || fmt.Sprint(collided) != fmt.Sprint(want) {
 		t.Fatalf("read back\n with the key hash:      %v\n with every hash alike:  %v\n want:                   %v", real, collided, want)
 	}
+}
+
+// readNamed reads a bloomSchema table back: per id, its names, sorted.
+func readNamed(t *testing.T, w *Writer) map[int64][]string {
+	t.Helper()
+	_, recs, err := w.Table().Scan().ToArrowRecords(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64][]string{}
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, names := rec.Column(0).(*array.Int64), rec.Column(1).(*array.String)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			got[ids.Value(i)] = append(got[ids.Value(i)], names.Value(i))
+		}
+		rec.Release()
+	}
+	for _, v := range got {
+		slices.Sort(v)
+	}
+	return got
 }

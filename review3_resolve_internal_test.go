@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/apache/arrow-go/v18/arrow/array"
 )
 
 // TestReview3ResolvePartialCollisions: with a key hash that collides often but not always (the id modulo m),
@@ -95,24 +93,7 @@ func TestReview3ResolvePartialCollisions(t *testing.T) {
 					if err := w.Flush(ctx); err != nil {
 						t.Fatal(err)
 					}
-					_, recs, err := w.Table().Scan().ToArrowRecords(ctx)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got := map[int64][]string{}
-					for rec, err := range recs {
-						if err != nil {
-							t.Fatal(err)
-						}
-						ids, names := rec.Column(0).(*array.Int64), rec.Column(1).(*array.String)
-						for i := 0; i < int(rec.NumRows()); i++ {
-							got[ids.Value(i)] = append(got[ids.Value(i)], names.Value(i))
-						}
-						rec.Release()
-					}
-					for _, v := range got {
-						slices.Sort(v)
-					}
+					got := readNamed(t, w)
 					for _, v := range model {
 						slices.Sort(v)
 					}

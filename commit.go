@@ -162,17 +162,27 @@ func (c *catalogCommitter) getLatest(ident table.Identifier) *table.Table {
 }
 
 // Commit implements Committer.
+//
+// Before every attempt after the first, and before the first when the run may have been handed over already
+// (a coordinator that re-sends a run), it establishes whether an earlier attempt applied: a stable writer's
+// commit record answers that whatever snapshots were expired; otherwise the branch ancestry is walked for the
+// run's marker, and a walk that cannot reach the head the first unproven attempt was built on (another writer
+// expired it) leaves the outcome unknown: the run is never committed again and no attempt's files are deleted.
 func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult, error) {
 	deadline := time.Now().Add(c.timeout)
 	res := &CommitResult{}
 	c.indexLost = false
 	tbl := c.getLatest(run.Table)
 	var lastErr error
-	mayHaveApplied := false
+	// unproven is the head the first attempt that may have applied was built on (nil head: an empty table),
+	// set from the moment such an attempt was sent until a reload proves that none applied.
+	var unproven **int64
 	buildFails := 0
+	var builtOn string // metadata location of the last attempt that failed to build
 	// Files written by earlier attempts. Once an attempt's CommitTable succeeds no earlier attempt applied
-	// (each asserted the branch head, which that one moved), so they are deleted then; when a marker shows a
-	// lost reply applied, which attempt did is not known, and they stay (orphans, never missing files).
+	// (each asserted the branch head, and a retry is only built after a reload proved the earlier ones did not
+	// apply), so they are deleted then; when a lost reply applied, which attempt did is not known, and they
+	// stay (orphans, never missing files).
 	var earlier []ice.DataFile
 	for attempt := 0; ; attempt++ {
 		if attempt == 0 && tbl == nil {
@@ -185,7 +195,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 		}
 		if attempt > 0 {
 			if time.Now().After(deadline) || ctx.Err() != nil {
-				if mayHaveApplied {
+				if unproven != nil {
 					return nil, fmt.Errorf("%w: run %d..%d: %w", ErrCommitStateUnknown, run.FirstSeq, run.LastSeq, lastErr)
 				}
 				return nil, fmt.Errorf("iceberg: commit run %d..%d gave up after %d attempts: %w", run.FirstSeq, run.LastSeq, attempt, lastErr)
@@ -200,13 +210,30 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 				continue
 			}
 			tbl = c.tables.loaded(fresh)
-			// Whatever the error was, look for our marker first: a commit whose reply was lost may have applied.
-			if id, ok := findMarker(tbl.Metadata(), run); ok {
-				c.setLatest(run.Table, tbl)
-				res.SnapshotID, res.Table, res.Attempts, res.IndexLost = id, tbl, attempt+1, c.indexLost
-				return res, nil
+			if builtOn != "" && builtOn != tbl.MetadataLocation() {
+				// The table moved since the build failed (e.g. another writer's expiry deleted a manifest the
+				// plan read): a re-plan on the new head is a fresh try, not a repeat of a failing one.
+				buildFails = 0
 			}
-			mayHaveApplied = false
+		}
+		if unproven != nil || attempt == 0 {
+			var base *int64
+			if unproven != nil {
+				base = *unproven
+			}
+			switch id, o := runOutcome(tbl.Metadata(), run, base, attempt == 0); o {
+			case outcomeApplied:
+				c.setLatest(run.Table, tbl)
+				// The key index cannot tell what changed between its base and a snapshot it never saw.
+				lost := c.indexLost || (run.IndexBase != nil && tbl.Metadata().SnapshotByID(id) == nil)
+				res.SnapshotID, res.Table, res.Attempts, res.IndexLost = id, tbl, attempt+1, lost
+				return res, nil
+			case outcomeUnknown:
+				return nil, fmt.Errorf("%w: run %d..%d: an attempt may have applied and the snapshots since it "+
+					"was built were expired before the writer could look (another writer's snapshot expiry); "+
+					"the run is not committed again: %w", ErrCommitStateUnknown, run.FirstSeq, run.LastSeq, lastErr)
+			}
+			unproven = nil
 		}
 		if run.StableID {
 			if e := tableEpoch(tbl.Metadata(), run.WriterID); e > run.Epoch {
@@ -232,19 +259,62 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 		var be *buildError
 		if errors.As(err, &be) {
 			earlier = append(earlier, c.written...)
-			// Staging the snapshot writes manifests to storage: retry a few times (a storage hiccup), then give
-			// up (a file the table refuses will not change). Nothing reached the catalog.
+			// Staging the snapshot reads and writes manifests: retry a few times on one head (a storage
+			// hiccup), then give up (a file the table refuses will not change). Nothing reached the catalog.
 			buildFails++
+			builtOn = tbl.MetadataLocation()
 			if buildFails >= maxBuildAttempts {
 				return nil, be.err
 			}
 			continue
 		}
+		builtOn = ""
 		// Any error from CommitTable may hide an applied commit, a conflict included (a retrying proxy can
-		// turn a success into a 409): only a reload that finds no marker clears it.
-		mayHaveApplied = true
+		// turn a success into a 409): only a reload that proves otherwise clears it.
+		if unproven == nil {
+			h := headID(tbl.Metadata(), run.Branch)
+			unproven = &h
+		}
 		earlier = append(earlier, c.written...)
 		c.log.Debug("iceberg: commit attempt failed", "table", run.Table, "attempt", attempt, "err", err)
+	}
+}
+
+type outcome int
+
+const (
+	outcomeNotApplied outcome = iota
+	outcomeApplied
+	outcomeUnknown
+)
+
+// runOutcome establishes whether the run is already in the table. A stable writer's commit record is
+// authoritative: every run of the writer's epoch sets it in the same catalog commit, so it survives snapshot
+// expiry. Without one (random writer IDs leave no per-ID property), the branch ancestry is walked for the
+// run's marker down to base, the head the first unproven attempt was built on; a walk that ends before it
+// (expired parents) cannot tell. first is the check before the first attempt: the record catches a run a
+// coordinator re-sends; without a record there is nothing sent yet to look for.
+func runOutcome(meta table.Metadata, run *Run, base *int64, first bool) (int64, outcome) {
+	if run.StableID {
+		// Every run of a stable writer sets the record in its own catalog commit, so a record of this epoch
+		// (or none: no run of this epoch applied yet) answers definitively.
+		r, ok := readCommitRecord(meta, run.WriterID)
+		if ok && r.Epoch == run.Epoch && r.Seq >= run.LastSeq {
+			return r.SnapshotID, outcomeApplied
+		}
+		return 0, outcomeNotApplied
+	}
+	if first {
+		return 0, outcomeNotApplied
+	}
+	id, found, reached := walkForMarker(meta, run, base)
+	switch {
+	case found:
+		return id, outcomeApplied
+	case reached:
+		return 0, outcomeNotApplied
+	default:
+		return 0, outcomeUnknown
 	}
 }
 
@@ -301,14 +371,23 @@ func (c *catalogCommitter) attempt(ctx context.Context, tbl *table.Table, run *R
 		}
 		cr.note(seg.DataFiles)
 	}
-	if run.StableID && run.HasToken {
-		// The mirror's snapshot id is not known before the commit; the sequence number is (base + 1) and is
-		// what lastCheckpoint compares, with the snapshot id filled from the pending snapshot.
-		m := checkpointMirror{Token: run.Token, Seq: run.LastSeq, Epoch: run.Epoch}
-		if s := pendingSnapshot(tx, run.Branch); s != nil {
-			m.SnapshotID, m.SeqNumber = s.SnapshotID, s.SequenceNumber
+	if run.StableID {
+		// The commit record (and, with a token, the checkpoint mirror) name the snapshot this commit makes,
+		// which the transaction already knows: snapshot ids are chosen by the client.
+		pending := pendingSnapshot(tx, run.Branch)
+		rec := commitRecord{Epoch: run.Epoch, Seq: run.LastSeq}
+		if pending != nil {
+			rec.SnapshotID = pending.SnapshotID
 		}
-		if err := tx.SetProperties(ice.Properties{propCkptPrefix + run.WriterID: mustJSON(m)}); err != nil {
+		props := ice.Properties{propCommittedPrefix + run.WriterID: mustJSON(rec)}
+		if run.HasToken {
+			m := checkpointMirror{Token: run.Token, Seq: run.LastSeq, Epoch: run.Epoch}
+			if pending != nil {
+				m.SnapshotID, m.SeqNumber = pending.SnapshotID, pending.SequenceNumber
+			}
+			props[propCkptPrefix+run.WriterID] = mustJSON(m)
+		}
+		if err := tx.SetProperties(props); err != nil {
 			return nil, "", nil, &buildError{err}
 		}
 	}
@@ -432,24 +511,34 @@ func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transacti
 	}
 }
 
-// findMarker looks for a snapshot since the run's base that carries the run's (writer id, epoch, seq).
-func findMarker(meta table.Metadata, run *Run) (int64, bool) {
-	var found int64
-	ok := false
-	ancestors(meta, run.Branch, func(s *table.Snapshot) bool {
-		if run.BaseSnapshotID != nil && s.SnapshotID == *run.BaseSnapshotID {
-			return true
+// walkForMarker walks the branch ancestry from the head down to base (nil: the table's first snapshot) looking
+// for the run's marker. reached reports that the walk got there: only then does a missing marker mean "not
+// applied". Snapshot expiry leaves a retained snapshot whose parent is gone; a walk that stops there could
+// have missed the marker.
+func walkForMarker(meta table.Metadata, run *Run, base *int64) (id int64, found, reached bool) {
+	epoch, seq := strconv.FormatInt(run.Epoch, 10), strconv.FormatInt(run.LastSeq, 10)
+	snap := meta.SnapshotByName(run.Branch)
+	if snap == nil {
+		return 0, false, base == nil
+	}
+	seen := map[int64]bool{}
+	for snap != nil && !seen[snap.SnapshotID] {
+		seen[snap.SnapshotID] = true
+		if base != nil && snap.SnapshotID == *base {
+			return 0, false, true
 		}
-		w, _ := summaryProp(s, summaryWriterID)
-		e, _ := summaryProp(s, summaryEpoch)
-		q, _ := summaryProp(s, summarySeq)
-		if w == run.WriterID && e == strconv.FormatInt(run.Epoch, 10) && q == strconv.FormatInt(run.LastSeq, 10) {
-			found, ok = s.SnapshotID, true
-			return true
+		w, _ := summaryProp(snap, summaryWriterID)
+		e, _ := summaryProp(snap, summaryEpoch)
+		q, _ := summaryProp(snap, summarySeq)
+		if w == run.WriterID && e == epoch && q == seq {
+			return snap.SnapshotID, true, true
 		}
-		return false
-	})
-	return found, ok
+		if snap.ParentSnapshotID == nil {
+			return 0, false, base == nil
+		}
+		snap = meta.SnapshotByID(*snap.ParentSnapshotID)
+	}
+	return 0, false, false
 }
 
 // postCommit runs what Transaction.Commit runs after a successful catalog commit: update hooks (snapshot

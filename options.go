@@ -141,8 +141,12 @@ func WithTargetFileSize(n int64) Option { return func(o *options) { o.targetFile
 func WithMaxUncommitted(n int) Option { return func(o *options) { o.maxUncommitted = n } }
 
 // WithWriterID gives the writer a stable identity: its commits carry the ID, a restarted writer with the same
-// ID continues its sequence numbers, fences the older process (ErrFenced) and finds its checkpoints. Without
-// it the writer uses a random ID and leaves no per-ID table property behind.
+// ID continues its sequence numbers, fences the older process (ErrFenced) and finds its checkpoints. Each
+// commit also records the ID's newest committed (epoch, sequence number) in a table property
+// (icewriter.committed.<id>), so a retry after a lost reply knows whether the commit applied even when another
+// writer expired its snapshot meanwhile. Without it the writer uses a random ID and leaves no per-ID table
+// property behind; such a writer can only look for its commit in the snapshots, and stops with
+// ErrCommitStateUnknown (never committing twice) when another writer's expiry removed them first.
 func WithWriterID(id string) Option {
 	return func(o *options) { o.writerID, o.stableID = id, id != "" }
 }

@@ -23,6 +23,29 @@ type slowCatalog struct {
 	commits    int
 	// before runs (with mu held) before the next commit reaches the catalog.
 	before func()
+	// afterLost runs (without mu) after a commit applied and before its reply is dropped: what happens
+	// elsewhere while the writer cannot hear back (another writer commits and expires snapshots).
+	afterLost func()
+	// afterLoad runs (without mu) after each of the next loadHooks table loads, before the caller sees the
+	// table: the table moves on while the caller plans against what it loaded.
+	afterLoad func()
+	loadHooks int
+}
+
+func (c *slowCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+	tbl, err := c.Catalog.LoadTable(ctx, ident)
+	c.mu.Lock()
+	hook := c.afterLoad
+	if c.loadHooks <= 0 {
+		hook = nil
+	} else {
+		c.loadHooks--
+	}
+	c.mu.Unlock()
+	if err == nil && hook != nil {
+		hook()
+	}
+	return tbl, err
 }
 
 func (c *slowCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
@@ -48,8 +71,12 @@ func (c *slowCatalog) CommitTable(ctx context.Context, ident table.Identifier, r
 	if lose {
 		c.loseReplies--
 	}
+	after := c.afterLost
 	c.mu.Unlock()
 	if lose {
+		if after != nil {
+			after()
+		}
 		return nil, "", errInjected
 	}
 	return meta, loc, err

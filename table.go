@@ -27,6 +27,11 @@ const (
 	summaryCandidates = "icewriter.cow-candidate-files"
 	propEpochPrefix   = "icewriter.epoch."
 	propCkptPrefix    = "icewriter.checkpoint."
+	// propCommittedPrefix names a stable writer's commit record: the (epoch, seq, snapshot id) of its newest
+	// committed run, set in the same catalog commit as the run. Unlike the run's snapshot it survives snapshot
+	// expiry, so a retry after a lost reply can tell "applied" from "not applied" whatever another writer
+	// expired meanwhile.
+	propCommittedPrefix = "icewriter.committed."
 )
 
 // Properties set on tables the writer creates: bounded metadata (DESIGN.md: without them per-commit latency
@@ -217,6 +222,25 @@ func readMirror(meta table.Metadata, id string) (checkpointMirror, bool) {
 	return m, true
 }
 
+// commitRecord is a stable writer's newest committed run (see propCommittedPrefix).
+type commitRecord struct {
+	Epoch      int64 `json:"epoch"`
+	Seq        int64 `json:"seq"`
+	SnapshotID int64 `json:"snapshot-id"`
+}
+
+func readCommitRecord(meta table.Metadata, id string) (commitRecord, bool) {
+	v, ok := meta.Properties()[propCommittedPrefix+id]
+	if !ok {
+		return commitRecord{}, false
+	}
+	var r commitRecord
+	if json.Unmarshal([]byte(v), &r) != nil {
+		return commitRecord{}, false
+	}
+	return r, true
+}
+
 func tableEpoch(meta table.Metadata, id string) int64 {
 	n, _ := strconv.ParseInt(meta.Properties()[propEpochPrefix+id], 10, 64)
 	return n
@@ -295,7 +319,8 @@ func refreshMirrors(tx *table.Transaction, meta table.Metadata, branch string) e
 	return nil
 }
 
-// lastSeq is the newest sequence number committed by id (from snapshots and the checkpoint mirror).
+// lastSeq is the newest sequence number committed by id (from snapshots, the checkpoint mirror and the commit
+// record).
 func lastSeq(meta table.Metadata, branch, id string) int64 {
 	var seq int64
 	ancestors(meta, branch, func(s *table.Snapshot) bool {
@@ -310,6 +335,9 @@ func lastSeq(meta table.Metadata, branch, id string) int64 {
 	})
 	if m, ok := readMirror(meta, id); ok && m.Seq > seq {
 		seq = m.Seq
+	}
+	if r, ok := readCommitRecord(meta, id); ok && r.Seq > seq {
+		seq = r.Seq
 	}
 	return seq
 }

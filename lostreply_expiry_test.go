@@ -1,0 +1,282 @@
+package iceberg_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+)
+
+// expireElsewhere is another writer at work while the first one cannot hear back from the catalog: it commits
+// rows of its own (ids from *next, values 0) and expires the table down to its newest keep snapshots, deleting
+// the files only they referenced. The expiry goes through iceberg-go directly, as any other tool would.
+func expireElsewhere(t *testing.T, cat icecatalog.Catalog, other *iceberg.Writer, ident table.Identifier, model kvModel, next *int64, keep int) {
+	ctx := context.Background()
+	id := *next
+	*next++
+	rec := kvBatch([]int64{id}, []int64{0})
+	defer rec.Release()
+	if err := other.Write(ctx, rec); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := other.Flush(ctx); err != nil {
+		t.Error(err)
+		return
+	}
+	model.insert(id, 0)
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.ExpireSnapshots(table.WithRetainLast(keep), table.WithOlderThan(0)); err != nil {
+		t.Error(err)
+		return
+	}
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestLostReplyWhileAnotherWriterExpires: a writer's commit applies, its reply is lost, and before the writer
+// can look, another writer commits and expires the table down to 2 snapshots, taking the run's snapshot and
+// its base with it. The retry must recognise the run as applied (the writer's commit record survives expiry):
+// no row twice, no live file deleted, and the table reads back as the model says, in every mode.
+func TestLostReplyWhileAnotherWriterExpires(t *testing.T) {
+	cases := []struct {
+		name    string
+		mode    iceberg.Mode
+		keyed   bool
+		version int
+		deletes bool // rounds that only delete keys (copy-on-write: a commit that removes files and adds none)
+	}{
+		{"append/v2", iceberg.MergeOnRead, false, 2, false},
+		{"merge-on-read/v2", iceberg.MergeOnRead, true, 2, false},
+		{"merge-on-read/v3", iceberg.MergeOnRead, true, 3, false},
+		{"copy-on-write/v2", iceberg.CopyOnWrite, true, 2, false},
+		{"copy-on-write/v3", iceberg.CopyOnWrite, true, 3, false},
+		{"copy-on-write-delete-only/v2", iceberg.CopyOnWrite, true, 2, true},
+	}
+	const rounds = 20 // 120 lost replies in all
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			base := openCatalog(t)
+			cat := &slowCatalog{Catalog: base}
+			ident := table.Identifier{"lost", "expired"}
+			create := []iceberg.CreateOption{iceberg.FormatVersion(tc.version)}
+			if tc.keyed {
+				create = append(create, iceberg.IdentifierFields("id"))
+			}
+			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, create...),
+				iceberg.WithWriterID("a"), iceberg.WithMode(tc.mode), iceberg.WithFlushInterval(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := iceberg.NewWriter(ctx, base, ident, iceberg.WithWriterID("b"), iceberg.WithFlushInterval(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close(ctx)
+			model := kvModel{}
+			nextOther := int64(1_000_000)
+			cat.afterLost = func() {
+				for i := 0; i < 3; i++ { // the run's snapshot and its base fall out of the newest 2
+					expireElsewhere(t, base, other, ident, model, &nextOther, 2)
+				}
+			}
+
+			rng := rand.New(rand.NewPCG(uint64(tc.version), uint64(len(tc.name))))
+			if tc.deletes {
+				ids := make([]int64, 200)
+				vs := make([]int64, 200)
+				for i := range ids {
+					ids[i], vs[i] = int64(i), 1
+					model.upsert(int64(i), 1)
+				}
+				rec := kvBatch(ids, vs)
+				if err := w.Upsert(ctx, rec); err != nil {
+					t.Fatal(err)
+				}
+				rec.Release()
+				if err := w.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			nextID := int64(0)
+			for round := 0; round < rounds; round++ {
+				cat.mu.Lock()
+				cat.loseReplies = 1
+				cat.mu.Unlock()
+				n := 1 + rng.IntN(20)
+				ids := make([]int64, n)
+				vs := make([]int64, n)
+				for i := range ids {
+					if tc.keyed {
+						ids[i] = rng.Int64N(60) // keys repeat across rounds: upserts replace rows
+						if tc.deletes {
+							ids[i] = rng.Int64N(200)
+						}
+					} else {
+						ids[i] = nextID
+						nextID++
+					}
+					vs[i] = int64(round + 2)
+				}
+				rec := kvBatch(ids, vs)
+				switch {
+				case tc.deletes:
+					keys := keyBatch(ids)
+					err = w.Delete(ctx, keys)
+					keys.Release()
+					for _, id := range ids {
+						model.del(id)
+					}
+				case tc.keyed:
+					err = w.Upsert(ctx, rec)
+					for i, id := range ids {
+						model.upsert(id, vs[i])
+					}
+				default:
+					err = w.Write(ctx, rec)
+					for i, id := range ids {
+						model.insert(id, vs[i])
+					}
+				}
+				rec.Release()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.keyed {
+					// Plain inserts next to the keyed changes: applied twice, they would show as duplicates.
+					id := 10_000 + int64(round)
+					ins := kvBatch([]int64{id}, []int64{1})
+					err = w.Write(ctx, ins)
+					ins.Release()
+					if err != nil {
+						t.Fatal(err)
+					}
+					model.insert(id, 1)
+				}
+				if err := w.Flush(ctx); err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				cat.mu.Lock()
+				left := cat.loseReplies
+				cat.mu.Unlock()
+				if left != 0 {
+					t.Fatalf("round %d: the commit's reply was not lost (the injection did not happen)", round)
+				}
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			compareKV(t, readKV(t, base, ident), model)
+			if st := w.Stats(); st.Retries < rounds {
+				t.Fatalf("%d retries over %d lost replies", st.Retries, rounds)
+			}
+		})
+	}
+}
+
+// TestLostReplyExpiredRandomID: a writer without WithWriterID keeps no commit record, so when another writer
+// expired everything since the lost attempt's base the outcome cannot be established: the writer stops with
+// ErrCommitStateUnknown instead of committing the run again, and the table holds the run once.
+func TestLostReplyExpiredRandomID(t *testing.T) {
+	ctx := context.Background()
+	base := openCatalog(t)
+	cat := &slowCatalog{Catalog: base}
+	ident := table.Identifier{"lost", "random"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := iceberg.NewWriter(ctx, base, ident, iceberg.WithWriterID("b"), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	model := kvModel{}
+	nextOther := int64(1_000_000)
+	cat.afterLost = func() {
+		for i := 0; i < 3; i++ {
+			expireElsewhere(t, base, other, ident, model, &nextOther, 2)
+		}
+	}
+	rec := kvBatch([]int64{1, 2, 3}, []int64{7, 7, 7})
+	defer rec.Release()
+	if err := w.Write(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	cat.mu.Lock()
+	cat.loseReplies = 1
+	cat.mu.Unlock()
+	err = w.Flush(ctx)
+	if !errors.Is(err, iceberg.ErrCommitStateUnknown) || !errors.Is(err, iceberg.ErrWriterFailed) {
+		t.Fatalf("Flush: got %v, want ErrWriterFailed wrapping ErrCommitStateUnknown", err)
+	}
+	_ = w.Close(ctx)
+	for _, id := range []int64{1, 2, 3} {
+		model.insert(id, 7) // the lost attempt applied, once
+	}
+	compareKV(t, readKV(t, base, ident), model)
+}
+
+// TestCopyOnWriteBusyExpirer: copy-on-write next to a writer that commits and expires down to 2 snapshots
+// every time the first one loads the table, so each plan reads manifest lists the expiry just deleted, more
+// times in a row than a plan that fails on one table may be retried. A failed plan on a table that moved since
+// is a fresh try: the writer must re-plan until the other writer pauses, and lose nothing.
+func TestCopyOnWriteBusyExpirer(t *testing.T) {
+	ctx := context.Background()
+	base := openCatalog(t)
+	cat := &slowCatalog{Catalog: base}
+	ident := table.Identifier{"cow", "busy"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")),
+		iceberg.WithWriterID("a"), iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := iceberg.NewWriter(ctx, base, ident, iceberg.WithWriterID("b"), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	model := kvModel{}
+	nextOther := int64(1_000_000)
+	busy := func() {
+		for i := 0; i < 3; i++ { // the loaded head falls out of the newest 2
+			expireElsewhere(t, base, other, ident, model, &nextOther, 2)
+		}
+	}
+	cat.afterLoad = busy
+	for round := 0; round < 4; round++ {
+		ids := []int64{int64(round % 4), int64(round%4 + 4), int64(100 + round)}
+		vs := []int64{int64(round), int64(round), int64(round)}
+		rec := kvBatch(ids, vs)
+		if err := w.Upsert(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		for i, id := range ids {
+			model.upsert(id, vs[i])
+		}
+		busy() // the writer's own view of the table is stale before its first attempt too
+		cat.mu.Lock()
+		cat.loadHooks = 6
+		cat.mu.Unlock()
+		if err := w.Flush(ctx); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	compareKV(t, readKV(t, base, ident), model)
+}

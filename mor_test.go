@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,6 +133,13 @@ func runKeyedModel(t *testing.T, mode iceberg.Mode, versions []int, trials int) 
 				iceberg.WithFlushInterval(time.Duration(rng.IntN(5)) * time.Millisecond)}
 			if trial%3 == 1 && mode == iceberg.MergeOnRead {
 				opts = append(opts, iceberg.WithAutoCompact(1+rng.IntN(5)))
+			}
+			if trial >= trials/2 {
+				// Half the trials hand their runs, serialized, to a coordinator's committer: every field of a
+				// run must survive the wire (deletion vectors included).
+				var mu sync.Mutex
+				runs := 0
+				opts = append(opts, iceberg.WithCommitter(forwarder{coord: iceberg.NewCatalogCommitter(cat, time.Minute), mu: &mu, runs: &runs}))
 			}
 			w, err := iceberg.NewWriter(ctx, cat, ident, opts...)
 			if err != nil {

@@ -31,6 +31,8 @@ type runEnvelope struct {
 	Bytes          int64             `json:"bytes"`
 	FormatVersion  int               `json:"format-version"`
 	SpecID         int               `json:"spec-id"`
+	IndexBase      *int64            `json:"index-base,omitempty"`
+	KeyFieldIDs    []int             `json:"key-field-ids,omitempty"`
 	Segments       []segmentEnvelope `json:"segments"`
 }
 
@@ -44,6 +46,14 @@ type segmentEnvelope struct {
 	Data        []byte `json:"data,omitempty"`
 	Deletes     []byte `json:"deletes,omitempty"`
 	DeleteKeys  []byte `json:"delete-keys,omitempty"` // Arrow IPC stream of the copy-on-write keys
+	// Deletion vectors (v3) and the vectors they supersede, as delete manifests, and the keys for the
+	// equality-delete fallback as an Arrow IPC stream: without them a coordinator would commit an upsert's new
+	// row beside the old one.
+	DVFiles      int    `json:"dv-files,omitempty"`
+	DVs          []byte `json:"dvs,omitempty"`
+	RemovedDVs   int    `json:"removed-dv-files,omitempty"`
+	Removed      []byte `json:"removed-dvs,omitempty"`
+	FallbackKeys []byte `json:"fallback-keys,omitempty"`
 }
 
 // MarshalBinary encodes the run so that it can be sent to another process (a coordinator committing for many
@@ -53,11 +63,12 @@ func (r *Run) MarshalBinary() ([]byte, error) {
 		Table: r.Table, Branch: r.Branch, WriterID: r.WriterID, StableID: r.StableID, Epoch: r.Epoch,
 		FirstSeq: r.FirstSeq, LastSeq: r.LastSeq, Token: r.Token, HasToken: r.HasToken,
 		BaseSnapshotID: r.BaseSnapshotID, Rows: r.Rows, Bytes: r.Bytes, FormatVersion: r.formatVersion,
-		SpecID: r.spec.ID(),
+		SpecID: r.spec.ID(), IndexBase: r.IndexBase, KeyFieldIDs: r.KeyFieldIDs,
 	}
 	for _, seg := range r.Segments {
 		se := segmentEnvelope{LastSeq: seg.LastSeq, Token: seg.Token, HasToken: seg.HasToken, Rows: seg.Rows,
-			DataFiles: len(seg.DataFiles), DeleteFiles: len(seg.DeleteFiles)}
+			DataFiles: len(seg.DataFiles), DeleteFiles: len(seg.DeleteFiles), DVFiles: len(seg.DVFiles),
+			RemovedDVs: len(seg.RemovedDVs)}
 		var err error
 		if se.Data, err = r.encodeFiles(seg.DataFiles, ice.ManifestContentData); err != nil {
 			return nil, err
@@ -66,6 +77,15 @@ func (r *Run) MarshalBinary() ([]byte, error) {
 			return nil, err
 		}
 		if se.DeleteKeys, err = encodeRecords(seg.DeleteKeys); err != nil {
+			return nil, err
+		}
+		if se.DVs, err = r.encodeFiles(seg.DVFiles, ice.ManifestContentDeletes); err != nil {
+			return nil, err
+		}
+		if se.Removed, err = r.encodeFiles(seg.RemovedDVs, ice.ManifestContentDeletes); err != nil {
+			return nil, err
+		}
+		if se.FallbackKeys, err = encodeRecords(seg.FallbackKeys); err != nil {
 			return nil, err
 		}
 		env.Segments = append(env.Segments, se)
@@ -108,6 +128,7 @@ func (r *Run) UnmarshalBinary(data []byte) error {
 		Table: table.Identifier(env.Table), Branch: env.Branch, WriterID: env.WriterID, StableID: env.StableID,
 		Epoch: env.Epoch, FirstSeq: env.FirstSeq, LastSeq: env.LastSeq, Token: env.Token, HasToken: env.HasToken,
 		BaseSnapshotID: env.BaseSnapshotID, Rows: env.Rows, Bytes: env.Bytes, formatVersion: env.FormatVersion,
+		IndexBase: env.IndexBase, KeyFieldIDs: env.KeyFieldIDs,
 	}
 	for _, se := range env.Segments {
 		seg := Segment{LastSeq: se.LastSeq, Token: se.Token, HasToken: se.HasToken, Rows: se.Rows}
@@ -119,6 +140,15 @@ func (r *Run) UnmarshalBinary(data []byte) error {
 			return err
 		}
 		if seg.DeleteKeys, err = decodeRecords(se.DeleteKeys); err != nil {
+			return err
+		}
+		if seg.DVFiles, err = decodeFiles(env, se.DVs, se.DVFiles, ice.ManifestContentDeletes); err != nil {
+			return err
+		}
+		if seg.RemovedDVs, err = decodeFiles(env, se.Removed, se.RemovedDVs, ice.ManifestContentDeletes); err != nil {
+			return err
+		}
+		if seg.FallbackKeys, err = decodeRecords(se.FallbackKeys); err != nil {
 			return err
 		}
 		r.Segments = append(r.Segments, seg)

@@ -113,25 +113,30 @@ type CommitResult struct {
 // catalogCommitter is the default Committer: one transaction per run, committed with CommitTable directly (not
 // Transaction.Commit, whose internal retry would replay a commit a proxy reported as failed after it applied).
 type catalogCommitter struct {
-	cat     catalog.Catalog
-	log     *slog.Logger
-	timeout time.Duration
-	minWait time.Duration
-	maxWait time.Duration
-	mu      sync.Mutex
-	latest  map[string]*table.Table // per table: as our last commit left it
-	tables  *tables
-	cow     cowConfig
+	cat      catalog.Catalog
+	log      *slog.Logger
+	timeout  time.Duration
+	minWait  time.Duration
+	maxWait  time.Duration
+	mu       sync.Mutex
+	latest   map[string]*table.Table // per table: as our last commit left it
+	tables   *tables
+	cow      cowConfig
+	beforeFn func(attempt int) error // test hook: runs before each CommitTable
+	afterFn  func(attempt int, err error) error
+}
+
+// commitCall is what one Commit call learns over its attempts. It lives in the call, not in the committer, so
+// that a coordinator may commit runs of different writers and tables through one committer at once.
+type commitCall struct {
 	// indexLost is set by an attempt that dropped a run's deletion vectors; rewritten counts the files the
-	// attempt's copy-on-write segments rewrote (commit goroutine only).
+	// attempt's copy-on-write segments rewrote.
 	indexLost bool
 	rewritten int
 	// written are the data files the current attempt wrote (copy-on-write rewrites, new-row files carrying row
 	// ids); replaced are the run's new-row files it replaced by the latter. Files of attempts that did not
 	// apply are deleted once the run commits, and so are the replaced files of the attempt that did.
 	written, replaced []ice.DataFile
-	beforeFn          func(attempt int) error // test hook: runs before each CommitTable
-	afterFn           func(attempt int, err error) error
 }
 
 func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration, tabs *tables) *catalogCommitter {
@@ -171,7 +176,7 @@ func (c *catalogCommitter) getLatest(ident table.Identifier) *table.Table {
 func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult, error) {
 	deadline := time.Now().Add(c.timeout)
 	res := &CommitResult{}
-	c.indexLost = false
+	call := &commitCall{}
 	tbl := c.getLatest(run.Table)
 	var lastErr error
 	// unproven is the head the first attempt that may have applied was built on (nil head: an empty table),
@@ -225,7 +230,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 			case outcomeApplied:
 				c.setLatest(run.Table, tbl)
 				// The key index cannot tell what changed between its base and a snapshot it never saw.
-				lost := c.indexLost || (run.IndexBase != nil && tbl.Metadata().SnapshotByID(id) == nil)
+				lost := call.indexLost || (run.IndexBase != nil && tbl.Metadata().SnapshotByID(id) == nil)
 				res.SnapshotID, res.Table, res.Attempts, res.IndexLost = id, tbl, attempt+1, lost
 				return res, nil
 			case outcomeUnknown:
@@ -240,13 +245,13 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 				return nil, fmt.Errorf("%w: table epoch %d, this writer's %d", ErrFenced, e, run.Epoch)
 			}
 		}
-		meta, loc, updates, err := c.attempt(ctx, tbl, run, attempt)
+		meta, loc, updates, err := c.attempt(ctx, call, tbl, run, attempt)
 		if err == nil {
 			next := c.tables.derive(tbl, meta, loc, c.cat)
 			postCommit(ctx, c.log, tbl, next, updates)
-			c.removeFiles(ctx, next, append(earlier, c.replaced...))
+			c.removeFiles(ctx, next, append(earlier, call.replaced...))
 			c.setLatest(run.Table, next)
-			res.Table, res.Attempts, res.IndexLost, res.FilesRewritten = next, attempt+1, c.indexLost, c.rewritten
+			res.Table, res.Attempts, res.IndexLost, res.FilesRewritten = next, attempt+1, call.indexLost, call.rewritten
 			if s := meta.SnapshotByName(run.Branch); s != nil {
 				res.SnapshotID = s.SnapshotID
 			}
@@ -258,7 +263,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 		}
 		var be *buildError
 		if errors.As(err, &be) {
-			earlier = append(earlier, c.written...)
+			earlier = append(earlier, call.written...)
 			// Staging the snapshot reads and writes manifests: retry a few times on one head (a storage
 			// hiccup), then give up (a file the table refuses will not change). Nothing reached the catalog.
 			buildFails++
@@ -275,7 +280,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 			h := headID(tbl.Metadata(), run.Branch)
 			unproven = &h
 		}
-		earlier = append(earlier, c.written...)
+		earlier = append(earlier, call.written...)
 		c.log.Debug("iceberg: commit attempt failed", "table", run.Table, "attempt", attempt, "err", err)
 	}
 }
@@ -345,13 +350,13 @@ func (p *buildError) Error() string { return p.err.Error() }
 const maxBuildAttempts = 5
 
 // attempt builds the run's transaction on tbl and submits it.
-func (c *catalogCommitter) attempt(ctx context.Context, tbl *table.Table, run *Run, attempt int) (table.Metadata, string, []table.Update, error) {
+func (c *catalogCommitter) attempt(ctx context.Context, call *commitCall, tbl *table.Table, run *Run, attempt int) (table.Metadata, string, []table.Update, error) {
 	tx := tbl.NewTransactionOnBranch(run.Branch)
-	c.rewritten = 0
-	c.written, c.replaced = nil, nil
+	call.rewritten = 0
+	call.written, call.replaced = nil, nil
 	useDVs := run.IndexBase != nil && !foreignSince(tbl.Metadata(), run.Branch, *run.IndexBase, run.WriterID)
 	if run.IndexBase != nil && !useDVs {
-		c.indexLost = true
+		call.indexLost = true
 	}
 	cr := newCowRun(run.Segments)
 	for i := range run.Segments {
@@ -366,7 +371,7 @@ func (c *catalogCommitter) attempt(ctx context.Context, tbl *table.Table, run *R
 			seg.DeleteFiles = append(append([]ice.DataFile(nil), seg.DeleteFiles...), files...)
 			seg.DVFiles, seg.RemovedDVs = nil, nil
 		}
-		if err := c.applySegment(ctx, tx, tbl, run, &seg, cr, i); err != nil {
+		if err := c.applySegment(ctx, call, tx, tbl, run, &seg, cr, i); err != nil {
 			return nil, "", nil, &buildError{fmt.Errorf("iceberg: build commit for run %d..%d: %w", run.FirstSeq, run.LastSeq, err)}
 		}
 		cr.note(seg.DataFiles)
@@ -421,7 +426,7 @@ func pendingSnapshot(tx *table.Transaction, branch string) *table.Snapshot {
 
 // applySegment stages one segment's snapshot in the transaction. The last segment's snapshot carries the run's
 // marker (its last sequence number); each carries the newest token inside it.
-func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transaction, tbl *table.Table, run *Run, seg *Segment, cr *cowRun, i int) error {
+func (c *catalogCommitter) applySegment(ctx context.Context, call *commitCall, tx *table.Transaction, tbl *table.Table, run *Run, seg *Segment, cr *cowRun, i int) error {
 	props := ice.Properties{
 		summaryWriterID: run.WriterID,
 		summaryEpoch:    strconv.FormatInt(run.Epoch, 10),
@@ -445,7 +450,7 @@ func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transacti
 		if err != nil {
 			return err
 		}
-		c.written = append(append(c.written, plan.newFiles...), plan.freshFiles...)
+		call.written = append(append(call.written, plan.newFiles...), plan.freshFiles...)
 		if staged.Table.Metadata().Version() >= 3 {
 			// An upserted row's new version keeps the _row_id of the row it replaces (found by this segment's
 			// rewrites or, for a later segment of the commit, by the first one's).
@@ -465,14 +470,14 @@ func (c *catalogCommitter) applySegment(ctx context.Context, tx *table.Transacti
 				}
 				for _, f := range seg.DataFiles {
 					if !kept[f.FilePath()] {
-						c.written = append(c.written, f)
+						call.written = append(call.written, f)
 					}
 				}
-				c.replaced = append(c.replaced, replaced...)
+				call.replaced = append(call.replaced, replaced...)
 			}
 		}
 		if len(plan.oldFiles) > 0 {
-			c.rewritten += len(plan.oldFiles)
+			call.rewritten += len(plan.oldFiles)
 			props[summaryRewritten] = strconv.Itoa(len(plan.oldFiles))
 			props[summaryCandidates] = strconv.Itoa(plan.candidates)
 			if staged.Table.Metadata().Version() < 3 {

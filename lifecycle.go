@@ -78,6 +78,9 @@ func (w *Writer) Close(ctx context.Context) error {
 	w.shutdownLocked()
 	w.mu.Unlock()
 	w.stop()
+	if cerr := w.cbs.wait(ctx); err == nil {
+		err = cerr
+	}
 	return err
 }
 
@@ -92,7 +95,7 @@ func (w *Writer) Abort(ctx context.Context) error {
 	w.shutdownLocked()
 	w.mu.Unlock()
 	w.stop()
-	return nil
+	return w.cbs.wait(ctx)
 }
 
 // shutdownLocked refuses new calls and new runs; the run in flight, if any, completes on the writer's context.
@@ -110,6 +113,7 @@ func (w *Writer) stop() {
 	// The commit loop sees stopping after its current run and exits; then encoders are cancelled.
 	w.kickLoop()
 	<-w.done
+	w.cbs.close()
 	w.cancel()
 	w.encWG.Wait()
 	w.mu.Lock()

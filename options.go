@@ -155,9 +155,12 @@ func WithWriterID(id string) Option {
 // Checkpoint token, and Flush and Close commit only up to the last checkpoint. Use it with WithWriterID.
 func WithCheckpoints() Option { return func(o *options) { o.checkpoints = true } }
 
-// WithOnCommit registers a callback run after each successful commit, in commit order, from the commit loop
-// (keep it short; it delays the next commit). It must not call Flush, Close or Abort on the same writer, which
-// wait for that loop; hand such work to another goroutine.
+// WithOnCommit registers a callback run after each successful commit, in commit order, on a goroutine of its
+// own: a slow callback delays later callbacks, never a commit. A callback may call any Writer method: Write and
+// Checkpoint accept rows as usual; Flush waits for the commits (not for their callbacks, which come after the
+// running one); Compact runs in the commit queue; Close and Abort close the writer and return without waiting
+// for the callbacks after the running one, which are still delivered once it returns. Close and Abort called
+// elsewhere return after every callback has returned, or when their ctx ends. Default: none.
 func WithOnCommit(f func(CommitInfo)) Option { return func(o *options) { o.onCommit = f } }
 
 // WithLogger sets the logger. Default: slog.Default().

@@ -178,7 +178,11 @@ func decodeFiles(env runEnvelope, data []byte, n int, content ice.ManifestConten
 
 // NewCatalogCommitter returns the default Committer on its own: it commits runs through cat with idempotency
 // markers, retries (within timeout, per run) and fencing. A coordinator that receives runs from many writer
-// processes (Run.MarshalBinary) commits them with it; runs of one writer must be committed in sequence order.
+// processes (Run.MarshalBinary) commits them with it. Commit is safe for concurrent use: runs of different
+// writers and tables may commit at once (runs on one table conflict at the catalog and retry). Runs of one
+// writer must be committed one at a time in sequence order; the caller guarantees that (a Writer hands its
+// runs over one at a time from its commit loop, so a coordinator that commits each writer's runs in the order
+// received, waiting for each, keeps it).
 func NewCatalogCommitter(cat catalog.Catalog, timeout time.Duration) Committer {
 	return newCatalogCommitter(cat, nil, slog.Default(), timeout, nil)
 }

@@ -137,7 +137,7 @@ func (w *Writer) finishRun(run *Run, batches []*batch, res *CommitResult, err er
 		_ = w.setTable(res.Table) // picks up schema changes made by others at the next batch
 	}
 	if w.opts.onCommit != nil {
-		w.opts.onCommit(CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: run.files(),
+		w.cbs.deliver(CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: run.files(),
 			Bytes: run.Bytes, FirstSeq: run.FirstSeq, LastSeq: run.LastSeq, Batches: len(batches), Attempts: res.Attempts})
 	}
 	w.maintain(n)

@@ -54,6 +54,7 @@ type Writer struct {
 	encWG     sync.WaitGroup
 	// commitMu is held while a run commits; Compact holds it to run inside the commit queue.
 	commitMu sync.Mutex
+	cbs      *callbacks // WithOnCommit, delivered outside the commit loop
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
@@ -222,6 +223,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		w.committer = w.defaultC
 	}
 	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	w.cbs = newCallbacks(w.opts.onCommit)
 	go w.commitLoop()
 	return w, nil
 }

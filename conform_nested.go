@@ -20,13 +20,14 @@ import (
 // value of the column (one bad map value made row 100 read back row 3's value).
 //
 // A mask is the bitmap (offset 0, one bit per slot of the array it goes with) of the slots that are data. nil
-// means every slot is: the common case, which costs no bitmap at all.
+// means every slot is: the common case, which costs no bitmap at all. Only structs pass a mask down: a list or
+// map keeps just the elements of its slots that are data (listElements), so its children need none.
 
 // convert returns col as an array of the field's layout (the caller copies it and gives it the table's exact
 // type with retype), possibly sharing the caller's buffers. mask says which slots of col are data. Struct fields
-// are matched by name (missing optional ones filled with nulls), lists of any kind become the table's list with
-// offsets rebased onto only the elements the slice covers, map keys and values are converted like any field,
-// and primitives take the lossless casts of castable. path names the field in Iceberg's terms (list elements
+// are matched by name (missing optional ones filled with nulls), lists of any kind become the table's list
+// holding only the elements of its slots that are data, map keys and values are converted like any field, and
+// primitives take the lossless casts of castable. path names the field in Iceberg's terms (list elements
 // "element", map entries "key" and "value") for errors and for relaxing the field.
 func (c *conformer) convert(ctx context.Context, path []string, tf arrow.Field, col arrow.Array, mask []byte) (arrow.Array, error) {
 	if !tf.Nullable {
@@ -125,18 +126,17 @@ func (c *conformer) convertStruct(ctx context.Context, path []string, tt *arrow.
 	return array.MakeFromData(data), nil
 }
 
-// convertList builds the table's list from a list, large list or fixed-size list: the elements are cut to the
-// range the slots cover (a slice of a list array still holds every element of the original), the offsets
-// rebased onto it, and the elements converted with a mask that keeps only those of valid slots that are data.
+// convertList builds the table's list from a list, large list or fixed-size list: the elements of the slots
+// that are data (listElements), converted as the table's element field.
 func (c *conformer) convertList(ctx context.Context, path []string, tt *arrow.ListType, la array.ListLike, mask []byte) (arrow.Array, error) {
 	epath := append(slices.Clone(path), "element")
-	elems, offsets, elemMask, err := c.listElements(epath, la, mask)
+	elems, offsets, err := c.listElements(epath, la, mask)
 	if err != nil {
 		return nil, err
 	}
 	defer elems.Release()
 	defer offsets.Release()
-	conv, err := c.convert(ctx, epath, tt.ElemField(), elems, elemMask)
+	conv, err := c.convert(ctx, epath, tt.ElemField(), elems, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -146,13 +146,12 @@ func (c *conformer) convertList(ctx context.Context, path []string, tt *arrow.Li
 
 // convertMap builds the table's map from the caller's: keys and values are converted as fields named "key" and
 // "value" (Iceberg's names), whatever the caller's entry fields are called. Keys are always required in
-// Iceberg; a null key is reported as such and never relaxed by schema evolution. (arrow-go refuses to build a
-// map with a null key or entry, even one under a null slot, so that check is only a safeguard; for the same
-// reason keys are cast without the mask, which could turn a hidden key into a null.)
+// Iceberg; a null key is reported as such and never relaxed by schema evolution (arrow-go refuses to build a
+// map with a null key or entry, so that check is only a safeguard for arrays made by other means).
 func (c *conformer) convertMap(ctx context.Context, path []string, tt *arrow.MapType, ma *array.Map, mask []byte) (arrow.Array, error) {
 	kpath := append(slices.Clone(path), "key")
 	vpath := append(slices.Clone(path), "value")
-	ents, offsets, entMask, err := c.listElements(kpath, ma, mask)
+	ents, offsets, err := c.listElements(kpath, ma, mask)
 	if err != nil {
 		return nil, err
 	}
@@ -163,11 +162,11 @@ func (c *conformer) convertMap(ctx context.Context, path []string, tt *arrow.Map
 		return nil, columnErr(strings.Join(path, "."), ErrTypeMismatch, "got %s, the table has %s", ma.DataType(), tt)
 	}
 	// A null entry has neither key nor value: report it as a null key.
-	if n := nullsInData(sa, entMask); n > 0 {
+	if n := sa.NullN(); n > 0 {
 		return nil, rowErr(kpath, false, ErrNullInRequired, "%d null map entr(y/ies)", n)
 	}
 	keys, vals := sa.Field(0), sa.Field(1)
-	if n := nullsInData(keys, entMask); n > 0 {
+	if n := keys.NullN(); n > 0 {
 		return nil, rowErr(kpath, false, ErrNullInRequired, "%d null map key(s)", n)
 	}
 	kconv, err := c.convert(ctx, kpath, tt.KeyField(), keys, nil)
@@ -175,23 +174,25 @@ func (c *conformer) convertMap(ctx context.Context, path []string, tt *arrow.Map
 		return nil, err
 	}
 	defer kconv.Release()
-	vconv, err := c.convert(ctx, vpath, tt.ItemField(), vals, entMask)
+	vconv, err := c.convert(ctx, vpath, tt.ItemField(), vals, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer vconv.Release()
-	// The entries carry no validity of their own: every entry that is data was checked valid above, and the
-	// others are hidden by the map slot they belong to.
+	// The entries carry no validity of their own (Arrow's map entries are never null).
 	entries := array.NewData(tt.Elem(), sa.Len(), []*memory.Buffer{nil}, []arrow.ArrayData{kconv.Data(), vconv.Data()}, 0, 0)
 	defer entries.Release()
 	return c.listLike(tt, ma, offsets, entries), nil
 }
 
-// listElements cuts the elements of a list-like array to the range its slots cover and returns them with
-// int32 offsets rebased onto that range (one per slot, plus the end) and the mask of the elements that are
-// data: those of valid slots that are data themselves. Elements of a null slot (a null list may still cover a
-// range) are not data.
-func (c *conformer) listElements(epath []string, la array.ListLike, mask []byte) (arrow.Array, *memory.Buffer, []byte, error) {
+// listElements returns the elements of a list-like array that are data, with int32 offsets onto them (one per
+// slot, plus the end). The elements are cut to the range the slots cover (a slice of a list array still holds
+// every element of the original). A slot that is null, or hidden by a null ancestor, must cover no element:
+// Arrow allows a null list to cover a range (a fixed-size list always does), but pqarrow refuses to write one
+// ("lists with non-zero length null components"), and finding that out while encoding would stop the writer.
+// Such slots are emptied and the elements of the others gathered (with array.Concatenate over runs of
+// consecutive ones), so every element returned is data: the children need no mask.
+func (c *conformer) listElements(epath []string, la array.ListLike, mask []byte) (arrow.Array, *memory.Buffer, error) {
 	n := la.Len()
 	var lo, hi int64
 	if n > 0 {
@@ -199,7 +200,7 @@ func (c *conformer) listElements(epath []string, la array.ListLike, mask []byte)
 		_, hi = la.ValueOffsets(n - 1)
 	}
 	if hi-lo > math.MaxInt32 {
-		return nil, nil, nil, rowErr(epath, false, ErrTypeMismatch, "%d elements in one batch, over the table list's int32 offsets", hi-lo)
+		return nil, nil, rowErr(epath, false, ErrTypeMismatch, "%d elements in one batch, over the table list's int32 offsets", hi-lo)
 	}
 	offsets := memory.NewResizableBuffer(c.mem)
 	offsets.Resize(arrow.Int32Traits.BytesRequired(n + 1))
@@ -211,17 +212,65 @@ func (c *conformer) listElements(epath []string, la array.ListLike, mask []byte)
 	offs[n] = int32(hi - lo)
 	elems := array.NewSlice(la.ListValues(), lo, hi)
 	slotMask := validData(la, mask)
-	if slotMask == nil {
-		// Every slot is valid data and the slots cover the range without gaps: every element is data.
-		return elems, offsets, nil, nil
+	covers := func(i int) bool { return offs[i+1] > offs[i] && !bitutil.BitIsSet(slotMask, i) }
+	if slotMask == nil || !anySlot(n, covers) {
+		return elems, offsets, nil
 	}
-	elemMask := make([]byte, bitutil.BytesForBits(hi-lo))
-	for i := range n {
-		if bitutil.BitIsSet(slotMask, i) && offs[i+1] > offs[i] {
-			bitutil.SetBitsTo(elemMask, int64(offs[i]), int64(offs[i+1]-offs[i]), true)
+	// Gather the elements of the slots that are data, run by run, and rewrite the offsets onto them.
+	var runs []arrow.Array
+	defer func() {
+		for _, r := range runs {
+			r.Release()
+		}
+	}()
+	runStart, runEnd, next := int32(-1), int32(-1), int32(0)
+	flush := func() {
+		if runEnd > runStart {
+			runs = append(runs, array.NewSlice(elems, int64(runStart), int64(runEnd)))
 		}
 	}
-	return elems, offsets, elemMask, nil
+	for i := range n {
+		start, end := offs[i], offs[i+1]
+		offs[i] = next
+		if end == start || !bitutil.BitIsSet(slotMask, i) {
+			continue
+		}
+		if start != runEnd {
+			flush()
+			runStart = start
+		}
+		runEnd = end
+		next += end - start
+	}
+	flush()
+	offs[n] = next
+	var gathered arrow.Array
+	var err error
+	switch len(runs) {
+	case 0:
+		gathered = array.NewSlice(elems, 0, 0)
+	case 1:
+		gathered = runs[0]
+		gathered.Retain()
+	default:
+		gathered, err = array.Concatenate(runs, c.mem)
+	}
+	elems.Release()
+	if err != nil {
+		offsets.Release()
+		return nil, nil, columnErr(strings.Join(epath, "."), err, "")
+	}
+	return gathered, offsets, nil
+}
+
+// anySlot reports whether f holds for some slot in [0, n).
+func anySlot(n int, f func(int) bool) bool {
+	for i := range n {
+		if f(i) {
+			return true
+		}
+	}
+	return false
 }
 
 // listLike assembles a list or map of type t from the caller's array (for its validity), the rebased offsets

@@ -233,7 +233,7 @@ func (c *conformer) column(ctx context.Context, tf, _ arrow.Field, col arrow.Arr
 // that does not fit. It is wrapped by a *ColumnError.
 type rowLevelError struct {
 	path []string
-	null bool // a null in a required field (schema evolution may relax it)
+	null bool // a null in a required field that schema evolution may relax (never a map key: always required)
 	err  error
 }
 

@@ -186,7 +186,6 @@ func readNested(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) ma
 	if err != nil {
 		t.Fatalf("scan: %v", err)
 	}
-	idIdx := sc.FieldIndices("id")[0]
 	for rec, err := range it {
 		if err != nil {
 			t.Fatalf("scan: %v", err)
@@ -202,7 +201,6 @@ func readNested(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) ma
 			}
 			rows[id] = row
 		}
-		_ = idIdx
 		rec.Release()
 	}
 	return rows

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/bitutil"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -215,7 +212,7 @@ func (c *conformer) conformOnce(ctx context.Context, rec arrow.RecordBatch) (arr
 // column converts one caller column to the table field, returning an array the writer owns. The input field
 // is not needed beyond its array's type; the parameter keeps the signature Delete uses.
 func (c *conformer) column(ctx context.Context, tf, _ arrow.Field, col arrow.Array) (arrow.Array, error) {
-	src, err := c.convert(ctx, []string{tf.Name}, tf, tf.Nullable, col)
+	src, err := c.convert(ctx, []string{tf.Name}, tf, col, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +233,7 @@ func (c *conformer) column(ctx context.Context, tf, _ arrow.Field, col arrow.Arr
 // that does not fit. It is wrapped by a *ColumnError.
 type rowLevelError struct {
 	path []string
-	null bool // a null in a required field (schema evolution may relax it)
+	null bool // a null in a required field that schema evolution may relax (never a map key: always required)
 	err  error
 }
 
@@ -251,149 +248,6 @@ func isRowLevel(err error) bool {
 func rowErr(path []string, null bool, reason error, format string, args ...any) error {
 	return &ColumnError{Column: strings.Join(path, "."), Err: &rowLevelError{path: path, null: null,
 		err: fmt.Errorf("%w: "+format, append([]any{reason}, args...)...)}}
-}
-
-// convert returns col as an array of the field's type (same layout; the caller retypes it), possibly sharing the
-// caller's buffers. nullable is whether nulls may appear at this level (false for a required field whose parent
-// is valid everywhere it is null, which the parent checked). Struct fields are matched by name, missing optional
-// ones filled with nulls.
-func (c *conformer) convert(ctx context.Context, path []string, tf arrow.Field, nullable bool, col arrow.Array) (arrow.Array, error) {
-	if !nullable && col.NullN() > 0 {
-		return nil, rowErr(path, true, ErrNullInRequired, "%d null value(s)", col.NullN())
-	}
-	inType := col.DataType()
-	switch tt := tf.Type.(type) {
-	case *arrow.StructType:
-		sa, ok := col.(*array.Struct)
-		if !ok {
-			return nil, columnErr(strings.Join(path, "."), ErrTypeMismatch, "got %s, the table has %s", inType, tf.Type)
-		}
-		return c.convertStruct(ctx, path, tt, sa)
-	case *arrow.ListType:
-		la, ok := col.(*array.List)
-		if !ok {
-			break
-		}
-		if sameShape(inType, tf.Type) {
-			if !tt.ElemField().Nullable && la.ListValues().NullN() > 0 {
-				return nil, rowErr(append(slices.Clone(path), "element"), true, ErrNullInRequired, "%d null element(s)", la.ListValues().NullN())
-			}
-			col.Retain()
-			return col, nil
-		}
-		vals, err := c.convert(ctx, append(slices.Clone(path), "element"), tt.ElemField(), tt.ElemField().Nullable, la.ListValues())
-		if err != nil {
-			return nil, err
-		}
-		defer vals.Release()
-		d := la.Data()
-		data := array.NewData(tt, d.Len(), d.Buffers(), []arrow.ArrayData{vals.Data()}, d.NullN(), d.Offset())
-		defer data.Release()
-		return array.MakeFromData(data), nil
-	}
-	if sameShape(inType, tf.Type) {
-		col.Retain()
-		return col, nil
-	}
-	if !castable(inType, tf.Type) {
-		return nil, columnErr(strings.Join(path, "."), ErrTypeMismatch, "got %s, the table has %s", inType, tf.Type)
-	}
-	casted, err := compute.CastArray(compute.WithAllocator(ctx, c.mem), col, compute.SafeCastOptions(tf.Type))
-	if err != nil {
-		return nil, rowErr(path, false, ErrTypeMismatch, "cannot convert %s to %s: %v", inType, tf.Type, err)
-	}
-	return casted, nil
-}
-
-// convertStruct builds the table's struct from the caller's by field name.
-func (c *conformer) convertStruct(ctx context.Context, path []string, tt *arrow.StructType, sa *array.Struct) (arrow.Array, error) {
-	st := sa.DataType().(*arrow.StructType)
-	n := sa.Len()
-	for _, f := range st.Fields() {
-		if _, ok := tt.FieldIdx(f.Name); !ok {
-			return nil, columnErr(strings.Join(append(slices.Clone(path), f.Name), "."), ErrUnknownColumn,
-				"the table's struct has fields %s", fieldNames(arrow.NewSchema(tt.Fields(), nil)))
-		}
-	}
-	children := make([]arrow.ArrayData, tt.NumFields())
-	defer func() {
-		for _, ch := range children {
-			if ch != nil {
-				ch.Release()
-			}
-		}
-	}()
-	for i, cf := range tt.Fields() {
-		cpath := append(slices.Clone(path), cf.Name)
-		idx, ok := st.FieldIdx(cf.Name)
-		if !ok {
-			if !cf.Nullable {
-				return nil, columnErr(strings.Join(cpath, "."), ErrMissingColumn, "the batch's struct has no such field")
-			}
-			children[i] = array.MakeArrayOfNull(c.mem, cf.Type, n).Data()
-			continue
-		}
-		child := sa.Field(idx)
-		nullable := cf.Nullable
-		if !nullable && child.NullN() > 0 && sa.NullN() > 0 {
-			// Nulls under a null struct are fine: check only the rows where the struct is valid.
-			for r := 0; r < n; r++ {
-				if sa.IsValid(r) && child.IsNull(r) {
-					return nil, rowErr(cpath, true, ErrNullInRequired, "null at row %d", r)
-				}
-			}
-			nullable = true
-		}
-		conv, err := c.convert(ctx, cpath, cf, nullable, child)
-		if err != nil {
-			return nil, err
-		}
-		children[i] = conv.Data()
-		children[i].Retain()
-		conv.Release()
-	}
-	var bitmap *memory.Buffer
-	if sa.NullN() > 0 {
-		bitmap = memory.NewResizableBuffer(c.mem)
-		bitmap.Resize(int(bitutil.BytesForBits(int64(n))))
-		bitutil.CopyBitmap(sa.NullBitmapBytes(), sa.Data().Offset(), n, bitmap.Bytes(), 0)
-		defer bitmap.Release()
-	}
-	data := array.NewData(tt, n, []*memory.Buffer{bitmap}, children, sa.NullN(), 0)
-	defer data.Release()
-	return array.MakeFromData(data), nil
-}
-
-// sameShape reports whether two types have the same physical layout, ignoring field names' metadata and
-// nullability (which retype fixes).
-func sameShape(a, b arrow.DataType) bool {
-	if a.ID() != b.ID() {
-		return false
-	}
-	switch at := a.(type) {
-	case *arrow.StructType:
-		bt := b.(*arrow.StructType)
-		if at.NumFields() != bt.NumFields() {
-			return false
-		}
-		for i := range at.Fields() {
-			if at.Field(i).Name != bt.Field(i).Name || !sameShape(at.Field(i).Type, bt.Field(i).Type) {
-				return false
-			}
-		}
-		return true
-	case *arrow.ListType:
-		return sameShape(at.Elem(), b.(*arrow.ListType).Elem())
-	case *arrow.LargeListType:
-		return sameShape(at.Elem(), b.(*arrow.LargeListType).Elem())
-	case *arrow.MapType:
-		bt := b.(*arrow.MapType)
-		return sameShape(at.KeyType(), bt.KeyType()) && sameShape(at.ItemType(), bt.ItemType())
-	case *arrow.FixedSizeListType:
-		bt := b.(*arrow.FixedSizeListType)
-		return at.Len() == bt.Len() && sameShape(at.Elem(), bt.Elem())
-	}
-	return arrow.TypeEqual(a, b)
 }
 
 // castable lists the lossless conversions Write applies on its own; SafeCastOptions still rejects a value that

@@ -125,9 +125,6 @@ func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
 	if err != nil {
 		return err
 	}
-	if rec != nil && rec.NumRows() == 0 {
-		return nil
-	}
 	if w.opts.evolve && rec != nil {
 		if conf, err = w.evolveFor(ctx, rec.Schema()); err != nil {
 			return err
@@ -140,6 +137,11 @@ func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
 	if err := checkKeyNulls(keyColumns(owned, ks, false), ks); err != nil {
 		owned.Release()
 		return err
+	}
+	if owned.NumRows() == 0 {
+		// Validated like any batch, but nothing to keep.
+		owned.Release()
+		return nil
 	}
 	if err := w.accept(ctx, owned, size, opUpsert); err != nil {
 		owned.Release()
@@ -163,9 +165,6 @@ func (w *Writer) Delete(ctx context.Context, keys arrow.RecordBatch) error {
 	}
 	if keys == nil {
 		return fmt.Errorf("iceberg: nil record batch")
-	}
-	if keys.NumRows() == 0 {
-		return nil
 	}
 	cols := make([]arrow.Array, len(ks.names))
 	release := func() {
@@ -192,6 +191,11 @@ func (w *Writer) Delete(ctx context.Context, keys arrow.RecordBatch) error {
 	}
 	owned := array.NewRecordBatch(ks.schema, cols, keys.NumRows())
 	release()
+	if owned.NumRows() == 0 {
+		// The key columns were validated like any batch's, but there is nothing to delete.
+		owned.Release()
+		return nil
+	}
 	if err := w.accept(ctx, owned, size, opDelete); err != nil {
 		owned.Release()
 		return err

@@ -369,7 +369,8 @@ func (w *Writer) signalLocked() {
 // is an error unless schema evolution is on (WithSchemaEvolution); missing optional columns are null. All validation happens here: an error returned by Write means
 // nothing of this call was accepted, and the writer stays usable. Write copies what it keeps: the caller may
 // reuse or Release the batch as soon as the call returns. Write blocks while the memory limit or the limit on
-// uncommitted batches is reached, until ctx is done.
+// uncommitted batches is reached, until ctx is done. A batch without rows is validated all the same (with
+// schema evolution on, its new columns are added), then nothing is kept.
 func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	w.mu.Lock()
 	if err := w.usableLocked(); err != nil {
@@ -378,9 +379,6 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	}
 	conf := w.conf
 	w.mu.Unlock()
-	if rec != nil && rec.NumRows() == 0 {
-		return nil
-	}
 	if w.opts.evolve && rec != nil {
 		var err error
 		if conf, err = w.evolveFor(ctx, rec.Schema()); err != nil {
@@ -390,6 +388,11 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	owned, size, err := conf.conform(ctx, rec)
 	if err != nil {
 		return err
+	}
+	if owned.NumRows() == 0 {
+		// Validated like any batch (an empty batch with an unknown column is an error), but nothing to keep.
+		owned.Release()
+		return nil
 	}
 	if err := w.accept(ctx, owned, size, opInsert); err != nil {
 		owned.Release()

@@ -12,6 +12,8 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/icewriter/iceberg/internal/redact"
 )
 
 // runEnvelope is a Run's wire form: markers as JSON, data and delete files as Avro manifests (Iceberg's own
@@ -149,8 +151,10 @@ func decodeFiles(env runEnvelope, data []byte, n int, content ice.ManifestConten
 // NewCatalogCommitter returns the default Committer on its own: it commits runs through cat with idempotency
 // markers, retries (within timeout, per run) and fencing. A coordinator that receives runs from many writer
 // processes (Run.MarshalBinary) commits them with it; runs of one writer must be committed in sequence order.
+// Its errors and log lines are masked as a Writer's are.
 func NewCatalogCommitter(cat catalog.Catalog, timeout time.Duration) Committer {
-	return newCatalogCommitter(cat, nil, slog.Default(), timeout, nil)
+	cat = redact.WrapCatalog(cat, nil)
+	return newCatalogCommitter(cat, nil, redact.Logger(slog.Default(), redact.RedactorOf(cat)), timeout, nil)
 }
 
 // encodeRecords writes key records of one schema as an Arrow IPC stream.

@@ -258,4 +258,3 @@ func assertNoSecrets(t *testing.T, what string, err error, secrets ...string) {
 	}
 	walk(err)
 }
-

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -222,6 +224,59 @@ func TestSecretsNotInCommitterErrors(t *testing.T) {
 	assertNoSecrets(t, "Commit", err, echoSecrets...)
 	if !errors.Is(err, icecatalog.ErrNoSuchTable) {
 		t.Errorf("Commit: %v, want ErrNoSuchTable", err)
+	}
+}
+
+// leakyCommitter fails every run with the kind of error an object store gives: a url.Error quoting a presigned
+// URL (signature, session token) and a server reply that quotes the request's headers.
+type leakyCommitter struct{}
+
+const (
+	presignSignature = "feedface0123456789"
+	presignToken     = "IQoJb3JpZ2luX2VjEFwoGZXIvYXdzEJr"
+)
+
+func (leakyCommitter) Commit(context.Context, *iw.Run) (*iw.CommitResult, error) {
+	u := "https://bucket.s3.amazonaws.com/wh/data/f.parquet?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKID%2F20260101" +
+		"&X-Amz-Security-Token=" + presignToken + "&X-Amz-Signature=" + presignSignature
+	return nil, fmt.Errorf("blob (code=PermissionDenied): %w", &url.Error{Op: "Put", URL: u,
+		Err: fmt.Errorf("403 Forbidden: request headers map[Authorization:[AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=%s] X-Amz-Security-Token:[%s]]: %w",
+			presignSignature, presignToken, fs.ErrPermission)})
+}
+
+// TestSecretsNotInStorageErrors: an upload or commit error that quotes a presigned URL and the request's
+// headers reaches Flush, Close and the log masked, keeps its sentinels, and errors.As to *url.Error gives a
+// copy whose URL is masked.
+func TestSecretsNotInStorageErrors(t *testing.T) {
+	ctx := context.Background()
+	var logs bytes.Buffer
+	w, err := iw.NewWriter(ctx, openCatalog(t), table.Identifier{"sec", "storage"}, iw.WithCreate(seed.Schema),
+		iw.WithCommitter(leakyCommitter{}), iw.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSeed(t, w, seed.New(0, 1), 10)
+	err = w.Flush(ctx)
+	secrets := []string{presignSignature, presignToken}
+	assertNoSecrets(t, "Flush", err, secrets...)
+	if !errors.Is(err, iw.ErrWriterFailed) || !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("Flush: %v, want ErrWriterFailed and fs.ErrPermission", err)
+	}
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		t.Errorf("errors.As(*url.Error) failed on %v", err)
+	} else if strings.Contains(ue.URL, presignSignature) || strings.Contains(ue.URL, presignToken) ||
+		!strings.Contains(ue.URL, "bucket.s3.amazonaws.com/wh/data/f.parquet") {
+		t.Errorf("url.Error copy: %s", ue.URL)
+	}
+	assertNoSecrets(t, "Close", w.Close(ctx), secrets...)
+	for _, s := range secrets {
+		if strings.Contains(logs.String(), s) {
+			t.Errorf("log holds %q:\n%s", s, logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "writer stopped") {
+		t.Errorf("the failure was not logged:\n%s", logs.String())
 	}
 }
 

@@ -35,32 +35,46 @@ func (r *Redactor) Error(err error) error {
 	if plainAndClean(r, err, 0) {
 		return err
 	}
-	return &redacted{msg: r.String(err.Error()), orig: err, r: r}
+	e := redacted{msg: r.String(err.Error()), orig: err, r: r}
+	// The masked error unwraps the way the original does, so that errors.Unwrap still steps to the (masked)
+	// cause of a single-cause error.
+	switch err.(type) {
+	case interface{ Unwrap() error }:
+		return &redactedOne{e}
+	case interface{ Unwrap() []error }:
+		return &redactedMany{e}
+	}
+	return &e
 }
 
-// redacted is an error whose message and chain are masked; see Redactor.Error.
+// redacted is an error whose message and chain are masked; see Redactor.Error. redactedOne and redactedMany
+// add the Unwrap of an original with one cause or several.
 type redacted struct {
 	msg  string
 	orig error // never exposed: Unwrap masks each cause, As checks what it hands out
 	r    *Redactor
 }
 
+type (
+	redactedOne  struct{ redacted }
+	redactedMany struct{ redacted }
+)
+
 func (e *redacted) Error() string { return e.msg }
 
 // GoString keeps %#v from printing the original error's fields.
 func (e *redacted) GoString() string { return fmt.Sprintf("redact.Error(%q)", e.msg) }
 
+func (e *redacted) maskedBy() *Redactor { return e.r }
+
+// Unwrap returns the masked copy of the original error's cause.
+func (e *redactedOne) Unwrap() error {
+	return e.r.Error(e.orig.(interface{ Unwrap() error }).Unwrap())
+}
+
 // Unwrap returns masked copies of the original error's causes.
-func (e *redacted) Unwrap() []error {
-	var causes []error
-	switch u := e.orig.(type) {
-	case interface{ Unwrap() error }:
-		if c := u.Unwrap(); c != nil {
-			causes = []error{c}
-		}
-	case interface{ Unwrap() []error }:
-		causes = u.Unwrap()
-	}
+func (e *redactedMany) Unwrap() []error {
+	causes := e.orig.(interface{ Unwrap() []error }).Unwrap()
 	out := make([]error, 0, len(causes))
 	for _, c := range causes {
 		if c != nil {
@@ -133,7 +147,7 @@ func maskURLString(s string) string {
 // plainAndClean reports whether err's chain consists only of plain error values whose messages hold nothing
 // to mask.
 func plainAndClean(r *Redactor, err error, depth int) bool {
-	if e, ok := err.(*redacted); ok && e.r == r {
+	if m, ok := err.(interface{ maskedBy() *Redactor }); ok && m.maskedBy() == r {
 		return true // masked by r already, causes included
 	}
 	if depth > 32 || !isPlain(err) {

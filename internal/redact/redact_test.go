@@ -163,6 +163,11 @@ func TestErrorChain(t *testing.T) {
 	if !errors.As(redact.Error(fmt.Errorf("x %s: %w", secret, clean), secret), &gotClean) || gotClean != clean {
 		t.Error("errors.As refused a typed error without secrets")
 	}
+	// A single-cause error still unwraps one step at a time, to a masked cause.
+	one := redact.Error(fmt.Errorf("get %s: %w", secret, ue), secret)
+	if u := errors.Unwrap(one); u == nil || strings.Contains(u.Error(), secret) || !strings.Contains(u.Error(), "h/x") {
+		t.Errorf("errors.Unwrap = %v", u)
+	}
 	// Masking twice keeps every property.
 	again := redact.Error(err, "other-secret")
 	assertNoSecret(t, again, secret, "zzz-echoed-1")

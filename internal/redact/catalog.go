@@ -2,6 +2,7 @@ package redact
 
 import (
 	"context"
+	"fmt"
 	"iter"
 
 	"github.com/apache/iceberg-go"
@@ -34,18 +35,22 @@ type (
 	txPurgeCatalog struct{ *Catalog }
 )
 
+// CommitTransaction calls the backend's; its error is masked.
 func (c txCatalog) CommitTransaction(ctx context.Context, commits []table.TableCommit) error {
 	return c.commitTransaction(ctx, commits)
 }
 
+// PurgeTable calls the backend's; its error is masked.
 func (c purgeCatalog) PurgeTable(ctx context.Context, ident table.Identifier) error {
 	return c.purgeTable(ctx, ident)
 }
 
+// CommitTransaction calls the backend's; its error is masked.
 func (c txPurgeCatalog) CommitTransaction(ctx context.Context, commits []table.TableCommit) error {
 	return c.commitTransaction(ctx, commits)
 }
 
+// PurgeTable calls the backend's; its error is masked.
 func (c txPurgeCatalog) PurgeTable(ctx context.Context, ident table.Identifier) error {
 	return c.purgeTable(ctx, ident)
 }
@@ -99,18 +104,22 @@ func RedactorOf(cat icecatalog.Catalog) *Redactor {
 	return nil
 }
 
+// CatalogType is the backend's type.
 func (c *Catalog) CatalogType() icecatalog.Type { return c.cat.CatalogType() }
 
+// CreateTable calls the backend's; its error is masked.
 func (c *Catalog) CreateTable(ctx context.Context, ident table.Identifier, sc *iceberg.Schema, opts ...icecatalog.CreateTableOpt) (*table.Table, error) {
 	t, err := c.cat.CreateTable(ctx, ident, sc, opts...)
 	return t, c.r.Error(err)
 }
 
+// CommitTable calls the backend's; its error is masked.
 func (c *Catalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
 	m, loc, err := c.cat.CommitTable(ctx, ident, reqs, updates)
 	return m, loc, c.r.Error(err)
 }
 
+// ListTables calls the backend's; its error is masked.
 func (c *Catalog) ListTables(ctx context.Context, ns table.Identifier) iter.Seq2[table.Identifier, error] {
 	return func(yield func(table.Identifier, error) bool) {
 		for id, err := range c.cat.ListTables(ctx, ns) {
@@ -121,48 +130,58 @@ func (c *Catalog) ListTables(ctx context.Context, ns table.Identifier) iter.Seq2
 	}
 }
 
+// LoadTable calls the backend's; its error is masked.
 func (c *Catalog) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
 	t, err := c.cat.LoadTable(ctx, ident)
 	return t, c.r.Error(err)
 }
 
+// DropTable calls the backend's; its error is masked.
 func (c *Catalog) DropTable(ctx context.Context, ident table.Identifier) error {
 	return c.r.Error(c.cat.DropTable(ctx, ident))
 }
 
+// RenameTable calls the backend's; its error is masked.
 func (c *Catalog) RenameTable(ctx context.Context, from, to table.Identifier) (*table.Table, error) {
 	t, err := c.cat.RenameTable(ctx, from, to)
 	return t, c.r.Error(err)
 }
 
+// CheckTableExists calls the backend's; its error is masked.
 func (c *Catalog) CheckTableExists(ctx context.Context, ident table.Identifier) (bool, error) {
 	ok, err := c.cat.CheckTableExists(ctx, ident)
 	return ok, c.r.Error(err)
 }
 
+// ListNamespaces calls the backend's; its error is masked.
 func (c *Catalog) ListNamespaces(ctx context.Context, parent table.Identifier) ([]table.Identifier, error) {
 	ns, err := c.cat.ListNamespaces(ctx, parent)
 	return ns, c.r.Error(err)
 }
 
+// CreateNamespace calls the backend's; its error is masked.
 func (c *Catalog) CreateNamespace(ctx context.Context, ns table.Identifier, props iceberg.Properties) error {
 	return c.r.Error(c.cat.CreateNamespace(ctx, ns, props))
 }
 
+// DropNamespace calls the backend's; its error is masked.
 func (c *Catalog) DropNamespace(ctx context.Context, ns table.Identifier) error {
 	return c.r.Error(c.cat.DropNamespace(ctx, ns))
 }
 
+// CheckNamespaceExists calls the backend's; its error is masked.
 func (c *Catalog) CheckNamespaceExists(ctx context.Context, ns table.Identifier) (bool, error) {
 	ok, err := c.cat.CheckNamespaceExists(ctx, ns)
 	return ok, c.r.Error(err)
 }
 
+// LoadNamespaceProperties calls the backend's; its error is masked.
 func (c *Catalog) LoadNamespaceProperties(ctx context.Context, ns table.Identifier) (iceberg.Properties, error) {
 	p, err := c.cat.LoadNamespaceProperties(ctx, ns)
 	return p, c.r.Error(err)
 }
 
+// UpdateNamespaceProperties calls the backend's; its error is masked.
 func (c *Catalog) UpdateNamespaceProperties(ctx context.Context, ns table.Identifier, removals []string, updates iceberg.Properties) (icecatalog.PropertiesUpdateSummary, error) {
 	s, err := c.cat.UpdateNamespaceProperties(ctx, ns, removals, updates)
 	return s, c.r.Error(err)
@@ -200,21 +219,10 @@ func (c *Catalog) SupportsFullRemoteScanPlanning() bool {
 func (c *Catalog) PlanFiles(ctx context.Context, req table.ScanPlanningRequest) (table.ScanPlanningResult, error) {
 	p, ok := c.cat.(table.ScanPlanner)
 	if !ok {
-		return table.ScanPlanningResult{}, errUnsupported("remote scan planning")
+		return table.ScanPlanningResult{}, fmt.Errorf("%w: the catalog does not plan scans", iceberg.ErrNotImplemented)
 	}
 	res, err := p.PlanFiles(ctx, req)
 	return res, c.r.Error(err)
-}
-
-func errUnsupported(what string) error {
-	return &unsupported{what: what}
-}
-
-type unsupported struct{ what string }
-
-func (e *unsupported) Error() string { return "catalog does not support " + e.what }
-func (e *unsupported) Is(target error) bool {
-	return target == iceberg.ErrNotImplemented
 }
 
 var (

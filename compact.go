@@ -39,7 +39,8 @@ func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
 	w.mu.Unlock()
 	w.commitMu.Lock()
 	defer w.commitMu.Unlock()
-	return w.compactLocked(ctx, false)
+	res, err := w.compactLocked(ctx, false)
+	return res, w.red.Error(err) // reads and writes data files: storage errors may quote presigned URLs
 }
 
 // compactLocked runs Compact's attempts; the caller holds commitMu. smallOnly plans the small-file policy:

@@ -12,6 +12,8 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/icewriter/iceberg/internal/redact"
 )
 
 // runEnvelope is a Run's wire form: markers as JSON, data and delete files as Avro manifests (Iceberg's own
@@ -183,8 +185,10 @@ func decodeFiles(env runEnvelope, data []byte, n int, content ice.ManifestConten
 // writer must be committed one at a time in sequence order; the caller guarantees that (a Writer hands its
 // runs over one at a time from its commit loop, so a coordinator that commits each writer's runs in the order
 // received, waiting for each, keeps it).
+// Its errors and log lines are masked as a Writer's are.
 func NewCatalogCommitter(cat catalog.Catalog, timeout time.Duration) Committer {
-	return newCatalogCommitter(cat, nil, slog.Default(), timeout, nil)
+	cat = redact.WrapCatalog(cat, nil)
+	return newCatalogCommitter(cat, nil, redact.Logger(slog.Default(), redact.RedactorOf(cat)), timeout, nil)
 }
 
 // encodeRecords writes key records of one schema as an Arrow IPC stream.

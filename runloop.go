@@ -6,6 +6,8 @@ import (
 
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/icewriter/iceberg/internal/redact"
 )
 
 // commitLoop is the one ordered committer of this writer: it repeatedly takes the longest run of consecutive
@@ -197,9 +199,9 @@ func (w *Writer) LastCheckpoint(ctx context.Context) (token string, ok bool, err
 }
 
 // LastCheckpoint returns the newest token that the writer ID committed to the table, without opening a writer
-// (and so without fencing a running one).
+// (and so without fencing a running one). Its errors are masked as NewWriter's are.
 func LastCheckpoint(ctx context.Context, cat catalog.Catalog, ident table.Identifier, writerID string) (string, bool, error) {
-	tbl, err := cat.LoadTable(ctx, ident)
+	tbl, err := redact.WrapCatalog(cat, nil).LoadTable(ctx, ident)
 	if err != nil {
 		return "", false, fmt.Errorf("iceberg: load table %v: %w", ident, err)
 	}

@@ -28,15 +28,18 @@ import (
 	"github.com/apache/iceberg-go/table/dv"
 	"github.com/google/uuid"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/icewriter/iceberg/internal/redact"
 )
 
 // Writer writes rows into one Iceberg table. It is safe for concurrent use; concurrent calls are ordered by the
 // moment each is accepted.
 type Writer struct {
-	cat       catalog.Catalog
+	cat       catalog.Catalog // masks its errors (redact.WrapCatalog)
+	red       *redact.Redactor
 	ident     table.Identifier
 	opts      options
-	log       *slog.Logger
+	log       *slog.Logger // masks every record with red
 	committer Committer
 	defaultC  *catalogCommitter // nil when WithCommitter replaced it
 	id        string
@@ -141,11 +144,20 @@ type stats struct {
 // With WithWriterID, NewWriter takes over the ID: it bumps the ID's epoch in a table property (with an empty
 // snapshot, so that an older process's pending commit fails its requirement and then finds itself fenced) and
 // continues the ID's sequence numbers. Without it the writer uses a random ID.
+//
+// No error the writer returns or logs carries a secret. A catalog opened by this project's catalog.Open masks
+// the secrets of its URI and properties; any other catalog is wrapped here so that at least secret shapes
+// (bearer tokens, client secrets, presigned URL signatures, passwords in URLs) a server or an object store may
+// echo are masked. Errors from storage surface masked the same way (see package catalog for errors.Is and
+// errors.As through the masking).
 func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier, opts ...Option) (*Writer, error) {
 	o := defaultOptions()
 	for _, f := range opts {
 		f(&o)
 	}
+	cat = redact.WrapCatalog(cat, nil)
+	red := redact.RedactorOf(cat)
+	o.logger = redact.Logger(o.logger, red)
 	if err := validateOptions(&o); err != nil {
 		return nil, err
 	}
@@ -174,14 +186,14 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		o.writerID = uuid.NewString()
 	}
 	w := &Writer{
-		cat: cat, ident: ident, opts: o, log: o.logger, id: o.writerID, tables: tabs,
+		cat: cat, red: red, ident: ident, opts: o, log: o.logger, id: o.writerID, tables: tabs,
 		mem: memory.NewGoAllocator(), kick: make(chan struct{}, 1), done: make(chan struct{}),
 		changed: make(chan struct{}), encSem: semaphore.NewWeighted(int64(o.maxInFlight)),
 	}
 	if o.stableID {
 		tbl, err = w.fence(ctx, tbl)
 		if err != nil {
-			return nil, err
+			return nil, red.Error(err) // staging the fence snapshot writes a manifest: storage errors too
 		}
 		w.committed = lastSeq(tbl.Metadata(), o.branch, w.id)
 	} else {
@@ -205,7 +217,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 			idx, reason, err := loadKeyIndex(ctx, tbl, o.branch, w.keys, o.keyIndexBytes, o.maxInFlight)
 			if err != nil {
 				if ctx.Err() != nil {
-					return nil, err
+					return nil, red.Error(err) // a read of data files, cut short
 				}
 				// Equality deletes are always right: a read failure here costs read speed, not the writer.
 				idx, reason = nil, err.Error()
@@ -533,6 +545,9 @@ func (w *Writer) failLocked(err error) {
 	if w.failed != nil {
 		return
 	}
+	// The failure is returned by every later call and logged: a commit or upload error may quote a server's
+	// reply or a presigned URL.
+	err = w.red.Error(err)
 	if !errors.Is(err, ErrWriterFailed) {
 		err = fmt.Errorf("%w: %w", ErrWriterFailed, err)
 	}

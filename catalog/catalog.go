@@ -8,6 +8,14 @@
 // links only the backends it uses:
 //
 //	import _ "github.com/icewriter/iceberg/catalog/rest"
+//
+// Errors never carry a secret. Open's errors, and every error of the catalog it returns, are masked: the
+// password and secret query parameters of the URI, the secret properties (credential, token, s3.secret-access-key,
+// ...), and secret shapes that a server may echo from a request even when the value was never ours (a bearer
+// token it issued, a presigned URL's signature). errors.Is with iceberg-go's sentinels (ErrNoSuchTable,
+// table.ErrCommitFailed, rest.ErrForbidden, ...) works through the masking; errors.As gives masked copies, or
+// fails for a typed error that holds a secret. Backend reaches the backend's own catalog, unmasked, for methods
+// beyond the catalog interface.
 package catalog
 
 import (
@@ -21,13 +29,17 @@ import (
 
 	"github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
+
+	"github.com/icewriter/iceberg/internal/redact"
 )
 
 // ErrUnknownScheme is returned by Open for a URI whose scheme no imported backend registered.
 var ErrUnknownScheme = errors.New("catalog: unknown scheme")
 
 // Opener opens a catalog for a parsed URI. Query parameters that the opener does not consume are passed on as
-// catalog properties in props (already merged with the properties given to OpenWithProperties).
+// catalog properties in props (already merged with the properties given to OpenWithProperties). Open masks the
+// opener's errors and wraps the catalog it returns, so an opener need not (though one that quotes u should print
+// it with its secrets masked all the same, for callers of its exported helpers).
 type Opener func(ctx context.Context, u *url.URL, props iceberg.Properties) (icecatalog.Catalog, error)
 
 var (
@@ -69,10 +81,13 @@ func Open(ctx context.Context, uri string) (icecatalog.Catalog, error) {
 
 // OpenWithProperties is Open with extra catalog properties (credentials, for example, that should not appear in a
 // URI). Properties given here override query parameters of the same name.
+//
+// The catalog returned masks the secrets of uri and props in every error it returns (see the package doc);
+// it implements iceberg-go's Closer, and TransactionalCatalog and PurgeableTable when the backend does.
 func OpenWithProperties(ctx context.Context, uri string, props iceberg.Properties) (icecatalog.Catalog, error) {
 	u, err := url.Parse(uri)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: parse uri: %w", redactURLError(err))
+		return nil, redact.Error(fmt.Errorf("catalog: parse uri: %w", redactURLError(err)), redact.Secrets(props)...)
 	}
 	scheme := strings.ToLower(u.Scheme)
 	mu.RLock()
@@ -91,8 +106,19 @@ func OpenWithProperties(ctx context.Context, uri string, props iceberg.Propertie
 	for k, v := range props {
 		merged[k] = v
 	}
-	return o(ctx, u, merged)
+	// The secrets are taken before the opener runs: openers consume and rewrite their properties.
+	red := redact.New(append(redact.URLSecrets(u), redact.Secrets(merged)...)...)
+	cat, err := o(ctx, u, merged)
+	if err != nil {
+		return nil, red.Error(err)
+	}
+	return redact.WrapCatalog(cat, red), nil
 }
+
+// Backend returns the backend's own catalog behind one that Open returned (for methods beyond iceberg-go's
+// catalog interface, such as a REST catalog's views), or cat itself. Its errors are not masked: they may quote
+// the URI's password, a secret property or a server's echo of a request.
+func Backend(cat icecatalog.Catalog) icecatalog.Catalog { return redact.Backend(cat) }
 
 // redactURLError drops the URL text from a url.Error, since it may carry a password.
 func redactURLError(err error) error {

@@ -14,6 +14,8 @@ import (
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/uptrace/bun/driver/sqliteshim"
 
+	"github.com/icewriter/iceberg/internal/redact"
+
 	// The embedded default stores files in local folders (and in memory for tests) through gocloud blob.
 	_ "github.com/icewriter/iceberg/storage"
 )
@@ -34,7 +36,7 @@ func openSQLite(ctx context.Context, u *url.URL, props iceberg.Properties) (icec
 		p = u.Opaque
 	}
 	if p == "" {
-		return nil, fmt.Errorf("catalog: sqlite uri %q names no database file", u.Redacted())
+		return nil, fmt.Errorf("catalog: sqlite uri %q names no database file", redact.URL(u))
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {

@@ -20,6 +20,8 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/io/gocloud/blobfs"
 	"gocloud.dev/blob"
+
+	"github.com/icewriter/iceberg/internal/redact"
 )
 
 // Opener opens the bucket that a location's scheme and authority name, configured by the table's effective
@@ -91,7 +93,8 @@ func factory(scheme string, opener Opener, extract func(host string) blobfs.Obje
 		}
 		b, err := opener(ctx, u, props)
 		if err != nil {
-			return nil, fmt.Errorf("storage: open %s://%s: %w", scheme, u.Host, err)
+			// Masked here as well as in each backend: an opener registered by a program may quote its properties.
+			return nil, redact.Error(fmt.Errorf("storage: open %s://%s: %w", scheme, u.Host, err), redact.Secrets(props)...)
 		}
 		opens[scheme]++
 		var fsys iceio.IO = blobfs.New(context.Background(), b, extract(u.Host))

@@ -39,7 +39,7 @@ func TestOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cat.(*iceglue.Catalog); !ok {
-		t.Fatalf("got %T", cat)
+	if _, ok := catalog.Backend(cat).(*iceglue.Catalog); !ok {
+		t.Fatalf("got %T", catalog.Backend(cat))
 	}
 }

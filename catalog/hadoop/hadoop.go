@@ -24,6 +24,7 @@ import (
 	icehadoop "github.com/apache/iceberg-go/catalog/hadoop"
 
 	"github.com/icewriter/iceberg/catalog"
+	"github.com/icewriter/iceberg/internal/redact"
 )
 
 func init() {
@@ -44,7 +45,7 @@ func Warehouse(u *url.URL, props iceberg.Properties) (string, error) {
 		p = u.Host + p
 	}
 	if p == "" || p == "/" {
-		return "", fmt.Errorf("catalog/hadoop: uri %q names no warehouse folder", u.String())
+		return "", fmt.Errorf("catalog/hadoop: uri %q names no warehouse folder", redact.URL(u))
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
@@ -67,7 +68,8 @@ func open(_ context.Context, u *url.URL, props iceberg.Properties) (icecatalog.C
 	p["warehouse"] = wh
 	cat, err := icehadoop.NewCatalog(name, wh, p)
 	if err != nil {
-		return nil, fmt.Errorf("catalog/hadoop: open %s: %w", wh, err)
+		// The warehouse may be a URL with secrets of its own (a presigned or SAS-token location).
+		return nil, redact.Error(fmt.Errorf("catalog/hadoop: open %s: %w", wh, err), append(redact.Secrets(p), redact.URLSecrets(u)...)...)
 	}
 	return cat, nil
 }

@@ -26,8 +26,10 @@
 // property is given. The property name (default "rest") names the catalog. Each Open builds one HTTP client
 // and, with OAuth2, one token source, both reused for the catalog's lifetime.
 //
-// Errors never print the credential, the token or any other secret property: they are masked, and errors still
-// unwrap to iceberg-go's error values (rest.ErrUnauthorized, table.ErrCommitFailed, ...).
+// Errors never print the credential, the token or any other secret property, neither Open's nor those of the
+// catalog's later calls (package catalog wraps the catalog it returns), even when the server echoes the request
+// with the bearer token it issued: they are masked, and errors still answer errors.Is for iceberg-go's error
+// values (rest.ErrUnauthorized, table.ErrCommitFailed, ...). catalog.Backend returns the *rest.Catalog itself.
 package rest
 
 import (

@@ -67,7 +67,7 @@ func ServiceURL(account string, props map[string]string) string {
 // Open opens the container u.Host configured by props. It is registered with package storage for Schemes.
 func Open(ctx context.Context, u *url.URL, props map[string]string) (*blob.Bucket, error) {
 	if u.Host == "" {
-		return nil, fmt.Errorf("storage/azblob: location %q names no container", u.String())
+		return nil, fmt.Errorf("storage/azblob: location %q names no container", redact.URL(u))
 	}
 	account := props[iceio.ADLSSharedKeyAccountName]
 	if account == "" {

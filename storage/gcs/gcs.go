@@ -81,7 +81,7 @@ func Credentials(ctx context.Context, props map[string]string) (*google.Credenti
 // Open opens the bucket u.Host configured by props. It is registered with package storage for Schemes.
 func Open(ctx context.Context, u *url.URL, props map[string]string) (*blob.Bucket, error) {
 	if u.Host == "" {
-		return nil, fmt.Errorf("storage/gcs: location %q names no bucket", u.String())
+		return nil, fmt.Errorf("storage/gcs: location %q names no bucket", redact.URL(u))
 	}
 	creds, err := Credentials(ctx, props)
 	if err != nil {

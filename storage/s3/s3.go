@@ -140,7 +140,7 @@ func ParseOptions(props map[string]string) (Options, error) {
 // exported for programs that want a *blob.Bucket of their own.
 func Open(ctx context.Context, u *url.URL, props map[string]string) (*blob.Bucket, error) {
 	if u.Host == "" {
-		return nil, fmt.Errorf("storage/s3: location %q names no bucket", u.String())
+		return nil, fmt.Errorf("storage/s3: location %q names no bucket", redact.URL(u))
 	}
 	o, err := ParseOptions(props)
 	if err != nil {

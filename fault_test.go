@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -201,6 +202,67 @@ func TestCloseAbortErrClosed(t *testing.T) {
 	}
 	counts, _ := readRows(t, cat, ident)
 	assertIDs(t, counts, 0, 300)
+}
+
+// gateCommitter blocks its first Commit until released.
+type gateCommitter struct {
+	inner   iceberg.Committer
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gateCommitter) Commit(ctx context.Context, run *iceberg.Run) (*iceberg.CommitResult, error) {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		close(g.entered)
+		<-g.release
+	}
+	return g.inner.Commit(ctx, run)
+}
+
+// TestFlushReturnsAfterAbort: a Flush waiting for a batch that Abort discards returns once Abort has, not when
+// its own ctx (3 s) expires.
+func TestFlushReturnsAfterAbort(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"life", "abort"}
+	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = setup.Close(ctx)
+	gc := &gateCommitter{inner: iceberg.NewCatalogCommitter(cat, time.Minute), entered: make(chan struct{}), release: make(chan struct{})}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCommitter(gc), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := seed.New(0, 1)
+	writeSeed(t, w, g, 100)
+	go func() { _ = w.Flush(ctx) }() // seals batch 1; its commit blocks in the committer
+	<-gc.entered
+	writeSeed(t, w, g, 100)
+	flushErr := make(chan error, 1)
+	go func() {
+		fctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		flushErr <- w.Flush(fctx) // waits for batch 2
+	}()
+	time.Sleep(100 * time.Millisecond)
+	abortDone := make(chan error, 1)
+	go func() { abortDone <- w.Abort(ctx) }()
+	time.Sleep(100 * time.Millisecond)
+	close(gc.release)
+	if err := <-abortDone; err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = <-flushErr
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Flush hung after Abort for %v and returned %v; want ErrClosed promptly", time.Since(start), err)
+	}
+	t.Logf("flush returned %v", err)
 }
 
 // TestFlushIntervalCommits: rows below every size threshold still commit once the interval passes.

@@ -2,7 +2,9 @@ package iceberg
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -77,6 +79,107 @@ func TestResolveHashCollisions(t *testing.T) {
 	collided := run(t)
 	if fmt.Sprint(real) != fmt.Sprint(want) || fmt.Sprint(collided) != fmt.Sprint(want) {
 		t.Fatalf("read back\n with the key hash:      %v\n with every hash alike:  %v\n want:                   %v", real, collided, want)
+	}
+}
+
+// TestResolvePartialCollisions: with a key hash that collides often but not always (the id modulo m),
+// batches hit both paths of resolve: hash-keyed with byte checks (an inserted key sharing a hash with an
+// upserted one, keyed keys distinct) and the byte-keyed fallback. Random inserts, upserts and deletes, all of a
+// round in one batch, read back as the sequential model on v2 (equality deletes) and v3 (deletion vectors).
+func TestResolvePartialCollisions(t *testing.T) {
+	saved := resolveHash
+	defer func() { resolveHash = saved }()
+	for _, version := range []int{2, 3} {
+		for _, m := range []uint64{2, 7} {
+			t.Run(fmt.Sprintf("v%d/m=%d", version, m), func(t *testing.T) {
+				resolveHash = func(b []byte) uint64 { return binary.LittleEndian.Uint64(b[1:9]) % m }
+				ctx := context.Background()
+				rng := rand.New(rand.NewPCG(m, uint64(version)))
+				w := bloomWriter(t, 0, 0, WithCreate(bloomSchema, IdentifierFields("id"), FormatVersion(version)),
+					WithFlushRows(1_000_000))
+				model := map[int64][]string{}
+				tag := 0
+				// hashPath counts batches where keyed keys never share a hash (resolve stays on the hash-keyed
+				// map) but a written row shares its hash with a key upserted or deleted after it.
+				hashPath := 0
+				for round := 0; round < 30; round++ {
+					type row struct {
+						id    int64
+						keyed bool
+					}
+					var batch []row
+					for op := 0; op < 3; op++ {
+						n := 1 + rng.IntN(3)
+						ids := make([]int64, n)
+						for i := range ids {
+							ids[i] = rng.Int64N(40)
+						}
+						tag++
+						name := fmt.Sprint("t", tag)
+						var err error
+						k := rng.IntN(3)
+						for _, id := range ids {
+							batch = append(batch, row{id, k != 0})
+						}
+						switch k {
+						case 0:
+							err = w.Write(ctx, namedRows(ids, name))
+							for _, id := range ids {
+								model[id] = append(model[id], name)
+							}
+						case 1:
+							err = w.Upsert(ctx, namedRows(ids, name))
+							for _, id := range ids {
+								model[id] = []string{name}
+							}
+						default:
+							err = w.Delete(ctx, namedRows(ids, name))
+							for _, id := range ids {
+								delete(model, id)
+							}
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+					}
+					keyedHash := map[uint64]int64{}
+					distinct := true
+					for _, r := range batch {
+						if prev, ok := keyedHash[uint64(r.id)%m]; r.keyed && ok && prev != r.id {
+							distinct = false
+						}
+						if r.keyed {
+							keyedHash[uint64(r.id)%m] = r.id
+						}
+					}
+					shared := false
+					for i, r := range batch {
+						for _, later := range batch[i+1:] {
+							if !r.keyed && later.keyed && later.id != r.id && uint64(later.id)%m == uint64(r.id)%m {
+								shared = true
+							}
+						}
+					}
+					if distinct && shared {
+						hashPath++
+					}
+					if err := w.Flush(ctx); err != nil {
+						t.Fatal(err)
+					}
+					got := readNamed(t, w)
+					for _, v := range model {
+						slices.Sort(v)
+					}
+					if fmt.Sprint(got) != fmt.Sprint(model) {
+						t.Fatalf("round %d:\n got   %v\n model %v", round, got, model)
+					}
+				}
+				t.Logf("hash-keyed batches with a shared hash: %d", hashPath)
+				if m == 7 && hashPath == 0 {
+					t.Fatal("no batch took the hash-keyed path with a shared hash")
+				}
+			})
+		}
 	}
 }
 

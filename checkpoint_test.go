@@ -242,10 +242,7 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("run by TestCrashResume")
 	}
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(dir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := openCatalogAt(t, filepath.Join(dir, "catalog.db"))
 	seedN, _ := strconv.Atoi(os.Getenv("ICEWRITER_CRASH_SEED"))
 	rng := rand.New(rand.NewPCG(uint64(seedN), 1))
 	w, err := iceberg.NewWriter(ctx, cat, table.Identifier{"crash", "events"}, iceberg.WithCreate(seed.Schema),

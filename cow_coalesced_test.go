@@ -35,36 +35,9 @@ func TestCopyOnWriteCoalescedModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			model := kvModel{}
-			next := int64(0)
+			ops := &kvOps{rng: rng, keySpace: 30, maxRows: 5, writes: 3}
 			for op := 0; op < 90; op++ {
-				n := 1 + rng.IntN(5)
-				ids := make([]int64, n)
-				vs := make([]int64, n)
-				for i := range ids {
-					ids[i] = rng.Int64N(30)
-					next++
-					vs[i] = next
-				}
-				switch k := rng.IntN(10); {
-				case k < 3:
-					err = w.Write(ctx, kvBatch(ids, vs))
-					for i := range ids {
-						model.insert(ids[i], vs[i])
-					}
-				case k < 8:
-					err = w.Upsert(ctx, kvBatch(ids, vs))
-					for i := range ids {
-						model.upsert(ids[i], vs[i])
-					}
-				default:
-					err = w.Delete(ctx, keyBatch(ids))
-					for i := range ids {
-						model.del(ids[i])
-					}
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				ops.apply(t, ctx, w, model)
 				if rng.IntN(40) == 0 {
 					if err := w.Flush(ctx); err != nil {
 						t.Fatal(err)
@@ -84,92 +57,6 @@ func TestCopyOnWriteCoalescedModel(t *testing.T) {
 			}
 			st := w.Stats()
 			t.Logf("commits %d, rewritten %d", st.Commits, st.FilesRewritten)
-		})
-	}
-}
-
-// TestCopyOnWriteV3CoalescedLineage: v3, keys unique in the table (Write only new keys), slow commits so
-// batches coalesce into split runs. After each round: the model, unique non-null row ids, untouched rows keep
-// their lineage, and a key that held a row at the start of the round and was only upserted (never deleted) in
-// it keeps its _row_id.
-func TestCopyOnWriteV3CoalescedLineage(t *testing.T) {
-	for trial := 0; trial < 2; trial++ {
-		t.Run(fmt.Sprintf("partitioned=%v", trial == 1), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(uint64(trial), 91))
-			ctx := context.Background()
-			cat := &slowCatalog{Catalog: openCatalog(t), latency: 25 * time.Millisecond}
-			ident := table.Identifier{"cowv3", "coalesced"}
-			var create []iceberg.CreateOption
-			if trial == 1 {
-				create = append(create, iceberg.PartitionBy("bucket(3, id)"))
-			}
-			create = append([]iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.FormatVersion(3)}, create...)
-			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, create...),
-				iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushRows(1+rng.IntN(6)),
-				iceberg.WithMaxInFlight(4), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close(ctx)
-			model := kvModel{}
-			nextKey, nextV := int64(0), int64(1000)
-			var ids []int64
-			for ; nextKey < 40; nextKey++ {
-				ids = append(ids, nextKey)
-				model.insert(nextKey, nextKey)
-			}
-			mustV3(t, "Write", w.Write(ctx, kvBatch(ids, ids)))
-			mustV3(t, "Flush", w.Flush(ctx))
-			state := observe(t, cat, ident, model)
-			for round := 0; round < 3; round++ {
-				touched, deleted, upserted := map[int64]bool{}, map[int64]bool{}, map[int64]bool{}
-				for op := 0; op < 25; op++ {
-					n := 1 + rng.IntN(4)
-					seen := map[int64]bool{}
-					var ks []int64
-					for len(ks) < n {
-						if k := rng.Int64N(nextKey + 3); !seen[k] {
-							seen[k] = true
-							ks = append(ks, k)
-						}
-					}
-					switch k := rng.IntN(10); {
-					case k < 2:
-						var ws, vs []int64
-						for i := 0; i < n; i++ {
-							nextV++
-							ws, vs = append(ws, nextKey), append(vs, nextV)
-							model.insert(nextKey, nextV)
-							touched[nextKey] = true
-							nextKey++
-						}
-						mustV3(t, "Write", w.Write(ctx, kvBatch(ws, vs)))
-					case k < 8:
-						for _, id := range ks {
-							nextKey = max(nextKey, id+1)
-							upserted[id] = true
-						}
-						upsertKeys(t, ctx, w, model, ks, &nextV, touched)
-					default:
-						for _, id := range ks {
-							deleted[id] = true
-						}
-						deleteKeys(t, ctx, w, model, ks, touched)
-					}
-				}
-				mustV3(t, "Flush", w.Flush(ctx))
-				after := observe(t, cat, ident, model)
-				checkLineageKept(t, state, after, touched)
-				for id := range upserted {
-					was, existed := state.byID[id]
-					now, live := after.byID[id]
-					if existed && live && !deleted[id] && now.rowID != was.rowID {
-						t.Errorf("round %d: id %d only upserted: _row_id %d, was %d", round, id, now.rowID, was.rowID)
-					}
-				}
-				state = after
-			}
-			t.Logf("commits %d, rewritten %d", w.Stats().Commits, w.Stats().FilesRewritten)
 		})
 	}
 }
@@ -221,14 +108,7 @@ func copyOnWriteSplitRunRetry(t *testing.T, v int, mode string) {
 		case "lose":
 			cat.loseReplies = 1
 		case "concurrent":
-			cat.mu.Unlock()
-			defer cat.mu.Lock()
-			if err := other.Upsert(ctx, kvBatch([]int64{6, 7}, []int64{66, 77})); err != nil {
-				t.Error(err)
-			}
-			if err := other.Flush(ctx); err != nil {
-				t.Error(err)
-			}
+			commitMeanwhile(t, ctx, cat, other, other.Upsert, kvBatch([]int64{6, 7}, []int64{66, 77}))
 		}
 	}
 	cat.mu.Lock()
@@ -260,13 +140,7 @@ func copyOnWriteSplitRunRetry(t *testing.T, v int, mode string) {
 	if err := w.Upsert(ctx, kvBatch([]int64{5, 6, 300}, []int64{-6, -6, -6})); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); w.Stats().FilesWritten < 4; {
-		if time.Now().After(deadline) {
-			t.Fatalf("not encoded: %+v", w.Stats())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // and staged: slack for a loaded machine
+	waitStaged(t, w, 4)
 	close(release)
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)

@@ -15,27 +15,6 @@ import (
 	"github.com/icewriter/iceberg/internal/seed"
 )
 
-func writeSeed(t *testing.T, w *iceberg.Writer, g *seed.Generator, n int) {
-	t.Helper()
-	rec := g.Batch(n)
-	defer rec.Release()
-	if err := w.Write(context.Background(), rec); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func assertIDs(t *testing.T, counts map[int64]int, from, to int64) {
-	t.Helper()
-	if len(counts) != int(to-from) {
-		t.Fatalf("table has %d ids, want %d (ids %d..%d)", len(counts), to-from, from, to-1)
-	}
-	for id := from; id < to; id++ {
-		if counts[id] != 1 {
-			t.Fatalf("id %d appears %d times", id, counts[id])
-		}
-	}
-}
-
 // TestLostReplyNotCommittedTwice: the catalog applies a commit but the reply is lost; the writer must find
 // its marker and not commit the batch again.
 func TestLostReplyNotCommittedTwice(t *testing.T) {
@@ -228,11 +207,7 @@ func TestFlushReturnsAfterAbort(t *testing.T) {
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"life", "abort"}
-	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = setup.Close(ctx)
+	createTable(t, ctx, cat, ident, seed.Schema)
 	gc := &gateCommitter{inner: iceberg.NewCatalogCommitter(cat, time.Minute), entered: make(chan struct{}), release: make(chan struct{})}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCommitter(gc), iceberg.WithFlushInterval(0))
 	if err != nil {

@@ -157,8 +157,7 @@ func TestKeyIndexRestartModel(t *testing.T) {
 				return w
 			}
 			model := kvModel{}
-			next := int64(1_000_000)
-			const keySpace = 3000
+			ops := &kvOps{rng: rng, keySpace: 3000, maxRows: 40, writes: 2, next: 1_000_000}
 			for phase := 0; phase < 3; phase++ {
 				w := open(phase)
 				if phase == 0 {
@@ -176,35 +175,7 @@ func TestKeyIndexRestartModel(t *testing.T) {
 					}
 				}
 				for op := 0; op < 60; op++ {
-					n := 1 + rng.IntN(40)
-					ids := make([]int64, n)
-					vs := make([]int64, n)
-					for i := range ids {
-						ids[i] = rng.Int64N(keySpace)
-						next++
-						vs[i] = next
-					}
-					var err error
-					switch k := rng.IntN(10); {
-					case k < 2:
-						err = w.Write(ctx, kvBatch(ids, vs))
-						for i := range ids {
-							model.insert(ids[i], vs[i])
-						}
-					case k < 8:
-						err = w.Upsert(ctx, kvBatch(ids, vs))
-						for i := range ids {
-							model.upsert(ids[i], vs[i])
-						}
-					default:
-						err = w.Delete(ctx, keyBatch(ids))
-						for i := range ids {
-							model.del(ids[i])
-						}
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
+					ops.apply(t, ctx, w, model)
 					if rng.IntN(15) == 0 {
 						if err := w.Flush(ctx); err != nil {
 							t.Fatal(err)
@@ -383,26 +354,7 @@ func TestKeyIndexAfterRenames(t *testing.T) {
 	if err := b.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, it, err := tbl.Scan().ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := map[int64][]int64{} // key -> other values
-	ik, io := sc.FieldIndices("v")[0], sc.FieldIndices("id")[0]
-	for rec, err := range it {
-		if err != nil {
-			t.Fatal(err)
-		}
-		for r := 0; r < int(rec.NumRows()); r++ {
-			k := rec.Column(ik).(interface{ Value(int) int64 }).Value(r)
-			rows[k] = append(rows[k], rec.Column(io).(interface{ Value(int) int64 }).Value(r))
-		}
-		rec.Release()
-	}
+	rows := readPairs(t, cat, ident, "v", "id") // key -> other values
 	for k := int64(0); k < 100; k++ {
 		want := []int64{(k + 1) % 100}
 		if k == 5 {
@@ -464,25 +416,7 @@ func TestKeyIndexSanitizedKeyName(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, it, err := tbl.Scan().ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[int64][]int64{}
-	for rec, err := range it {
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, vs := rec.Column(0).(*array.Int64), rec.Column(1).(*array.Int64)
-		for r := 0; r < int(rec.NumRows()); r++ {
-			got[ids.Value(r)] = append(got[ids.Value(r)], vs.Value(r))
-		}
-		rec.Release()
-	}
+	got := readPairs(t, cat, ident, "user-id", "v")
 	if len(got) != 3 || len(got[1]) != 1 || got[2][0] != 20 || len(got[2]) != 1 || got[3][0] != 30 || len(got[3]) != 1 {
 		t.Fatalf("read back %v, want map[1:[1] 2:[20] 3:[30]]", got)
 	}

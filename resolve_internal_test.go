@@ -7,21 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 )
-
-func namedRows(ids []int64, name string) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, bloomSchema)
-	defer b.Release()
-	for _, id := range ids {
-		b.Field(0).(*array.Int64Builder).Append(id)
-		b.Field(1).(*array.StringBuilder).Append(name)
-	}
-	return b.NewRecordBatch()
-}
 
 // TestResolveHashCollisions: resolve keys its in-batch model by 64-bit key hashes, checked against the key
 // bytes. With every key hashing alike (a collision on every pair) a batch mixing inserts, upserts and deletes
@@ -29,7 +15,7 @@ func namedRows(ids []int64, name string) arrow.RecordBatch {
 func TestResolveHashCollisions(t *testing.T) {
 	run := func(t *testing.T) map[int64][]string {
 		ctx := context.Background()
-		w := bloomWriter(t, 0, 0, WithCreate(bloomSchema, IdentifierFields("id")), WithFlushRows(1_000_000))
+		w := idNameWriter(t, 0, 0, WithCreate(idNameSchema, IdentifierFields("id")), WithFlushRows(1_000_000))
 		if err := w.Write(ctx, namedRows([]int64{0, 1, 2, 3, 4, 5}, "a")); err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +81,7 @@ func TestResolvePartialCollisions(t *testing.T) {
 				resolveHash = func(b []byte) uint64 { return binary.LittleEndian.Uint64(b[1:9]) % m }
 				ctx := context.Background()
 				rng := rand.New(rand.NewPCG(m, uint64(version)))
-				w := bloomWriter(t, 0, 0, WithCreate(bloomSchema, IdentifierFields("id"), FormatVersion(version)),
+				w := idNameWriter(t, 0, 0, WithCreate(idNameSchema, IdentifierFields("id"), FormatVersion(version)),
 					WithFlushRows(1_000_000))
 				model := map[int64][]string{}
 				tag := 0
@@ -181,28 +167,4 @@ func TestResolvePartialCollisions(t *testing.T) {
 			})
 		}
 	}
-}
-
-// readNamed reads a bloomSchema table back: per id, its names, sorted.
-func readNamed(t *testing.T, w *Writer) map[int64][]string {
-	t.Helper()
-	_, recs, err := w.Table().Scan().ToArrowRecords(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[int64][]string{}
-	for rec, err := range recs {
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, names := rec.Column(0).(*array.Int64), rec.Column(1).(*array.String)
-		for i := 0; i < int(rec.NumRows()); i++ {
-			got[ids.Value(i)] = append(got[ids.Value(i)], names.Value(i))
-		}
-		rec.Release()
-	}
-	for _, v := range got {
-		slices.Sort(v)
-	}
-	return got
 }

@@ -3,8 +3,6 @@ package iceberg
 import (
 	"context"
 	"math/rand/v2"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -13,52 +11,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
-	icecatalog "github.com/apache/iceberg-go/catalog"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
-	"github.com/icewriter/iceberg/catalog"
 )
-
-var bloomSchema = arrow.NewSchema([]arrow.Field{
-	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
-}, nil)
-
-func bloomRows(from, n int) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, bloomSchema)
-	defer b.Release()
-	for i := from; i < from+n; i++ {
-		b.Field(0).(*array.Int64Builder).Append(int64(i))
-		b.Field(1).(*array.StringBuilder).Append("n" + strings.Repeat("x", i%7))
-	}
-	return b.NewRecordBatch()
-}
-
-// bloomWriter writes files of perFile rows each, ids ascending, and returns the writer.
-func bloomWriter(t *testing.T, files, perFile int, opts ...Option) *Writer {
-	t.Helper()
-	ctx := context.Background()
-	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "c.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cat.(icecatalog.Closer).Close() })
-	w, err := NewWriter(ctx, cat, table.Identifier{"b", "t"}, append([]Option{
-		WithFlushInterval(0), WithSmallFileCompaction(0)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(ctx) })
-	for f := 0; f < files; f++ {
-		if err := w.Write(ctx, bloomRows(f*perFile, perFile)); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return w
-}
 
 // dataFiles lists the table's data file scan tasks.
 func dataFiles(t *testing.T, tbl *table.Table) []table.FileScanTask {
@@ -106,7 +61,7 @@ func columnBloom(t *testing.T, tbl *table.Table, path, column string) metadata.B
 // it does not hold at about the 1% false-positive rate; other columns have none, and a table property turning
 // the filter off wins.
 func TestKeyColumnsCarryBloomFilters(t *testing.T) {
-	w := bloomWriter(t, 2, 1000, WithCreate(bloomSchema, IdentifierFields("id")))
+	w := idNameWriter(t, 2, 1000, WithCreate(idNameSchema, IdentifierFields("id")))
 	tasks := dataFiles(t, w.Table())
 	if len(tasks) != 2 {
 		t.Fatalf("%d data files, want 2", len(tasks))
@@ -143,12 +98,12 @@ func TestKeyColumnsCarryBloomFilters(t *testing.T) {
 		}
 	}
 
-	off := bloomWriter(t, 1, 1000, WithCreate(bloomSchema, IdentifierFields("id"),
+	off := idNameWriter(t, 1, 1000, WithCreate(idNameSchema, IdentifierFields("id"),
 		TableProperties(map[string]string{table.ParquetBloomFilterColumnEnabledKeyPrefix + ".id": "false"})))
 	if columnBloom(t, off.Table(), dataFiles(t, off.Table())[0].File.FilePath(), "id") != nil {
 		t.Fatal("bloom filter written though the table property turns it off")
 	}
-	plain := bloomWriter(t, 1, 1000, WithCreate(bloomSchema))
+	plain := idNameWriter(t, 1, 1000, WithCreate(idNameSchema))
 	if columnBloom(t, plain.Table(), dataFiles(t, plain.Table())[0].File.FilePath(), "id") != nil {
 		t.Fatal("bloom filter written on a table without keys")
 	}
@@ -160,6 +115,61 @@ func TestBloomBytes(t *testing.T) {
 			t.Errorf("bloomBytes(%d) = %d, want %d", c.ndv, got, c.want)
 		}
 	}
+}
+
+// checkBloomSizes fails when a data file's key-column bloom filter is more than twice the size its own
+// rows need: the README promises a filter "sized for the file's rows". Files in skip are not checked; it
+// returns how many were.
+func checkBloomSizes(t *testing.T, w *Writer, wantFiles func(n int) bool, skip map[string]bool) int {
+	t.Helper()
+	tasks := dataFiles(t, w.Table())
+	if !wantFiles(len(tasks)) {
+		t.Fatalf("setup: %d data files", len(tasks))
+	}
+	checked := 0
+	for _, task := range tasks {
+		if skip[task.File.FilePath()] {
+			continue
+		}
+		checked++
+		bf := columnBloom(t, w.Table(), task.File.FilePath(), "id")
+		if bf == nil {
+			t.Fatalf("%s: no bloom filter on the key column", task.File.FilePath())
+		}
+		if limit := 2 * bloomBytes(task.File.Count()); bf.Size() > limit {
+			t.Fatalf("file of %d rows and %d B has a %d B bloom filter on its key column; its rows need %d B",
+				task.File.Count(), task.File.FileSizeBytes(), bf.Size(), bloomBytes(task.File.Count()))
+		}
+	}
+	return checked
+}
+
+// TestBloomSizedForPartitionFile: a batch spread over 16 bucket partitions writes 16 files of about 1,000
+// rows each; every file's filter fits its rows (sized from the largest partition's share of a sample of the
+// batch), the first batch's as well as the second's.
+func TestBloomSizedForPartitionFile(t *testing.T) {
+	ctx := context.Background()
+	w := idNameWriter(t, 1, 16_000, WithCreate(idNameSchema, IdentifierFields("id"), PartitionBy("bucket(16, id)")))
+	if err := w.Write(ctx, idNameRows(16_000, 16_000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checked := checkBloomSizes(t, w, func(n int) bool { return n == 32 }, nil)
+	if checked != 32 {
+		t.Fatalf("the second batch wrote %d files, want 16", checked)
+	}
+}
+
+// TestBloomSizedForCompactedFile: compacting 20 files of 100 rows writes one file of 2,000 rows whose key-column
+// filter is sized for those rows (at most twice what they need), not for a full row group (131,072 rows: 256 KiB).
+func TestBloomSizedForCompactedFile(t *testing.T) {
+	w := idNameWriter(t, 20, 100, WithCreate(idNameSchema, IdentifierFields("id")))
+	if _, err := w.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkBloomSizes(t, w, func(n int) bool { return n == 1 }, nil)
 }
 
 // countingIO counts the bytes read from data files.
@@ -202,8 +212,8 @@ func TestCopyOnWriteConfirmSkipsByBloom(t *testing.T) {
 	read := func(props map[string]string, key int64) (bool, int64) {
 		t.Helper()
 		// Even ids only, 0 the smallest: an odd id is inside the file's min/max range and absent.
-		w := bloomWriter(t, 0, 0, WithCreate(bloomSchema, IdentifierFields("id"), TableProperties(props)))
-		b := array.NewRecordBuilder(memory.DefaultAllocator, bloomSchema)
+		w := idNameWriter(t, 0, 0, WithCreate(idNameSchema, IdentifierFields("id"), TableProperties(props)))
+		b := array.NewRecordBuilder(memory.DefaultAllocator, idNameSchema)
 		rng := rand.New(rand.NewPCG(1, 2))
 		for i := 0; i < rows; i++ {
 			id := int64(2 * i)

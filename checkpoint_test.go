@@ -147,6 +147,36 @@ func TestLastCheckpointRollbackAndExpiry(t *testing.T) {
 	}
 }
 
+// TestCheckpointsWriteDoesNotDeadlock: with WithCheckpoints, batches sealed by policy after the last token
+// cannot commit before the next one. A single-threaded caller writing 1,000 rows between two checkpoints, ten
+// such batches against WithMaxUncommitted(4), sees every Write return within 3 s and then reaches its
+// Checkpoint.
+func TestCheckpointsWriteDoesNotDeadlock(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"ckpt", "uncommitted"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithWriterID("c"),
+		iceberg.WithCheckpoints(), iceberg.WithFlushRows(100), iceberg.WithMaxUncommitted(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort(ctx)
+	g := seed.New(0, 1)
+	for i := 0; i < 10; i++ { // 1,000 rows between two checkpoints
+		rec := g.Batch(100)
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := w.Write(wctx, rec)
+		cancel()
+		rec.Release()
+		if err != nil {
+			t.Fatalf("Write %d between checkpoints: %v (deadlock: only Checkpoint could unblock it)", i, err)
+		}
+	}
+	if err := w.Checkpoint(ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 const crashTotal = 60_000
 
 // TestCrashResume kills a writer process at random moments and restarts it with the same writer ID: after each
@@ -212,10 +242,7 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("run by TestCrashResume")
 	}
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(dir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := openCatalogAt(t, filepath.Join(dir, "catalog.db"))
 	seedN, _ := strconv.Atoi(os.Getenv("ICEWRITER_CRASH_SEED"))
 	rng := rand.New(rand.NewPCG(uint64(seedN), 1))
 	w, err := iceberg.NewWriter(ctx, cat, table.Identifier{"crash", "events"}, iceberg.WithCreate(seed.Schema),

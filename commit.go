@@ -586,7 +586,7 @@ func backoff(attempt int, minWait, maxWait time.Duration) time.Duration {
 	if d > maxWait || d <= 0 {
 		d = maxWait
 	}
-	// Full jitter in [d/2, d): concurrent writers that collided spread out.
+	// Equal jitter, a wait in [d/2, d]: concurrent writers that collided spread out.
 	return d/2 + rand.N(d/2+1)
 }
 

@@ -43,11 +43,7 @@ func TestCoordinatorCommitter(t *testing.T) {
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"coord", "events"}
-	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema, iceberg.PartitionBy("bucket(4, user_id)")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = setup.Close(ctx)
+	createTable(t, ctx, cat, ident, seed.Schema, iceberg.PartitionBy("bucket(4, user_id)"))
 	coord := iceberg.NewCatalogCommitter(cat, time.Minute)
 	var mu sync.Mutex
 	runs := 0

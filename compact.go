@@ -43,8 +43,9 @@ func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
 	return res, w.red.Error(err) // reads and writes data files: storage errors may quote presigned URLs
 }
 
-// compactLocked runs Compact's attempts; the caller holds commitMu. smallOnly plans the small-file policy:
-// only files under an eighth of the target size (or with 30% of their rows deleted by vectors) are merged.
+// compactLocked runs Compact's attempts; the caller holds commitMu. smallOnly plans the small-file policy: only
+// files under an eighth of the target size, of the lowest size tier holding smallFileTierFanIn of them
+// (smallFileTier), are merged; delete files alone pull no right-sized file in.
 func (w *Writer) compactLocked(ctx context.Context, smallOnly bool) (CompactResult, error) {
 	var lastErr error
 	for attempt := 1; attempt <= 10; attempt++ {

@@ -3,51 +3,17 @@ package iceberg_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"io/fs"
+	"net/url"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
-	"time"
 
+	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 )
-
-// cowTable writes m files of perFile rows each (one batch, one file) with ids 0..m*perFile-1, sorted or
-// shuffled across files, and returns the writer (copy-on-write mode) and which file index holds each id.
-func cowTable(t testing.TB, ctx context.Context, m, perFile int, shuffled bool, opts ...iceberg.Option) (*iceberg.Writer, map[int64]int, *slowCatalog, table.Identifier) {
-	cat := &slowCatalog{Catalog: openCatalog(t)}
-	ident := table.Identifier{"cow", "t"}
-	ids := make([]int64, m*perFile)
-	for i := range ids {
-		ids[i] = int64(i)
-	}
-	if shuffled {
-		rng := rand.New(rand.NewPCG(9, 9))
-		rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	}
-	w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{
-		iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")), iceberg.WithMode(iceberg.CopyOnWrite),
-		iceberg.WithFlushRows(perFile), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder := map[int64]int{}
-	for f := 0; f < m; f++ {
-		chunk := ids[f*perFile : (f+1)*perFile]
-		vs := make([]int64, len(chunk))
-		for i, id := range chunk {
-			holder[id] = f
-			vs[i] = id
-		}
-		if err := w.Write(ctx, kvBatch(chunk, vs)); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return w, holder, cat, ident
-}
 
 // TestCopyOnWriteRewritesOnlyHoldingFiles: with ids shuffled across 20 files (min/max pruning useless), an
 // upsert of 5 keys that sit in 5 files rewrites exactly those 5 files (iceberg-go's own copy-on-write delete
@@ -183,14 +149,7 @@ func copyOnWriteConcurrentAppend(t *testing.T, version int) {
 	cat.mu.Lock()
 	cat.before = func() {
 		cat.before = nil
-		cat.mu.Unlock()
-		defer cat.mu.Lock()
-		if err := other.Write(ctx, kvBatch([]int64{1000, 1001}, []int64{1000, 1001})); err != nil {
-			t.Error(err)
-		}
-		if err := other.Flush(ctx); err != nil {
-			t.Error(err)
-		}
+		commitMeanwhile(t, ctx, cat, other, other.Write, kvBatch([]int64{1000, 1001}, []int64{1000, 1001}))
 	}
 	cat.mu.Unlock()
 	if err := w.Upsert(ctx, kvBatch([]int64{3, 120}, []int64{-3, -120})); err != nil {
@@ -234,9 +193,9 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			base := w.Table().CurrentSnapshot().SnapshotID
-			var lineage0 map[int64]dayRow
+			var lineage0 map[int64]keyRow
 			if v >= 3 {
-				lineage0 = dayRowIDs(t, cat, ident)
+				lineage0 = readRowIDs(t, cat, ident)
 			}
 			// The first commit (of row 1000) holds the commit loop until both upserts are staged behind it.
 			entered, release := make(chan struct{}), make(chan struct{})
@@ -264,14 +223,7 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 			<-entered
 			upsert([]int64{5}, -5)    // batch 1: writes key 5
 			upsert([]int64{5, 6}, -6) // batch 2: rewrites key 5 (a new snapshot) and 6, in the same table file
-			// Wait until both upserts are encoded.
-			for deadline := time.Now().Add(10 * time.Second); w.Stats().FilesWritten < 3; {
-				if time.Now().After(deadline) {
-					t.Fatalf("the upserts were not encoded: %+v", w.Stats())
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			time.Sleep(200 * time.Millisecond) // and staged (a few instructions after the files; slack for a loaded machine)
+			waitStaged(t, w, 3)       // both upserts encoded and staged
 			close(release)
 			if err := w.Close(ctx); err != nil {
 				t.Fatal(err)
@@ -299,7 +251,7 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 				t.Fatalf("%d data files removed, want 2 (the table file once, the first batch's new file once)", deleted)
 			}
 			if v >= 3 { // updates keep their row ids, through both segments for key 5
-				lineage1 := dayRowIDs(t, cat, ident)
+				lineage1 := readRowIDs(t, cat, ident)
 				for _, id := range []int64{5, 6} {
 					if lineage1[id].rowID != lineage0[id].rowID {
 						t.Fatalf("updated id %d: _row_id %d, was %d", id, lineage1[id].rowID, lineage0[id].rowID)
@@ -308,4 +260,107 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCopyOnWriteLeavesNoUnreferencedDataFile: after a copy-on-write upsert commit, every data file the
+// writer wrote is referenced by some snapshot of the table: on v3 the new-row files carryRowIDs writes again do
+// not leave the originals behind, and when the first attempt fails the files it wrote (rewrites, carried
+// copies) are deleted once the retry commits.
+func TestCopyOnWriteLeavesNoUnreferencedDataFile(t *testing.T) {
+	for _, v := range []int{2, 3} {
+		for _, failFirst := range []bool{false, true} {
+			t.Run(fmt.Sprintf("v%d/fail-first=%v", v, failFirst), func(t *testing.T) {
+				ctx := context.Background()
+				cat := &slowCatalog{Catalog: openCatalog(t)}
+				ident := table.Identifier{"cow", "orphans"}
+				w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
+					iceberg.FormatVersion(v)), iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushInterval(0),
+					iceberg.WithSmallFileCompaction(0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids := []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+				if err := w.Write(ctx, kvBatch(ids, ids)); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if failFirst {
+					cat.mu.Lock()
+					cat.failBefore = 1
+					cat.mu.Unlock()
+				}
+				if err := w.Upsert(ctx, kvBatch([]int64{5, 20}, []int64{-5, -20})); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if st := w.Stats(); (st.Retries != 0) != failFirst {
+					t.Fatalf("retries: %+v", st)
+				}
+				if un := unreferencedDataFiles(t, cat, ident); len(un) > 0 {
+					t.Fatalf("%d data file(s) in storage referenced by no snapshot: %v", len(un), un)
+				}
+				model := kvModel{}
+				for _, id := range ids {
+					model.insert(id, id)
+				}
+				model.upsert(5, -5)
+				model.upsert(20, -20)
+				compareKV(t, readKV(t, cat, ident), model)
+			})
+		}
+	}
+}
+
+// unreferencedDataFiles lists the Parquet files under the table's location that no snapshot references.
+func unreferencedDataFiles(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) []string {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fio, err := tbl.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	referenced := map[string]bool{}
+	for _, s := range tbl.Metadata().Snapshots() {
+		mans, err := s.Manifests(fio)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mans {
+			entries, err := m.FetchEntries(fio, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				referenced[localPath(e.DataFile().FilePath())] = true
+			}
+		}
+	}
+	var unreferenced []string
+	root := localPath(tbl.Location())
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".parquet") && !referenced[p] {
+			unreferenced = append(unreferenced, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unreferenced
+}
+
+// localPath turns a file location (a file:// URL or a path) into a clean local path.
+func localPath(loc string) string {
+	if u, err := url.Parse(loc); err == nil && u.Scheme == "file" {
+		return filepath.Clean(u.Path)
+	}
+	return filepath.Clean(loc)
 }

@@ -54,7 +54,7 @@ func TestCopyOnWriteV3DayPartitions(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	before := dayRowIDs(t, cat, ident)
+	before := readRowIDs(t, cat, ident)
 	if err := w.Upsert(ctx, tsBatch([]int64{3, 4, 50}, 7)); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestCopyOnWriteV3DayPartitions(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	after := dayRowIDs(t, cat, ident)
+	after := readRowIDs(t, cat, ident)
 	if len(after) != 98 {
 		t.Fatalf("%d rows, want 98", len(after))
 	}
@@ -95,41 +95,4 @@ func TestCopyOnWriteV3DayPartitions(t *testing.T) {
 			}
 		}
 	}
-}
-
-type dayRow struct{ rowID, v int64 }
-
-func dayRowIDs(t *testing.T, cat interface {
-	LoadTable(context.Context, table.Identifier) (*table.Table, error)
-}, ident table.Identifier) map[int64]dayRow {
-	t.Helper()
-	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, recs, err := tbl.Scan(table.WithRowLineage()).ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int64]dayRow{}
-	for rec, err := range recs {
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids := rec.Column(sc.FieldIndices("id")[0]).(*array.Int64)
-		vs := rec.Column(sc.FieldIndices("v")[0]).(*array.Int64)
-		rid := rec.Column(sc.FieldIndices("_row_id")[0]).(*array.Int64)
-		for i := 0; i < int(rec.NumRows()); i++ {
-			if rid.IsNull(i) {
-				t.Fatalf("id %d: null _row_id", ids.Value(i))
-			}
-			if _, dup := out[ids.Value(i)]; dup {
-				t.Fatalf("id %d twice", ids.Value(i))
-			}
-			out[ids.Value(i)] = dayRow{rowID: rid.Value(i), v: vs.Value(i)}
-		}
-		rec.Release()
-	}
-	return out
 }

@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
@@ -18,15 +18,6 @@ import (
 // (_row_id and _last_updated_sequence_number) over, so that a reader sees the same lineage for every row the
 // mutation did not touch. These tests read the table back the way a user would, with iceberg-go's scanner and
 // table.WithRowLineage().
-
-// lineage is one row's row-lineage pair as the scanner reports it.
-type lineage struct{ rowID, seq int64 }
-
-// lineageRow is one row read back with its lineage.
-type lineageRow struct {
-	id, v int64
-	lineage
-}
 
 // cowV3Writer creates a v3 kv table keyed on id and opens a copy-on-write writer on it that writes one file per
 // flushRows rows and never merges small files.
@@ -58,63 +49,6 @@ func mustV3(t *testing.T, what string, err error) {
 			"(row lineage must be carried over by the rewrite): %v", what, err)
 	}
 	t.Fatalf("%s: %v", what, err)
-}
-
-// readLineage scans the table with row lineage and returns every row. It fails on a null _row_id or
-// _last_updated_sequence_number (the scanner must resolve both for every row of a v3 table) and on a row whose
-// s column does not match its id and v.
-func readLineage(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) []lineageRow {
-	t.Helper()
-	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatalf("load table: %v", err)
-	}
-	if tbl.CurrentSnapshot() == nil {
-		return nil
-	}
-	sc, it, err := tbl.Scan(table.WithRowLineage()).ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatalf("scan with row lineage: %v", err)
-	}
-	col := func(name string) int {
-		idx := sc.FieldIndices(name)
-		if len(idx) != 1 {
-			t.Fatalf("scan schema %v has no single column %q", sc, name)
-		}
-		return idx[0]
-	}
-	iid, iv, is, irow, iseq := col("id"), col("v"), col("s"), col("_row_id"), col("_last_updated_sequence_number")
-	var out []lineageRow
-	for rec, err := range it {
-		if err != nil {
-			t.Fatalf("scan with row lineage: %v", err)
-		}
-		ids, vs, ss := rec.Column(iid).(*array.Int64), rec.Column(iv).(*array.Int64), rec.Column(is).(*array.String)
-		rowIDs, ok := rec.Column(irow).(*array.Int64)
-		if !ok {
-			t.Fatalf("_row_id is %s, want int64", rec.Column(irow).DataType())
-		}
-		seqs, ok := rec.Column(iseq).(*array.Int64)
-		if !ok {
-			t.Fatalf("_last_updated_sequence_number is %s, want int64", rec.Column(iseq).DataType())
-		}
-		for r := 0; r < int(rec.NumRows()); r++ {
-			id := ids.Value(r)
-			if want := fmt.Sprintf("row-%d-%d", id, vs.Value(r)); ss.Value(r) != want {
-				t.Fatalf("row %d: s=%q, want %q", id, ss.Value(r), want)
-			}
-			if rowIDs.IsNull(r) {
-				t.Fatalf("row id=%d has a null _row_id", id)
-			}
-			if seqs.IsNull(r) {
-				t.Fatalf("row id=%d has a null _last_updated_sequence_number", id)
-			}
-			out = append(out, lineageRow{id: id, v: vs.Value(r), lineage: lineage{rowIDs.Value(r), seqs.Value(r)}})
-		}
-		rec.Release()
-	}
-	return out
 }
 
 // tableState is what the checks compare across a mutation.
@@ -448,15 +382,7 @@ func TestCopyOnWriteV3LineageModel(t *testing.T) {
 				for op := 0; op < ops; op++ {
 					n := 1 + rng.IntN(25)
 					keys := func() []int64 { // distinct keys of [0, nextKey+5): live, deleted, or new to the table
-						seen := map[int64]bool{}
-						var ks []int64
-						for len(ks) < n {
-							if k := rng.Int64N(nextKey + 5); !seen[k] {
-								seen[k] = true
-								ks = append(ks, k)
-							}
-						}
-						return ks
+						return distinctKeys(rng, n, nextKey+5)
 					}
 					switch k := rng.IntN(10); {
 					case k < 3:
@@ -484,6 +410,122 @@ func TestCopyOnWriteV3LineageModel(t *testing.T) {
 			if err := w.Close(ctx); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
+		})
+	}
+}
+
+// TestCopyOnWriteV3UpsertThenWriteSameKey: on a v3 copy-on-write table, a batch that upserts key 5 and
+// then plainly writes key 5 again (a Write after an Upsert keeps both rows, as the sequential model says) must
+// not give both new rows the _row_id of the row the upsert replaced: row ids are unique across the table.
+func TestCopyOnWriteV3UpsertThenWriteSameKey(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"cowv3", "dup"}
+	w := cowV3Writer(t, ctx, cat, ident, 1000)
+	model := kvModel{}
+	ids := []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+	for _, id := range ids {
+		model.insert(id, id)
+	}
+	mustV3(t, "Write", w.Write(ctx, kvBatch(ids, ids)))
+	mustV3(t, "Flush", w.Flush(ctx))
+	// One batch: Upsert 5, then Write 5 (and Delete 6, then Write 6 twice).
+	model.upsert(5, -5)
+	mustV3(t, "Upsert", w.Upsert(ctx, kvBatch([]int64{5}, []int64{-5})))
+	model.insert(5, 7)
+	mustV3(t, "Write", w.Write(ctx, kvBatch([]int64{5}, []int64{7})))
+	model.del(6)
+	mustV3(t, "Delete", w.Delete(ctx, keyBatch([]int64{6})))
+	model.insert(6, 60)
+	model.insert(6, 61)
+	mustV3(t, "Write", w.Write(ctx, kvBatch([]int64{6, 6}, []int64{60, 61})))
+	mustV3(t, "Flush", w.Flush(ctx))
+	rows := readLineage(t, cat, ident)
+	held := map[int64]lineageRow{}
+	for _, r := range rows {
+		if o, dup := held[r.rowID]; dup {
+			t.Errorf("_row_id %d held by id %d (v=%d) and id %d (v=%d)", r.rowID, o.id, o.v, r.id, r.v)
+		}
+		held[r.rowID] = r
+	}
+	compareKV(t, readKV(t, cat, ident), model)
+}
+
+// TestCopyOnWriteV3CoalescedLineage: v3, keys unique in the table (Write only new keys), slow commits so
+// batches coalesce into split runs. After each round: the model, unique non-null row ids, untouched rows keep
+// their lineage, and a key that held a row at the start of the round and was only upserted (never deleted) in
+// it keeps its _row_id.
+func TestCopyOnWriteV3CoalescedLineage(t *testing.T) {
+	for trial := 0; trial < 2; trial++ {
+		t.Run(fmt.Sprintf("partitioned=%v", trial == 1), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(trial), 91))
+			ctx := context.Background()
+			cat := &slowCatalog{Catalog: openCatalog(t), latency: 25 * time.Millisecond}
+			ident := table.Identifier{"cowv3", "coalesced"}
+			var create []iceberg.CreateOption
+			if trial == 1 {
+				create = append(create, iceberg.PartitionBy("bucket(3, id)"))
+			}
+			create = append([]iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.FormatVersion(3)}, create...)
+			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, create...),
+				iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushRows(1+rng.IntN(6)),
+				iceberg.WithMaxInFlight(4), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close(ctx)
+			model := kvModel{}
+			nextKey, nextV := int64(0), int64(1000)
+			var ids []int64
+			for ; nextKey < 40; nextKey++ {
+				ids = append(ids, nextKey)
+				model.insert(nextKey, nextKey)
+			}
+			mustV3(t, "Write", w.Write(ctx, kvBatch(ids, ids)))
+			mustV3(t, "Flush", w.Flush(ctx))
+			state := observe(t, cat, ident, model)
+			for round := 0; round < 3; round++ {
+				touched, deleted, upserted := map[int64]bool{}, map[int64]bool{}, map[int64]bool{}
+				for op := 0; op < 25; op++ {
+					n := 1 + rng.IntN(4)
+					ks := distinctKeys(rng, n, nextKey+3)
+					switch k := rng.IntN(10); {
+					case k < 2:
+						var ws, vs []int64
+						for i := 0; i < n; i++ {
+							nextV++
+							ws, vs = append(ws, nextKey), append(vs, nextV)
+							model.insert(nextKey, nextV)
+							touched[nextKey] = true
+							nextKey++
+						}
+						mustV3(t, "Write", w.Write(ctx, kvBatch(ws, vs)))
+					case k < 8:
+						for _, id := range ks {
+							nextKey = max(nextKey, id+1)
+							upserted[id] = true
+						}
+						upsertKeys(t, ctx, w, model, ks, &nextV, touched)
+					default:
+						for _, id := range ks {
+							deleted[id] = true
+						}
+						deleteKeys(t, ctx, w, model, ks, touched)
+					}
+				}
+				mustV3(t, "Flush", w.Flush(ctx))
+				after := observe(t, cat, ident, model)
+				checkLineageKept(t, state, after, touched)
+				for id := range upserted {
+					was, existed := state.byID[id]
+					now, live := after.byID[id]
+					if existed && live && !deleted[id] && now.rowID != was.rowID {
+						t.Errorf("round %d: id %d only upserted: _row_id %d, was %d", round, id, now.rowID, was.rowID)
+					}
+				}
+				state = after
+			}
+			t.Logf("commits %d, rewritten %d", w.Stats().Commits, w.Stats().FilesRewritten)
 		})
 	}
 }

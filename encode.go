@@ -14,7 +14,12 @@ import (
 	"github.com/apache/iceberg-go/table"
 )
 
-// encode writes a batch's rows to Parquet files (up to MaxInFlight batches at once) and stages the batch.
+// encode writes a sealed batch's files and stages the batch for the commit loop, up to MaxInFlight batches at
+// once. A keyed batch is resolved first (rows superseded inside it are dropped); what its upserted and deleted
+// keys become depends on the writer: with the key index they are kept for run formation to turn into deletion
+// vectors (and the keys of the batch's new data files are read back for the index), in copy-on-write mode they
+// go to the committer, which rewrites the files holding them, and otherwise they are written here as equality
+// delete files. The batch's rows are released once written; an error fails the writer.
 func (w *Writer) encode(b *batch) {
 	defer w.encWG.Done()
 	if err := w.encSem.Acquire(w.ctx, 1); err != nil {

@@ -40,24 +40,6 @@ var (
 	fName = arrow.Field{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true}
 )
 
-func loadSchema(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) *ice.Schema {
-	t.Helper()
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tbl.Schema()
-}
-
-func fieldOf(t testing.TB, sc *ice.Schema, name string) ice.NestedField {
-	t.Helper()
-	f, ok := sc.FindFieldByName(name)
-	if !ok {
-		t.Fatalf("table has no field %q; schema:\n%s", name, sc)
-	}
-	return f
-}
-
 func newEvolvingWriter(t testing.TB, cat icecatalog.Catalog, ident table.Identifier, create *arrow.Schema, opts ...iceberg.Option) *iceberg.Writer {
 	t.Helper()
 	opts = append([]iceberg.Option{iceberg.WithSchemaEvolution(), iceberg.WithFlushInterval(0)}, opts...)

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,27 +14,6 @@ import (
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
 )
-
-func writeSeed(t *testing.T, w *iceberg.Writer, g *seed.Generator, n int) {
-	t.Helper()
-	rec := g.Batch(n)
-	defer rec.Release()
-	if err := w.Write(context.Background(), rec); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func assertIDs(t *testing.T, counts map[int64]int, from, to int64) {
-	t.Helper()
-	if len(counts) != int(to-from) {
-		t.Fatalf("table has %d ids, want %d (ids %d..%d)", len(counts), to-from, from, to-1)
-	}
-	for id := from; id < to; id++ {
-		if counts[id] != 1 {
-			t.Fatalf("id %d appears %d times", id, counts[id])
-		}
-	}
-}
 
 // TestLostReplyNotCommittedTwice: the catalog applies a commit but the reply is lost; the writer must find
 // its marker and not commit the batch again.
@@ -201,6 +181,63 @@ func TestCloseAbortErrClosed(t *testing.T) {
 	}
 	counts, _ := readRows(t, cat, ident)
 	assertIDs(t, counts, 0, 300)
+}
+
+// gateCommitter blocks its first Commit until released.
+type gateCommitter struct {
+	inner   iceberg.Committer
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gateCommitter) Commit(ctx context.Context, run *iceberg.Run) (*iceberg.CommitResult, error) {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		close(g.entered)
+		<-g.release
+	}
+	return g.inner.Commit(ctx, run)
+}
+
+// TestFlushReturnsAfterAbort: a Flush waiting for a batch that Abort discards returns once Abort has, not when
+// its own ctx (3 s) expires.
+func TestFlushReturnsAfterAbort(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"life", "abort"}
+	createTable(t, ctx, cat, ident, seed.Schema)
+	gc := &gateCommitter{inner: iceberg.NewCatalogCommitter(cat, time.Minute), entered: make(chan struct{}), release: make(chan struct{})}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCommitter(gc), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := seed.New(0, 1)
+	writeSeed(t, w, g, 100)
+	go func() { _ = w.Flush(ctx) }() // seals batch 1; its commit blocks in the committer
+	<-gc.entered
+	writeSeed(t, w, g, 100)
+	flushErr := make(chan error, 1)
+	go func() {
+		fctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		flushErr <- w.Flush(fctx) // waits for batch 2
+	}()
+	time.Sleep(100 * time.Millisecond)
+	abortDone := make(chan error, 1)
+	go func() { abortDone <- w.Abort(ctx) }()
+	time.Sleep(100 * time.Millisecond)
+	close(gc.release)
+	if err := <-abortDone; err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = <-flushErr
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Flush hung after Abort for %v and returned %v; want ErrClosed promptly", time.Since(start), err)
+	}
+	t.Logf("flush returned %v", err)
 }
 
 // TestFlushIntervalCommits: rows below every size threshold still commit once the interval passes.

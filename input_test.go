@@ -9,19 +9,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
 )
-
-func buildRecord(t *testing.T, fields []arrow.Field, fill func(b *array.RecordBuilder)) arrow.RecordBatch {
-	t.Helper()
-	b := array.NewRecordBuilder(memory.NewGoAllocator(), arrow.NewSchema(fields, nil))
-	defer b.Release()
-	fill(b)
-	return b.NewRecordBatch()
-}
 
 // TestBadInput: each kind of bad input returns a *ColumnError naming the column, accepts nothing, and leaves
 // the writer usable with earlier rows intact.

@@ -27,8 +27,9 @@ const DefaultKeyIndexBytes = 64 << 20
 // an upsert or delete is written as a deletion vector on that file instead of an equality delete that readers
 // must apply to every older file. It is complete only while it covers the whole table: from the writer's open
 // (an empty table, or one whose keys loadKeyIndex read) up to the first commit by someone else that adds or
-// removes files, or the writer's own compaction. Then the writer falls back to equality deletes (correct, slower
-// to read).
+// removes files. The writer's own compactions move it to the files they write (reindexAfterCompaction); one
+// whose commit returned an error (its reply may be lost) drops it. Without it the writer falls back to equality
+// deletes (correct, slower to read).
 type keyIndex struct {
 	limit  int64
 	bytes  int64

@@ -98,11 +98,7 @@ func TestConcurrentWriters(t *testing.T) {
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"conc", "events"}
-	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = setup.Close(ctx)
+	createTable(t, ctx, cat, ident, seed.Schema)
 	const writers, perWriter = 4, 6000
 	var wg sync.WaitGroup
 	errs := make(chan error, writers*2)

@@ -111,8 +111,10 @@ func (w *Writer) checkKeyed(op string) error {
 // Upsert replaces any existing row with the same key (WithKeys or the table's identifier fields) and inserts
 // the rest. Later operations on a key win over earlier ones, across batches and coalesced commits.
 //
-// In MergeOnRead mode each commit writes equality deletes on the key for the keys it upserts or deletes; rows
-// superseded inside the writer are dropped before they are written. Key columns must not be null.
+// In MergeOnRead mode each commit deletes the earlier rows of the keys it upserts or deletes with delete files:
+// deletion vectors on the files that hold them on a format-v3 table while the key index places every key
+// (WithKeyIndexBytes), else equality deletes on the key. Rows superseded inside the writer are dropped before
+// they are written. Key columns must not be null.
 func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
 	w.mu.Lock()
 	if err := w.usableLocked(); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,94 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 )
-
-var kvSchema = arrow.NewSchema([]arrow.Field{
-	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-	{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-	{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
-}, nil)
-
-func kvBatch(ids, vs []int64) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.NewGoAllocator(), kvSchema)
-	defer b.Release()
-	for i := range ids {
-		b.Field(0).(*array.Int64Builder).Append(ids[i])
-		b.Field(1).(*array.Int64Builder).Append(vs[i])
-		b.Field(2).(*array.StringBuilder).Append(fmt.Sprintf("row-%d-%d", ids[i], vs[i]))
-	}
-	return b.NewRecordBatch()
-}
-
-func keyBatch(ids []int64) arrow.RecordBatch {
-	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
-	b := array.NewRecordBuilder(memory.NewGoAllocator(), sc)
-	defer b.Release()
-	b.Field(0).(*array.Int64Builder).AppendValues(ids, nil)
-	return b.NewRecordBatch()
-}
-
-// readKV returns, per id, the sorted v values of its rows.
-func readKV(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) map[int64][]int64 {
-	t.Helper()
-	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int64][]int64{}
-	if tbl.CurrentSnapshot() == nil {
-		return out
-	}
-	sc, it, err := tbl.Scan().ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	iid, iv, is := sc.FieldIndices("id")[0], sc.FieldIndices("v")[0], sc.FieldIndices("s")[0]
-	for rec, err := range it {
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, vs, ss := rec.Column(iid).(*array.Int64), rec.Column(iv).(*array.Int64), rec.Column(is).(*array.String)
-		for r := 0; r < int(rec.NumRows()); r++ {
-			if want := fmt.Sprintf("row-%d-%d", ids.Value(r), vs.Value(r)); ss.Value(r) != want {
-				t.Fatalf("row %d: s=%q, want %q", ids.Value(r), ss.Value(r), want)
-			}
-			out[ids.Value(r)] = append(out[ids.Value(r)], vs.Value(r))
-		}
-		rec.Release()
-	}
-	for k := range out {
-		slices.Sort(out[k])
-	}
-	return out
-}
-
-// kvModel is the sequential model: Write inserts, Upsert replaces every row of the key, Delete removes them.
-type kvModel map[int64][]int64
-
-func (m kvModel) insert(id, v int64) { m[id] = append(m[id], v) }
-func (m kvModel) upsert(id, v int64) { m[id] = []int64{v} }
-func (m kvModel) del(id int64)       { delete(m, id) }
-
-func compareKV(t *testing.T, got map[int64][]int64, want kvModel) {
-	t.Helper()
-	for id, vs := range want {
-		w := slices.Clone(vs)
-		slices.Sort(w)
-		if !slices.Equal(got[id], w) {
-			t.Fatalf("id %d: table has v=%v, model %v", id, got[id], w)
-		}
-	}
-	for id, vs := range got {
-		if _, ok := want[id]; !ok {
-			t.Fatalf("id %d: table has v=%v, model has no row", id, vs)
-		}
-	}
-}
 
 // TestMergeOnReadModel runs thousands of random inserts, upserts and deletes over a small key space (so keys
 // repeat inside batches, across batches and across coalesced commits), in v2 and v3, partitioned and not, and
@@ -146,43 +60,9 @@ func runKeyedModel(t *testing.T, mode iceberg.Mode, versions []int, trials int) 
 				t.Fatal(err)
 			}
 			model := kvModel{}
-			keySpace := int64(20 + rng.IntN(200))
-			next := int64(0)
+			ops := &kvOps{rng: rng, keySpace: int64(20 + rng.IntN(200)), maxRows: 12, writes: 3}
 			for op := 0; op < 200; op++ {
-				n := 1 + rng.IntN(12)
-				ids := make([]int64, n)
-				vs := make([]int64, n)
-				for i := range ids {
-					ids[i] = rng.Int64N(keySpace)
-					next++
-					vs[i] = next
-				}
-				switch k := rng.IntN(10); {
-				case k < 3:
-					rec := kvBatch(ids, vs)
-					err = w.Write(ctx, rec)
-					rec.Release()
-					for i := range ids {
-						model.insert(ids[i], vs[i])
-					}
-				case k < 8:
-					rec := kvBatch(ids, vs)
-					err = w.Upsert(ctx, rec)
-					rec.Release()
-					for i := range ids {
-						model.upsert(ids[i], vs[i])
-					}
-				default:
-					rec := keyBatch(ids)
-					err = w.Delete(ctx, rec)
-					rec.Release()
-					for i := range ids {
-						model.del(ids[i])
-					}
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				ops.apply(t, ctx, w, model)
 				if rng.IntN(80) == 0 {
 					if err := w.Flush(ctx); err != nil {
 						t.Fatal(err)
@@ -317,6 +197,62 @@ func TestCompact(t *testing.T) {
 	}
 }
 
+// TestCompactLostReplyThenUpsert: on a v3 table, a compaction whose reply is lost has applied, and its retry
+// finds nothing left to do. An upsert after it still replaces the row the compaction moved to its new file:
+// id 10 holds only the upserted value, and every id 0..99 holds exactly one row.
+func TestCompactLostReplyThenUpsert(t *testing.T) {
+	ctx := context.Background()
+	cat := &slowCatalog{Catalog: openCatalog(t)}
+	ident := table.Identifier{"mor", "compactlost"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
+		iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(from, to int64) ([]int64, []int64) {
+		var a, b []int64
+		for i := from; i < to; i++ {
+			a = append(a, i)
+			b = append(b, 0)
+		}
+		return a, b
+	}
+	upsert := func(from, to, v int64) {
+		a, b := ids(from, to)
+		for i := range b {
+			b[i] = v
+		}
+		rec := kvBatch(a, b)
+		defer rec.Release()
+		if err := w.Upsert(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upsert(0, 100, 1)
+	upsert(0, 50, 2)
+	cat.mu.Lock()
+	cat.loseReplies = 1
+	cat.mu.Unlock()
+	res, err := w.Compact(ctx)
+	t.Logf("compact: %+v err=%v", res, err)
+	upsert(10, 11, 3)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := readKV(t, cat, ident)
+	if len(got[10]) != 1 || got[10][0] != 3 {
+		t.Fatalf("id 10 has values %v, want [3]", got[10])
+	}
+	for id := int64(0); id < 100; id++ {
+		if len(got[id]) != 1 {
+			t.Fatalf("id %d has %d rows: %v", id, len(got[id]), got[id])
+		}
+	}
+}
+
 // TestConcurrentUpserts: two writers upsert overlapping keys at the same time. Commits serialize in catalog
 // order, so every key ends with exactly one row, holding the last value one of the two writers gave it.
 func TestConcurrentUpserts(t *testing.T) {
@@ -331,12 +267,7 @@ func concurrentUpserts(t *testing.T, version int) {
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"mor", "race"}
-	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
-		iceberg.FormatVersion(version)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = setup.Close(ctx)
+	createTable(t, ctx, cat, ident, kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version))
 	last := [2]map[int64]int64{{}, {}}
 	errs := make(chan error, 2)
 	for wi := 0; wi < 2; wi++ {

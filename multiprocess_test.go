@@ -15,7 +15,6 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
-	"github.com/icewriter/iceberg/catalog"
 	"github.com/icewriter/iceberg/internal/seed"
 )
 
@@ -33,16 +32,9 @@ func TestMultiProcessWriters(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(dir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := openCatalogAt(t, filepath.Join(dir, "catalog.db"))
 	ident := table.Identifier{"procs", "events"}
-	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = setup.Close(ctx)
+	createTable(t, ctx, cat, ident, seed.Schema)
 	var cmds []*exec.Cmd
 	for i := 0; i < 2; i++ {
 		cmd := childProcess(t, dir, fmt.Sprintf("ICEWRITER_CHILD_ID=p%d", i), fmt.Sprintf("ICEWRITER_CHILD_FIRST=%d", i*4000),
@@ -70,17 +62,9 @@ func TestFencingAcrossProcesses(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(dir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.(icecatalog.Closer).Close()
+	cat := openCatalogAt(t, filepath.Join(dir, "catalog.db"))
 	ident := table.Identifier{"procs", "events"}
-	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = setup.Close(ctx)
+	createTable(t, ctx, cat, ident, seed.Schema)
 	var out strings.Builder
 	zombie := childProcess(t, dir, "ICEWRITER_CHILD_ID=job", "ICEWRITER_CHILD_FIRST=0", "ICEWRITER_CHILD_ROWS=100000000",
 		"ICEWRITER_CHILD_FLUSH=1")
@@ -134,10 +118,7 @@ func TestWriterChild(t *testing.T) {
 		t.Skip("run by the multi-process tests")
 	}
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(dir, "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := openCatalogAt(t, filepath.Join(dir, "catalog.db"))
 	first, _ := strconv.ParseInt(os.Getenv("ICEWRITER_CHILD_FIRST"), 10, 64)
 	rows, _ := strconv.Atoi(os.Getenv("ICEWRITER_CHILD_ROWS"))
 	flushEach := os.Getenv("ICEWRITER_CHILD_FLUSH") == "1"

@@ -192,12 +192,14 @@ func WithCommitter(c Committer) Option { return func(o *options) { o.committer =
 // outcome is still unknown then stops the writer with ErrCommitStateUnknown. Default: DefaultCommitTimeout (5 min).
 func WithCommitTimeout(d time.Duration) Option { return func(o *options) { o.commitTimeout = d } }
 
-// WithKeepSnapshots expires snapshots beyond the newest n on every commit (files no longer referenced are
-// deleted). Default: DefaultKeepSnapshots (100) on tables the writer created, off (0) on others, since expiry
-// deletes files another tool may still expect.
+// WithKeepSnapshots keeps the newest n snapshots: once a commit leaves more than n plus a slack of max(10, n/2),
+// the writer expires all but the newest n (files no longer referenced are deleted), so expiry runs in steps, not
+// at every commit. Default: DefaultKeepSnapshots (100) on tables the writer created, off (0) on others, since
+// expiry deletes files another tool may still expect.
 func WithKeepSnapshots(n int) Option { return func(o *options) { o.keepSnapshots = n } }
 
-// WithExpireOlderThan also expires snapshots older than d (opt-in: it deletes files). Default: off.
+// WithExpireOlderThan also expires snapshots older than d, every 50 commits (opt-in: it deletes files).
+// Default: off.
 func WithExpireOlderThan(d time.Duration) Option { return func(o *options) { o.expireAge = d } }
 
 // WithRewriteManifestsEvery rewrites the table's manifests every n commits, so that manifest lists stay short.
@@ -205,25 +207,26 @@ func WithExpireOlderThan(d time.Duration) Option { return func(o *options) { o.e
 func WithRewriteManifestsEvery(n int) Option { return func(o *options) { o.rewriteEvery = n } }
 
 // WithAutoCompact runs Compact inside the commit loop after every n commits that added delete files, so that
-// readers of a merge-on-read table never apply more than about n commits' worth of equality deletes. Each
+// readers of a merge-on-read table never apply more than about n commits' worth of delete files. Each
 // compaction rewrites the data files the deletes apply to (in an unpartitioned table, all of them). Default: off.
 func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n } }
 
 // WithSmallFileCompaction merges small data files every n commits, inside the commit loop: files under an
-// eighth of the target file size (and files whose rows are 30% deleted by deletion vectors) are rewritten
-// together, with their deletes applied; right-sized files are left alone, so each pass costs about what the
-// small files weigh. Frequent small commits (a flush every few seconds, a CDC stream) otherwise leave readers
-// opening thousands of tiny files. Default: DefaultSmallFileCompactionEvery (32) on tables the writer creates,
-// off on others; 0 turns it off.
+// eighth of the target file size, the smallest size tier first once it holds 8 of them, are rewritten together,
+// with their deletes applied; right-sized files are left alone however many of their rows were deleted (Compact
+// rewrites those), so each pass costs about what the small files weigh. Frequent small commits (a flush every
+// few seconds, a CDC stream) otherwise leave readers opening thousands of tiny files. Default:
+// DefaultSmallFileCompactionEvery (32) on tables the writer creates, off on others; 0 turns it off.
 func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFiles = n } }
 
 // WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v3 table:
 // the index places each key's row, so upserts and deletes become deletion vectors (cheap to read) instead of
 // equality deletes. A writer opening a table that already holds rows (its own, reopened) reads the key columns
 // of every live data file to build it, unless the table has equality or position delete files or more rows than
-// the budget. Past the budget, or once another writer or tool adds or removes files, or after Compact, the
-// writer uses equality deletes. About 64 bytes plus the key's size per row. Default: DefaultKeyIndexBytes
-// (64 MiB); 0 turns the index off.
+// the budget. The writer's own compactions move the index to the files they write. Past the budget, once
+// another writer or tool adds or removes files, or after a compaction commit that returned an error (its reply
+// may be lost), the writer uses equality deletes. About 64 bytes plus the key's size per row. Default:
+// DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
 
 // CreateOption configures a table created by WithCreate.

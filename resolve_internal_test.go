@@ -2,24 +2,12 @@ package iceberg
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 )
-
-func namedRows(ids []int64, name string) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, bloomSchema)
-	defer b.Release()
-	for _, id := range ids {
-		b.Field(0).(*array.Int64Builder).Append(id)
-		b.Field(1).(*array.StringBuilder).Append(name)
-	}
-	return b.NewRecordBatch()
-}
 
 // TestResolveHashCollisions: resolve keys its in-batch model by 64-bit key hashes, checked against the key
 // bytes. With every key hashing alike (a collision on every pair) a batch mixing inserts, upserts and deletes
@@ -27,7 +15,7 @@ func namedRows(ids []int64, name string) arrow.RecordBatch {
 func TestResolveHashCollisions(t *testing.T) {
 	run := func(t *testing.T) map[int64][]string {
 		ctx := context.Background()
-		w := bloomWriter(t, 0, 0, WithCreate(bloomSchema, IdentifierFields("id")), WithFlushRows(1_000_000))
+		w := idNameWriter(t, 0, 0, WithCreate(idNameSchema, IdentifierFields("id")), WithFlushRows(1_000_000))
 		if err := w.Write(ctx, namedRows([]int64{0, 1, 2, 3, 4, 5}, "a")); err != nil {
 			t.Fatal(err)
 		}
@@ -80,26 +68,103 @@ func TestResolveHashCollisions(t *testing.T) {
 	}
 }
 
-// readNamed reads a bloomSchema table back: per id, its names, sorted.
-func readNamed(t *testing.T, w *Writer) map[int64][]string {
-	t.Helper()
-	_, recs, err := w.Table().Scan().ToArrowRecords(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[int64][]string{}
-	for rec, err := range recs {
-		if err != nil {
-			t.Fatal(err)
+// TestResolvePartialCollisions: with a key hash that collides often but not always (the id modulo m),
+// batches hit both paths of resolve: hash-keyed with byte checks (an inserted key sharing a hash with an
+// upserted one, keyed keys distinct) and the byte-keyed fallback. Random inserts, upserts and deletes, all of a
+// round in one batch, read back as the sequential model on v2 (equality deletes) and v3 (deletion vectors).
+func TestResolvePartialCollisions(t *testing.T) {
+	saved := resolveHash
+	defer func() { resolveHash = saved }()
+	for _, version := range []int{2, 3} {
+		for _, m := range []uint64{2, 7} {
+			t.Run(fmt.Sprintf("v%d/m=%d", version, m), func(t *testing.T) {
+				resolveHash = func(b []byte) uint64 { return binary.LittleEndian.Uint64(b[1:9]) % m }
+				ctx := context.Background()
+				rng := rand.New(rand.NewPCG(m, uint64(version)))
+				w := idNameWriter(t, 0, 0, WithCreate(idNameSchema, IdentifierFields("id"), FormatVersion(version)),
+					WithFlushRows(1_000_000))
+				model := map[int64][]string{}
+				tag := 0
+				// hashPath counts batches where keyed keys never share a hash (resolve stays on the hash-keyed
+				// map) but a written row shares its hash with a key upserted or deleted after it.
+				hashPath := 0
+				for round := 0; round < 30; round++ {
+					type row struct {
+						id    int64
+						keyed bool
+					}
+					var batch []row
+					for op := 0; op < 3; op++ {
+						n := 1 + rng.IntN(3)
+						ids := make([]int64, n)
+						for i := range ids {
+							ids[i] = rng.Int64N(40)
+						}
+						tag++
+						name := fmt.Sprint("t", tag)
+						var err error
+						k := rng.IntN(3)
+						for _, id := range ids {
+							batch = append(batch, row{id, k != 0})
+						}
+						switch k {
+						case 0:
+							err = w.Write(ctx, namedRows(ids, name))
+							for _, id := range ids {
+								model[id] = append(model[id], name)
+							}
+						case 1:
+							err = w.Upsert(ctx, namedRows(ids, name))
+							for _, id := range ids {
+								model[id] = []string{name}
+							}
+						default:
+							err = w.Delete(ctx, namedRows(ids, name))
+							for _, id := range ids {
+								delete(model, id)
+							}
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+					}
+					keyedHash := map[uint64]int64{}
+					distinct := true
+					for _, r := range batch {
+						if prev, ok := keyedHash[uint64(r.id)%m]; r.keyed && ok && prev != r.id {
+							distinct = false
+						}
+						if r.keyed {
+							keyedHash[uint64(r.id)%m] = r.id
+						}
+					}
+					shared := false
+					for i, r := range batch {
+						for _, later := range batch[i+1:] {
+							if !r.keyed && later.keyed && later.id != r.id && uint64(later.id)%m == uint64(r.id)%m {
+								shared = true
+							}
+						}
+					}
+					if distinct && shared {
+						hashPath++
+					}
+					if err := w.Flush(ctx); err != nil {
+						t.Fatal(err)
+					}
+					got := readNamed(t, w)
+					for _, v := range model {
+						slices.Sort(v)
+					}
+					if fmt.Sprint(got) != fmt.Sprint(model) {
+						t.Fatalf("round %d:\n got   %v\n model %v", round, got, model)
+					}
+				}
+				t.Logf("hash-keyed batches with a shared hash: %d", hashPath)
+				if m == 7 && hashPath == 0 {
+					t.Fatal("no batch took the hash-keyed path with a shared hash")
+				}
+			})
 		}
-		ids, names := rec.Column(0).(*array.Int64), rec.Column(1).(*array.String)
-		for i := 0; i < int(rec.NumRows()); i++ {
-			got[ids.Value(i)] = append(got[ids.Value(i)], names.Value(i))
-		}
-		rec.Release()
 	}
-	for _, v := range got {
-		slices.Sort(v)
-	}
-	return got
 }

@@ -3,10 +3,13 @@ package iceberg_test
 import (
 	"context"
 	"sync"
+	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
 )
 
 // slowCatalog wraps a real catalog to inject what a real server cannot produce on demand: latency on every
@@ -80,6 +83,20 @@ func (c *slowCatalog) CommitTable(ctx context.Context, ident table.Identifier, r
 		return nil, "", errInjected
 	}
 	return meta, loc, err
+}
+
+// commitMeanwhile is for a before hook, which runs with c.mu held on the hooked writer's commit goroutine: it
+// releases mu while other commits rec through op (its Write or Upsert) and a Flush, so that other's commit lands
+// just before the hooked one. Errors go to t.Error.
+func commitMeanwhile(t *testing.T, ctx context.Context, c *slowCatalog, other *iceberg.Writer, op func(context.Context, arrow.RecordBatch) error, rec arrow.RecordBatch) {
+	c.mu.Unlock()
+	defer c.mu.Lock()
+	if err := op(ctx, rec); err != nil {
+		t.Error(err)
+	}
+	if err := other.Flush(ctx); err != nil {
+		t.Error(err)
+	}
 }
 
 type injectedError struct{}

@@ -33,9 +33,10 @@ func countAt(t *testing.T, tbl *table.Table, snapID int64) map[int64]int {
 	return out
 }
 
-// reviewV3Setup writes ids 0..99 into one file of a copy-on-write table of the format version given (checkpoint "t1"), then upserts id 5
-// (checkpoint "t2"), and returns the table and the snapshot the upsert was based on.
-func reviewV3Setup(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, version int) (*table.Table, int64) {
+// checkpointedUpsert writes ids 0..99 into one file of a copy-on-write table of the format version given
+// (checkpoint "t1"), then upserts id 5 (checkpoint "t2"), and returns the table and the snapshot the upsert was
+// based on.
+func checkpointedUpsert(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, version int) (*table.Table, int64) {
 	t.Helper()
 	ctx := context.Background()
 	w, err := iceberg.NewWriter(ctx, cat, ident,
@@ -82,22 +83,21 @@ func reviewV3Setup(t *testing.T, cat icecatalog.Catalog, ident table.Identifier,
 	return tbl, before
 }
 
-// TestReviewCopyOnWriteV3CheckpointSnapshotHoldsItsRows: every snapshot that carries a checkpoint token must
-// hold every row committed through that token (LastCheckpoint walks the ancestry, so after a rollback to such a
-// snapshot the caller replays from its token). On v3 the copy-on-write commit's first (overwrite) snapshot
-// carries the run's token and marker but holds none of the rewritten file's rows: rolling back one snapshot
-// loses 99 rows that no operation touched, while LastCheckpoint says "t2" is committed.
-func TestReviewCopyOnWriteV3CheckpointSnapshotHoldsItsRows(t *testing.T) {
+// TestCopyOnWriteCheckpointSnapshotHoldsItsRows: on v2 and v3, every snapshot of a copy-on-write upsert commit
+// that carries checkpoint token "t2" holds all 100 ids committed through that token (LastCheckpoint walks the
+// ancestry, so after a rollback to such a snapshot the caller replays from its token); on v3 that includes the
+// commit's first snapshot, the overwrite, whose rewritten file's other 99 rows no operation touched.
+func TestCopyOnWriteCheckpointSnapshotHoldsItsRows(t *testing.T) {
 	for _, version := range []int{2, 3} {
-		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { reviewCheckpointSnapshots(t, version) })
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { copyOnWriteCheckpointSnapshots(t, version) })
 	}
 }
 
-func reviewCheckpointSnapshots(t *testing.T, version int) {
+func copyOnWriteCheckpointSnapshots(t *testing.T, version int) {
 	ctx := context.Background()
 	cat := openCatalog(t)
-	ident := table.Identifier{"review", "ckpt"}
-	tbl, before := reviewV3Setup(t, cat, ident, version)
+	ident := table.Identifier{"cow", "ckpt"}
+	tbl, before := checkpointedUpsert(t, cat, ident, version)
 	for s := tbl.CurrentSnapshot(); s != nil && s.SnapshotID != before; s = tbl.Metadata().SnapshotByID(*s.ParentSnapshotID) {
 		if s.Summary == nil || s.Summary.Properties["icewriter.checkpoint"] != "t2" {
 			continue
@@ -119,20 +119,19 @@ func reviewCheckpointSnapshots(t *testing.T, version int) {
 	}
 }
 
-// TestReviewCopyOnWriteV3RewrittenRowsNotAppended: upserting one key must not publish the other 99 rows of the
-// rewritten file as new data. An incremental append reader (iceberg-go's IncrementalAppendScan, Spark/Flink
-// streaming reads) consumes append snapshots; on v2 the copy-on-write commit is one overwrite snapshot, on v3
-// the rewritten file is added by an "append" row delta, so every surviving row is delivered again.
-func TestReviewCopyOnWriteV3RewrittenRowsNotAppended(t *testing.T) {
+// TestCopyOnWriteRewrittenRowsNotAppended: on v2 and v3, upserting one key does not publish the other 99 rows
+// of the rewritten file as new data: an incremental append scan since the upsert's base (what iceberg-go's
+// IncrementalAppendScan and Spark/Flink streaming reads consume) returns at most the one upserted row.
+func TestCopyOnWriteRewrittenRowsNotAppended(t *testing.T) {
 	for _, version := range []int{2, 3} {
-		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { reviewAppended(t, version) })
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { copyOnWriteRewrittenRowsNotAppended(t, version) })
 	}
 }
 
-func reviewAppended(t *testing.T, version int) {
+func copyOnWriteRewrittenRowsNotAppended(t *testing.T, version int) {
 	ctx := context.Background()
 	cat := openCatalog(t)
-	tbl, before := reviewV3Setup(t, cat, table.Identifier{"review", "append"}, version)
+	tbl, before := checkpointedUpsert(t, cat, table.Identifier{"cow", "append"}, version)
 	tasks, err := tbl.NewIncrementalAppendScan().FromSnapshotExclusive(before).PlanFiles(ctx)
 	if err != nil {
 		t.Fatal(err)

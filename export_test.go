@@ -1,0 +1,15 @@
+package iceberg
+
+// Names the external tests need that users do not get.
+
+// WithRowGroupRowsForTest sets the Parquet row-group limit of the files the writer encodes (not an option
+// users get): small values make files of many row groups, which the key index must read in row order.
+func WithRowGroupRowsForTest(n int) Option { return func(o *options) { o.rowGroupRows = n } }
+
+// DeadLetterWired reports whether the writer's base conformer routes bad Arrow rows to WithDeadLetter without
+// schema evolution (it needs setTable to build conformers with the writer set).
+func DeadLetterWired(w *Writer) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.conf.w != nil
+}

@@ -1,0 +1,96 @@
+package iceberg
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/catalog"
+)
+
+// The fixtures the internal tests share: a keyed table of ids and names, written and read back.
+
+// idNameSchema is the internal tests' table: a key and a name.
+var idNameSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+// idNameRows makes n rows, ids ascending from from, with names of varying length.
+func idNameRows(from, n int) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, idNameSchema)
+	defer b.Release()
+	for i := from; i < from+n; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.StringBuilder).Append("n" + strings.Repeat("x", i%7))
+	}
+	return b.NewRecordBatch()
+}
+
+// idNameWriter writes files of perFile rows each, ids ascending, and returns the writer.
+func idNameWriter(t *testing.T, files, perFile int, opts ...Option) *Writer {
+	t.Helper()
+	ctx := context.Background()
+	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cat.(icecatalog.Closer).Close() })
+	w, err := NewWriter(ctx, cat, table.Identifier{"b", "t"}, append([]Option{
+		WithFlushInterval(0), WithSmallFileCompaction(0)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(ctx) })
+	for f := 0; f < files; f++ {
+		if err := w.Write(ctx, idNameRows(f*perFile, perFile)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// namedRows makes idNameSchema rows of the ids given, all with the same name.
+func namedRows(ids []int64, name string) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, idNameSchema)
+	defer b.Release()
+	for _, id := range ids {
+		b.Field(0).(*array.Int64Builder).Append(id)
+		b.Field(1).(*array.StringBuilder).Append(name)
+	}
+	return b.NewRecordBatch()
+}
+
+// readNamed reads an idNameSchema table back: per id, its names, sorted.
+func readNamed(t *testing.T, w *Writer) map[int64][]string {
+	t.Helper()
+	_, recs, err := w.Table().Scan().ToArrowRecords(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64][]string{}
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, names := rec.Column(0).(*array.Int64), rec.Column(1).(*array.String)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			got[ids.Value(i)] = append(got[ids.Value(i)], names.Value(i))
+		}
+		rec.Release()
+	}
+	for _, v := range got {
+		slices.Sort(v)
+	}
+	return got
+}

@@ -1,0 +1,518 @@
+package iceberg_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/catalog"
+	"github.com/icewriter/iceberg/internal/seed"
+)
+
+// The fixtures the tests of several subjects share: catalogs and tables, batches, the sequential model of keyed
+// writes and its random operations, and reading a table back with iceberg-go's scanner. Fakes that inject
+// faults live in slowcatalog_test.go.
+
+// Catalogs and tables.
+
+// openCatalog opens a fresh embedded catalog in a temporary folder.
+func openCatalog(t testing.TB) icecatalog.Catalog {
+	t.Helper()
+	return openCatalogAt(t, filepath.Join(t.TempDir(), "catalog.db"))
+}
+
+// openCatalogAt opens the embedded catalog whose database is at path.
+func openCatalogAt(t testing.TB, path string) icecatalog.Catalog {
+	t.Helper()
+	cat, err := catalog.Open(context.Background(), "sqlite://"+path)
+	if err != nil {
+		t.Fatalf("open catalog: %v", err)
+	}
+	t.Cleanup(func() {
+		if c, ok := cat.(icecatalog.Closer); ok {
+			_ = c.Close()
+		}
+	})
+	return cat
+}
+
+// createTable creates the table at ident (a writer that creates it and closes at once).
+func createTable(t testing.TB, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier, schema *arrow.Schema, create ...iceberg.CreateOption) {
+	t.Helper()
+	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(schema, create...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = setup.Close(ctx)
+}
+
+// cowTable writes m files of perFile rows each (one batch, one file) with ids 0..m*perFile-1, sorted or
+// shuffled across files, and returns the writer (copy-on-write mode) and which file index holds each id.
+func cowTable(t testing.TB, ctx context.Context, m, perFile int, shuffled bool, opts ...iceberg.Option) (*iceberg.Writer, map[int64]int, *slowCatalog, table.Identifier) {
+	cat := &slowCatalog{Catalog: openCatalog(t)}
+	ident := table.Identifier{"cow", "t"}
+	ids := make([]int64, m*perFile)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	if shuffled {
+		rng := rand.New(rand.NewPCG(9, 9))
+		rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	}
+	w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{
+		iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")), iceberg.WithMode(iceberg.CopyOnWrite),
+		iceberg.WithFlushRows(perFile), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := map[int64]int{}
+	for f := 0; f < m; f++ {
+		chunk := ids[f*perFile : (f+1)*perFile]
+		vs := make([]int64, len(chunk))
+		for i, id := range chunk {
+			holder[id] = f
+			vs[i] = id
+		}
+		if err := w.Write(ctx, kvBatch(chunk, vs)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w, holder, cat, ident
+}
+
+// waitStaged waits until w has written at least files data files (10 s at most), then 200 ms more: the
+// batches are staged a few instructions after their files, and a loaded machine needs the slack.
+func waitStaged(t *testing.T, w *iceberg.Writer, files int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); w.Stats().FilesWritten < files; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d data files not written within 10 s: %+v", files, w.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+}
+
+// The seed events (internal/seed): append-only tables.
+
+// writeSeed writes the generator's next n rows.
+func writeSeed(t *testing.T, w *iceberg.Writer, g *seed.Generator, n int) {
+	t.Helper()
+	rec := g.Batch(n)
+	defer rec.Release()
+	if err := w.Write(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// assertIDs fails unless counts holds exactly the ids from..to-1, each once.
+func assertIDs(t *testing.T, counts map[int64]int, from, to int64) {
+	t.Helper()
+	if len(counts) != int(to-from) {
+		t.Fatalf("table has %d ids, want %d (ids %d..%d)", len(counts), to-from, from, to-1)
+	}
+	for id := from; id < to; id++ {
+		if counts[id] != 1 {
+			t.Fatalf("id %d appears %d times", id, counts[id])
+		}
+	}
+}
+
+// readRows scans the table with iceberg-go's scanner and returns, per id, how many rows carry it, plus each
+// id's row as a map of column values (the last one seen).
+func readRows(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) (map[int64]int, map[int64]map[string]any) {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatalf("load table: %v", err)
+	}
+	counts := map[int64]int{}
+	rows := map[int64]map[string]any{}
+	if tbl.CurrentSnapshot() == nil {
+		return counts, rows
+	}
+	sc, it, err := tbl.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	idIdx := sc.FieldIndices("id")[0]
+	for rec, err := range it {
+		if err != nil {
+			t.Fatalf("scan: %v", err)
+		}
+		ids := rec.Column(idIdx).(*array.Int64)
+		for r := 0; r < int(rec.NumRows()); r++ {
+			id := ids.Value(r)
+			counts[id]++
+			row := map[string]any{}
+			for c, f := range sc.Fields() {
+				row[f.Name] = cellValue(rec.Column(c), r)
+			}
+			rows[id] = row
+		}
+		rec.Release()
+	}
+	return counts, rows
+}
+
+// cellValue is row r of a as the Go value readRows and the models compare (timestamps as int64).
+func cellValue(a arrow.Array, r int) any {
+	if a.IsNull(r) {
+		return nil
+	}
+	switch c := a.(type) {
+	case *array.Int64:
+		return c.Value(r)
+	case *array.Int32:
+		return int64(c.Value(r))
+	case *array.Float64:
+		return c.Value(r)
+	case *array.String:
+		return c.Value(r)
+	case *array.LargeString:
+		return c.Value(r)
+	case *array.Timestamp:
+		return int64(c.Value(r))
+	case *array.Boolean:
+		return c.Value(r)
+	}
+	return a.ValueStr(r)
+}
+
+// Keyed kv tables and their sequential model.
+
+// kvSchema is the keyed tables' schema: a key, a value, and a string derived from both (readKV checks it).
+var kvSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+// kvBatch makes kvSchema rows (ids[i], vs[i]).
+func kvBatch(ids, vs []int64) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), kvSchema)
+	defer b.Release()
+	for i := range ids {
+		b.Field(0).(*array.Int64Builder).Append(ids[i])
+		b.Field(1).(*array.Int64Builder).Append(vs[i])
+		b.Field(2).(*array.StringBuilder).Append(fmt.Sprintf("row-%d-%d", ids[i], vs[i]))
+	}
+	return b.NewRecordBatch()
+}
+
+// keyBatch makes a batch of keys only, for Delete.
+func keyBatch(ids []int64) arrow.RecordBatch {
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), sc)
+	defer b.Release()
+	b.Field(0).(*array.Int64Builder).AppendValues(ids, nil)
+	return b.NewRecordBatch()
+}
+
+// readKV returns, per id, the sorted v values of its rows.
+func readKV(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) map[int64][]int64 {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64][]int64{}
+	if tbl.CurrentSnapshot() == nil {
+		return out
+	}
+	sc, it, err := tbl.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iid, iv, is := sc.FieldIndices("id")[0], sc.FieldIndices("v")[0], sc.FieldIndices("s")[0]
+	for rec, err := range it {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, vs, ss := rec.Column(iid).(*array.Int64), rec.Column(iv).(*array.Int64), rec.Column(is).(*array.String)
+		for r := 0; r < int(rec.NumRows()); r++ {
+			if want := fmt.Sprintf("row-%d-%d", ids.Value(r), vs.Value(r)); ss.Value(r) != want {
+				t.Fatalf("row %d: s=%q, want %q", ids.Value(r), ss.Value(r), want)
+			}
+			out[ids.Value(r)] = append(out[ids.Value(r)], vs.Value(r))
+		}
+		rec.Release()
+	}
+	for k := range out {
+		slices.Sort(out[k])
+	}
+	return out
+}
+
+// kvModel is the sequential model: Write inserts, Upsert replaces every row of the key, Delete removes them.
+type kvModel map[int64][]int64
+
+func (m kvModel) insert(id, v int64) { m[id] = append(m[id], v) }
+func (m kvModel) upsert(id, v int64) { m[id] = []int64{v} }
+func (m kvModel) del(id int64)       { delete(m, id) }
+
+// compareKV fails unless the table read back (readKV) holds, per id, exactly the model's values.
+func compareKV(t *testing.T, got map[int64][]int64, want kvModel) {
+	t.Helper()
+	for id, vs := range want {
+		w := slices.Clone(vs)
+		slices.Sort(w)
+		if !slices.Equal(got[id], w) {
+			t.Fatalf("id %d: table has v=%v, model %v", id, got[id], w)
+		}
+	}
+	for id, vs := range got {
+		if _, ok := want[id]; !ok {
+			t.Fatalf("id %d: table has v=%v, model has no row", id, vs)
+		}
+	}
+}
+
+// kvOps draws the random operations of the keyed model tests: a Write, Upsert or Delete of 1 to maxRows keys
+// below keySpace (repeats allowed, inside a batch too), each row with a value no row had before.
+type kvOps struct {
+	rng      *rand.Rand
+	keySpace int64
+	maxRows  int
+	writes   int   // a draw of 0..9 below writes is a Write, below 8 an Upsert, else a Delete
+	next     int64 // the last value given
+}
+
+// apply draws one operation and applies it to w and to model, failing the test on an error.
+func (o *kvOps) apply(t *testing.T, ctx context.Context, w *iceberg.Writer, model kvModel) {
+	t.Helper()
+	n := 1 + o.rng.IntN(o.maxRows)
+	ids := make([]int64, n)
+	vs := make([]int64, n)
+	for i := range ids {
+		ids[i] = o.rng.Int64N(o.keySpace)
+		o.next++
+		vs[i] = o.next
+	}
+	var err error
+	switch k := o.rng.IntN(10); {
+	case k < o.writes:
+		rec := kvBatch(ids, vs)
+		err = w.Write(ctx, rec)
+		rec.Release()
+		for i := range ids {
+			model.insert(ids[i], vs[i])
+		}
+	case k < 8:
+		rec := kvBatch(ids, vs)
+		err = w.Upsert(ctx, rec)
+		rec.Release()
+		for i := range ids {
+			model.upsert(ids[i], vs[i])
+		}
+	default:
+		rec := keyBatch(ids)
+		err = w.Delete(ctx, rec)
+		rec.Release()
+		for i := range ids {
+			model.del(ids[i])
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// distinctKeys draws n distinct keys in [0, limit).
+func distinctKeys(rng *rand.Rand, n int, limit int64) []int64 {
+	seen := map[int64]bool{}
+	var ks []int64
+	for len(ks) < n {
+		if k := rng.Int64N(limit); !seen[k] {
+			seen[k] = true
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// Row lineage (format version 3).
+
+// lineage is one row's row-lineage pair as the scanner reports it.
+type lineage struct{ rowID, seq int64 }
+
+// lineageRow is one row read back with its lineage.
+type lineageRow struct {
+	id, v int64
+	lineage
+}
+
+// readLineage scans the table with row lineage and returns every row. It fails on a null _row_id or
+// _last_updated_sequence_number (the scanner must resolve both for every row of a v3 table) and on a row whose
+// s column does not match its id and v.
+func readLineage(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) []lineageRow {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatalf("load table: %v", err)
+	}
+	if tbl.CurrentSnapshot() == nil {
+		return nil
+	}
+	sc, it, err := tbl.Scan(table.WithRowLineage()).ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatalf("scan with row lineage: %v", err)
+	}
+	col := func(name string) int {
+		idx := sc.FieldIndices(name)
+		if len(idx) != 1 {
+			t.Fatalf("scan schema %v has no single column %q", sc, name)
+		}
+		return idx[0]
+	}
+	iid, iv, is, irow, iseq := col("id"), col("v"), col("s"), col("_row_id"), col("_last_updated_sequence_number")
+	var out []lineageRow
+	for rec, err := range it {
+		if err != nil {
+			t.Fatalf("scan with row lineage: %v", err)
+		}
+		ids, vs, ss := rec.Column(iid).(*array.Int64), rec.Column(iv).(*array.Int64), rec.Column(is).(*array.String)
+		rowIDs, ok := rec.Column(irow).(*array.Int64)
+		if !ok {
+			t.Fatalf("_row_id is %s, want int64", rec.Column(irow).DataType())
+		}
+		seqs, ok := rec.Column(iseq).(*array.Int64)
+		if !ok {
+			t.Fatalf("_last_updated_sequence_number is %s, want int64", rec.Column(iseq).DataType())
+		}
+		for r := 0; r < int(rec.NumRows()); r++ {
+			id := ids.Value(r)
+			if want := fmt.Sprintf("row-%d-%d", id, vs.Value(r)); ss.Value(r) != want {
+				t.Fatalf("row %d: s=%q, want %q", id, ss.Value(r), want)
+			}
+			if rowIDs.IsNull(r) {
+				t.Fatalf("row id=%d has a null _row_id", id)
+			}
+			if seqs.IsNull(r) {
+				t.Fatalf("row id=%d has a null _last_updated_sequence_number", id)
+			}
+			out = append(out, lineageRow{id: id, v: vs.Value(r), lineage: lineage{rowIDs.Value(r), seqs.Value(r)}})
+		}
+		rec.Release()
+	}
+	return out
+}
+
+// keyRow is the one row a key holds, read back with its _row_id.
+type keyRow struct{ rowID, v int64 }
+
+// readRowIDs scans the table with row lineage and returns each id's row; it fails on a null _row_id and on an
+// id held by two rows.
+func readRowIDs(t *testing.T, cat interface {
+	LoadTable(context.Context, table.Identifier) (*table.Table, error)
+}, ident table.Identifier) map[int64]keyRow {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, recs, err := tbl.Scan(table.WithRowLineage()).ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]keyRow{}
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := rec.Column(sc.FieldIndices("id")[0]).(*array.Int64)
+		vs := rec.Column(sc.FieldIndices("v")[0]).(*array.Int64)
+		rid := rec.Column(sc.FieldIndices("_row_id")[0]).(*array.Int64)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			if rid.IsNull(i) {
+				t.Fatalf("id %d: null _row_id", ids.Value(i))
+			}
+			if _, dup := out[ids.Value(i)]; dup {
+				t.Fatalf("id %d twice", ids.Value(i))
+			}
+			out[ids.Value(i)] = keyRow{rowID: rid.Value(i), v: vs.Value(i)}
+		}
+		rec.Release()
+	}
+	return out
+}
+
+// Tables of any shape: batches, schemas, reading back.
+
+// buildRecord makes a record of the fields given, filled by fill.
+func buildRecord(t *testing.T, fields []arrow.Field, fill func(b *array.RecordBuilder)) arrow.RecordBatch {
+	t.Helper()
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), arrow.NewSchema(fields, nil))
+	defer b.Release()
+	fill(b)
+	return b.NewRecordBatch()
+}
+
+// loadSchema returns the table's current schema.
+func loadSchema(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) *ice.Schema {
+	t.Helper()
+	tbl, err := cat.LoadTable(context.Background(), ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl.Schema()
+}
+
+// fieldOf returns the named field of sc, failing the test when there is none.
+func fieldOf(t testing.TB, sc *ice.Schema, name string) ice.NestedField {
+	t.Helper()
+	f, ok := sc.FindFieldByName(name)
+	if !ok {
+		t.Fatalf("table has no field %q; schema:\n%s", name, sc)
+	}
+	return f
+}
+
+// readPairs scans the table and returns, per value of the int64 column key, the values of the int64 column val
+// in its rows, in scan order.
+func readPairs(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, key, val string) map[int64][]int64 {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64][]int64{}
+	if tbl.CurrentSnapshot() == nil {
+		return out
+	}
+	sc, it, err := tbl.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ik, iv := sc.FieldIndices(key)[0], sc.FieldIndices(val)[0]
+	for rec, err := range it {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks, vs := rec.Column(ik).(*array.Int64), rec.Column(iv).(*array.Int64)
+		for r := 0; r < int(rec.NumRows()); r++ {
+			out[ks.Value(r)] = append(out[ks.Value(r)], vs.Value(r))
+		}
+		rec.Release()
+	}
+	return out
+}

@@ -270,7 +270,10 @@ func validateOptions(o *options) error {
 func (w *Writer) fence(ctx context.Context, tbl *table.Table) (*table.Table, error) {
 	nonce := uuid.NewString()
 	var lastErr error
-	for attempt := 0; attempt < 20; attempt++ {
+	// Retried like a run's commit, within the commit timeout: next to writers that commit in a tight loop a
+	// fixed number of attempts can all lose the race for the branch head.
+	deadline := time.Now().Add(w.opts.commitTimeout)
+	for attempt := 0; attempt == 0 || time.Now().Before(deadline); attempt++ {
 		if attempt > 0 {
 			if err := sleepCtx(ctx, backoff(attempt, 20*time.Millisecond, 2*time.Second)); err != nil {
 				return nil, err

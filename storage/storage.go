@@ -4,6 +4,15 @@
 // their side effect) with iceberg-go's io registry through one caching factory: a table's reads and writes reuse
 // one bucket (one client) per scheme, bucket and effective properties instead of building a new client on every
 // file system lookup. Entries whose properties carry a credential expiry are reopened shortly before it.
+//
+// Each lookup returns a file system bound to the lookup's context (iceberg-go looks one up per operation, with
+// the operation's context): its uploads and reads stop when that context ends. Reads survive bodies that are
+// cut off: a read that ends early (a reset, a truncated body, a stall) is re-read from the byte it reached, up
+// to ReadAttempts times in a row without progress, and every re-read must find the object at the size it had
+// when opened. A body read that gets no byte for the request timeout (RequestTimeoutKey,
+// icewriter.request-timeout; S3RequestTimeoutKey, s3.request-timeout, for S3; default DefaultRequestTimeout,
+// 60s) is abandoned as a stall (ErrStalled) and re-read; backends apply the same timeout to their connections
+// (package s3 does, to uploads too).
 package storage
 
 import (

@@ -143,7 +143,7 @@ func (c *idleConn) Read(p []byte) (int, error) {
 	if n > 0 {
 		c.touch(false)
 	}
-	return n, c.wrap("read", err)
+	return n, c.wrap("read from", err)
 }
 
 func (c *idleConn) Write(p []byte) (int, error) {

@@ -209,3 +209,20 @@ func TestStalledReadEndsWithItsContext(t *testing.T) {
 		t.Fatalf("stalled read with a 300ms context: %v after %v", err, time.Since(start))
 	}
 }
+
+// TestThrottlingRetried: uploads and reads answered with 503 SlowDown or 429 Too Many Requests half of the
+// time are retried until they succeed.
+func TestThrottlingRetried(t *testing.T) {
+	s := newFaultyStore(t, faultproxy.Config{Seed: 5, Faults: map[faultproxy.Kind]float64{faultproxy.Throttle: 0.5}}, "5s")
+	for i := 0; i < 10; i++ {
+		data := randomData(uint64(i), 5000)
+		loc := s.put(t, fmt.Sprintf("throttled-%d.bin", i), data)
+		got, err := s.fs.(iceio.ReadFileIO).ReadFile(loc)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("ReadFile(%s): %d bytes, %v", loc, len(got), err)
+		}
+	}
+	if counts, _ := s.proxy.Counts(); counts[faultproxy.Throttle] == 0 {
+		t.Fatal("nothing was throttled")
+	}
+}

@@ -13,9 +13,9 @@
 // s3.secret-access-key, s3.session-token (else the default AWS chain: environment, shared profile, web
 // identity, instance role), s3.proxy-uri, s3.connect-timeout, s3.checksum (when_supported, the SDK default, or
 // when_required for stores that reject checksum trailers), s3.retry.max-attempts (default 10) and
-// s3.retry.max-backoff (default 10s): requests that fail on a connection error, throttling or a 5xx answer are
-// retried for about a minute before the operation fails. The endpoint may also come from AWS_ENDPOINT_URL_S3
-// or AWS_S3_ENDPOINT.
+// s3.retry.max-backoff (default 10s): requests that fail on a connection error, throttling (503 SlowDown, 429)
+// or a 5xx answer are retried for about a minute before the operation fails. The endpoint may also come from
+// AWS_ENDPOINT_URL_S3 or AWS_S3_ENDPOINT.
 //
 // s3.request-timeout (or icewriter.request-timeout, for every backend; default 60s, a Go duration or seconds)
 // bounds how long a request may go without moving a byte: connecting, sending the body, waiting for the
@@ -184,6 +184,11 @@ func Open(ctx context.Context, u *url.URL, props map[string]string) (*blob.Bucke
 			// The default retry quota (a token bucket shared by the client) would stop retrying after a few
 			// dozen failed uploads during an outage, which is exactly when retries matter.
 			ro.RateLimiter = ratelimit.None
+			// S3 throttles with 503 SlowDown (retried by default); S3-compatible stores and proxies in front
+			// of them also answer 429 Too Many Requests, which the SDK would not retry.
+			ro.Retryables = append(ro.Retryables, retry.RetryableHTTPStatusCode{Codes: map[int]struct{}{429: {}}},
+				retry.RetryableErrorCode{Codes: map[string]struct{}{"TooManyRequests": {}}})
+			ro.Throttles = append(ro.Throttles, retry.ThrottleErrorCode{Codes: map[string]struct{}{"TooManyRequests": {}}})
 		})}
 		so.APIOptions = append(so.APIOptions, addStallBudget)
 	})

@@ -104,7 +104,7 @@ func (w *Writer) Close(ctx context.Context) error {
 // already in flight to resolve, and closes the writer.
 //
 // Abort returns by the time ctx ends: a commit still in flight then resolves in the background as with Close,
-// and the error wraps ctx's error and says so.
+// and the error wraps ctx's error and says so (batches still encoding are simply cancelled).
 func (w *Writer) Abort(ctx context.Context) error {
 	w.mu.Lock()
 	if w.closed {
@@ -114,7 +114,8 @@ func (w *Writer) Abort(ctx context.Context) error {
 	w.shutdownLocked()
 	w.mu.Unlock()
 	lost, err := w.stop(ctx)
-	if err != nil {
+	if err != nil && lost.inFlight > 0 {
+		// Only a commit that may still land makes Abort's outcome differ from what was asked.
 		return fmt.Errorf("iceberg: abort: %w: %s", err, lost)
 	}
 	return nil
@@ -176,9 +177,7 @@ func (w *Writer) uncommittedLocked() uncommitted {
 func (w *Writer) stop(ctx context.Context) (uncommitted, error) {
 	// The commit loop sees stopping after its current run and exits; then encoders are cancelled.
 	w.kickLoop()
-	select {
-	case <-w.done:
-	case <-ctx.Done():
+	if !waitOr(ctx, w.done) {
 		return w.stopLater(ctx)
 	}
 	w.cancel()
@@ -187,9 +186,7 @@ func (w *Writer) stop(ctx context.Context) (uncommitted, error) {
 		w.encWG.Wait()
 		close(encoded)
 	}()
-	select {
-	case <-encoded:
-	case <-ctx.Done():
+	if !waitOr(ctx, encoded) {
 		return w.stopLater(ctx)
 	}
 	w.mu.Lock()
@@ -197,6 +194,22 @@ func (w *Writer) stop(ctx context.Context) (uncommitted, error) {
 	w.mu.Unlock()
 	w.release(ctx)
 	return lost, nil
+}
+
+// waitOr waits for ch to close and reports true, or for ctx to end first and reports false (a channel already
+// closed wins over a context already done).
+func waitOr(ctx context.Context, ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // stopLater gives up waiting: encoders stop now, a commit in flight has WithCommitTimeout to resolve, and the

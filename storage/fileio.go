@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
+	"net"
 	"path"
 	"sync/atomic"
 	"time"
@@ -252,7 +253,10 @@ func (f *file) retryable(err error) bool {
 	if f.fsys.ctx.Err() != nil {
 		return false
 	}
-	if errors.Is(err, ErrStalled) {
+	// Network failures first, whatever code the driver maps them to: gocloud's s3blob, for one, calls any
+	// failed operation whose message holds "301" (a port, a key) a missing bucket.
+	var ne net.Error
+	if errors.Is(err, ErrStalled) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) {
 		return true
 	}
 	switch gcerrors.Code(err) {

@@ -225,7 +225,8 @@ func (w *Writer) stopLater(ctx context.Context) (uncommitted, error) {
 		hard.Stop()
 		w.cancel()
 		w.encWG.Wait()
-		// Removing files is best effort, and the caller is gone: bound it by the request timeout's order.
+		// Removing the files of batches never handed over is best effort and nobody waits for it any more: a
+		// minute bounds it on a store that does not answer.
 		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		w.release(rctx)

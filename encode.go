@@ -1,6 +1,7 @@
 package iceberg
 
 import (
+	"context"
 	"fmt"
 	"iter"
 	"math"
@@ -22,7 +23,11 @@ import (
 // delete files. The batch's rows are released once written; an error fails the writer.
 func (w *Writer) encode(b *batch) {
 	defer w.encWG.Done()
-	if err := w.encSem.Acquire(w.ctx, 1); err != nil {
+	// Encoders run on their own context: Close and Abort cancel it at once when their caller's context ends
+	// (a batch still encoding is not committed, so stopping it is never ambiguous), while a commit in flight
+	// keeps the writer's.
+	ctx := w.encCtx
+	if err := w.encSem.Acquire(ctx, 1); err != nil {
 		return // the writer is shutting down
 	}
 	w.mu.Lock()
@@ -40,7 +45,7 @@ func (w *Writer) encode(b *batch) {
 	useIdx := w.idx != nil
 	w.mu.Unlock()
 	if w.keys != nil {
-		res, err = w.resolve(w.ctx, b)
+		res, err = w.resolve(ctx, b)
 		if err == nil {
 			for _, r := range b.recs {
 				r.Release()
@@ -53,16 +58,16 @@ func (w *Writer) encode(b *batch) {
 				// Copy-on-write: the keys go to the committer, which rewrites the files holding them.
 				b.cowKeys = res.deletes
 			} else {
-				deletes, err = w.writeEqualityDeletes(w.ctx, tbl, res.deletes)
+				deletes, err = w.writeEqualityDeletes(ctx, tbl, res.deletes)
 			}
 		}
 	}
 	if err == nil && len(b.recs) > 0 {
-		files, err = w.writeFiles(tbl, schema, b)
+		files, err = w.writeFiles(ctx, tbl, schema, b)
 	}
 	if err == nil && useIdx {
 		for _, f := range files {
-			keys, kerr := readFileKeys(w.ctx, tbl, f, w.keys)
+			keys, kerr := readFileKeys(ctx, tbl, f, w.keys)
 			if kerr != nil {
 				err = kerr
 				break
@@ -81,7 +86,7 @@ func (w *Writer) encode(b *batch) {
 	b.recs = nil
 	w.memUsed -= b.bytes
 	if err != nil {
-		if w.ctx.Err() == nil {
+		if ctx.Err() == nil {
 			w.failLocked(fmt.Errorf("iceberg: encode batch %d: %w", b.seq, err))
 		}
 		w.signalLocked()
@@ -104,7 +109,7 @@ func (w *Writer) encode(b *batch) {
 // On a partitioned table the batch is written as one record with iceberg-go's clustered writer, which takes one
 // partition at a time: a single data file is open at once whatever the number of partitions in the batch (more
 // files than a fanout writer would keep open never means more memory).
-func (w *Writer) writeFiles(tbl *table.Table, schema *arrow.Schema, b *batch) ([]ice.DataFile, error) {
+func (w *Writer) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch) ([]ice.DataFile, error) {
 	opts := []table.WriteRecordOption{
 		table.WithTargetFileSize(w.opts.targetFileSize),
 		table.WithParquetRowGroupLimit(w.opts.rowGroupRows),
@@ -157,7 +162,7 @@ func (w *Writer) writeFiles(tbl *table.Table, schema *arrow.Schema, b *batch) ([
 		}
 	}
 	var out []ice.DataFile
-	for df, err := range table.WriteRecords(w.ctx, tbl, schema, iter.Seq2[arrow.RecordBatch, error](recs), opts...) {
+	for df, err := range table.WriteRecords(ctx, tbl, schema, iter.Seq2[arrow.RecordBatch, error](recs), opts...) {
 		if err != nil {
 			return nil, err
 		}

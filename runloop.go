@@ -14,6 +14,7 @@ import (
 // staged batches from the head of the queue and commits them as one snapshot.
 func (w *Writer) commitLoop() {
 	defer close(w.done)
+	defer w.cbs.close() // nothing is delivered after the loop: the callback goroutine ends once it is drained
 	for {
 		select {
 		case <-w.kick:

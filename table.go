@@ -13,7 +13,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/icewriter/iceberg/storage"
 )
 
 // Snapshot summary and table property keys the writer owns.
@@ -377,7 +380,21 @@ func (d *tables) derive(prev *table.Table, meta table.Metadata, loc string, cat 
 		d.roots[identKey(prev.Identifier())] = fs
 	}
 	d.mu.Unlock()
-	return table.New(prev.Identifier(), meta, loc, fs, cat)
+	return table.New(prev.Identifier(), meta, loc, boundFS(fs), cat)
+}
+
+// boundFS binds the file system fsF returns to the context of each lookup. A catalog may cache one file
+// system per table across lookups (iceberg-go's REST catalog does while vended credentials last), and a file
+// system of package storage runs its requests on the context it was opened with: without this, every later
+// upload and read would run on the context of the first lookup, cancelled or not.
+func boundFS(fsF table.FSysF) table.FSysF {
+	return func(ctx context.Context) (iceio.IO, error) {
+		fs, err := fsF(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return storage.WithContext(ctx, fs), nil
+	}
 }
 
 // tableIsEmpty reports whether the table holds no rows (no snapshot, or a head with zero records).

@@ -46,9 +46,13 @@ type Writer struct {
 	epoch     int64
 	mem       memory.Allocator
 
-	ctx    context.Context // the writer's own: encodes and commits run on it, never on a caller's
+	ctx    context.Context // the writer's own: commits run on it, never on a caller's
 	cancel context.CancelFunc
-	encSem *semaphore.Weighted
+	// encCtx is the encoders' context, a child of ctx: Close and Abort cancel it as soon as their caller's
+	// context ends, without cutting a commit in flight.
+	encCtx    context.Context
+	encCancel context.CancelFunc
+	encSem    *semaphore.Weighted
 	// partShare is the largest partition's share of the rows of the last batch written to a partitioned table
 	// (float64 bits): it sizes the next batch's key bloom filters.
 	partShare atomic.Uint64
@@ -198,6 +202,10 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		w.committed = lastSeq(tbl.Metadata(), o.branch, w.id)
 	} else {
 		w.epoch = 1
+		// Through derive, as a fenced writer's table is: its file system is bound to each operation's context,
+		// not to whichever one a catalog's cached file system was first opened with (this call's, which the
+		// caller may cancel as soon as NewWriter returns).
+		tbl = tabs.derive(tbl, tbl.Metadata(), tbl.MetadataLocation(), cat)
 	}
 	w.nextSeq = w.committed + 1
 	if err := w.setTable(tbl); err != nil {
@@ -235,6 +243,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		w.committer = w.defaultC
 	}
 	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	w.encCtx, w.encCancel = context.WithCancel(w.ctx)
 	w.cbs = newCallbacks(w.opts.onCommit)
 	go w.commitLoop()
 	return w, nil

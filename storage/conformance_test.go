@@ -3,8 +3,6 @@ package storage_test
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 
 	iceio "github.com/apache/iceberg-go/io"
@@ -29,8 +27,8 @@ func TestUploadTuning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(fmt.Sprintf("%T", fs), "tunedFS") {
-		t.Fatalf("upload properties ignored: the file system is a %T", fs)
+	if o := storage.UploadOptions(fs); o == nil || o.BufferSize != 5242880 || o.MaxConcurrency != 2 {
+		t.Fatalf("upload properties ignored: the file system (%T) writes with %+v", fs, o)
 	}
 	wfs, ok := fs.(iceio.WriteFileIO)
 	if !ok {

@@ -4,6 +4,15 @@
 // their side effect) with iceberg-go's io registry through one caching factory: a table's reads and writes reuse
 // one bucket (one client) per scheme, bucket and effective properties instead of building a new client on every
 // file system lookup. Entries whose properties carry a credential expiry are reopened shortly before it.
+//
+// Each lookup returns a file system bound to the lookup's context (iceberg-go looks one up per operation, with
+// the operation's context): its uploads and reads stop when that context ends. Reads survive bodies that are
+// cut off: a read that ends early (a reset, a truncated body, a stall) is re-read from the byte it reached, up
+// to ReadAttempts times in a row without progress, and every re-read must find the object at the size it had
+// when opened. A body read that gets no byte for the request timeout (RequestTimeoutKey,
+// icewriter.request-timeout; S3RequestTimeoutKey, s3.request-timeout, for S3; default DefaultRequestTimeout,
+// 60s) is abandoned as a stall (ErrStalled) and re-read; backends apply the same timeout to their connections
+// (package s3 does, to uploads too).
 package storage
 
 import (
@@ -43,10 +52,17 @@ const RefreshBefore = 5 * time.Minute
 const maxCached = 64
 
 type entry struct {
-	fs       iceio.IO
 	bucket   *blob.Bucket
+	extract  blobfs.ObjectLocationExtractor
+	wopts    *blob.WriterOptions
+	timeout  time.Duration
 	expires  time.Time // zero: never
 	lastUsed time.Time
+}
+
+// fs returns the entry's file system bound to ctx.
+func (e *entry) fs(ctx context.Context) iceio.IO {
+	return &fileIO{b: e.bucket, ctx: ctx, extract: e.extract, wopts: e.wopts, timeout: e.timeout}
 }
 
 var (
@@ -89,7 +105,11 @@ func factory(scheme string, opener Opener, extract func(host string) blobfs.Obje
 		defer cacheMu.Unlock()
 		if e, ok := cache[key]; ok && (e.expires.IsZero() || now.Before(e.expires)) {
 			e.lastUsed = now
-			return e.fs, nil
+			return e.fs(ctx), nil
+		}
+		timeout, err := RequestTimeout(props)
+		if err != nil {
+			return nil, err
 		}
 		b, err := opener(ctx, u, props)
 		if err != nil {
@@ -97,24 +117,19 @@ func factory(scheme string, opener Opener, extract func(host string) blobfs.Obje
 			return nil, redact.Error(fmt.Errorf("storage: open %s://%s: %w", scheme, u.Host, err), redact.Secrets(props)...)
 		}
 		opens[scheme]++
-		var fsys iceio.IO = blobfs.New(context.Background(), b, extract(u.Host))
-		if wo := writerOptions(props); wo != nil {
-			fsys = &tunedFS{FileIO: fsys.(*blobfs.FileIO), opts: wo}
-		}
+		// An expired entry that is replaced may still be in use by a reader; gocloud buckets need no close to
+		// be collected, so it is left to the garbage collector rather than break an in-flight read.
 		e := &entry{
-			fs:       fsys,
 			bucket:   b,
+			extract:  extract(u.Host),
+			wopts:    writerOptions(props),
+			timeout:  timeout,
 			expires:  expiry(props),
 			lastUsed: now,
 		}
-		if old, ok := cache[key]; ok {
-			// An expired entry may still be in use by a reader; gocloud buckets need no close to be collected,
-			// so leave it to the garbage collector rather than break an in-flight read.
-			_ = old
-		}
 		cache[key] = e
 		evictLocked()
-		return e.fs, nil
+		return e.fs(ctx), nil
 	}
 }
 
@@ -180,16 +195,4 @@ func writerOptions(props map[string]string) *blob.WriterOptions {
 		return nil
 	}
 	return &blob.WriterOptions{BufferSize: max(size, 0), MaxConcurrency: max(conc, 0)}
-}
-
-// tunedFS opens every file for writing with the upload options of the table's properties (iceberg-go's file
-// layer creates files with no options).
-type tunedFS struct {
-	*blobfs.FileIO
-	opts *blob.WriterOptions
-}
-
-// Create opens name for writing with the tuned upload options.
-func (t *tunedFS) Create(name string) (iceio.FileWriter, error) {
-	return t.FileIO.NewWriter(context.Background(), name, true, t.opts)
 }

@@ -18,15 +18,18 @@
 //     AZURE_STORAGE_DOMAIN.
 //
 // The abfs forms are not routed through package storage's cache: its location extractor keys a bucket by host,
-// while an ADLS authority is container@account.host.
+// while an ADLS authority is container@account.host. (Nor, therefore, through its read retries and request
+// timeout, which the azblob form gets: icewriter.request-timeout, default 60s, on every connection.)
 package azblob
 
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	sdkblob "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -85,6 +88,15 @@ func Open(ctx context.Context, u *url.URL, props map[string]string) (*blob.Bucke
 	if err != nil {
 		return nil, fmt.Errorf("storage/azblob: container url: %w", err)
 	}
+	timeout, err := storage.RequestTimeout(props)
+	if err != nil {
+		return nil, err
+	}
+	// A transport of its own with the request timeout on each connection: a stalled upload or read fails (and
+	// is retried by the Azure client's retry policy) instead of hanging.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	storage.WithIdleTimeout(tr, timeout)
+	copts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: tr}}}
 	var client *container.Client
 	switch sas := os.Getenv("AZURE_STORAGE_SAS_TOKEN"); {
 	case key != "":
@@ -92,16 +104,16 @@ func Open(ctx context.Context, u *url.URL, props map[string]string) (*blob.Bucke
 		if cerr != nil {
 			return nil, redact.Error(fmt.Errorf("storage/azblob: shared key: %w", cerr), secrets...)
 		}
-		client, err = container.NewClientWithSharedKeyCredential(containerURL, cred, nil)
+		client, err = container.NewClientWithSharedKeyCredential(containerURL, cred, copts)
 	case sas != "":
 		secrets = append(secrets, sas)
-		client, err = container.NewClientWithNoCredential(containerURL+"?"+sas, nil)
+		client, err = container.NewClientWithNoCredential(containerURL+"?"+sas, copts)
 	default:
 		cred, cerr := azidentity.NewDefaultAzureCredential(nil)
 		if cerr != nil {
 			return nil, fmt.Errorf("storage/azblob: default credential: %w", cerr)
 		}
-		client, err = container.NewClient(containerURL, cred, nil)
+		client, err = container.NewClient(containerURL, cred, copts)
 	}
 	if err != nil {
 		return nil, redact.Error(fmt.Errorf("storage/azblob: client for %s: %w", containerURL, err), secrets...)

@@ -9,12 +9,14 @@
 // as a REST catalog vends them; the cached client is reopened before expiry by package storage), gcs.jsonkey
 // or gcs.keypath (a service account key, or another type named by gcs.credtype), else Application Default
 // Credentials. gcs.service.host or gcs.endpoint point at another endpoint (an emulator), gcs.usejsonapi=true
-// reads through the JSON API.
+// reads through the JSON API. icewriter.request-timeout (default 60s) bounds how long a connection may go
+// without moving a byte; the GCS client retries what fails so, and package storage re-reads cut-off bodies.
 package gcs
 
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -87,10 +89,18 @@ func Open(ctx context.Context, u *url.URL, props map[string]string) (*blob.Bucke
 	if err != nil {
 		return nil, redact.Error(err, redact.Secrets(props)...)
 	}
+	timeout, err := storage.RequestTimeout(props)
+	if err != nil {
+		return nil, err
+	}
+	// A transport of its own with the request timeout on each connection: a stalled upload or read fails (and
+	// is retried by the GCS client) instead of hanging.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	storage.WithIdleTimeout(tr, timeout)
 	var client *gcp.HTTPClient
 	if creds == nil {
-		client = gcp.NewAnonymousHTTPClient(gcp.DefaultTransport())
-	} else if client, err = gcp.NewHTTPClient(gcp.DefaultTransport(), gcp.CredentialsTokenSource(creds)); err != nil {
+		client = gcp.NewAnonymousHTTPClient(tr)
+	} else if client, err = gcp.NewHTTPClient(tr, gcp.CredentialsTokenSource(creds)); err != nil {
 		return nil, fmt.Errorf("storage/gcs: http client: %w", err)
 	}
 	b, err := gcsblob.OpenBucket(ctx, client, u.Host, icegcs.ParseGCSConfig(props))

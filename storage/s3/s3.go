@@ -13,9 +13,16 @@
 // s3.secret-access-key, s3.session-token (else the default AWS chain: environment, shared profile, web
 // identity, instance role), s3.proxy-uri, s3.connect-timeout, s3.checksum (when_supported, the SDK default, or
 // when_required for stores that reject checksum trailers), s3.retry.max-attempts (default 10) and
-// s3.retry.max-backoff (default 10s): requests that fail on a connection error, throttling or a 5xx answer are
-// retried for about a minute before the operation fails. The endpoint may also come from AWS_ENDPOINT_URL_S3
-// or AWS_S3_ENDPOINT.
+// s3.retry.max-backoff (default 10s): requests that fail on a connection error, throttling (503 SlowDown, 429)
+// or a 5xx answer are retried for about a minute before the operation fails. The endpoint may also come from
+// AWS_ENDPOINT_URL_S3 or AWS_S3_ENDPOINT.
+//
+// s3.request-timeout (or icewriter.request-timeout, for every backend; default 60s, a Go duration or seconds)
+// bounds how long a request may go without moving a byte: connecting, sending the body, waiting for the
+// answer, reading the body. A request that stalls that long is abandoned and retried at once, and a second
+// stall of the same request fails it with an error wrapping storage.ErrStalled that names the operation and
+// the object (a server that accepts connections and never answers fails an upload after about twice the
+// timeout, not never). Bodies cut off while being read are re-read from where they stopped by package storage.
 //
 // Files are written through the S3 transfer manager: objects above one part (8 MiB) are uploaded as a
 // multipart upload whose parts go up concurrently (5 at a time), so a large Parquet file streams out while it
@@ -80,6 +87,8 @@ type Options struct {
 	Checksum    aws.RequestChecksumCalculation
 	MaxAttempts int
 	MaxBackoff  time.Duration
+	// RequestTimeout is how long a request may go without moving a byte (storage.RequestTimeout).
+	RequestTimeout time.Duration
 }
 
 // ParseOptions resolves the endpoint, region, addressing style and checksum mode from the properties and the
@@ -101,6 +110,11 @@ func ParseOptions(props map[string]string) (Options, error) {
 		}
 		o.MaxBackoff = d
 	}
+	d, err := storage.RequestTimeout(props)
+	if err != nil {
+		return o, err
+	}
+	o.RequestTimeout = d
 	if o.Endpoint == "" {
 		o.Endpoint = os.Getenv("AWS_ENDPOINT_URL_S3")
 	}
@@ -156,6 +170,7 @@ func Open(ctx context.Context, u *url.URL, props map[string]string) (*blob.Bucke
 	if cfg.Region == "" {
 		cfg.Region = DefaultRegion
 	}
+	cfg.HTTPClient = httpClient(cfg.HTTPClient, o.RequestTimeout)
 	client := s3.NewFromConfig(*cfg, func(so *s3.Options) {
 		if o.Endpoint != "" {
 			so.BaseEndpoint = aws.String(o.Endpoint)
@@ -163,13 +178,19 @@ func Open(ctx context.Context, u *url.URL, props map[string]string) (*blob.Bucke
 		so.UsePathStyle = o.PathStyle
 		so.RequestChecksumCalculation = o.Checksum
 		so.DisableLogOutputChecksumValidationSkipped = true
-		so.Retryer = retry.NewStandard(func(ro *retry.StandardOptions) {
+		so.Retryer = stallRetryer{retry.NewStandard(func(ro *retry.StandardOptions) {
 			ro.MaxAttempts = o.MaxAttempts
 			ro.MaxBackoff = o.MaxBackoff
 			// The default retry quota (a token bucket shared by the client) would stop retrying after a few
 			// dozen failed uploads during an outage, which is exactly when retries matter.
 			ro.RateLimiter = ratelimit.None
-		})
+			// S3 throttles with 503 SlowDown (retried by default); S3-compatible stores and proxies in front
+			// of them also answer 429 Too Many Requests, which the SDK would not retry.
+			ro.Retryables = append(ro.Retryables, retry.RetryableHTTPStatusCode{Codes: map[int]struct{}{429: {}}},
+				retry.RetryableErrorCode{Codes: map[string]struct{}{"TooManyRequests": {}}})
+			ro.Throttles = append(ro.Throttles, retry.ThrottleErrorCode{Codes: map[string]struct{}{"TooManyRequests": {}}})
+		})}
+		so.APIOptions = append(so.APIOptions, addStallBudget)
 	})
 	b, err := s3blob.OpenBucketV2(ctx, client, u.Host, &s3blob.Options{RequestChecksumCalculation: o.Checksum})
 	if err != nil {

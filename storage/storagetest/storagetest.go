@@ -23,6 +23,8 @@ import (
 
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/google/uuid"
+
+	"github.com/icewriter/iceberg/storage"
 )
 
 // Config tells the suite where to write.
@@ -346,17 +348,17 @@ func (s *suite) testLarge(t *testing.T) {
 	}
 }
 
-// testSameClient checks that a table's repeated file system lookups are served from one cached client.
+// testSameClient checks that a table's repeated file system lookups are served from one cached client: each
+// lookup returns a file system bound to its own context, over the bucket the first one opened.
 func (s *suite) testSameClient(t *testing.T) {
-	a, err := iceio.LoadFS(context.Background(), s.cfg.Props, s.loc("a"))
-	if err != nil {
-		t.Fatal(err)
+	scheme, _, _ := strings.Cut(s.root, "://")
+	before := storage.Opened(scheme)
+	for _, name := range []string{"a", "b"} {
+		if _, err := iceio.LoadFS(context.Background(), s.cfg.Props, s.loc(name)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	b, err := iceio.LoadFS(context.Background(), s.cfg.Props, s.loc("b"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a != b {
-		t.Errorf("two lookups on one bucket and one set of properties returned different IOs (%p, %p)", a, b)
+	if n := storage.Opened(scheme) - before; n != 0 {
+		t.Errorf("two lookups on one bucket and one set of properties opened %d new buckets", n)
 	}
 }

@@ -1,0 +1,421 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"net"
+	"path"
+	"sync/atomic"
+	"time"
+
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/io/gocloud/blobfs"
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// Read retries: a read whose body is cut off (a reset, a truncated response, a stall) is re-read from the
+// offset it reached, up to ReadAttempts times in a row without progress, backing off between attempts.
+const (
+	ReadAttempts   = 5
+	readMinBackoff = 100 * time.Millisecond
+	readMaxBackoff = 2 * time.Second
+)
+
+// fileIO is the iceberg-go file system of one bucket, bound to the context of the call that asked for it:
+// every request it makes carries that context, so cancelling the caller's work cancels its uploads and reads.
+// (iceberg-go asks the table's file system factory for one per operation, with the operation's context.)
+type fileIO struct {
+	b       *blob.Bucket
+	ctx     context.Context
+	extract blobfs.ObjectLocationExtractor
+	wopts   *blob.WriterOptions // nil: the backend's defaults
+	timeout time.Duration       // request timeout: a body read that gets no byte for this long is a stall
+}
+
+var (
+	_ iceio.ReadFileIO        = (*fileIO)(nil)
+	_ iceio.WriteFileIO       = (*fileIO)(nil)
+	_ iceio.ListableIO        = (*fileIO)(nil)
+	_ iceio.BulkRemovableIO   = (*fileIO)(nil)
+	_ iceio.StatIO            = (*fileIO)(nil)
+	_ iceio.RenameIO          = (*fileIO)(nil)
+	_ iceio.RenameNoReplaceIO = (*fileIO)(nil)
+	_ iceio.RemoveAllIO       = (*fileIO)(nil)
+	_ iceio.MkdirAllIO        = (*fileIO)(nil)
+)
+
+// WithContext returns fsys bound to ctx when it is a file system of this package, else fsys unchanged. Code
+// that keeps a file system across calls (iceberg-go's REST catalog caches one per table while vended
+// credentials last) otherwise runs every later request on the context of the call that opened it.
+func WithContext(ctx context.Context, fsys iceio.IO) iceio.IO {
+	f, ok := fsys.(*fileIO)
+	if !ok || f.ctx == ctx {
+		return fsys
+	}
+	c := *f
+	c.ctx = ctx
+	return &c
+}
+
+func (f *fileIO) blobfs() *blobfs.FileIO { return blobfs.New(f.ctx, f.b, f.extract) }
+
+func (f *fileIO) key(name string) (string, error) {
+	loc, err := f.extract(name)
+	if err != nil {
+		return "", err
+	}
+	return loc.Key(), nil
+}
+
+// Open opens the named file for reading; its reads are retried when a body is cut off.
+func (f *fileIO) Open(name string) (iceio.File, error) {
+	key, err := f.key(name)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	if !fs.ValidPath(key) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	file := &file{fsys: f, key: key, name: name}
+	r, err := file.open(0, -1)
+	if err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			err = fs.ErrNotExist
+		}
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	file.size, file.mod = r.r.Size(), r.r.ModTime()
+	file.cur = r
+	return file, nil
+}
+
+// ReadFile reads the whole file, with the retries of Open.
+func (f *fileIO) ReadFile(name string) ([]byte, error) {
+	opened, err := f.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer opened.Close()
+	buf := make([]byte, opened.(*file).size)
+	if _, err := io.ReadFull(opened, buf); err != nil {
+		return nil, &fs.PathError{Op: "ReadFile", Path: name, Err: err}
+	}
+	return buf, nil
+}
+
+// Create opens the named file for writing (with the table's upload options); errors name the file.
+func (f *fileIO) Create(name string) (iceio.FileWriter, error) {
+	w, err := f.blobfs().NewWriter(f.ctx, name, true, f.wopts)
+	if err != nil {
+		return nil, fmt.Errorf("storage: create %s: %w", name, err)
+	}
+	return &uploadWriter{Writer: w, name: name}, nil
+}
+
+// WriteFile writes the named file in one upload.
+func (f *fileIO) WriteFile(name string, p []byte) error {
+	w, err := f.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(p); err != nil {
+		_ = w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+func (f *fileIO) Remove(name string) error                     { return f.blobfs().Remove(name) }
+func (f *fileIO) Stat(name string) (fs.FileInfo, error)        { return f.blobfs().Stat(name) }
+func (f *fileIO) WalkDir(root string, fn fs.WalkDirFunc) error { return f.blobfs().WalkDir(root, fn) }
+func (f *fileIO) Rename(oldpath, newpath string) error         { return f.blobfs().Rename(oldpath, newpath) }
+func (f *fileIO) RemoveAll(name string) error                  { return f.blobfs().RemoveAll(name) }
+func (f *fileIO) MkdirAll(name string) error                   { return f.blobfs().MkdirAll(name) }
+
+func (f *fileIO) RenameNoReplace(oldpath, newpath string) error {
+	return f.blobfs().RenameNoReplace(oldpath, newpath)
+}
+
+func (f *fileIO) DeleteFiles(ctx context.Context, paths []string) ([]string, error) {
+	return f.blobfs().DeleteFiles(ctx, paths)
+}
+
+// uploadWriter names the file in upload errors (gocloud names only the key; a stall names neither).
+type uploadWriter struct {
+	*blobfs.Writer
+	name string
+}
+
+func (w *uploadWriter) Write(p []byte) (int, error) {
+	n, err := w.Writer.Write(p)
+	if err != nil {
+		err = fmt.Errorf("storage: upload %s: %w", w.name, err)
+	}
+	return n, err
+}
+
+func (w *uploadWriter) ReadFrom(r io.Reader) (int64, error) {
+	n, err := w.Writer.ReadFrom(r)
+	if err != nil {
+		err = fmt.Errorf("storage: upload %s: %w", w.name, err)
+	}
+	return n, err
+}
+
+func (w *uploadWriter) Close() error {
+	if err := w.Writer.Close(); err != nil {
+		return fmt.Errorf("storage: upload %s: %w", w.name, err)
+	}
+	return nil
+}
+
+// file is an open object. Sequential reads (Read, Seek) go through one reader that is reopened at the current
+// offset when its body is cut off; each ReadAt reads its own range, reopened from where it stopped. Every
+// reopened reader must report the size the object had when it was opened (else the object changed: an error).
+type file struct {
+	fsys      *fileIO
+	key, name string
+	size      int64
+	mod       time.Time
+	cur       *bodyReader // sequential reader, positioned at curPos (nil: none open)
+	curPos    int64
+	pos       int64 // Read/Seek position
+}
+
+// bodyReader is one ranged read of the object with a stall watchdog: a Read that gets no byte within the
+// request timeout cancels the reader's own context, which aborts the body read on every backend.
+type bodyReader struct {
+	r      *blob.Reader
+	cancel context.CancelFunc
+	timer  *time.Timer
+	idle   time.Duration
+	fired  atomic.Bool
+}
+
+func (f *file) open(off, length int64) (*bodyReader, error) {
+	ctx, cancel := context.WithCancel(f.fsys.ctx)
+	r, err := f.fsys.b.NewRangeReader(ctx, f.key, off, length, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	br := &bodyReader{r: r, cancel: cancel, idle: f.fsys.timeout}
+	if br.idle > 0 {
+		br.timer = time.AfterFunc(time.Hour, func() { br.fired.Store(true); cancel() })
+		br.timer.Stop()
+	}
+	return br, nil
+}
+
+func (br *bodyReader) Read(p []byte) (int, error) {
+	if br.timer != nil {
+		br.timer.Reset(br.idle)
+	}
+	n, err := br.r.Read(p)
+	if br.timer != nil {
+		br.timer.Stop()
+	}
+	if err != nil && err != io.EOF && br.fired.Load() {
+		err = &StallError{Op: "read", After: br.idle, Err: err}
+	}
+	return n, err
+}
+
+func (br *bodyReader) Close() {
+	if br.timer != nil {
+		br.timer.Stop()
+	}
+	_ = br.r.Close()
+	br.cancel()
+}
+
+// reopen opens the object at off (length -1: to the end) after a failed read, checking the size.
+func (f *file) reopen(off, length int64) (*bodyReader, error) {
+	br, err := f.open(off, length)
+	if err != nil {
+		return nil, err
+	}
+	if s := br.r.Size(); s != f.size {
+		br.Close()
+		return nil, fmt.Errorf("storage: %s changed while being read (size %d, was %d)", f.name, s, f.size)
+	}
+	return br, nil
+}
+
+// retryable reports whether a failed read is worth another attempt: not when the caller's context ended, nor
+// for answers that will not change (missing object, denied, invalid range).
+func (f *file) retryable(err error) bool {
+	if f.fsys.ctx.Err() != nil {
+		return false
+	}
+	// Network failures first, whatever code the driver maps them to: gocloud's s3blob, for one, calls any
+	// failed operation whose message holds "301" (a port, a key) a missing bucket.
+	var ne net.Error
+	if errors.Is(err, ErrStalled) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) {
+		return true
+	}
+	switch gcerrors.Code(err) {
+	case gcerrors.NotFound, gcerrors.PermissionDenied, gcerrors.InvalidArgument, gcerrors.FailedPrecondition,
+		gcerrors.Unimplemented, gcerrors.AlreadyExists, gcerrors.Canceled:
+		return false
+	}
+	return true
+}
+
+// backoff waits before attempt (1-based) of a re-read, or returns the context's error.
+func (f *file) backoff(attempt int) error {
+	d := min(readMinBackoff<<min(attempt-1, 10), readMaxBackoff)
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-f.fsys.ctx.Done():
+		return f.fsys.ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// errTruncated is what a body that ended before the object did becomes.
+func (f *file) errTruncated(at int64) error {
+	return fmt.Errorf("storage: %s: body ended at byte %d of %d: %w", f.name, at, f.size, io.ErrUnexpectedEOF)
+}
+
+// Read reads sequentially from the current position.
+func (f *file) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for attempt := 0; ; {
+		if f.pos >= f.size {
+			return 0, io.EOF
+		}
+		var err error
+		if f.cur == nil || f.curPos != f.pos {
+			if f.cur != nil {
+				f.cur.Close()
+				f.cur = nil
+			}
+			f.cur, err = f.reopen(f.pos, -1)
+			f.curPos = f.pos
+		}
+		var n int
+		if err == nil {
+			n, err = f.cur.Read(p)
+			f.pos += int64(n)
+			f.curPos = f.pos
+			if err == io.EOF {
+				if f.pos >= f.size {
+					return n, io.EOF
+				}
+				err = f.errTruncated(f.pos)
+			}
+			if err == nil || n > 0 {
+				if err != nil {
+					// Report the bytes that arrived; the next Read reopens at the new position.
+					f.cur.Close()
+					f.cur = nil
+				}
+				return n, nil
+			}
+			f.cur.Close()
+			f.cur = nil
+		}
+		attempt++
+		if !f.retryable(err) || attempt >= ReadAttempts {
+			return 0, fmt.Errorf("storage: read %s at byte %d (%d attempts): %w", f.name, f.pos, attempt, err)
+		}
+		if berr := f.backoff(attempt); berr != nil {
+			return 0, fmt.Errorf("storage: read %s at byte %d: %w", f.name, f.pos, berr)
+		}
+	}
+}
+
+// ReadAt reads len(p) bytes at off in a ranged read of its own (safe for concurrent use), re-reading from the
+// offset reached when a body is cut off. At the end of the object it returns the bytes there and io.EOF.
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &fs.PathError{Op: "readat", Path: f.name, Err: fs.ErrInvalid}
+	}
+	if off >= f.size {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	want := int(min(int64(len(p)), f.size-off))
+	n := 0
+	for attempt := 0; n < want; {
+		br, err := f.reopen(off+int64(n), int64(want-n))
+		if err == nil {
+			var m int
+			m, err = io.ReadFull(br, p[n:want])
+			br.Close()
+			n += m
+			if m > 0 {
+				attempt = 0
+			}
+			if n == want {
+				break
+			}
+			if err == nil || err == io.EOF || err == io.ErrUnexpectedEOF {
+				err = f.errTruncated(off + int64(n))
+			}
+		}
+		attempt++
+		if !f.retryable(err) || attempt >= ReadAttempts {
+			return n, fmt.Errorf("storage: read %s at byte %d (%d attempts): %w", f.name, off+int64(n), attempt, err)
+		}
+		if berr := f.backoff(attempt); berr != nil {
+			return n, fmt.Errorf("storage: read %s at byte %d: %w", f.name, off+int64(n), berr)
+		}
+	}
+	if want < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Seek sets the position of the next Read; the reader reopens lazily there.
+func (f *file) Seek(offset int64, whence int) (int64, error) {
+	var abs int64
+	switch whence {
+	case io.SeekStart:
+		abs = offset
+	case io.SeekCurrent:
+		abs = f.pos + offset
+	case io.SeekEnd:
+		abs = f.size + offset
+	default:
+		return f.pos, &fs.PathError{Op: "seek", Path: f.name, Err: fs.ErrInvalid}
+	}
+	if abs < 0 {
+		return f.pos, &fs.PathError{Op: "seek", Path: f.name, Err: fs.ErrInvalid}
+	}
+	f.pos = abs
+	return abs, nil
+}
+
+// Close releases the open reader.
+func (f *file) Close() error {
+	if f.cur != nil {
+		f.cur.Close()
+		f.cur = nil
+	}
+	return nil
+}
+
+// Stat describes the object as it was when opened.
+func (f *file) Stat() (fs.FileInfo, error) { return f, nil }
+
+func (f *file) Name() string       { return path.Base(f.key) }
+func (f *file) Size() int64        { return f.size }
+func (f *file) Mode() fs.FileMode  { return fs.ModeIrregular }
+func (f *file) ModTime() time.Time { return f.mod }
+func (f *file) IsDir() bool        { return false }
+func (f *file) Sys() any           { return f.fsys.b }

@@ -88,6 +88,7 @@ type Proxy struct {
 	closeMu  sync.Once
 
 	mu     sync.Mutex
+	onLost func() // runs after a request whose reply is lost was applied, before the client hears anything
 	rng    *rand.Rand
 	counts [numKinds]int64
 	total  int64
@@ -125,6 +126,14 @@ func Start(upstream string, cfg Config) (*Proxy, error) {
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
 	return p, nil
+}
+
+// OnLost sets f to run after each request whose reply is lost has been applied upstream, before the client's
+// connection is reset: what happens elsewhere while the client cannot hear back (nil: nothing).
+func (p *Proxy) OnLost(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onLost = f
 }
 
 // URL is the proxy's address as an http:// URL.
@@ -239,6 +248,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer resp.Body.Close()
 	if kind == LostReply {
 		_, _ = io.Copy(io.Discard, resp.Body) // the upstream finished applying the request
+		p.mu.Lock()
+		hook := p.onLost
+		p.mu.Unlock()
+		if hook != nil {
+			hook()
+		}
 		reset(w)
 		return
 	}

@@ -178,11 +178,17 @@ func TestStallMidBody(t *testing.T) {
 func TestLostReplyIsApplied(t *testing.T) {
 	up := newUpstream(t)
 	p := start(t, up, only(faultproxy.LostReply))
+	var atHook atomic.Int64 // the hook runs on the proxy's handler goroutine
+	atHook.Store(-1)
+	p.OnLost(func() { atHook.Store(up.puts.Load()) })
 	if err := put(p.URL() + "/b/k"); err == nil {
 		t.Fatal("the client got a reply")
 	}
 	if n := up.puts.Load(); n != 1 {
 		t.Fatalf("upstream applied %d PUTs, want 1 (applied, then the reply lost)", n)
+	}
+	if n := atHook.Load(); n != 1 {
+		t.Fatalf("OnLost saw %d PUTs applied, want 1 (it runs after the request applied)", n)
 	}
 }
 

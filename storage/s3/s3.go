@@ -19,10 +19,10 @@
 //
 // s3.request-timeout (or icewriter.request-timeout, for every backend; default 60s, a Go duration or seconds)
 // bounds how long a request may go without moving a byte: connecting, sending the body, waiting for the
-// answer, reading the body. A request that stalls that long is abandoned and retried at once, and a second
-// stall of the same request fails it with an error wrapping storage.ErrStalled that names the operation and
-// the object (a server that accepts connections and never answers fails an upload after about twice the
-// timeout, not never). Bodies cut off while being read are re-read from where they stopped by package storage.
+// answer, reading the body. An attempt that moves no byte for half of it is abandoned and retried at once, and
+// a second stalled attempt fails the request with an error wrapping storage.ErrStalled that names the
+// operation and the object: a server that accepts connections and never answers fails an upload within the
+// timeout. Bodies cut off while being read are re-read from where they stopped by package storage.
 //
 // Files are written through the S3 transfer manager: objects above one part (8 MiB) are uploaded as a
 // multipart upload whose parts go up concurrently (5 at a time), so a large Parquet file streams out while it
@@ -170,7 +170,9 @@ func Open(ctx context.Context, u *url.URL, props map[string]string) (*blob.Bucke
 	if cfg.Region == "" {
 		cfg.Region = DefaultRegion
 	}
-	cfg.HTTPClient = httpClient(cfg.HTTPClient, o.RequestTimeout)
+	// Each of the stallAttempts attempts gets an equal share of the request timeout, so a server that stops
+	// answering fails the request within the timeout, retry included.
+	cfg.HTTPClient = httpClient(cfg.HTTPClient, o.RequestTimeout/stallAttempts)
 	client := s3.NewFromConfig(*cfg, func(so *s3.Options) {
 		if o.Endpoint != "" {
 			so.BaseEndpoint = aws.String(o.Endpoint)

@@ -31,8 +31,8 @@ func httpClient(c aws.HTTPClient, timeout time.Duration) aws.HTTPClient {
 	}).Freeze()
 }
 
-// stallAttempts is how many attempts of one request may stall before the request fails: a stall costs a
-// whole request timeout, and a server that stalled twice in a row is not answering.
+// stallAttempts is how many attempts of one request may stall before the request fails: each gets an equal
+// share of the request timeout, and a server that stalled twice in a row is not answering.
 const stallAttempts = 2
 
 type stallCountKey struct{}

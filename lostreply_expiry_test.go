@@ -256,7 +256,7 @@ func TestCopyOnWriteBusyExpirer(t *testing.T) {
 		}
 	}
 	cat.afterLoad = busy
-	for round := 0; round < 4; round++ {
+	for round := 0; round < 2; round++ {
 		ids := []int64{int64(round % 4), int64(round%4 + 4), int64(100 + round)}
 		vs := []int64{int64(round), int64(round), int64(round)}
 		rec := kvBatch(ids, vs)

@@ -92,6 +92,11 @@ func (c *callbacks) wait(ctx context.Context) error {
 		return nil
 	}
 	select {
+	case <-c.done: // finished wins over a ctx that is also done
+		return nil
+	default:
+	}
+	select {
 	case <-c.done:
 		return nil
 	case <-ctx.Done():

@@ -182,6 +182,10 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 	// unproven is the head the first attempt that may have applied was built on (nil head: an empty table),
 	// set from the moment such an attempt was sent until a reload proves that none applied.
 	var unproven **int64
+	// sent is set once an attempt reached the catalog without an answer that it applied: a request the
+	// catalog is still processing may land later, so giving up then is "unknown", never "not committed".
+	sent := false
+	checked := false // the check before the first attempt ran
 	buildFails := 0
 	var builtOn string // metadata location of the last attempt that failed to build
 	// Files written by earlier attempts. Once an attempt's CommitTable succeeds no earlier attempt applied
@@ -190,7 +194,10 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 	// stay (orphans, never missing files).
 	var earlier []ice.DataFile
 	for attempt := 0; ; attempt++ {
-		if attempt == 0 && tbl == nil {
+		if attempt == 0 && (tbl == nil || !run.StableID) {
+			// A writer without a commit record proves a lost reply "not applied" only by walking down to the
+			// head its attempt was built on; a cached head that other writers have since expired could not be
+			// reached. Building the first attempt on a fresh load keeps that head recent (and conflicts rarer).
 			fresh, err := c.cat.LoadTable(ctx, run.Table)
 			if err != nil {
 				lastErr = err
@@ -200,7 +207,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 		}
 		if attempt > 0 {
 			if time.Now().After(deadline) || ctx.Err() != nil {
-				if unproven != nil {
+				if sent {
 					return nil, fmt.Errorf("%w: run %d..%d: %w", ErrCommitStateUnknown, run.FirstSeq, run.LastSeq, lastErr)
 				}
 				return nil, fmt.Errorf("iceberg: commit run %d..%d gave up after %d attempts: %w", run.FirstSeq, run.LastSeq, attempt, lastErr)
@@ -221,12 +228,12 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 				buildFails = 0
 			}
 		}
-		if unproven != nil || attempt == 0 {
-			var base *int64
+		if unproven != nil || !checked {
+			base := run.BaseSnapshotID
 			if unproven != nil {
 				base = *unproven
 			}
-			switch id, o := runOutcome(tbl.Metadata(), run, base, attempt == 0); o {
+			switch id, o := runOutcome(tbl.Metadata(), run, base, !checked); o {
 			case outcomeApplied:
 				c.setLatest(run.Table, tbl)
 				// The key index cannot tell what changed between its base and a snapshot it never saw.
@@ -238,7 +245,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 					"was built were expired before the writer could look (another writer's snapshot expiry); "+
 					"the run is not committed again: %w", ErrCommitStateUnknown, run.FirstSeq, run.LastSeq, lastErr)
 			}
-			unproven = nil
+			unproven, checked = nil, true
 		}
 		if run.StableID {
 			if e := tableEpoch(tbl.Metadata(), run.WriterID); e > run.Epoch {
@@ -274,6 +281,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 			continue
 		}
 		builtOn = ""
+		sent = true
 		// Any error from CommitTable may hide an applied commit, a conflict included (a retrying proxy can
 		// turn a success into a 409): only a reload that proves otherwise clears it.
 		if unproven == nil {
@@ -294,29 +302,30 @@ const (
 )
 
 // runOutcome establishes whether the run is already in the table. A stable writer's commit record is
-// authoritative: every run of the writer's epoch sets it in the same catalog commit, so it survives snapshot
-// expiry. Without one (random writer IDs leave no per-ID property), the branch ancestry is walked for the
-// run's marker down to base, the head the first unproven attempt was built on; a walk that ends before it
-// (expired parents) cannot tell. first is the check before the first attempt: the record catches a run a
-// coordinator re-sends; without a record there is nothing sent yet to look for.
+// authoritative while it is of the writer's epoch: every run of the epoch sets it in the same catalog commit,
+// so it survives snapshot expiry. Otherwise (random writer IDs leave no per-ID property; a newer process with
+// the same ID moved the record on) the branch ancestry is walked for the run's marker down to base, the head
+// the first unproven attempt was built on; a walk that ends before it (expired parents) cannot tell. first is
+// the check before the first attempt, for a run a coordinator re-sends: base is then the run's own base, and
+// a walk that cannot reach it means nothing was sent yet as far as this committer knows.
 func runOutcome(meta table.Metadata, run *Run, base *int64, first bool) (int64, outcome) {
 	if run.StableID {
-		// Every run of a stable writer sets the record in its own catalog commit, so a record of this epoch
-		// (or none: no run of this epoch applied yet) answers definitively.
 		r, ok := readCommitRecord(meta, run.WriterID)
-		if ok && r.Epoch == run.Epoch && r.Seq >= run.LastSeq {
+		switch {
+		case ok && r.Epoch == run.Epoch && r.Seq >= run.LastSeq:
 			return r.SnapshotID, outcomeApplied
+		case !ok || r.Epoch <= run.Epoch:
+			// No run of this epoch applied yet, or only earlier ones.
+			return 0, outcomeNotApplied
 		}
-		return 0, outcomeNotApplied
-	}
-	if first {
-		return 0, outcomeNotApplied
+		// A newer process took the ID over and committed: the record speaks of its runs. The marker still
+		// tells whether this run applied before the takeover (the fence check then stops the writer).
 	}
 	id, found, reached := walkForMarker(meta, run, base)
 	switch {
 	case found:
 		return id, outcomeApplied
-	case reached:
+	case reached || first:
 		return 0, outcomeNotApplied
 	default:
 		return 0, outcomeUnknown

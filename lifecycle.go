@@ -87,6 +87,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	lost, serr := w.stop(ctx)
 	switch {
 	case failed != nil:
+		_ = w.cbs.wait(ctx) // the callbacks of the commits before the failure, as far as ctx allows
 		return failed
 	case err == nil && (serr == nil || lost.batches == 0):
 		// Everything was committed; what ctx cut short is the goroutines' end (a maintenance commit, say),
@@ -118,7 +119,10 @@ func (w *Writer) Abort(ctx context.Context) error {
 		// Only a commit that may still land makes Abort's outcome differ from what was asked.
 		return fmt.Errorf("iceberg: abort: %w: %s", err, lost)
 	}
-	return w.cbs.wait(ctx)
+	// Callbacks of earlier commits are waited for as far as ctx allows; ones still running then are delivered
+	// later, which changes nothing Abort was asked for.
+	_ = w.cbs.wait(ctx)
+	return nil
 }
 
 // shutdownLocked refuses new calls and new runs; the run in flight, if any, completes on the writer's context.

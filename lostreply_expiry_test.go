@@ -15,6 +15,12 @@ import (
 // rows of its own (ids from *next, values 0) and expires the table down to its newest keep snapshots, deleting
 // the files only they referenced. The expiry goes through iceberg-go directly, as any other tool would.
 func expireElsewhere(t *testing.T, cat icecatalog.Catalog, other *iceberg.Writer, ident table.Identifier, model kvModel, next *int64, keep int) {
+	commitAndExpire(t, cat, other, ident, model, next, keep, true)
+}
+
+// commitAndExpire is expireElsewhere, deleting the expired snapshots' files or (deleteFiles false) keeping
+// them, as an expiry that leaves file cleanup to a later orphan sweep does.
+func commitAndExpire(t *testing.T, cat icecatalog.Catalog, other *iceberg.Writer, ident table.Identifier, model kvModel, next *int64, keep int, deleteFiles bool) {
 	ctx := context.Background()
 	id := *next
 	*next++
@@ -35,7 +41,7 @@ func expireElsewhere(t *testing.T, cat icecatalog.Catalog, other *iceberg.Writer
 		return
 	}
 	tx := tbl.NewTransaction()
-	if err := tx.ExpireSnapshots(table.WithRetainLast(keep), table.WithOlderThan(0)); err != nil {
+	if err := tx.ExpireSnapshots(table.WithRetainLast(keep), table.WithOlderThan(0), table.WithPostCommit(deleteFiles)); err != nil {
 		t.Error(err)
 		return
 	}
@@ -277,6 +283,106 @@ func TestCopyOnWriteBusyExpirer(t *testing.T) {
 	}
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+	compareKV(t, readKV(t, base, ident), model)
+}
+
+// TestRandomIDNextToExpiringWriter: a writer without WithWriterID commits next to another writer that commits
+// and expires down to 2 snapshots (keeping the files, so that plans still build on the stale table) between
+// every two of its commits, so the table the writer last saw is always expired. No reply is lost: every Flush
+// must succeed, and the rows read back once.
+func TestRandomIDNextToExpiringWriter(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"expiry", "random"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID("b"), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	model := kvModel{}
+	nextOther := int64(1_000_000)
+	for round := int64(0); round < 3; round++ {
+		rec := kvBatch([]int64{round}, []int64{7})
+		if err := w.Write(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		model.insert(round, 7)
+		if err := w.Flush(ctx); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for i := 0; i < 3; i++ {
+			commitAndExpire(t, cat, other, ident, model, &nextOther, 2, false)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	compareKV(t, readKV(t, cat, ident), model)
+}
+
+// TestLostReplyThenTakeover: a writer's commit applies and its reply is lost; before it looks, a newer process
+// with the same writer ID takes over and commits. The commit record then speaks of the newer process's runs,
+// and the marker still shows the run applied: Flush reports it committed (the Committer contract: an error
+// means not committed), and the old writer's next commit is fenced.
+func TestLostReplyThenTakeover(t *testing.T) {
+	ctx := context.Background()
+	base := openCatalog(t)
+	cat := &slowCatalog{Catalog: base}
+	ident := table.Identifier{"lost", "takeover"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema), iceberg.WithWriterID("a"),
+		iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := kvModel{}
+	var newer *iceberg.Writer
+	cat.afterLost = func() {
+		var err error
+		if newer, err = iceberg.NewWriter(ctx, base, ident, iceberg.WithWriterID("a"), iceberg.WithFlushInterval(0)); err != nil {
+			t.Error(err)
+			return
+		}
+		rec := kvBatch([]int64{100}, []int64{1})
+		defer rec.Release()
+		if err := newer.Write(ctx, rec); err != nil {
+			t.Error(err)
+		}
+		if err := newer.Flush(ctx); err != nil {
+			t.Error(err)
+		}
+		model.insert(100, 1)
+	}
+	rec := kvBatch([]int64{1, 2, 3}, []int64{7, 7, 7})
+	defer rec.Release()
+	if err := w.Write(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{1, 2, 3} {
+		model.insert(id, 7)
+	}
+	cat.mu.Lock()
+	cat.loseReplies = 1
+	cat.mu.Unlock()
+	if err := w.Flush(ctx); err != nil {
+		t.Fatalf("Flush of a run that applied before the takeover: %v", err)
+	}
+	if newer == nil {
+		t.Fatal("the takeover did not happen")
+	}
+	defer newer.Close(ctx)
+	next := kvBatch([]int64{4}, []int64{7})
+	defer next.Release()
+	if err := w.Write(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); !errors.Is(err, iceberg.ErrFenced) {
+		t.Fatalf("the old writer's next commit: %v, want ErrFenced", err)
 	}
 	compareKV(t, readKV(t, base, ident), model)
 }

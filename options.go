@@ -160,7 +160,8 @@ func WithCheckpoints() Option { return func(o *options) { o.checkpoints = true }
 // Checkpoint accept rows as usual; Flush waits for the commits (not for their callbacks, which come after the
 // running one); Compact runs in the commit queue; Close and Abort close the writer and return without waiting
 // for the callbacks after the running one, which are still delivered once it returns. Close and Abort called
-// elsewhere return after every callback has returned, or when their ctx ends. Default: none.
+// elsewhere (a goroutine the callback started and waits for included) return after every callback has
+// returned, or when their ctx ends. Default: none.
 func WithOnCommit(f func(CommitInfo)) Option { return func(o *options) { o.onCommit = f } }
 
 // WithLogger sets the logger. Default: slog.Default().

@@ -11,31 +11,48 @@ import (
 	iceberg "github.com/icewriter/iceberg"
 )
 
-// expireElsewhere is another writer at work while the first one cannot hear back from the catalog: it commits
-// rows of its own (ids from *next, values 0) and expires the table down to its newest keep snapshots, deleting
-// the files only they referenced. The expiry goes through iceberg-go directly, as any other tool would.
-func expireElsewhere(t *testing.T, cat icecatalog.Catalog, other *iceberg.Writer, ident table.Identifier, model kvModel, next *int64, keep int) {
-	commitAndExpire(t, cat, other, ident, model, next, keep, true)
+// elsewhere is another writer at work while the first one cannot hear back from the catalog: it commits rows
+// of its own (ids from 1,000,000, values 0, recorded in the model) and expires the table down to its newest
+// snapshots. The expiry goes through iceberg-go directly, as any other tool would.
+type elsewhere struct {
+	cat   icecatalog.Catalog
+	w     *iceberg.Writer
+	ident table.Identifier
+	model kvModel
+	next  int64
 }
 
-// commitAndExpire is expireElsewhere, deleting the expired snapshots' files or (deleteFiles false) keeping
-// them, as an expiry that leaves file cleanup to a later orphan sweep does.
-func commitAndExpire(t *testing.T, cat icecatalog.Catalog, other *iceberg.Writer, ident table.Identifier, model kvModel, next *int64, keep int, deleteFiles bool) {
+func newElsewhere(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, model kvModel) *elsewhere {
+	t.Helper()
+	w, err := iceberg.NewWriter(context.Background(), cat, ident, iceberg.WithWriterID("b"), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	return &elsewhere{cat: cat, w: w, ident: ident, model: model, next: 1_000_000}
+}
+
+// expire commits one row and expires down to keep snapshots, deleting the expired snapshots' files.
+func (e *elsewhere) expire(t *testing.T, keep int) { e.commitAndExpire(t, keep, true) }
+
+// commitAndExpire commits one row and expires down to keep snapshots, deleting the expired snapshots' files
+// or (deleteFiles false) keeping them, as an expiry that leaves file cleanup to a later orphan sweep does.
+func (e *elsewhere) commitAndExpire(t *testing.T, keep int, deleteFiles bool) {
 	ctx := context.Background()
-	id := *next
-	*next++
+	id := e.next
+	e.next++
 	rec := kvBatch([]int64{id}, []int64{0})
 	defer rec.Release()
-	if err := other.Write(ctx, rec); err != nil {
+	if err := e.w.Write(ctx, rec); err != nil {
 		t.Error(err)
 		return
 	}
-	if err := other.Flush(ctx); err != nil {
+	if err := e.w.Flush(ctx); err != nil {
 		t.Error(err)
 		return
 	}
-	model.insert(id, 0)
-	tbl, err := cat.LoadTable(ctx, ident)
+	e.model.insert(id, 0)
+	tbl, err := e.cat.LoadTable(ctx, e.ident)
 	if err != nil {
 		t.Error(err)
 		return
@@ -86,16 +103,11 @@ func TestLostReplyWhileAnotherWriterExpires(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			other, err := iceberg.NewWriter(ctx, base, ident, iceberg.WithWriterID("b"), iceberg.WithFlushInterval(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer other.Close(ctx)
 			model := kvModel{}
-			nextOther := int64(1_000_000)
+			other := newElsewhere(t, base, ident, model)
 			cat.afterLost = func() {
 				for i := 0; i < 3; i++ { // the run's snapshot and its base fall out of the newest 2
-					expireElsewhere(t, base, other, ident, model, &nextOther, 2)
+					other.expire(t, 2)
 				}
 			}
 
@@ -204,16 +216,11 @@ func TestLostReplyExpiredRandomID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := iceberg.NewWriter(ctx, base, ident, iceberg.WithWriterID("b"), iceberg.WithFlushInterval(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(ctx)
 	model := kvModel{}
-	nextOther := int64(1_000_000)
+	other := newElsewhere(t, base, ident, model)
 	cat.afterLost = func() {
 		for i := 0; i < 3; i++ {
-			expireElsewhere(t, base, other, ident, model, &nextOther, 2)
+			other.expire(t, 2)
 		}
 	}
 	rec := kvBatch([]int64{1, 2, 3}, []int64{7, 7, 7})
@@ -249,16 +256,11 @@ func TestCopyOnWriteBusyExpirer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := iceberg.NewWriter(ctx, base, ident, iceberg.WithWriterID("b"), iceberg.WithFlushInterval(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(ctx)
 	model := kvModel{}
-	nextOther := int64(1_000_000)
+	other := newElsewhere(t, base, ident, model)
 	busy := func() {
 		for i := 0; i < 3; i++ { // the loaded head falls out of the newest 2
-			expireElsewhere(t, base, other, ident, model, &nextOther, 2)
+			other.expire(t, 2)
 		}
 	}
 	cat.afterLoad = busy
@@ -299,13 +301,8 @@ func TestRandomIDNextToExpiringWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID("b"), iceberg.WithFlushInterval(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(ctx)
 	model := kvModel{}
-	nextOther := int64(1_000_000)
+	other := newElsewhere(t, cat, ident, model)
 	for round := int64(0); round < 3; round++ {
 		rec := kvBatch([]int64{round}, []int64{7})
 		if err := w.Write(ctx, rec); err != nil {
@@ -317,7 +314,7 @@ func TestRandomIDNextToExpiringWriter(t *testing.T) {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		for i := 0; i < 3; i++ {
-			commitAndExpire(t, cat, other, ident, model, &nextOther, 2, false)
+			other.commitAndExpire(t, 2, false)
 		}
 	}
 	if err := w.Close(ctx); err != nil {

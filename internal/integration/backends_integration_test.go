@@ -47,7 +47,13 @@ func versityProps(t testing.TB) iceberg.Properties {
 
 func openREST(t testing.TB) icecatalog.Catalog {
 	t.Helper()
-	uri := testenv.Get(t, testenv.RESTURI)
+	return openRESTVia(t, strings.TrimPrefix(testenv.Get(t, testenv.RESTURI), "rest://"))
+}
+
+// openRESTVia opens SeaweedFS's REST catalog at addr (host:port: the server, or a proxy in front of it), with
+// the warehouse on SeaweedFS's S3.
+func openRESTVia(t testing.TB, addr string) icecatalog.Catalog {
+	t.Helper()
 	access, secret := testenv.Keys()
 	wh := os.Getenv(testenv.RESTWarehouse)
 	if wh == "" {
@@ -57,11 +63,11 @@ func openREST(t testing.TB) icecatalog.Catalog {
 	for k, v := range testenv.S3Props(testenv.Get(t, testenv.SeaweedS3Endpoint)) {
 		props[k] = v
 	}
-	cat, err := catalog.OpenWithProperties(context.Background(), uri, props)
+	cat, err := catalog.OpenWithProperties(context.Background(), "rest://"+addr, props)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cat.(icecatalog.Closer).Close() })
+	t.Cleanup(func() { _ = catalog.Backend(cat).(icecatalog.Closer).Close() })
 	return cat
 }
 

@@ -7,18 +7,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
-	iceberggo "github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
 	iceberg "github.com/icewriter/iceberg"
-	"github.com/icewriter/iceberg/catalog"
 	"github.com/icewriter/iceberg/internal/faultproxy"
 	"github.com/icewriter/iceberg/internal/seed"
 	"github.com/icewriter/iceberg/internal/testenv"
@@ -26,26 +23,6 @@ import (
 
 // tableCommit matches a REST catalog's commit of one table (POST .../namespaces/{ns}/tables/{table}).
 var tableCommit = regexp.MustCompile(`/namespaces/[^/]+/tables/[^/]+$`)
-
-// openRESTVia opens the REST catalog through addr (a proxy in front of it), the warehouse on SeaweedFS's S3.
-func openRESTVia(t *testing.T, addr string) icecatalog.Catalog {
-	t.Helper()
-	access, secret := testenv.Keys()
-	wh := os.Getenv(testenv.RESTWarehouse)
-	if wh == "" {
-		wh = "s3://iceberg-tables"
-	}
-	props := iceberggo.Properties{"credential": access + ":" + secret, "warehouse": wh}
-	for k, v := range testenv.S3Props(testenv.Get(t, testenv.SeaweedS3Endpoint)) {
-		props[k] = v
-	}
-	cat, err := catalog.OpenWithProperties(context.Background(), "rest://"+addr, props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = catalog.Backend(cat).(icecatalog.Closer).Close() })
-	return cat
-}
 
 // TestRESTLostRepliesWhileAnotherWriterExpires: a proxy in front of the real REST catalog applies a writer's
 // commit and drops the reply; before the writer can look, another writer commits three times and expires the

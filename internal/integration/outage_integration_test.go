@@ -6,17 +6,12 @@ import (
 	"context"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	iceberggo "github.com/apache/iceberg-go"
-	icecatalog "github.com/apache/iceberg-go/catalog"
-
 	iceberg "github.com/icewriter/iceberg"
-	"github.com/icewriter/iceberg/catalog"
 	"github.com/icewriter/iceberg/internal/seed"
 	"github.com/icewriter/iceberg/internal/testenv"
 )
@@ -115,21 +110,8 @@ func (p *switchProxy) Up(t *testing.T) {
 func TestRESTCatalogOutage(t *testing.T) {
 	uri := testenv.Get(t, testenv.RESTURI)
 	proxy := newSwitchProxy(t, strings.TrimPrefix(uri, "rest://"))
-	access, secret := testenv.Keys()
-	wh := os.Getenv(testenv.RESTWarehouse)
-	if wh == "" {
-		wh = "s3://iceberg-tables"
-	}
-	props := iceberggo.Properties{"credential": access + ":" + secret, "warehouse": wh}
-	for k, v := range testenv.S3Props(testenv.Get(t, testenv.SeaweedS3Endpoint)) {
-		props[k] = v
-	}
 	ctx := context.Background()
-	cat, err := catalog.OpenWithProperties(ctx, "rest://"+proxy.addr, props)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.(icecatalog.Closer).Close()
+	cat := openRESTVia(t, proxy.addr)
 	ident := newIdent("outage")
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithWriterID("outage"),
 		iceberg.WithFlushRows(1000), iceberg.WithMaxInFlight(2), iceberg.WithCommitTimeout(2*time.Minute))

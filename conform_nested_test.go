@@ -447,12 +447,7 @@ func TestNestedValidation(t *testing.T) {
 			want[r["id"].(int64)] = r
 		}
 	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if wrong := compareNested(t, w.Schema(), readNested(t, cat, ident), want); wrong > 0 {
-		t.Fatalf("%d wrong values", wrong)
-	}
+	closeAndCompare(t, w, cat, ident, want)
 }
 
 // nestedRows are rows of nestedSchema with nulls at every level where one is allowed.
@@ -571,12 +566,7 @@ func TestNestedRoundTrip(t *testing.T) {
 		rec.Release()
 		id += 100
 	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if wrong := compareNested(t, w.Schema(), readNested(t, cat, ident), want); wrong > 0 {
-		t.Fatalf("%d wrong values", wrong)
-	}
+	closeAndCompare(t, w, cat, ident, want)
 }
 
 // hiddenRecord builds, by hand, four rows (ids from id) whose null parents hide values a builder would never
@@ -666,12 +656,7 @@ func TestNestedHiddenValues(t *testing.T) {
 			want[r["id"].(int64)] = r
 		}
 	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if wrong := compareNested(t, w.Schema(), readNested(t, cat, ident), want); wrong > 0 {
-		t.Fatalf("%d wrong values", wrong)
-	}
+	closeAndCompare(t, w, cat, ident, want)
 }
 
 // TestNestedDeadLetter: with WithDeadLetter, rows with a null in a required nested field are routed one by one
@@ -723,12 +708,7 @@ func TestNestedDeadLetter(t *testing.T) {
 			t.Fatalf("routed %d row(s), id %d, error %v; want one row on %q", one.NumRows(), id, dl.errs[i], wantBad[id])
 		}
 	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if wrong := compareNested(t, w.Schema(), readNested(t, cat, ident), want); wrong > 0 {
-		t.Fatalf("%d wrong values", wrong)
-	}
+	closeAndCompare(t, w, cat, ident, want)
 }
 
 // TestNestedEvolveRelax: with schema evolution, a null in a required map value or list element makes that
@@ -754,6 +734,17 @@ func TestNestedEvolveRelax(t *testing.T) {
 		t.Fatalf("schema after relaxing:\n%s", sc)
 	}
 	want := map[int64]map[string]any{1: rows[0]}
+	if wrong := compareNested(t, w.Schema(), readNested(t, cat, ident), want); wrong > 0 {
+		t.Fatalf("%d wrong values", wrong)
+	}
+}
+
+// closeAndCompare closes the writer and reads the table back against want (rows by id).
+func closeAndCompare(t *testing.T, w *iceberg.Writer, cat icecatalog.Catalog, ident table.Identifier, want map[int64]map[string]any) {
+	t.Helper()
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if wrong := compareNested(t, w.Schema(), readNested(t, cat, ident), want); wrong > 0 {
 		t.Fatalf("%d wrong values", wrong)
 	}

@@ -28,6 +28,7 @@ import (
 	iw "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/catalog"
 	_ "github.com/icewriter/iceberg/catalog/rest"
+	"github.com/icewriter/iceberg/internal/redact/redacttest"
 	"github.com/icewriter/iceberg/internal/seed"
 )
 
@@ -288,28 +289,7 @@ func assertNoSecrets(t *testing.T, what string, err error, secrets ...string) {
 		t.Errorf("%s: no error", what)
 		return
 	}
-	n := 0
-	var walk func(e error)
-	walk = func(e error) {
-		if e == nil || n > 1000 {
-			return
-		}
-		n++
-		for _, text := range []string{e.Error(), fmt.Sprintf("%+v", e), fmt.Sprintf("%#v", e)} {
-			for _, s := range secrets {
-				if strings.Contains(text, s) {
-					t.Errorf("%s: %q in a %T of the error chain: %s", what, s, e, text)
-				}
-			}
-		}
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		case interface{ Unwrap() []error }:
-			for _, c := range u.Unwrap() {
-				walk(c)
-			}
-		}
+	for _, leak := range redacttest.Leaks(err, secrets...) {
+		t.Errorf("%s: %s", what, leak)
 	}
-	walk(err)
 }

@@ -22,6 +22,7 @@ import (
 	_ "github.com/icewriter/iceberg/catalog/hive"
 	_ "github.com/icewriter/iceberg/catalog/rest"
 	_ "github.com/icewriter/iceberg/catalog/sql"
+	"github.com/icewriter/iceberg/internal/redact/redacttest"
 )
 
 // Secrets placed in URIs and properties below; none may appear in any error.
@@ -161,29 +162,8 @@ func assertNoSecrets(t *testing.T, err error, secrets ...string) {
 		t.Error("no error")
 		return
 	}
-	n := 0
-	var walk func(e error)
-	walk = func(e error) {
-		if e == nil || n > 1000 {
-			return
-		}
-		n++
-		for _, text := range []string{e.Error(), fmt.Sprintf("%+v", e), fmt.Sprintf("%#v", e)} {
-			for _, s := range secrets {
-				if strings.Contains(text, s) {
-					t.Errorf("%q in a %T of the error chain: %s", s, e, text)
-				}
-			}
-		}
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		case interface{ Unwrap() []error }:
-			for _, c := range u.Unwrap() {
-				walk(c)
-			}
-		}
+	for _, leak := range redacttest.Leaks(err, secrets...) {
+		t.Error(leak)
 	}
-	walk(err)
 	t.Log(err)
 }

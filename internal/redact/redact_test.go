@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/icewriter/iceberg/internal/redact"
+	"github.com/icewriter/iceberg/internal/redact/redacttest"
 )
 
 func TestError(t *testing.T) {
@@ -199,28 +200,7 @@ func TestLogger(t *testing.T) {
 // the secrets.
 func assertNoSecret(t *testing.T, err error, secrets ...string) {
 	t.Helper()
-	seen := 0
-	var walk func(e error)
-	walk = func(e error) {
-		if e == nil || seen > 1000 {
-			return
-		}
-		seen++
-		for _, s := range secrets {
-			for _, text := range []string{e.Error(), fmt.Sprintf("%+v", e), fmt.Sprintf("%#v", e), fmt.Sprintf("%q", e)} {
-				if strings.Contains(text, s) {
-					t.Errorf("%q found in a %T of the chain: %s", s, e, text)
-				}
-			}
-		}
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		case interface{ Unwrap() []error }:
-			for _, c := range u.Unwrap() {
-				walk(c)
-			}
-		}
+	for _, leak := range redacttest.Leaks(err, secrets...) {
+		t.Error(leak)
 	}
-	walk(err)
 }

@@ -31,14 +31,11 @@ type CompactResult struct {
 // concurrent commit by another writer makes the replace fail its requirement; Compact then plans again from the
 // new table (iceberg-go's own rewrite would refuse concurrent equality deletes).
 func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
-	w.mu.Lock()
-	if err := w.usableLocked(); err != nil {
-		w.mu.Unlock()
+	if err := w.pipe.usable(); err != nil {
 		return CompactResult{}, err
 	}
-	w.mu.Unlock()
-	w.commitMu.Lock()
-	defer w.commitMu.Unlock()
+	w.pipe.commitMu.Lock()
+	defer w.pipe.commitMu.Unlock()
 	res, err := w.compactLocked(ctx, false)
 	return res, w.red.Error(err) // reads and writes data files: storage errors may quote presigned URLs
 }

@@ -15,35 +15,21 @@ import (
 	"github.com/apache/iceberg-go/table"
 )
 
-// encode writes a sealed batch's files and stages the batch for the commit loop, up to MaxInFlight batches at
-// once. A keyed batch is resolved first (rows superseded inside it are dropped); what its upserted and deleted
-// keys become depends on the writer: with the key index they are kept for run formation to turn into deletion
-// vectors (and the keys of the batch's new data files are read back for the index), in copy-on-write mode they
-// go to the committer, which rewrites the files holding them, and otherwise they are written here as equality
-// delete files. The batch's rows are released once written; an error fails the writer.
-func (w *Writer) encode(b *batch) {
-	defer w.encWG.Done()
-	// Encoders run on their own context: Close and Abort cancel it at once when their caller's context ends
-	// (a batch still encoding is not committed, so stopping it is never ambiguous), while a commit in flight
-	// keeps the writer's.
-	ctx := w.encCtx
-	if err := w.encSem.Acquire(ctx, 1); err != nil {
-		return // the writer is shutting down
-	}
+// encode writes a sealed batch's files for the pipeline. A keyed batch is resolved first (rows superseded
+// inside it are dropped); what its upserted and deleted keys become depends on the writer: with the key index
+// they are kept for run formation to turn into deletion vectors (and the keys of the batch's new data files are
+// read back for the index), in copy-on-write mode they go to the committer, which rewrites the files holding
+// them, and otherwise they are written here as equality delete files.
+func (w *Writer) encode(ctx context.Context, b *batch) error {
 	w.mu.Lock()
-	tbl, schema := w.tbl, b.schema
+	tbl, schema, useIdx := w.tbl, b.schema, w.idx != nil
 	if schema == nil {
 		schema = w.conf.target
 	}
 	w.mu.Unlock()
-	// No retry here: the rows were handed to the encoder. Object stores retry requests themselves; a batch that
-	// still fails stops the writer, and the caller replays from its last checkpoint.
 	var files, deletes []ice.DataFile
 	var res *resolved
 	var err error
-	w.mu.Lock()
-	useIdx := w.idx != nil
-	w.mu.Unlock()
 	if w.keys != nil {
 		res, err = w.resolve(ctx, b)
 		if err == nil {
@@ -75,24 +61,10 @@ func (w *Writer) encode(b *batch) {
 			b.fileKeys = append(b.fileKeys, fileKeys{df: f, keys: keys})
 		}
 	}
-	w.encSem.Release(1)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, r := range b.recs {
-		if r != nil {
-			r.Release()
-		}
-	}
-	b.recs = nil
-	w.memUsed -= b.bytes
 	if err != nil {
-		if ctx.Err() == nil {
-			w.failLocked(fmt.Errorf("iceberg: encode batch %d: %w", b.seq, err))
-		}
-		w.signalLocked()
-		return
+		return err
 	}
-	b.files, b.deletes, b.staged = files, deletes, true
+	b.files, b.deletes = files, deletes
 	if res != nil {
 		b.written, b.keyedSet = res.written, res.keyed
 	}
@@ -100,8 +72,7 @@ func (w *Writer) encode(b *batch) {
 		w.st.files.Add(1)
 		w.st.fileBytes.Add(f.FileSizeBytes())
 	}
-	w.signalLocked()
-	w.kickLoop()
+	return nil
 }
 
 // writeFiles encodes one batch through iceberg-go's writer (partitioning, rolling and statistics included).

@@ -332,8 +332,8 @@ var errEvolve = errors.New("iceberg: schema evolution")
 // tool may have made the change already), and after a failed commit reloads and plans again: the changes still
 // missing are retried, with backoff, a bounded number of times. Errors are never classified by their text.
 func (w *Writer) evolveSchema(ctx context.Context, plan func(*ice.Schema) ([]schemaChange, error)) error {
-	w.commitMu.Lock()
-	defer w.commitMu.Unlock()
+	w.pipe.commitMu.Lock()
+	defer w.pipe.commitMu.Unlock()
 	base := w.Table()
 	changes, err := plan(base.Schema())
 	if err != nil || len(changes) == 0 {

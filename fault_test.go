@@ -224,10 +224,14 @@ func TestFlushReturnsAfterAbort(t *testing.T) {
 		defer cancel()
 		flushErr <- w.Flush(fctx) // waits for batch 2
 	}()
-	time.Sleep(100 * time.Millisecond)
+	if err := iceberg.WaitFor(ctx, w, func() bool { return w.Stats().Batches == 2 }); err != nil { // Flush sealed batch 2
+		t.Fatal(err)
+	}
 	abortDone := make(chan error, 1)
 	go func() { abortDone <- w.Abort(ctx) }()
-	time.Sleep(100 * time.Millisecond)
+	if err := iceberg.WaitFor(ctx, w, func() bool { return iceberg.Closing(w) }); err != nil {
+		t.Fatal(err)
+	}
 	close(gc.release)
 	if err := <-abortDone; err != nil {
 		t.Fatal(err)

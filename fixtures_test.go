@@ -94,17 +94,16 @@ func cowTable(t testing.TB, ctx context.Context, m, perFile int, shuffled bool, 
 	return w, holder, cat, ident
 }
 
-// waitStaged waits until w has written at least files data files (10 s at most), then 200 ms more: the
-// batches are staged a few instructions after their files, and a loaded machine needs the slack.
+// waitStaged waits until w has written at least files data files and every sealed batch is staged for a
+// commit (10 s at most), on the writer's own state changes.
 func waitStaged(t *testing.T, w *iceberg.Writer, files int64) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); w.Stats().FilesWritten < files; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d data files not written within 10 s: %+v", files, w.Stats())
-		}
-		time.Sleep(5 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	staged := func() bool { return w.Stats().FilesWritten >= files && iceberg.Staged(w) }
+	if err := iceberg.WaitFor(ctx, w, staged); err != nil {
+		t.Fatalf("%d data files not staged within 10 s: %+v", files, w.Stats())
 	}
-	time.Sleep(200 * time.Millisecond)
 }
 
 // The seed events (internal/seed): append-only tables.

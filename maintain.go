@@ -17,7 +17,7 @@ func (w *Writer) maintain(commits int64) {
 	if tbl == nil {
 		return
 	}
-	ctx := w.ctx
+	ctx := w.pipe.ctx
 	keep := w.opts.keepSnapshots
 	if keep > 0 || w.opts.expireAge > 0 {
 		n := len(tbl.Metadata().Snapshots())

@@ -116,11 +116,10 @@ func (w *Writer) checkKeyed(op string) error {
 // (WithKeyIndexBytes), else equality deletes on the key. Rows superseded inside the writer are dropped before
 // they are written. Key columns must not be null.
 func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
-	w.mu.Lock()
-	if err := w.usableLocked(); err != nil {
-		w.mu.Unlock()
+	if err := w.pipe.usable(); err != nil {
 		return err
 	}
+	w.mu.Lock()
 	conf, ks := w.conf, w.keys
 	err := w.checkKeyed("Upsert")
 	w.mu.Unlock()
@@ -145,7 +144,7 @@ func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
 		owned.Release()
 		return nil
 	}
-	if err := w.accept(ctx, owned, size, opUpsert); err != nil {
+	if err := w.pipe.accept(ctx, batchRecord{owned, size, opUpsert}); err != nil {
 		owned.Release()
 		return err
 	}
@@ -154,11 +153,10 @@ func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
 
 // Delete removes the rows whose key matches a row of keys (only the key columns are read).
 func (w *Writer) Delete(ctx context.Context, keys arrow.RecordBatch) error {
-	w.mu.Lock()
-	if err := w.usableLocked(); err != nil {
-		w.mu.Unlock()
+	if err := w.pipe.usable(); err != nil {
 		return err
 	}
+	w.mu.Lock()
 	conf, ks := w.conf, w.keys
 	err := w.checkKeyed("Delete")
 	w.mu.Unlock()
@@ -198,7 +196,7 @@ func (w *Writer) Delete(ctx context.Context, keys arrow.RecordBatch) error {
 		owned.Release()
 		return nil
 	}
-	if err := w.accept(ctx, owned, size, opDelete); err != nil {
+	if err := w.pipe.accept(ctx, batchRecord{owned, size, opDelete}); err != nil {
 		owned.Release()
 		return err
 	}

@@ -10,77 +10,48 @@ import (
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
-// commitLoop is the one ordered committer of this writer: it repeatedly takes the longest run of consecutive
-// staged batches from the head of the queue and commits them as one snapshot.
-func (w *Writer) commitLoop() {
-	defer close(w.done)
-	defer w.cbs.close() // nothing is delivered after the loop: the callback goroutine ends once it is drained
-	for {
-		select {
-		case <-w.kick:
-		case <-w.ctx.Done():
-			return
-		}
-		for {
-			run, batches := w.nextRun()
-			if run == nil {
-				break
-			}
-			w.commitMu.Lock()
-			w.mu.Lock()
-			tbl := w.tbl
-			w.mu.Unlock()
-			var res *CommitResult
-			err := w.indexRun(w.ctx, tbl, run, batches)
-			if err == nil {
-				res, err = w.committer.Commit(w.ctx, run)
-			}
-			if err == nil {
-				w.commitIndex(run, res)
-			}
-			w.finishRun(run, batches, res, err)
-			w.commitMu.Unlock()
-			if err != nil {
-				break
-			}
-		}
-		w.mu.Lock()
-		stop := w.stopping
-		w.mu.Unlock()
-		if stop {
-			return
-		}
+// commit is the pipeline's commit of one run: the run formed from the batches, placed in the key index,
+// committed by the Committer, then the index, the table and the counters brought up to date before the pipeline
+// reports the batches committed. It runs inside the commit queue, on the writer's context.
+func (w *Writer) commit(ctx context.Context, batches []*batch) (*Run, *CommitResult, error) {
+	run := w.formRun(batches)
+	w.mu.Lock()
+	tbl := w.tbl
+	w.mu.Unlock()
+	err := w.indexRun(ctx, tbl, run, batches)
+	var res *CommitResult
+	if err == nil {
+		res, err = w.committer.Commit(ctx, run)
 	}
+	if err != nil {
+		return run, nil, err
+	}
+	w.commitIndex(run, res)
+	if res.Table != nil {
+		_ = w.setTable(res.Table) // picks up schema changes made by others at the next batch
+	}
+	w.st.commits.Add(1)
+	w.st.rowsCommitted.Add(run.Rows)
+	if res.Attempts > 1 {
+		w.st.retries.Add(int64(res.Attempts - 1))
+	}
+	w.st.conflicts.Add(int64(res.Conflicts))
+	w.st.deleteFiles.Add(int64(run.deleteFiles()))
+	w.st.rewritten.Add(int64(res.FilesRewritten))
+	return run, res, nil
 }
 
-// nextRun cuts the next run from the head of the queue (nil when none is ready).
-func (w *Writer) nextRun() (*Run, []*batch) {
+// formRun makes the run of consecutive staged batches the pipeline cut from its queue.
+func (w *Writer) formRun(batches []*batch) *Run {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.failed != nil || w.stopping {
-		return nil, nil
-	}
-	n := 0
-	for n < len(w.queue) && w.queue[n].staged {
-		n++
-	}
-	if w.opts.checkpoints {
-		for n > 0 && !w.queue[n-1].hasToken {
-			n--
-		}
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	batches := append([]*batch(nil), w.queue[:n]...)
-	for _, b := range batches {
-		b.handed = true
-	}
+	tbl := w.tbl
+	w.mu.Unlock()
+	n := len(batches)
 	run := &Run{
 		Table: w.ident, Branch: w.opts.branch, WriterID: w.id, StableID: w.opts.stableID, Epoch: w.epoch,
 		FirstSeq: batches[0].seq, LastSeq: batches[n-1].seq,
-		BaseSnapshotID: headID(w.tbl.Metadata(), w.opts.branch),
-		formatVersion:  w.tbl.Metadata().Version(), spec: w.tbl.Spec(), schema: w.tbl.Schema(),
+		BaseSnapshotID: headID(tbl.Metadata(), w.opts.branch),
+		formatVersion:  tbl.Metadata().Version(), spec: tbl.Spec(), schema: tbl.Schema(),
 	}
 	// Batches coalesced into one snapshot share its sequence number, and an equality delete does not reach rows
 	// of its own sequence number: a batch that upserts or deletes a key written earlier in the run starts a new
@@ -109,36 +80,12 @@ func (w *Writer) nextRun() (*Run, []*batch) {
 			seg.Token, seg.HasToken = b.token, true
 		}
 	}
-	return run, batches
+	return run
 }
 
-func (w *Writer) finishRun(run *Run, batches []*batch, res *CommitResult, err error) {
-	w.mu.Lock()
-	if err != nil {
-		w.failLocked(fmt.Errorf("iceberg: commit run %d..%d: %w", run.FirstSeq, run.LastSeq, err))
-		w.mu.Unlock()
-		return
-	}
-	w.queue = w.queue[len(batches):]
-	w.committed = run.LastSeq
-	w.commitsN++
-	if res.Table != nil {
-		w.tbl = res.Table
-	}
-	w.st.commits.Add(1)
-	w.st.rowsCommitted.Add(run.Rows)
-	if res.Attempts > 1 {
-		w.st.retries.Add(int64(res.Attempts - 1))
-	}
-	w.st.conflicts.Add(int64(res.Conflicts))
-	w.st.deleteFiles.Add(int64(run.deleteFiles()))
-	w.st.rewritten.Add(int64(res.FilesRewritten))
-	n := w.commitsN
-	w.signalLocked()
-	w.mu.Unlock()
-	if res.Table != nil {
-		_ = w.setTable(res.Table) // picks up schema changes made by others at the next batch
-	}
+// committed follows a run's commit inside the commit queue: its callback is queued (delivered in commit order
+// outside every lock), then maintenance and compaction run when due.
+func (w *Writer) committed(ctx context.Context, run *Run, batches []*batch, res *CommitResult, n int64) {
 	if w.opts.onCommit != nil {
 		w.cbs.deliver(CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: run.files(),
 			Bytes: run.Bytes, FirstSeq: run.FirstSeq, LastSeq: run.LastSeq, Batches: len(batches), Attempts: res.Attempts})
@@ -148,18 +95,21 @@ func (w *Writer) finishRun(run *Run, batches []*batch, res *CommitResult, err er
 		w.deltaCommits++
 		if w.deltaCommits >= every {
 			w.deltaCommits = 0
-			if _, err := w.compactLocked(w.ctx, false); err != nil {
+			if _, err := w.compactLocked(ctx, false); err != nil {
 				w.log.Warn("iceberg: automatic compaction failed; the next one will try again", "table", w.ident, "err", err)
 			}
 			return
 		}
 	}
 	if every := w.opts.smallFiles; every > 0 && n%int64(every) == 0 {
-		if _, err := w.compactLocked(w.ctx, true); err != nil {
+		if _, err := w.compactLocked(ctx, true); err != nil {
 			w.log.Warn("iceberg: small-file compaction failed; the next one will try again", "table", w.ident, "err", err)
 		}
 	}
 }
+
+// loopDone: nothing is delivered after the commit loop; the callback goroutine ends once it is drained.
+func (w *Writer) loopDone() { w.cbs.close() }
 
 // CommitInfo describes one successful commit, as WithOnCommit reports it.
 type CommitInfo struct {
@@ -180,13 +130,7 @@ func (w *Writer) Checkpoint(ctx context.Context, token string) error {
 	if len(token) > defaultMaxTokenBytes {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrTokenTooLarge, len(token), defaultMaxTokenBytes)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := w.usableLocked(); err != nil {
-		return err
-	}
-	w.sealLocked(&token)
-	return nil
+	return w.pipe.checkpoint(token)
 }
 
 // LastCheckpoint returns the newest token committed by this writer's ID on the table's current branch history.

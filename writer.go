@@ -27,7 +27,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
 	"github.com/google/uuid"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/icewriter/iceberg/internal/redact"
 )
@@ -46,44 +45,25 @@ type Writer struct {
 	epoch     int64
 	mem       memory.Allocator
 
-	ctx    context.Context // the writer's own: commits run on it, never on a caller's
-	cancel context.CancelFunc
-	// encCtx is the encoders' context, a child of ctx: Close and Abort cancel it as soon as their caller's
-	// context ends, without cutting a commit in flight.
-	encCtx    context.Context
-	encCancel context.CancelFunc
-	encSem    *semaphore.Weighted
+	// pipe moves batches from the calls to the committer: buffer, budgets, queue, encoders, commit loop.
+	pipe *pipeline
 	// partShare is the largest partition's share of the rows of the last batch written to a partitioned table
 	// (float64 bits): it sizes the next batch's key bloom filters.
 	partShare atomic.Uint64
-	kick      chan struct{}
-	done      chan struct{} // closed when the commit loop exits
-	encWG     sync.WaitGroup
-	// commitMu is held while a run commits; Compact holds it to run inside the commit queue.
-	commitMu sync.Mutex
-	cbs      *callbacks // WithOnCommit, delivered outside the commit loop
+	cbs       *callbacks // WithOnCommit, delivered outside the commit loop
 
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
-	tbl     *table.Table
-	conf    *conformer
-	keys    *keySpec // nil: no key columns
-	cow     bool     // copy-on-write mode
+	// mu guards the table as the writer last saw it and what derives from it. It is never held while taking
+	// the pipeline's lock.
+	mu   sync.Mutex
+	tbl  *table.Table
+	conf *conformer
+	keys *keySpec // nil: no key columns
+	cow  bool     // copy-on-write mode
 	// idx is the key index of a merge-on-read v3 table (nil: equality deletes). Read under mu by encoders,
-	// used by the commit loop under commitMu.
+	// used by the commit loop inside the commit queue.
 	idx        *keyIndex
 	pendingDVs map[string]*dv.RoaringPositionBitmap // merged vectors of the run in flight, by data file
 	keyErr     error                                // why Upsert/Delete cannot run on this table's layout
-	open       *batch
-	queue      []*batch // sealed, not yet committed, in sequence order
-	nextSeq    int64
-	committed  int64 // last committed sequence number
-	memUsed    int64
-	failed     error
-	closed     bool
-	stopping   bool // Close/Abort: the loop starts no new run
-	timer      *time.Timer
-	commitsN   int64
 	// deltaCommits counts commits with delete files since the last automatic compaction (commit loop only).
 	deltaCommits int
 
@@ -137,10 +117,9 @@ type Stats struct {
 	Epoch              int64
 }
 
+// stats are the counters of the writer's own stages (the pipeline keeps its own).
 type stats struct {
-	rowsAccepted, bytesAccepted, rowsCommitted, files, fileBytes, batches atomic.Int64
-	commits, retries, conflicts, discarded                                atomic.Int64
-	deleteFiles, rewritten                                                atomic.Int64
+	rowsCommitted, files, fileBytes, commits, retries, conflicts, deleteFiles, rewritten atomic.Int64
 }
 
 // NewWriter opens a writer on an existing table (or creates it, with WithCreate).
@@ -191,15 +170,15 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	}
 	w := &Writer{
 		cat: cat, red: red, ident: ident, opts: o, log: o.logger, id: o.writerID, tables: tabs,
-		mem: memory.NewGoAllocator(), kick: make(chan struct{}, 1), done: make(chan struct{}),
-		changed: make(chan struct{}), encSem: semaphore.NewWeighted(int64(o.maxInFlight)),
+		mem: memory.NewGoAllocator(),
 	}
+	var committed int64
 	if o.stableID {
 		tbl, err = w.fence(ctx, tbl)
 		if err != nil {
 			return nil, red.Error(err) // staging the fence snapshot writes a manifest: storage errors too
 		}
-		w.committed = lastSeq(tbl.Metadata(), o.branch, w.id)
+		committed = lastSeq(tbl.Metadata(), o.branch, w.id)
 	} else {
 		w.epoch = 1
 		// Through derive, as a fenced writer's table is: its file system is bound to each operation's context,
@@ -207,7 +186,6 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		// caller may cancel as soon as NewWriter returns).
 		tbl = tabs.derive(tbl, tbl.Metadata(), tbl.MetadataLocation(), cat)
 	}
-	w.nextSeq = w.committed + 1
 	if err := w.setTable(tbl); err != nil {
 		return nil, err
 	}
@@ -242,10 +220,13 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		w.defaultC.cow = cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows}
 		w.committer = w.defaultC
 	}
-	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	w.encCtx, w.encCancel = context.WithCancel(w.ctx)
 	w.cbs = newCallbacks(w.opts.onCommit)
-	go w.commitLoop()
+	w.pipe = newPipeline(ctx, w, pipelineConfig{
+		flushRows: int64(o.flushRows), flushBytes: o.flushBytes, flushInterval: o.flushInterval,
+		rowBudget: rowBudget(&o), maxUncommitted: o.maxUncommitted, maxInFlight: o.maxInFlight,
+		checkpoints: o.checkpoints, commitTimeout: o.commitTimeout,
+	}, committed)
+	w.pipe.start()
 	return w, nil
 }
 
@@ -372,23 +353,6 @@ func (w *Writer) Table() *table.Table {
 	return w.tbl
 }
 
-// usableLocked reports why the writer cannot take calls, if it cannot.
-func (w *Writer) usableLocked() error {
-	if w.closed {
-		return ErrClosed
-	}
-	if w.failed != nil {
-		return w.failed
-	}
-	return nil
-}
-
-// signalLocked wakes every waiter.
-func (w *Writer) signalLocked() {
-	close(w.changed)
-	w.changed = make(chan struct{})
-}
-
 // Write appends the rows (insert: no key lookup). Columns are matched to the table by name; an unknown column
 // is an error unless schema evolution is on (WithSchemaEvolution); missing optional columns are null. All validation happens here: an error returned by Write means
 // nothing of this call was accepted, and the writer stays usable. Write copies what it keeps: the caller may
@@ -396,11 +360,10 @@ func (w *Writer) signalLocked() {
 // uncommitted batches is reached, until ctx is done. A batch without rows is validated all the same (with
 // schema evolution on, its new columns are added), then nothing is kept.
 func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
-	w.mu.Lock()
-	if err := w.usableLocked(); err != nil {
-		w.mu.Unlock()
+	if err := w.pipe.usable(); err != nil {
 		return err
 	}
+	w.mu.Lock()
 	conf := w.conf
 	w.mu.Unlock()
 	if w.opts.evolve && rec != nil {
@@ -418,70 +381,9 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 		owned.Release()
 		return nil
 	}
-	if err := w.accept(ctx, owned, size, opInsert); err != nil {
+	if err := w.pipe.accept(ctx, batchRecord{owned, size, opInsert}); err != nil {
 		owned.Release()
 		return err
-	}
-	return nil
-}
-
-// accept waits for room and adds an owned record to the open buffer.
-func (w *Writer) accept(ctx context.Context, rec arrow.RecordBatch, size int64, kind opKind) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for {
-		if err := w.usableLocked(); err != nil {
-			return err
-		}
-		memFull := w.memUsed > 0 && w.memUsed+size > w.rowBudget()
-		if memFull && w.open != nil && w.open.bytes > 0 {
-			// Encoding is what frees memory: never wait on a buffer that no policy would seal.
-			w.sealLocked(nil)
-			continue
-		}
-		if !memFull && w.committableLocked() < w.opts.maxUncommitted {
-			break
-		}
-		ch := w.changed
-		w.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			w.mu.Lock()
-			return ctx.Err()
-		case <-ch:
-		}
-		w.mu.Lock()
-	}
-	if w.open != nil && kind != opDelete && w.open.schema != nil && w.open.schema != rec.Schema() {
-		// The table's schema changed: a batch encodes against one schema, so the buffer ends here.
-		w.sealLocked(nil)
-	}
-	if w.open == nil {
-		w.open = &batch{firstAt: time.Now()}
-		if w.opts.flushInterval > 0 {
-			b := w.open
-			w.timer = time.AfterFunc(w.opts.flushInterval, func() {
-				w.mu.Lock()
-				defer w.mu.Unlock()
-				if w.open == b && !w.closed {
-					w.sealLocked(nil)
-				}
-			})
-		}
-	}
-	if kind != opDelete {
-		w.open.schema = rec.Schema()
-	}
-	w.open.recs = append(w.open.recs, rec)
-	w.open.kinds = append(w.open.kinds, kind)
-	w.open.keyed = w.open.keyed || kind != opInsert
-	w.open.rows += rec.NumRows()
-	w.open.bytes += size
-	w.memUsed += size
-	w.st.rowsAccepted.Add(rec.NumRows())
-	w.st.bytesAccepted.Add(size)
-	if w.open.rows >= int64(w.opts.flushRows) || w.open.bytes >= w.opts.flushBytes {
-		w.sealLocked(nil)
 	}
 	return nil
 }
@@ -492,99 +394,30 @@ func (w *Writer) accept(ctx context.Context, rec arrow.RecordBatch, size int64, 
 const encoderReserve = 48 << 20
 
 // rowBudget is the part of the memory limit left for row buffers once the encoders' reserve is set aside.
-func (w *Writer) rowBudget() int64 {
-	return max(w.opts.memoryLimit-int64(w.opts.maxInFlight)*encoderReserve, w.opts.memoryLimit/4)
+func rowBudget(o *options) int64 {
+	return max(o.memoryLimit-int64(o.maxInFlight)*encoderReserve, o.memoryLimit/4)
 }
 
-// committableLocked counts the sealed batches a commit may take. With WithCheckpoints, batches after the newest
-// token wait for the next Checkpoint, which this very caller may be about to make: counting them would block
-// Write before it (they hold files, not rows; the memory limit bounds the rows).
-func (w *Writer) committableLocked() int {
-	if !w.opts.checkpoints {
-		return len(w.queue)
-	}
-	n := 0
-	for i, b := range w.queue {
-		if b.hasToken {
-			n = i + 1
-		}
-	}
-	return n
-}
-
-// sealLocked turns the open buffer into a batch with the next sequence number and starts its encoding. A token
-// is attached to the batch; with a token and no rows an empty batch carries it.
-func (w *Writer) sealLocked(token *string) *batch {
-	if w.open == nil && token == nil {
-		return nil
-	}
-	b := w.open
-	if b == nil {
-		b = &batch{}
-	}
-	w.open = nil
-	if w.timer != nil {
-		w.timer.Stop()
-		w.timer = nil
-	}
-	b.seq = w.nextSeq
-	w.nextSeq++
-	if token != nil {
-		b.token, b.hasToken = *token, true
-	}
-	w.queue = append(w.queue, b)
-	w.st.batches.Add(1)
-	if len(b.recs) == 0 {
-		b.staged = true
-		w.kickLoop()
-	} else {
-		w.encWG.Add(1)
-		go w.encode(b)
-	}
-	w.signalLocked()
-	return b
-}
-
-func (w *Writer) kickLoop() {
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
-}
-
-// failLocked stops the writer: nothing after the failed run is committed.
-func (w *Writer) failLocked(err error) {
-	if w.failed != nil {
-		return
-	}
-	// The failure is returned by every later call and logged: a commit or upload error may quote a server's
-	// reply or a presigned URL.
+// failure is the error the writer keeps once err stopped it (every later call returns it): masked, since a
+// commit or upload error may quote a server's reply or a presigned URL, and logged.
+func (w *Writer) failure(err error) error {
 	err = w.red.Error(err)
 	if !errors.Is(err, ErrWriterFailed) {
 		err = fmt.Errorf("%w: %w", ErrWriterFailed, err)
 	}
-	w.failed = err
 	w.log.Error("iceberg: writer stopped", "table", w.ident, "writer", w.id, "err", err)
-	w.signalLocked()
+	return err
 }
 
 // Stats reports counters: rows, bytes, files, commits, retries, conflicts, buffered and uncommitted amounts.
 func (w *Writer) Stats() Stats {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s := Stats{
-		RowsAccepted: w.st.rowsAccepted.Load(), BytesAccepted: w.st.bytesAccepted.Load(),
+	p := w.pipe.state()
+	return Stats{
+		RowsAccepted: p.rowsAccepted, BytesAccepted: p.bytesAccepted, Batches: p.batches, DiscardedRows: p.discarded,
+		BufferedRows: p.bufferedRows, BufferedBytes: p.bufferedBytes,
+		UncommittedBatches: p.uncommittedBatches, UncommittedRows: p.uncommittedRows, LastCommittedSeq: p.committed,
 		RowsCommitted: w.st.rowsCommitted.Load(), FilesWritten: w.st.files.Load(), BytesWritten: w.st.fileBytes.Load(),
-		Batches: w.st.batches.Load(), Commits: w.st.commits.Load(), Retries: w.st.retries.Load(),
-		Conflicts: w.st.conflicts.Load(), DiscardedRows: w.st.discarded.Load(), BufferedBytes: w.memUsed,
-		DeleteFiles: w.st.deleteFiles.Load(), FilesRewritten: w.st.rewritten.Load(),
-		UncommittedBatches: len(w.queue), LastCommittedSeq: w.committed, Epoch: w.epoch,
+		Commits: w.st.commits.Load(), Retries: w.st.retries.Load(), Conflicts: w.st.conflicts.Load(),
+		DeleteFiles: w.st.deleteFiles.Load(), FilesRewritten: w.st.rewritten.Load(), Epoch: w.epoch,
 	}
-	if w.open != nil {
-		s.BufferedRows = w.open.rows
-	}
-	for _, b := range w.queue {
-		s.UncommittedRows += b.rows
-	}
-	return s
 }

@@ -1,0 +1,631 @@
+package iceberg
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/semaphore"
+)
+
+// pipeline moves batches from the calls to the committer. It owns the open buffer and its seal policy (rows,
+// bytes, interval since the first row), the memory and uncommitted budgets behind one ctx-aware wait, the queue
+// of sealed batches in sequence order, up to MaxInFlight encodings at once, and the ordered commit loop that
+// cuts each run from the head of the queue. What encoding a batch and committing a run do is its env's (the
+// Writer's): the pipeline decides only when they happen and in what order, so pipeline_test.go drives it with
+// a fake env, without a catalog or a clock.
+//
+// Locks: mu guards the queue state below it and is never held while the env works. commitMu is held for a
+// run's commit and its follow-up (callbacks queued, maintenance); Compact and schema evolution take it to run
+// inside the commit queue. Order: commitMu, then mu; the Writer's own lock is never held while taking mu.
+type pipeline struct {
+	env pipelineEnv
+	cfg pipelineConfig
+
+	ctx    context.Context // the writer's own: commits run on it, never on a caller's
+	cancel context.CancelFunc
+	// encCtx is the encoders' context, a child of ctx: Close and Abort cancel it as soon as their caller's
+	// context ends, without cutting a commit in flight.
+	encCtx    context.Context
+	encCancel context.CancelFunc
+	encSem    *semaphore.Weighted
+	encWG     sync.WaitGroup
+	kick      chan struct{}
+	done      chan struct{} // closed when the commit loop exits
+	commitMu  sync.Mutex
+
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
+	open      *batch
+	queue     []*batch // sealed, not yet committed, in sequence order
+	nextSeq   int64
+	committed int64 // last committed sequence number
+	commits   int64 // runs committed by this pipeline
+	memUsed   int64
+	failed    error
+	closed    bool
+	stopping  bool // Close/Abort: the loop starts no new run
+	timer     *time.Timer
+	// Counters reported by Stats.
+	rowsAccepted, bytesAccepted, batches, discarded int64
+}
+
+// batchRecord is one call's owned, validated record on its way into the open buffer.
+type batchRecord struct {
+	rec  arrow.RecordBatch
+	size int64 // Arrow bytes, what the memory limit counts
+	kind opKind
+}
+
+// pipelineConfig is the pipeline's share of the options.
+type pipelineConfig struct {
+	flushRows      int64
+	flushBytes     int64
+	flushInterval  time.Duration // 0: no interval policy
+	rowBudget      int64         // bytes of rows held before Write waits (the memory limit less the encoders' reserve)
+	maxUncommitted int           // sealed batches a commit may take before Write waits
+	maxInFlight    int           // encodings at once
+	checkpoints    bool          // WithCheckpoints: runs end at a token, rows after the newest are never committed
+	commitTimeout  time.Duration // how long a commit in flight outlives a Close that gave up waiting
+}
+
+// pipelineEnv is what the pipeline asks of the writer.
+type pipelineEnv interface {
+	// encode writes a sealed batch's files on the encoders' context and fills in what the commit needs (files,
+	// delete files, key sets). The batch is the encoder's until encode returns; an error fails the writer.
+	encode(ctx context.Context, b *batch) error
+	// commit commits the batches as one run on the writer's context and, when it succeeds, installs the
+	// table it left before returning (a Flush that returns sees it). The run is returned for reports.
+	commit(ctx context.Context, batches []*batch) (*Run, *CommitResult, error)
+	// committed follows a successful commit, still inside the commit queue: callbacks, maintenance. n counts
+	// the runs committed so far.
+	committed(ctx context.Context, run *Run, batches []*batch, res *CommitResult, n int64)
+	// failure is the error the writer keeps after err stopped it (masked, logged).
+	failure(err error) error
+	// removeFiles deletes files provably never committed, as far as ctx allows.
+	removeFiles(ctx context.Context, paths []string)
+	// loopDone runs when the commit loop exits: nothing is committed after it.
+	loopDone()
+}
+
+// newPipeline makes a pipeline whose next batch gets sequence number committed+1; start starts its commit loop.
+// ctx's values are kept, its cancellation is not: the pipeline lives until Close or Abort.
+func newPipeline(ctx context.Context, env pipelineEnv, cfg pipelineConfig, committed int64) *pipeline {
+	p := &pipeline{
+		env: env, cfg: cfg, kick: make(chan struct{}, 1), done: make(chan struct{}), changed: make(chan struct{}),
+		encSem: semaphore.NewWeighted(int64(cfg.maxInFlight)), committed: committed, nextSeq: committed + 1,
+	}
+	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	p.encCtx, p.encCancel = context.WithCancel(p.ctx)
+	return p
+}
+
+func (p *pipeline) start() { go p.loop() }
+
+// usable reports why the pipeline takes no calls, if it does not.
+func (p *pipeline) usable() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.usableLocked()
+}
+
+func (p *pipeline) usableLocked() error {
+	if p.closed {
+		return ErrClosed
+	}
+	if p.failed != nil {
+		return p.failed
+	}
+	return nil
+}
+
+// signalLocked wakes every waiter.
+func (p *pipeline) signalLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// waitLocked releases mu until the state changes or ctx ends.
+func (p *pipeline) waitLocked(ctx context.Context) error {
+	ch := p.changed
+	p.mu.Unlock()
+	defer p.mu.Lock()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-ch:
+		return nil
+	}
+}
+
+// accept waits for room and adds an owned record to the open buffer.
+func (p *pipeline) accept(ctx context.Context, rec batchRecord) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		if err := p.usableLocked(); err != nil {
+			return err
+		}
+		memFull := p.memUsed > 0 && p.memUsed+rec.size > p.cfg.rowBudget
+		if memFull && p.open != nil && p.open.bytes > 0 {
+			// Encoding is what frees memory: never wait on a buffer that no policy would seal.
+			p.sealLocked(nil)
+			continue
+		}
+		if !memFull && p.committableLocked() < p.cfg.maxUncommitted {
+			break
+		}
+		if err := p.waitLocked(ctx); err != nil {
+			return err
+		}
+	}
+	if p.open != nil && rec.kind != opDelete && p.open.schema != nil && p.open.schema != rec.rec.Schema() {
+		// The table's schema changed: a batch encodes against one schema, so the buffer ends here.
+		p.sealLocked(nil)
+	}
+	if p.open == nil {
+		p.open = &batch{firstAt: time.Now()}
+		if p.cfg.flushInterval > 0 {
+			b := p.open
+			p.timer = time.AfterFunc(p.cfg.flushInterval, func() {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				if p.open == b && !p.closed {
+					p.sealLocked(nil)
+				}
+			})
+		}
+	}
+	b := p.open
+	if rec.kind != opDelete {
+		b.schema = rec.rec.Schema()
+	}
+	b.recs = append(b.recs, rec.rec)
+	b.kinds = append(b.kinds, rec.kind)
+	b.keyed = b.keyed || rec.kind != opInsert
+	b.rows += rec.rec.NumRows()
+	b.bytes += rec.size
+	p.memUsed += rec.size
+	p.rowsAccepted += rec.rec.NumRows()
+	p.bytesAccepted += rec.size
+	if b.rows >= p.cfg.flushRows || b.bytes >= p.cfg.flushBytes {
+		p.sealLocked(nil)
+	}
+	return nil
+}
+
+// committableLocked counts the sealed batches a commit may take. With WithCheckpoints, batches after the newest
+// token wait for the next Checkpoint, which this very caller may be about to make: counting them would block
+// Write before it (they hold files, not rows; the memory limit bounds the rows).
+func (p *pipeline) committableLocked() int {
+	if !p.cfg.checkpoints {
+		return len(p.queue)
+	}
+	n := 0
+	for i, b := range p.queue {
+		if b.hasToken {
+			n = i + 1
+		}
+	}
+	return n
+}
+
+// checkpoint seals the open buffer with a token (an empty batch carries it when no rows are open).
+func (p *pipeline) checkpoint(token string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.usableLocked(); err != nil {
+		return err
+	}
+	p.sealLocked(&token)
+	return nil
+}
+
+// sealLocked turns the open buffer into a batch with the next sequence number and starts its encoding. A token
+// is attached to the batch; with a token and no rows an empty batch carries it.
+func (p *pipeline) sealLocked(token *string) *batch {
+	if p.open == nil && token == nil {
+		return nil
+	}
+	b := p.open
+	if b == nil {
+		b = &batch{}
+	}
+	p.open = nil
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	b.seq = p.nextSeq
+	p.nextSeq++
+	if token != nil {
+		b.token, b.hasToken = *token, true
+	}
+	p.queue = append(p.queue, b)
+	p.batches++
+	if len(b.recs) == 0 {
+		b.staged = true
+		p.kickLoop()
+	} else {
+		p.encWG.Add(1)
+		go p.encode(b)
+	}
+	p.signalLocked()
+	return b
+}
+
+// encode runs one batch's encoding, at most MaxInFlight at once, and stages it for the commit loop. The rows
+// are released once written, whatever the outcome.
+func (p *pipeline) encode(b *batch) {
+	defer p.encWG.Done()
+	// Encoders run on their own context: Close and Abort cancel it at once when their caller's context ends (a
+	// batch still encoding is not committed, so stopping it is never ambiguous), while a commit in flight keeps
+	// the writer's.
+	ctx := p.encCtx
+	if err := p.encSem.Acquire(ctx, 1); err != nil {
+		return // shutting down: release frees the rows
+	}
+	// No retry here: the rows were handed to the encoder. Object stores retry requests themselves; a batch that
+	// still fails stops the writer, and the caller replays from its last checkpoint.
+	err := p.env.encode(ctx, b)
+	p.encSem.Release(1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range b.recs {
+		if r != nil {
+			r.Release()
+		}
+	}
+	b.recs = nil
+	p.memUsed -= b.bytes
+	if err != nil {
+		if ctx.Err() == nil {
+			p.failLocked(fmt.Errorf("iceberg: encode batch %d: %w", b.seq, err))
+		}
+		p.signalLocked()
+		return
+	}
+	b.staged = true
+	p.signalLocked()
+	p.kickLoop()
+}
+
+func (p *pipeline) kickLoop() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// failLocked stops the pipeline: nothing after the failed run is committed.
+func (p *pipeline) failLocked(err error) {
+	if p.failed != nil {
+		return
+	}
+	p.failed = p.env.failure(err)
+	p.signalLocked()
+}
+
+// loop is the one ordered committer of the pipeline: it repeatedly takes the longest run of consecutive staged
+// batches from the head of the queue and has the env commit them as one snapshot.
+func (p *pipeline) loop() {
+	defer close(p.done)
+	defer p.env.loopDone()
+	for {
+		select {
+		case <-p.kick:
+		case <-p.ctx.Done():
+			return
+		}
+		for p.commitNext() {
+		}
+		p.mu.Lock()
+		stop := p.stopping
+		p.mu.Unlock()
+		if stop {
+			return
+		}
+	}
+}
+
+// commitNext commits the next run, if one is ready, and reports whether another may follow.
+func (p *pipeline) commitNext() bool {
+	batches := p.nextRun()
+	if batches == nil {
+		return false
+	}
+	p.commitMu.Lock()
+	defer p.commitMu.Unlock()
+	run, res, err := p.env.commit(p.ctx, batches)
+	p.mu.Lock()
+	if err != nil {
+		first, last := batches[0].seq, batches[len(batches)-1].seq
+		p.failLocked(fmt.Errorf("iceberg: commit run %d..%d: %w", first, last, err))
+		p.mu.Unlock()
+		return false
+	}
+	p.queue = p.queue[len(batches):]
+	p.committed = batches[len(batches)-1].seq
+	p.commits++
+	n := p.commits
+	p.signalLocked()
+	p.mu.Unlock()
+	p.env.committed(p.ctx, run, batches, res, n)
+	return true
+}
+
+// nextRun cuts the batches of the next run from the head of the queue (nil when none is ready): the longest
+// staged prefix, with WithCheckpoints cut back to its newest token. They are marked handed: from here on their
+// files may be referenced by a commit, so they are never deleted.
+func (p *pipeline) nextRun() []*batch {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed != nil || p.stopping {
+		return nil
+	}
+	n := 0
+	for n < len(p.queue) && p.queue[n].staged {
+		n++
+	}
+	if p.cfg.checkpoints {
+		for n > 0 && !p.queue[n-1].hasToken {
+			n--
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	batches := append([]*batch(nil), p.queue[:n]...)
+	for _, b := range batches {
+		b.handed = true
+	}
+	return batches
+}
+
+// flush seals the open buffer and waits until everything accepted before it is committed (with
+// WithCheckpoints: up to the last checkpoint).
+func (p *pipeline) flush(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.usableLocked(); err != nil {
+		return err
+	}
+	return p.waitCommittedLocked(ctx, p.flushTargetLocked())
+}
+
+// flushTargetLocked seals the open buffer and returns the sequence number a flush waits for.
+func (p *pipeline) flushTargetLocked() int64 {
+	p.sealLocked(nil)
+	target := p.committed
+	for _, b := range p.queue {
+		if !p.cfg.checkpoints || b.hasToken {
+			target = b.seq
+		}
+	}
+	return target
+}
+
+func (p *pipeline) waitCommittedLocked(ctx context.Context, target int64) error {
+	for p.committed < target {
+		if p.failed != nil {
+			return p.failed
+		}
+		if p.closed {
+			select {
+			case <-p.done: // no commit can come any more (Abort, or a Close that gave up)
+				return ErrClosed
+			default:
+			}
+		}
+		if err := p.waitLocked(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shutdown is what Close (flush true) and Abort (flush false) have in common: refuse new calls, flush if
+// asked, then stop every goroutine and release what was never committed, all by the time ctx ends.
+type shutdown struct {
+	flushErr error       // why the flush did not complete
+	failed   error       // the failure that had stopped the pipeline, if any
+	lost     uncommitted // what was not committed
+	stopErr  error       // ctx ended before the goroutines did (they finish in the background)
+}
+
+func (p *pipeline) shutdown(ctx context.Context, flush bool) (shutdown, error) {
+	var s shutdown
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return s, ErrClosed
+	}
+	if flush && p.failed == nil {
+		s.flushErr = p.waitCommittedLocked(ctx, p.flushTargetLocked())
+	}
+	s.failed = p.failed
+	p.closed, p.stopping = true, true
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	p.signalLocked()
+	p.mu.Unlock()
+	s.lost, s.stopErr = p.stop(ctx)
+	return s, nil
+}
+
+// uncommitted describes what a writer that stopped early did not commit.
+type uncommitted struct {
+	rows, batches          int64
+	inFlightRows, inFlight int64 // of which in a commit still in flight (outcome unknown until it resolves)
+}
+
+func (u uncommitted) String() string {
+	s := fmt.Sprintf("%d rows in %s not committed", u.rows, batches(u.batches))
+	if u.inFlight > 0 {
+		s += fmt.Sprintf(" (%d rows in %s in a commit still in flight, whose outcome is unknown until it "+
+			"resolves; LastCheckpoint tells)", u.inFlightRows, batches(u.inFlight))
+	}
+	return s
+}
+
+func batches(n int64) string {
+	if n == 1 {
+		return "1 batch"
+	}
+	return fmt.Sprintf("%d batches", n)
+}
+
+// uncommittedLocked counts the rows and batches not committed.
+func (p *pipeline) uncommittedLocked() uncommitted {
+	var u uncommitted
+	if p.open != nil {
+		u.rows += p.open.rows
+		u.batches++
+	}
+	for _, b := range p.queue {
+		u.rows += b.rows
+		u.batches++
+		if b.handed {
+			u.inFlightRows += b.rows
+			u.inFlight++
+		}
+	}
+	return u
+}
+
+// stop waits for the commit in flight, stops every goroutine and releases what was never committed. It returns
+// by the time ctx ends: then encoders are cancelled at once, the commit in flight gets the commit timeout more
+// on the writer's context, and the rest of the shutdown happens in the background.
+func (p *pipeline) stop(ctx context.Context) (uncommitted, error) {
+	// The commit loop sees stopping after its current run and exits; then encoders are cancelled.
+	p.kickLoop()
+	if !waitOr(ctx, p.done) {
+		return p.stopLater(ctx)
+	}
+	p.cancel()
+	encoded := make(chan struct{})
+	go func() {
+		p.encWG.Wait()
+		close(encoded)
+	}()
+	if !waitOr(ctx, encoded) {
+		return p.stopLater(ctx)
+	}
+	p.mu.Lock()
+	lost := p.uncommittedLocked()
+	p.mu.Unlock()
+	p.release(ctx)
+	return lost, nil
+}
+
+// waitOr waits for ch to close and reports true, or for ctx to end first and reports false (a channel already
+// closed wins over a context already done).
+func waitOr(ctx context.Context, ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// stopLater gives up waiting: encoders stop now, a commit in flight has the commit timeout to resolve, and the
+// goroutines' end and the release of what was never committed happen in the background.
+func (p *pipeline) stopLater(ctx context.Context) (uncommitted, error) {
+	p.encCancel()
+	hard := time.AfterFunc(p.cfg.commitTimeout, p.cancel)
+	p.mu.Lock()
+	lost := p.uncommittedLocked()
+	p.mu.Unlock()
+	go func() {
+		<-p.done
+		hard.Stop()
+		p.cancel()
+		p.encWG.Wait()
+		// Removing the files of batches never handed over is best effort and nobody waits for it any more: a
+		// minute bounds it on a store that does not answer.
+		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		p.release(rctx)
+	}()
+	return lost, ctx.Err()
+}
+
+// release frees what was never committed and has the env delete the files of batches never handed to the
+// committer (provably not committed), as far as ctx allows.
+func (p *pipeline) release(ctx context.Context) {
+	p.mu.Lock()
+	var dropped int64
+	if p.open != nil {
+		dropped += p.open.rows
+		for _, r := range p.open.recs {
+			r.Release()
+		}
+		p.open = nil
+	}
+	var orphans []string
+	for _, b := range p.queue {
+		dropped += b.rows
+		for _, r := range b.recs {
+			r.Release()
+		}
+		b.recs = nil
+		if b.handed {
+			continue // a run whose outcome may be unknown: its files are kept
+		}
+		for _, f := range append(b.files, b.deletes...) {
+			orphans = append(orphans, f.FilePath())
+		}
+	}
+	p.queue = nil
+	p.memUsed = 0
+	p.discarded += dropped
+	p.signalLocked()
+	p.mu.Unlock()
+	if len(orphans) > 0 && ctx.Err() == nil {
+		p.env.removeFiles(ctx, orphans)
+	}
+}
+
+// stopped returns a channel closed once the commit loop and every encoder have returned.
+func (p *pipeline) stopped() <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		<-p.done
+		p.encWG.Wait()
+		close(ch)
+	}()
+	return ch
+}
+
+// pipelineState is a consistent reading of the pipeline's counters.
+type pipelineState struct {
+	bufferedRows, bufferedBytes, uncommittedRows int64
+	uncommittedBatches                           int
+	committed                                    int64
+	rowsAccepted, bytesAccepted, batches         int64
+	discarded                                    int64
+}
+
+func (p *pipeline) state() pipelineState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := pipelineState{bufferedBytes: p.memUsed, uncommittedBatches: len(p.queue), committed: p.committed,
+		rowsAccepted: p.rowsAccepted, bytesAccepted: p.bytesAccepted, batches: p.batches, discarded: p.discarded}
+	if p.open != nil {
+		s.bufferedRows = p.open.rows
+	}
+	for _, b := range p.queue {
+		s.uncommittedRows += b.rows
+	}
+	return s
+}

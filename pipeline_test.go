@@ -1,0 +1,439 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// The pipeline driven by a fake env inside a synctest bubble: encodings and commits finish when the test says
+// so, time moves only when every goroutine waits, and synctest.Wait replaces every sleep.
+
+// fakeEnv records what the pipeline asks of it. An encoding or commit with a gate waits for it.
+type fakeEnv struct {
+	mu         sync.Mutex
+	encodeGate map[int64]chan error // by batch seq: the encoding returns what the gate sends
+	commitGate chan error           // non-nil: every commit returns what it sends
+	runs       [][]int64            // committed runs, by batch seq
+	tokens     []string             // newest token of each committed run
+	removed    []string
+	failedWith error
+	loopEnded  bool
+}
+
+func newFakeEnv() *fakeEnv { return &fakeEnv{encodeGate: map[int64]chan error{}} }
+
+// holdEncode makes the encoding of batch seq wait until release(seq, err).
+func (e *fakeEnv) holdEncode(seq int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.encodeGate[seq] = make(chan error, 1)
+}
+
+func (e *fakeEnv) release(seq int64, err error) {
+	e.mu.Lock()
+	ch := e.encodeGate[seq]
+	e.mu.Unlock()
+	ch <- err
+}
+
+func (e *fakeEnv) encode(ctx context.Context, b *batch) error {
+	e.mu.Lock()
+	ch := e.encodeGate[b.seq]
+	e.mu.Unlock()
+	if ch != nil {
+		select {
+		case err := <-ch:
+			if err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	b.files = nil // a fake encoding writes no file
+	return nil
+}
+
+func (e *fakeEnv) commit(ctx context.Context, batches []*batch) (*Run, *CommitResult, error) {
+	if e.commitGate != nil {
+		select {
+		case err := <-e.commitGate:
+			if err != nil {
+				return nil, nil, err
+			}
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+	run := &Run{FirstSeq: batches[0].seq, LastSeq: batches[len(batches)-1].seq}
+	var seqs []int64
+	for _, b := range batches {
+		seqs = append(seqs, b.seq)
+		if b.hasToken {
+			run.Token, run.HasToken = b.token, true
+		}
+	}
+	e.mu.Lock()
+	e.runs = append(e.runs, seqs)
+	e.tokens = append(e.tokens, run.Token)
+	e.mu.Unlock()
+	return run, &CommitResult{Attempts: 1}, nil
+}
+
+func (e *fakeEnv) committed(context.Context, *Run, []*batch, *CommitResult, int64) {}
+
+func (e *fakeEnv) failure(err error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.failedWith = err
+	return fmt.Errorf("%w: %w", ErrWriterFailed, err)
+}
+
+func (e *fakeEnv) removeFiles(_ context.Context, paths []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.removed = append(e.removed, paths...)
+}
+
+func (e *fakeEnv) loopDone() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.loopEnded = true
+}
+
+func (e *fakeEnv) committedRuns() [][]int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.runs)
+}
+
+// testPipeline starts a pipeline on env with cfg's zero fields defaulted: rows seal at 1,000, bytes never,
+// no interval, memory and the uncommitted bound are not reached.
+func testPipeline(t *testing.T, env *fakeEnv, cfg pipelineConfig) *pipeline {
+	t.Helper()
+	if cfg.flushRows == 0 {
+		cfg.flushRows = 1000
+	}
+	if cfg.flushBytes == 0 {
+		cfg.flushBytes = 1 << 40
+	}
+	if cfg.rowBudget == 0 {
+		cfg.rowBudget = 1 << 40
+	}
+	if cfg.maxUncommitted == 0 {
+		cfg.maxUncommitted = 1000
+	}
+	if cfg.maxInFlight == 0 {
+		cfg.maxInFlight = 4
+	}
+	if cfg.commitTimeout == 0 {
+		cfg.commitTimeout = time.Minute
+	}
+	p := newPipeline(t.Context(), env, cfg, 0)
+	p.start()
+	t.Cleanup(func() { _, _ = p.shutdown(context.Background(), false) }) // ErrClosed when the test closed it
+	return p
+}
+
+// rows makes an owned insert of n rows counted as size bytes.
+func rows(n int, size int64) batchRecord {
+	b := array.NewInt64Builder(memory.NewGoAllocator())
+	defer b.Release()
+	for i := range n {
+		b.Append(int64(i))
+	}
+	col := b.NewArray()
+	defer col.Release()
+	return batchRecord{rec: array.NewRecordBatch(pipelineSchema, []arrow.Array{col}, int64(n)), size: size, kind: opInsert}
+}
+
+// pipelineSchema is the one schema of the rows: a buffer ends where the schema changes (by pointer, as the
+// conformer hands out one schema per table schema).
+var pipelineSchema = arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+
+func mustAccept(t *testing.T, p *pipeline, r batchRecord) {
+	t.Helper()
+	if err := p.accept(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Batches whose encodings finish out of order commit in sequence order, the ones ready together as one run.
+func TestPipelineCommitsInSequenceOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv()
+		env.holdEncode(1)
+		env.holdEncode(2)
+		p := testPipeline(t, env, pipelineConfig{flushRows: 10})
+		for range 3 {
+			mustAccept(t, p, rows(10, 100)) // each call seals a batch of its own
+		}
+		synctest.Wait()
+		if runs := env.committedRuns(); len(runs) != 0 {
+			t.Fatalf("committed %v while batch 1 was still encoding", runs)
+		}
+		env.release(2, nil)
+		synctest.Wait()
+		if runs := env.committedRuns(); len(runs) != 0 {
+			t.Fatalf("committed %v while batch 1 was still encoding", runs)
+		}
+		env.release(1, nil)
+		synctest.Wait()
+		if runs, want := env.committedRuns(), [][]int64{{1, 2, 3}}; !slices.EqualFunc(runs, want, slices.Equal) {
+			t.Fatalf("runs %v, want %v", runs, want)
+		}
+		if s := p.state(); s.committed != 3 || s.uncommittedBatches != 0 || s.bufferedBytes != 0 {
+			t.Fatalf("state after the commit: %+v", s)
+		}
+		if err := p.flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.shutdown(t.Context(), true); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// With checkpoints, a run ends at its newest token and nothing after the last token is ever committed: Close
+// discards it.
+func TestPipelineCheckpointsEndRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv()
+		gate := make(chan error)
+		env.commitGate = gate
+		p := testPipeline(t, env, pipelineConfig{flushRows: 10, checkpoints: true})
+		mustAccept(t, p, rows(10, 100))           // batch 1
+		if err := p.checkpoint("a"); err != nil { // batch 2: the token alone
+			t.Fatal(err)
+		}
+		mustAccept(t, p, rows(10, 100)) // batch 3, after the token
+		synctest.Wait()
+		gate <- nil // the first run: batches 1 and 2
+		synctest.Wait()
+		mustAccept(t, p, rows(5, 50)) // open, after the token
+		flushed := make(chan error, 1)
+		go func() { flushed <- p.flush(t.Context()) }()
+		synctest.Wait()
+		select {
+		case err := <-flushed:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatal("Flush waits for rows after the last checkpoint")
+		}
+		s, err := p.shutdown(t.Context(), true)
+		if err != nil || s.flushErr != nil {
+			t.Fatal(err, s.flushErr)
+		}
+		if runs, want := env.committedRuns(), [][]int64{{1, 2}}; !slices.EqualFunc(runs, want, slices.Equal) {
+			t.Fatalf("runs %v, want %v", runs, want)
+		}
+		if env.tokens[0] != "a" {
+			t.Fatalf("token %q, want a", env.tokens[0])
+		}
+		if st := p.state(); st.discarded != 15 {
+			t.Fatalf("discarded %d rows, want the 15 after the token", st.discarded)
+		}
+	})
+}
+
+// A call that would pass the memory budget seals the open buffer and waits for encodings to free memory; its
+// ctx ends the wait, and then nothing of it was accepted.
+func TestPipelineMemoryBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv()
+		env.holdEncode(1)
+		p := testPipeline(t, env, pipelineConfig{rowBudget: 1000})
+		mustAccept(t, p, rows(10, 600)) // open, not sealed by any policy
+		ctx, cancel := context.WithCancel(t.Context())
+		accepted := make(chan error, 1)
+		go func() { accepted <- p.accept(ctx, rows(10, 600)) }()
+		synctest.Wait()
+		if s := p.state(); s.uncommittedBatches != 1 || s.bufferedRows != 0 {
+			t.Fatalf("the full budget did not seal the open buffer: %+v", s)
+		}
+		select {
+		case err := <-accepted:
+			t.Fatalf("accepted over the memory budget: %v", err)
+		default:
+		}
+		cancel()
+		if err := <-accepted; !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+		if s := p.state(); s.rowsAccepted != 10 {
+			t.Fatalf("%d rows accepted, want the first call's 10", s.rowsAccepted)
+		}
+		go func() { accepted <- p.accept(t.Context(), rows(10, 600)) }()
+		synctest.Wait()
+		env.release(1, nil) // encoding frees the first call's memory
+		if err := <-accepted; err != nil {
+			t.Fatal(err)
+		}
+		if err := p.flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if s := p.state(); s.bufferedBytes != 0 || s.committed != 2 {
+			t.Fatalf("after flush: %+v", s)
+		}
+	})
+}
+
+// While a commit is slow, batches waiting for it are bounded: a call waits once maxUncommitted are queued.
+func TestPipelineUncommittedBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv()
+		gate := make(chan error)
+		env.commitGate = gate
+		env.holdEncode(1)
+		p := testPipeline(t, env, pipelineConfig{flushRows: 10, maxUncommitted: 2})
+		mustAccept(t, p, rows(10, 100))
+		mustAccept(t, p, rows(10, 100))
+		accepted := make(chan error, 1)
+		go func() { accepted <- p.accept(t.Context(), rows(10, 100)) }()
+		synctest.Wait()
+		select {
+		case err := <-accepted:
+			t.Fatalf("a third batch was accepted with two uncommitted: %v", err)
+		default:
+		}
+		env.release(1, nil)
+		synctest.Wait()
+		gate <- nil // batches 1 and 2, one run
+		if err := <-accepted; err != nil {
+			t.Fatal(err)
+		}
+		gate <- nil // the third batch's run
+		if err := p.flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if runs, want := env.committedRuns(), [][]int64{{1, 2}, {3}}; !slices.EqualFunc(runs, want, slices.Equal) {
+			t.Fatalf("runs %v, want %v", runs, want)
+		}
+	})
+}
+
+// A failed commit stops the pipeline: nothing after it is committed, and every call returns the failure.
+func TestPipelineFailedCommitStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv()
+		gate := make(chan error, 2)
+		env.commitGate = gate
+		p := testPipeline(t, env, pipelineConfig{flushRows: 10})
+		env.holdEncode(2)
+		mustAccept(t, p, rows(10, 100))
+		mustAccept(t, p, rows(10, 100))
+		boom := errors.New("boom")
+		gate <- boom
+		synctest.Wait()
+		env.release(2, nil)
+		gate <- nil
+		synctest.Wait()
+		if runs := env.committedRuns(); len(runs) != 0 {
+			t.Fatalf("committed %v after a failed run", runs)
+		}
+		for _, err := range []error{p.flush(t.Context()), p.accept(t.Context(), rows(1, 1)), p.checkpoint("x")} {
+			if !errors.Is(err, ErrWriterFailed) || !errors.Is(err, boom) {
+				t.Fatalf("got %v, want the failure", err)
+			}
+		}
+		s, err := p.shutdown(t.Context(), true)
+		if err != nil || !errors.Is(s.failed, boom) {
+			t.Fatalf("shutdown: %v, %+v", err, s)
+		}
+	})
+}
+
+// Close returns by its deadline whatever a commit does, and says what was in flight; the commit goes on on the
+// pipeline's own context until it resolves.
+func TestPipelineCloseByDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv()
+		gate := make(chan error)
+		env.commitGate = gate
+		p := testPipeline(t, env, pipelineConfig{flushRows: 10, commitTimeout: time.Hour})
+		mustAccept(t, p, rows(10, 100))
+		synctest.Wait() // the commit is in flight
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		s, err := p.shutdown(ctx, true)
+		if err != nil || !errors.Is(s.flushErr, context.DeadlineExceeded) {
+			t.Fatalf("shutdown: %v, %+v", err, s)
+		}
+		if s.lost.inFlight != 1 || s.lost.inFlightRows != 10 {
+			t.Fatalf("lost %+v, want one batch of 10 rows in flight", s.lost)
+		}
+		gate <- nil // the commit lands after Close returned
+		<-p.stopped()
+		if runs := env.committedRuns(); len(runs) != 1 {
+			t.Fatalf("runs %v, want the one in flight", runs)
+		}
+		if !env.loopEnded {
+			t.Fatal("the loop did not end")
+		}
+		if _, err := p.shutdown(t.Context(), true); !errors.Is(err, ErrClosed) {
+			t.Fatalf("second shutdown: %v", err)
+		}
+	})
+}
+
+// The interval policy seals a buffer the other policies would leave open, measured from its first row.
+func TestPipelineIntervalSeals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv()
+		p := testPipeline(t, env, pipelineConfig{flushInterval: time.Second})
+		start := time.Now()
+		mustAccept(t, p, rows(3, 30))
+		time.Sleep(500 * time.Millisecond) // the bubble's clock: no real wait
+		mustAccept(t, p, rows(3, 30))
+		synctest.Wait()
+		if len(env.committedRuns()) != 0 {
+			t.Fatal("sealed before the interval")
+		}
+		time.Sleep(time.Until(start.Add(time.Second)))
+		synctest.Wait()
+		if runs := env.committedRuns(); len(runs) != 1 {
+			t.Fatalf("runs %v, want one run a second after the first row", runs)
+		}
+		if s := p.state(); s.rowsAccepted != 6 || s.committed != 1 {
+			t.Fatalf("state %+v", s)
+		}
+		if _, err := p.shutdown(t.Context(), true); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A failed encoding stops the pipeline: nothing after it is committed, and what was accepted is reported lost.
+func TestPipelineFailedEncodingStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv()
+		env.holdEncode(1)
+		p := testPipeline(t, env, pipelineConfig{flushRows: 10})
+		mustAccept(t, p, rows(10, 100))
+		mustAccept(t, p, rows(10, 100))
+		env.release(1, errors.New("disk full"))
+		synctest.Wait()
+		if err := p.flush(t.Context()); !errors.Is(err, ErrWriterFailed) {
+			t.Fatalf("flush after a failed encoding: %v", err)
+		}
+		if runs := env.committedRuns(); len(runs) != 0 {
+			t.Fatalf("committed %v past a failed encoding", runs)
+		}
+		s, _ := p.shutdown(t.Context(), false)
+		if s.lost.batches != 2 || p.state().discarded != 20 {
+			t.Fatalf("lost %+v, discarded %d", s.lost, p.state().discarded)
+		}
+	})
+}

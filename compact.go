@@ -170,7 +170,7 @@ func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult
 	if w.defaultC != nil {
 		w.defaultC.setLatest(w.ident, next)
 	}
-	if err := w.setTable(next); err != nil {
+	if err := w.view.set(next); err != nil {
 		return CompactResult{}, false, err
 	}
 	res := CompactResult{

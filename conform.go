@@ -18,9 +18,9 @@ import (
 type conformer struct {
 	target *arrow.Schema // the table's schema as Arrow, with field-id metadata
 	mem    memory.Allocator
-	// w, when set, is asked to relax a required column that received nulls (WithSchemaEvolution) and receives
-	// the rows that cannot be converted (WithDeadLetter). Without it every problem fails the call.
-	w *Writer
+	// hooks, when set, relax a required column that received nulls (WithSchemaEvolution) and receive the rows
+	// that cannot be converted (WithDeadLetter). Without them every problem fails the call.
+	hooks *conformHooks
 }
 
 // maxConformRetries bounds the schema changes (one relaxed column each) a single call may cause.
@@ -36,7 +36,7 @@ func (c *conformer) conform(ctx context.Context, rec arrow.RecordBatch) (arrow.R
 	}
 	for range maxConformRetries {
 		out, size, err := c.conformOnce(ctx, rec)
-		if err == nil || c.w == nil {
+		if err == nil || c.hooks == nil {
 			return out, size, err
 		}
 		next, retry, rerr := c.relaxFor(ctx, err)
@@ -47,7 +47,7 @@ func (c *conformer) conform(ctx context.Context, rec arrow.RecordBatch) (arrow.R
 			c = next
 			continue
 		}
-		if c.w.opts.deadLetter == nil || !isRowLevel(err) {
+		if c.hooks.deadLetter == nil || !isRowLevel(err) {
 			return nil, 0, err
 		}
 		out, size, bad, next, err := c.bisect(ctx, rec)
@@ -60,7 +60,7 @@ func (c *conformer) conform(ctx context.Context, rec arrow.RecordBatch) (arrow.R
 		}
 		for _, b := range bad {
 			row := rec.NewSlice(b.row, b.row+1)
-			c.w.opts.deadLetter(row, b.err)
+			c.hooks.deadLetter(row, b.err)
 			row.Release()
 		}
 		return out, size, nil
@@ -87,10 +87,10 @@ func checkNames(in *arrow.Schema) error {
 // true when the table schema changed (or had changed since c was built) and the call should start over.
 func (c *conformer) relaxFor(ctx context.Context, err error) (next *conformer, retry bool, _ error) {
 	var re *rowLevelError
-	if !c.w.opts.evolve || !errors.As(err, &re) || !re.null {
+	if c.hooks.relax == nil || !errors.As(err, &re) || !re.null {
 		return nil, false, nil
 	}
-	return c.w.relax(ctx, c, re.path)
+	return c.hooks.relax(ctx, c, re.path)
 }
 
 // badRow is a row routed to the dead-letter function.

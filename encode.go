@@ -21,11 +21,13 @@ import (
 // read back for the index), in copy-on-write mode they go to the committer, which rewrites the files holding
 // them, and otherwise they are written here as equality delete files.
 func (w *Writer) encode(ctx context.Context, b *batch) error {
-	w.mu.Lock()
-	tbl, schema, useIdx := w.tbl, b.schema, w.idx != nil
+	tbl, conf := w.view.get()
+	schema := b.schema
 	if schema == nil {
-		schema = w.conf.target
+		schema = conf.target
 	}
+	w.mu.Lock()
+	useIdx := w.idx != nil
 	w.mu.Unlock()
 	var files, deletes []ice.DataFile
 	var res *resolved

@@ -47,17 +47,12 @@ const evolveAttempts = 10
 // maxSeenSchemas bounds the cache of input schemas known to fit the table: past it the cache starts over.
 const maxSeenSchemas = 1024
 
-// evoKey is the key of the writer's evolution state in Writer.structConv.
-type evoKey struct{}
-
-// evoState caches which input schemas need no schema change, and the conformer that reports back to the writer.
+// evoState caches which input schemas need no schema change.
 type evoState struct {
 	seen    sync.Map // *arrow.Schema -> *seenEntry
 	byPrint sync.Map // fingerprint -> *seenEntry
 	nSeen   atomic.Int64
 	nPrint  atomic.Int64
-	mu      sync.Mutex
-	wrapped *conformer // the conformer of the latest target, with w set
 }
 
 // seenEntry records that an input schema fits target as it is: conf is the conformer to use.
@@ -66,41 +61,13 @@ type seenEntry struct {
 	conf   *conformer
 }
 
-func (w *Writer) evo() *evoState {
-	if v, ok := w.structConv.Load(evoKey{}); ok {
-		return v.(*evoState)
-	}
-	v, _ := w.structConv.LoadOrStore(evoKey{}, &evoState{})
-	return v.(*evoState)
-}
-
-// currentConformer returns the conformer for the table schema the writer holds now, one that can call back into
-// the writer (to relax a column, or route a row to the dead-letter function).
-func (w *Writer) currentConformer() *conformer {
-	w.mu.Lock()
-	base := w.conf
-	w.mu.Unlock()
-	if base.w != nil {
-		return base
-	}
-	st := w.evo()
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.wrapped == nil || st.wrapped.target != base.target {
-		st.wrapped = &conformer{target: base.target, mem: base.mem, w: w}
-	}
-	return st.wrapped
-}
-
 // evolveFor makes the table's schema able to take a batch of schema in (adding columns, widening types) when
 // schema evolution is on, and returns the conformer for the resulting table schema.
 //
 // A schema already seen against the current table schema costs two map lookups.
 func (w *Writer) evolveFor(ctx context.Context, in *arrow.Schema) (*conformer, error) {
-	st := w.evo()
-	w.mu.Lock()
-	target := w.conf.target
-	w.mu.Unlock()
+	st := &w.view.evo
+	target := w.view.conformer().target
 	if v, ok := st.seen.Load(in); ok {
 		if e := v.(*seenEntry); e.target == target {
 			return e.conf, nil
@@ -125,7 +92,7 @@ func (w *Writer) evolveFor(ctx context.Context, in *arrow.Schema) (*conformer, e
 			return nil, err
 		}
 	}
-	conf := w.currentConformer()
+	conf := w.view.conformer()
 	// Remember only what fits the table as it is now: a concurrent change simply misses the cache next time.
 	if left, err := plan(w.Table().Schema()); err == nil && len(left) == 0 {
 		st.remember(in, fp, &seenEntry{target: conf.target, conf: conf})
@@ -320,7 +287,7 @@ func (w *Writer) relax(ctx context.Context, conf *conformer, path []string) (*co
 			return nil, false, err
 		}
 	}
-	next := w.currentConformer()
+	next := w.view.conformer()
 	return next, next.target != conf.target, nil
 }
 
@@ -391,7 +358,7 @@ func (w *Writer) evolveSchema(ctx context.Context, plan func(*ice.Schema) ([]sch
 
 // install makes tbl the table the writer and its committer work from.
 func (w *Writer) install(tbl *table.Table) error {
-	if err := w.setTable(tbl); err != nil {
+	if err := w.view.set(tbl); err != nil {
 		return err
 	}
 	if w.defaultC != nil {

@@ -15,10 +15,11 @@ func BenchmarkEvolveForSeen(b *testing.B) {
 		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "ts", Type: arrow.FixedWidthTypes.Timestamp_us, Nullable: true}}
 	target := arrow.NewSchema(fields, nil)
-	w := &Writer{opts: options{evolve: true}, conf: &conformer{target: target, mem: memory.DefaultAllocator}}
-	conf := w.currentConformer()
+	w := &Writer{opts: options{evolve: true}, view: newTableView(memory.DefaultAllocator, &conformHooks{})}
+	w.view.conf = &conformer{target: target, mem: memory.DefaultAllocator, hooks: w.view.hooks}
+	conf := w.view.conformer()
 	in := arrow.NewSchema(fields, nil)
-	w.evo().remember(in, in.Fingerprint(), &seenEntry{target: target, conf: conf})
+	w.view.evo.remember(in, in.Fingerprint(), &seenEntry{target: target, conf: conf})
 	ctx := context.Background()
 	b.Run("pointer", func(b *testing.B) {
 		for b.Loop() {
@@ -30,7 +31,7 @@ func BenchmarkEvolveForSeen(b *testing.B) {
 	same := arrow.NewSchema(fields, nil)
 	b.Run("fingerprint", func(b *testing.B) {
 		for b.Loop() {
-			w.evo().seen.Delete(same)
+			w.view.evo.seen.Delete(same)
 			if c, err := w.evolveFor(ctx, same); err != nil || c != conf {
 				b.Fatal("miss")
 			}

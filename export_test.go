@@ -7,9 +7,8 @@ package iceberg
 func WithRowGroupRowsForTest(n int) Option { return func(o *options) { o.rowGroupRows = n } }
 
 // DeadLetterWired reports whether the writer's base conformer routes bad Arrow rows to WithDeadLetter without
-// schema evolution (it needs setTable to build conformers with the writer set).
+// schema evolution (the view must build its conformers with the writer's hooks).
 func DeadLetterWired(w *Writer) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.conf.w != nil
+	c := w.view.conformer()
+	return c.hooks != nil && c.hooks.deadLetter != nil
 }

@@ -59,9 +59,7 @@ func (w *Writer) Abort(ctx context.Context) error {
 
 // removeFiles deletes files the pipeline released as provably never committed, as far as ctx allows.
 func (w *Writer) removeFiles(ctx context.Context, paths []string) {
-	w.mu.Lock()
-	tbl := w.tbl
-	w.mu.Unlock()
+	tbl := w.view.table()
 	if tbl == nil {
 		return
 	}

@@ -11,9 +11,7 @@ import (
 // rewriting. It runs in the commit loop between runs, so it never races the writer's own commits; a failure is
 // logged and retried at a later commit, since no data depends on it.
 func (w *Writer) maintain(commits int64) {
-	w.mu.Lock()
-	tbl := w.tbl
-	w.mu.Unlock()
+	tbl := w.view.table()
 	if tbl == nil {
 		return
 	}
@@ -29,9 +27,7 @@ func (w *Writer) maintain(commits int64) {
 		}
 	}
 	if every := w.opts.rewriteEvery; every > 0 && commits%int64(every) == 0 {
-		w.mu.Lock()
-		tbl = w.tbl
-		w.mu.Unlock()
+		tbl = w.view.table()
 		w.runMaintenance(ctx, tbl, "rewrite manifests", func(tx *table.Transaction) error {
 			_, err := tx.RewriteManifests(ctx)
 			return err
@@ -180,6 +176,6 @@ func (w *Writer) runMaintenance(ctx context.Context, tbl *table.Table, what stri
 	if w.defaultC != nil {
 		w.defaultC.setLatest(w.ident, next)
 	}
-	_ = w.setTable(next)
+	_ = w.view.set(next)
 	return next
 }

@@ -84,7 +84,7 @@ func (w *Writer) mode() Mode {
 	if w.opts.mode != nil {
 		return *w.opts.mode
 	}
-	if w.tbl.Properties().Get("write.update.mode", "") == table.WriteModeCopyOnWrite {
+	if w.view.table().Properties().Get("write.update.mode", "") == table.WriteModeCopyOnWrite {
 		return CopyOnWrite
 	}
 	return MergeOnRead
@@ -98,7 +98,7 @@ func (w *Writer) checkKeyed(op string) error {
 	if w.keyErr != nil {
 		return w.keyErr
 	}
-	v := w.tbl.Metadata().Version()
+	v := w.view.table().Metadata().Version()
 	if w.cow {
 		return nil
 	}
@@ -119,8 +119,9 @@ func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
 	if err := w.pipe.usable(); err != nil {
 		return err
 	}
+	conf := w.view.conformer()
 	w.mu.Lock()
-	conf, ks := w.conf, w.keys
+	ks := w.keys
 	err := w.checkKeyed("Upsert")
 	w.mu.Unlock()
 	if err != nil {
@@ -156,8 +157,9 @@ func (w *Writer) Delete(ctx context.Context, keys arrow.RecordBatch) error {
 	if err := w.pipe.usable(); err != nil {
 		return err
 	}
+	conf := w.view.conformer()
 	w.mu.Lock()
-	conf, ks := w.conf, w.keys
+	ks := w.keys
 	err := w.checkKeyed("Delete")
 	w.mu.Unlock()
 	if err != nil {

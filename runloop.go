@@ -15,9 +15,7 @@ import (
 // reports the batches committed. It runs inside the commit queue, on the writer's context.
 func (w *Writer) commit(ctx context.Context, batches []*batch) (*Run, *CommitResult, error) {
 	run := w.formRun(batches)
-	w.mu.Lock()
-	tbl := w.tbl
-	w.mu.Unlock()
+	tbl := w.view.table()
 	err := w.indexRun(ctx, tbl, run, batches)
 	var res *CommitResult
 	if err == nil {
@@ -28,7 +26,7 @@ func (w *Writer) commit(ctx context.Context, batches []*batch) (*Run, *CommitRes
 	}
 	w.commitIndex(run, res)
 	if res.Table != nil {
-		_ = w.setTable(res.Table) // picks up schema changes made by others at the next batch
+		_ = w.view.set(res.Table) // picks up schema changes made by others at the next batch
 	}
 	w.st.commits.Add(1)
 	w.st.rowsCommitted.Add(run.Rows)
@@ -43,9 +41,7 @@ func (w *Writer) commit(ctx context.Context, batches []*batch) (*Run, *CommitRes
 
 // formRun makes the run of consecutive staged batches the pipeline cut from its queue.
 func (w *Writer) formRun(batches []*batch) *Run {
-	w.mu.Lock()
-	tbl := w.tbl
-	w.mu.Unlock()
+	tbl := w.view.table()
 	n := len(batches)
 	run := &Run{
 		Table: w.ident, Branch: w.opts.branch, WriterID: w.id, StableID: w.opts.stableID, Epoch: w.epoch,

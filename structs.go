@@ -73,7 +73,7 @@ func structsToBatch[T any](ctx context.Context, w *Writer, rows []T) (arrow.Reco
 		if relaxCol == "" {
 			return rec, bad, nil
 		}
-		cur := w.currentConformer()
+		cur := w.view.conformer()
 		if _, changed, err := w.relax(ctx, cur, strings.Split(relaxCol, ".")); err != nil {
 			return nil, nil, err
 		} else if !changed && w.Schema() == sc.schema {

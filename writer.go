@@ -52,11 +52,11 @@ type Writer struct {
 	partShare atomic.Uint64
 	cbs       *callbacks // WithOnCommit, delivered outside the commit loop
 
-	// mu guards the table as the writer last saw it and what derives from it. It is never held while taking
-	// the pipeline's lock.
+	// view is the table as the writer last saw it and the conformer for its schema.
+	view *tableView
+
+	// mu guards the key state below. It is never held while taking the pipeline's or the view's lock.
 	mu   sync.Mutex
-	tbl  *table.Table
-	conf *conformer
 	keys *keySpec // nil: no key columns
 	cow  bool     // copy-on-write mode
 	// idx is the key index of a merge-on-read v3 table (nil: equality deletes). Read under mu by encoders,
@@ -186,10 +186,15 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		// caller may cancel as soon as NewWriter returns).
 		tbl = tabs.derive(tbl, tbl.Metadata(), tbl.MetadataLocation(), cat)
 	}
-	if err := w.setTable(tbl); err != nil {
+	hooks := &conformHooks{deadLetter: o.deadLetter}
+	if o.evolve {
+		hooks.relax = w.relax
+	}
+	w.view = newTableView(w.mem, hooks)
+	if err := w.view.set(tbl); err != nil {
 		return nil, err
 	}
-	w.keys, err, w.keyErr = resolveKeys(tbl, w.conf.target, &o)
+	w.keys, err, w.keyErr = resolveKeys(tbl, w.view.conformer().target, &o)
 	if err != nil {
 		return nil, err
 	}
@@ -321,37 +326,14 @@ func findFence(meta table.Metadata, branch, nonce string) (int64, bool) {
 	return epoch, found
 }
 
-// setTable records the table the next batches encode against.
-func (w *Writer) setTable(tbl *table.Table) error {
-	as, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
-	if err != nil {
-		return fmt.Errorf("iceberg: table schema to arrow: %w", err)
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.tbl = tbl
-	if w.conf == nil || !w.conf.target.Equal(as) {
-		w.conf = &conformer{target: as, mem: w.mem, w: w}
-	}
-	return nil
-}
-
 // ID returns the writer ID (random unless WithWriterID was given).
 func (w *Writer) ID() string { return w.id }
 
 // Schema returns the table's schema as Arrow, the shape Write accepts without conversion.
-func (w *Writer) Schema() *arrow.Schema {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.conf.target
-}
+func (w *Writer) Schema() *arrow.Schema { return w.view.conformer().target }
 
 // Table returns the table as the writer last saw it (after its latest commit).
-func (w *Writer) Table() *table.Table {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.tbl
-}
+func (w *Writer) Table() *table.Table { return w.view.table() }
 
 // Write appends the rows (insert: no key lookup). Columns are matched to the table by name; an unknown column
 // is an error unless schema evolution is on (WithSchemaEvolution); missing optional columns are null. All validation happens here: an error returned by Write means
@@ -363,9 +345,7 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	if err := w.pipe.usable(); err != nil {
 		return err
 	}
-	w.mu.Lock()
-	conf := w.conf
-	w.mu.Unlock()
+	conf := w.view.conformer()
 	if w.opts.evolve && rec != nil {
 		var err error
 		if conf, err = w.evolveFor(ctx, rec.Schema()); err != nil {

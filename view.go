@@ -1,0 +1,70 @@
+package iceberg
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go/table"
+)
+
+// tableView is the table as the writer last saw it (after its latest commit, schema change or reload) and the
+// conformer for that table's schema. Calls conform against it, encoders write against it, the commit loop forms
+// runs from it; commits and schema changes install the next one. It also keeps schema evolution's cache of
+// input schemas known to fit.
+type tableView struct {
+	mem   memory.Allocator
+	hooks *conformHooks // given to every conformer it builds (nil: every problem fails the call)
+	evo   evoState
+
+	mu   sync.Mutex
+	tbl  *table.Table
+	conf *conformer
+}
+
+// conformHooks is what a conformer may ask beyond its own schema: both are optional.
+type conformHooks struct {
+	// deadLetter receives the rows that cannot be converted (WithDeadLetter).
+	deadLetter func(row any, err error)
+	// relax makes the required column at path optional, as schema evolution does when nulls arrive in it. It
+	// returns the conformer for the table schema then current and whether that differs from c's.
+	relax func(ctx context.Context, c *conformer, path []string) (*conformer, bool, error)
+}
+
+func newTableView(mem memory.Allocator, hooks *conformHooks) *tableView {
+	return &tableView{mem: mem, hooks: hooks}
+}
+
+// set installs tbl; the conformer is rebuilt only when the table's Arrow schema changed, so that the schema
+// pointer batches carry stays the same across commits (a buffer ends where its schema changes).
+func (v *tableView) set(tbl *table.Table) error {
+	as, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
+	if err != nil {
+		return fmt.Errorf("iceberg: table schema to arrow: %w", err)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.tbl = tbl
+	if v.conf == nil || !v.conf.target.Equal(as) {
+		v.conf = &conformer{target: as, mem: v.mem, hooks: v.hooks}
+	}
+	return nil
+}
+
+// get returns the table and the conformer for its schema, read together.
+func (v *tableView) get() (*table.Table, *conformer) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.tbl, v.conf
+}
+
+func (v *tableView) table() *table.Table {
+	t, _ := v.get()
+	return t
+}
+
+func (v *tableView) conformer() *conformer {
+	_, c := v.get()
+	return c
+}

@@ -31,12 +31,12 @@ func (w *Writer) commitLoop() {
 			tbl := w.tbl
 			w.mu.Unlock()
 			var res *CommitResult
-			err := w.indexRun(w.ctx, tbl, run, batches)
+			dvs, err := w.keys.apply(w.ctx, tbl, run, batches)
 			if err == nil {
 				res, err = w.committer.Commit(w.ctx, run)
 			}
 			if err == nil {
-				w.commitIndex(run, res)
+				w.keys.committed(run, res, dvs)
 			}
 			w.finishRun(run, batches, res, err)
 			w.commitMu.Unlock()

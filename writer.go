@@ -25,7 +25,6 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
-	"github.com/apache/iceberg-go/table/dv"
 	"github.com/google/uuid"
 	"golang.org/x/sync/semaphore"
 
@@ -45,6 +44,9 @@ type Writer struct {
 	id        string
 	epoch     int64
 	mem       memory.Allocator
+	// keys is the key stage: the key columns, in-batch resolution and the key index. It locks its own state
+	// (see keyStage): commitMu before keys.mu, and never mu together with keys.mu.
+	keys *keyStage
 
 	ctx    context.Context // the writer's own: commits run on it, never on a caller's
 	cancel context.CancelFunc
@@ -63,27 +65,20 @@ type Writer struct {
 	commitMu sync.Mutex
 	cbs      *callbacks // WithOnCommit, delivered outside the commit loop
 
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
-	tbl     *table.Table
-	conf    *conformer
-	keys    *keySpec // nil: no key columns
-	cow     bool     // copy-on-write mode
-	// idx is the key index of a merge-on-read v3 table (nil: equality deletes). Read under mu by encoders,
-	// used by the commit loop under commitMu.
-	idx        *keyIndex
-	pendingDVs map[string]*dv.RoaringPositionBitmap // merged vectors of the run in flight, by data file
-	keyErr     error                                // why Upsert/Delete cannot run on this table's layout
-	open       *batch
-	queue      []*batch // sealed, not yet committed, in sequence order
-	nextSeq    int64
-	committed  int64 // last committed sequence number
-	memUsed    int64
-	failed     error
-	closed     bool
-	stopping   bool // Close/Abort: the loop starts no new run
-	timer      *time.Timer
-	commitsN   int64
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
+	tbl       *table.Table
+	conf      *conformer
+	open      *batch
+	queue     []*batch // sealed, not yet committed, in sequence order
+	nextSeq   int64
+	committed int64 // last committed sequence number
+	memUsed   int64
+	failed    error
+	closed    bool
+	stopping  bool // Close/Abort: the loop starts no new run
+	timer     *time.Timer
+	commitsN  int64
 	// deltaCommits counts commits with delete files since the last automatic compaction (commit loop only).
 	deltaCommits int
 
@@ -211,30 +206,11 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if err := w.setTable(tbl); err != nil {
 		return nil, err
 	}
-	w.keys, err, w.keyErr = resolveKeys(tbl, w.conf.target, &o)
-	if err != nil {
+	if w.keys, err = newKeyStage(tbl, w.conf.target, &o, w.mode() == CopyOnWrite); err != nil {
 		return nil, err
 	}
-	w.cow = w.mode() == CopyOnWrite
-	if w.keys != nil && !w.cow && w.keyErr == nil && tbl.Metadata().Version() >= 3 && o.keyIndexBytes > 0 {
-		if tableIsEmpty(tbl) {
-			w.idx = newKeyIndex(o.keyIndexBytes, headID(tbl.Metadata(), o.branch))
-		} else {
-			// A table that holds rows (typically this writer's, reopened): index the keys it holds, so upserts
-			// stay deletion vectors across restarts.
-			idx, reason, err := loadKeyIndex(ctx, tbl, o.branch, w.keys, o.keyIndexBytes, o.maxInFlight)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, red.Error(err) // a read of data files, cut short
-				}
-				// Equality deletes are always right: a read failure here costs read speed, not the writer.
-				idx, reason = nil, err.Error()
-			}
-			if idx == nil {
-				w.log.Info("iceberg: key index off; upserts and deletes use equality deletes", "table", ident, "reason", reason)
-			}
-			w.idx = idx
-		}
+	if err := w.keys.load(ctx, tbl); err != nil {
+		return nil, red.Error(err) // a read of data files, cut short
 	}
 	w.committer = o.committer
 	if w.committer == nil {

@@ -71,10 +71,16 @@ func namedRows(ids []int64, name string) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-// readNamed reads an idNameSchema table back: per id, its names, sorted.
+// readNamed reads a writer's idNameSchema table back: per id, its names, sorted.
 func readNamed(t *testing.T, w *Writer) map[int64][]string {
 	t.Helper()
-	_, recs, err := w.Table().Scan().ToArrowRecords(context.Background())
+	return readNamedTable(t, w.Table())
+}
+
+// readNamedTable reads an idNameSchema table back: per id, its names, sorted.
+func readNamedTable(t *testing.T, tbl *table.Table) map[int64][]string {
+	t.Helper()
+	_, recs, err := tbl.Scan().ToArrowRecords(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

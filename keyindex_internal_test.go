@@ -18,7 +18,6 @@ import (
 	ice "github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
-	"github.com/icewriter/iceberg/catalog"
 )
 
 // The key stage driven without a Writer: batches encoded through the stage's hooks as the writer's encoder
@@ -43,11 +42,7 @@ type stageEnv struct {
 func newStageEnv(t *testing.T, version int, opts ...Option) *stageEnv {
 	t.Helper()
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "c.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cat.(icecatalog.Closer).Close() })
+	cat := openTestCatalog(t)
 	o := defaultOptions()
 	WithCreate(idNameSchema, IdentifierFields("id"), FormatVersion(version))(&o)
 	for _, f := range opts {

@@ -100,8 +100,8 @@ type batch struct {
 	files    []ice.DataFile
 	deletes  []ice.DataFile      // equality delete files
 	cowKeys  []arrow.RecordBatch // copy-on-write: key-only records of the keys upserted or deleted
-	keyRecs  []arrow.RecordBatch // key index on: the keys upserted or deleted, resolved at run formation
-	fileKeys []fileKeys          // key index on: the keys of each new data file, in row order
+	keyRecs  []arrow.RecordBatch // key index on: the keys upserted or deleted, for keyStage.apply
+	fileKeys []fileKeys          // key index on: the keys of each new data file, in row order (keyStage.readKeys)
 	segIdx   int                 // the segment of the run the batch went into
 	written  map[uint64]struct{} // key hashes of the rows written (writers with keys only)
 	keyedSet map[uint64]struct{} // key hashes upserted or deleted

@@ -363,22 +363,17 @@ func (c *catalogCommitter) attempt(ctx context.Context, call *commitCall, tbl *t
 	tx := tbl.NewTransactionOnBranch(run.Branch)
 	call.rewritten = 0
 	call.written, call.replaced = nil, nil
-	useDVs := run.IndexBase != nil && !foreignSince(tbl.Metadata(), run.Branch, *run.IndexBase, run.WriterID)
-	if run.IndexBase != nil && !useDVs {
+	stale := indexStale(tbl, run)
+	if stale {
 		call.indexLost = true
 	}
 	cr := newCowRun(run.Segments)
 	for i := range run.Segments {
 		seg := run.Segments[i]
-		if run.IndexBase != nil && !useDVs {
-			// Someone else changed the table since the key index's snapshot: a key it did not place may now
-			// exist, and a vector's target file may be gone. Equality deletes on every key are always right.
-			files, err := writeKeyDeletes(ctx, tbl, run.KeyFieldIDs, seg.FallbackKeys)
-			if err != nil {
+		if stale {
+			if err := fallBackToEqualityDeletes(ctx, tbl, run.KeyFieldIDs, &seg); err != nil {
 				return nil, "", nil, &buildError{err}
 			}
-			seg.DeleteFiles = append(append([]ice.DataFile(nil), seg.DeleteFiles...), files...)
-			seg.DVFiles, seg.RemovedDVs = nil, nil
 		}
 		if err := c.applySegment(ctx, call, tx, tbl, run, &seg, cr, i); err != nil {
 			return nil, "", nil, &buildError{fmt.Errorf("iceberg: build commit for run %d..%d: %w", run.FirstSeq, run.LastSeq, err)}

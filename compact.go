@@ -126,8 +126,8 @@ func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult
 		return CompactResult{}, true, fmt.Errorf("iceberg: compact: dead equality deletes: %w", err)
 	}
 	wt := tbl
-	if w.keys != nil {
-		if wt, err = withKeyBlooms(tbl, w.keys.names, min(groupRows, int64(w.opts.rowGroupRows))); err != nil {
+	if keyNames := w.keys.names(); keyNames != nil {
+		if wt, err = withKeyBlooms(tbl, keyNames, min(groupRows, int64(w.opts.rowGroupRows))); err != nil {
 			return CompactResult{}, false, err
 		}
 	}
@@ -155,9 +155,7 @@ func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult
 	meta, loc, err := w.cat.CommitTable(ctx, w.ident, tc.Requirements, tc.Updates)
 	if err != nil {
 		// The rewrite may have applied with its reply lost: the key index cannot know where rows are now.
-		w.mu.Lock()
-		w.idx = nil
-		w.mu.Unlock()
+		w.keys.drop("a compaction's commit returned an error (its reply may be lost)", err)
 		// Whatever the error, the next attempt reloads and plans again; new files of a failed attempt are
 		// left for orphan cleanup, since a lost reply may hide a rewrite that applied (it would then have
 		// nothing left to do).
@@ -166,7 +164,7 @@ func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult
 	next := w.tables.derive(tbl, meta, loc, w.cat)
 	postCommit(ctx, w.log, tbl, next, tc.Updates)
 	// The rewrite moved rows to new files: move the key index to them, or drop it.
-	w.reindexAfterCompaction(ctx, tbl, next, rewritten)
+	w.keys.rebase(ctx, tbl, next, rewritten)
 	if w.defaultC != nil {
 		w.defaultC.setLatest(w.ident, next)
 	}
@@ -185,67 +183,6 @@ func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult
 		}
 	}
 	return res, false, nil
-}
-
-// reindexAfterCompaction keeps the key index valid across a compaction by this writer: the rows of rewritten
-// files now sit in the rewrite's new files (deletes applied, so every row there is live), which are read back
-// and indexed. When someone else changed the table since the index's snapshot, the index is dropped instead.
-func (w *Writer) reindexAfterCompaction(ctx context.Context, pre, post *table.Table, rewritten map[string]struct{}) {
-	idx := w.idx
-	if idx == nil {
-		return
-	}
-	drop := func(reason string, err error) {
-		w.mu.Lock()
-		w.idx = nil
-		w.mu.Unlock()
-		w.log.Info("iceberg: key index off after compaction", "table", w.ident, "reason", reason, "err", err)
-	}
-	if foreignSince(pre.Metadata(), w.opts.branch, idx.base, w.id) {
-		drop("the table changed outside this writer", nil)
-		return
-	}
-	tasks, err := post.Scan().PlanFiles(ctx)
-	if err != nil {
-		drop("plan", err)
-		return
-	}
-	gone := map[int32]bool{}
-	for p := range rewritten {
-		if id, ok := idx.byPath[p]; ok {
-			gone[id] = true
-			delete(idx.byPath, p)
-		}
-	}
-	for k, locs := range idx.keys {
-		kept := locs[:0]
-		for _, l := range locs {
-			if !gone[l.file] {
-				kept = append(kept, l)
-			}
-		}
-		if len(kept) == 0 {
-			delete(idx.keys, k)
-			idx.bytes -= int64(len(k)+keyEntryOverhead) * int64(len(locs))
-		} else {
-			idx.bytes -= int64(len(k)+keyEntryOverhead) * int64(len(locs)-len(kept))
-			idx.keys[k] = kept
-		}
-	}
-	for _, t := range tasks {
-		if _, known := idx.byPath[t.File.FilePath()]; known {
-			continue
-		}
-		keys, err := readFileKeys(ctx, post, t.File, w.keys)
-		if err != nil {
-			drop("read keys", err)
-			return
-		}
-		idx.add(fileKeys{df: t.File, keys: keys})
-	}
-	if s := post.Metadata().SnapshotByName(w.opts.branch); s != nil {
-		idx.base = s.SnapshotID
-	}
 }
 
 // smallFileTierFanIn is how many files of one size tier a small-file compaction waits for.

@@ -16,52 +16,36 @@ import (
 )
 
 // encode writes a sealed batch's files for the pipeline. A keyed batch is resolved first (rows superseded
-// inside it are dropped); what its upserted and deleted keys become depends on the writer: with the key index
-// they are kept for run formation to turn into deletion vectors (and the keys of the batch's new data files are
-// read back for the index), in copy-on-write mode they go to the committer, which rewrites the files holding
-// them, and otherwise they are written here as equality delete files.
+// inside it are dropped); what its upserted and deleted keys become is the key stage's choice
+// (keyStage.stageDeletes): with the key index they wait for the commit loop to turn them into deletion vectors
+// (and the keys of the batch's new data files are read back for the index), in copy-on-write mode they go to
+// the committer, which rewrites the files holding them, and otherwise they are written here as equality delete
+// files.
 func (w *Writer) encode(ctx context.Context, b *batch) error {
 	tbl, conf := w.view.get()
 	schema := b.schema
 	if schema == nil {
 		schema = conf.target
 	}
-	w.mu.Lock()
-	useIdx := w.idx != nil
-	w.mu.Unlock()
 	var files, deletes []ice.DataFile
 	var res *resolved
 	var err error
-	if w.keys != nil {
-		res, err = w.resolve(ctx, b)
+	indexed := w.keys.indexed()
+	if w.keys.spec != nil {
+		res, err = w.keys.resolve(ctx, b, w.mem)
 		if err == nil {
 			for _, r := range b.recs {
 				r.Release()
 			}
 			b.recs = res.data
-			if useIdx {
-				// The key index turns these into deletion vectors at run formation, in sequence order.
-				b.keyRecs = res.deletes
-			} else if w.cow {
-				// Copy-on-write: the keys go to the committer, which rewrites the files holding them.
-				b.cowKeys = res.deletes
-			} else {
-				deletes, err = w.writeEqualityDeletes(ctx, tbl, res.deletes)
-			}
+			deletes, err = w.keys.stageDeletes(ctx, tbl, b, res.deletes, indexed)
 		}
 	}
 	if err == nil && len(b.recs) > 0 {
 		files, err = w.writeFiles(ctx, tbl, schema, b)
 	}
-	if err == nil && useIdx {
-		for _, f := range files {
-			keys, kerr := readFileKeys(ctx, tbl, f, w.keys)
-			if kerr != nil {
-				err = kerr
-				break
-			}
-			b.fileKeys = append(b.fileKeys, fileKeys{df: f, keys: keys})
-		}
+	if err == nil && indexed {
+		b.fileKeys, err = w.keys.readKeys(ctx, tbl, files)
 	}
 	if err != nil {
 		return err
@@ -105,7 +89,7 @@ func (w *Writer) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow
 	for _, r := range b.recs {
 		rows += r.NumRows()
 	}
-	if w.keys != nil {
+	if keyNames := w.keys.names(); keyNames != nil {
 		// Size the key columns' bloom filters for a file's rows: a batch's on an unpartitioned table; on a
 		// partitioned one the largest partition's share of a sample of the batch or, for partition sources
 		// the sample cannot read, twice that share in the writer's previous batch (a first batch then sizes for
@@ -118,7 +102,7 @@ func (w *Writer) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow
 				est = int64(math.Ceil(float64(rows) * min(1, 2*share)))
 			}
 		}
-		bt, err := withKeyBlooms(tbl, w.keys.names, min(est, int64(w.opts.rowGroupRows)))
+		bt, err := withKeyBlooms(tbl, keyNames, min(est, int64(w.opts.rowGroupRows)))
 		if err != nil {
 			return nil, err
 		}

@@ -171,7 +171,7 @@ func topField(sc *ice.Schema, name string) (ice.NestedField, bool) {
 // isKey reports whether a column is a key column (WithKeys or identifier field): keys are never widened or
 // relaxed, since the key index and equality deletes depend on their exact type.
 func (w *Writer) isKey(sc *ice.Schema, top string, id int) bool {
-	if w.keys != nil && slices.Contains(w.keys.names, top) {
+	if slices.Contains(w.keys.names(), top) {
 		return true
 	}
 	return slices.Contains(sc.IdentifierFieldIDs, id)

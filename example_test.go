@@ -76,7 +76,8 @@ func ExampleNewWriter() {
 	// Output: rows: 3 commits: 1
 }
 
-// Upsert and delete by key (merge-on-read: equality deletes next to the data).
+// Upsert and delete by key (merge-on-read on a format-v2 table: equality deletes next to the data; on v3,
+// deletion vectors on the files that hold the keys).
 func ExampleWriter_Upsert() {
 	ctx := context.Background()
 	cat, cleanup := exampleCatalog()

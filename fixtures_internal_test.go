@@ -34,16 +34,22 @@ func idNameRows(from, n int) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-// idNameWriter writes files of perFile rows each, ids ascending, and returns the writer.
-func idNameWriter(t *testing.T, files, perFile int, opts ...Option) *Writer {
+// openTestCatalog opens an embedded catalog in the test's temporary directory, closed with the test.
+func openTestCatalog(t *testing.T) icecatalog.Catalog {
 	t.Helper()
-	ctx := context.Background()
-	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "c.db"))
+	cat, err := catalog.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "c.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cat.(icecatalog.Closer).Close() })
-	w, err := NewWriter(ctx, cat, table.Identifier{"b", "t"}, append([]Option{
+	return cat
+}
+
+// idNameWriter writes files of perFile rows each, ids ascending, and returns the writer.
+func idNameWriter(t *testing.T, files, perFile int, opts ...Option) *Writer {
+	t.Helper()
+	ctx := context.Background()
+	w, err := NewWriter(ctx, openTestCatalog(t), table.Identifier{"b", "t"}, append([]Option{
 		WithFlushInterval(0), WithSmallFileCompaction(0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -71,10 +77,16 @@ func namedRows(ids []int64, name string) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-// readNamed reads an idNameSchema table back: per id, its names, sorted.
+// readNamed reads a writer's idNameSchema table back: per id, its names, sorted.
 func readNamed(t *testing.T, w *Writer) map[int64][]string {
 	t.Helper()
-	_, recs, err := w.Table().Scan().ToArrowRecords(context.Background())
+	return readNamedTable(t, w.Table())
+}
+
+// readNamedTable reads an idNameSchema table back: per id, its names, sorted.
+func readNamedTable(t *testing.T, tbl *table.Table) map[int64][]string {
+	t.Helper()
+	_, recs, err := tbl.Scan().ToArrowRecords(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,9 +27,10 @@ const DefaultKeyIndexBytes = 64 << 20
 // an upsert or delete is written as a deletion vector on that file instead of an equality delete that readers
 // must apply to every older file. It is complete only while it covers the whole table: from the writer's open
 // (an empty table, or one whose keys loadKeyIndex read) up to the first commit by someone else that adds or
-// removes files. The writer's own compactions move it to the files they write (reindexAfterCompaction); one
-// whose commit returned an error (its reply may be lost) drops it. Without it the writer falls back to equality
-// deletes (correct, slower to read).
+// removes files. The writer's own compactions move it to the files they write (keyStage.rebase); one whose
+// commit returned an error (its reply may be lost) drops it. Without it the writer falls back to equality
+// deletes (correct, slower to read). keyIndex is the data structure alone: keyStage owns it, does its I/O and
+// serializes its changes.
 type keyIndex struct {
 	limit  int64
 	bytes  int64
@@ -85,6 +86,35 @@ func (idx *keyIndex) add(fk fileKeys) {
 	}
 	if idx.bytes > idx.limit {
 		idx.over = true
+	}
+}
+
+// forget removes data files from the index (a compaction rewrote them), with the locations of their rows.
+func (idx *keyIndex) forget(paths map[string]struct{}) {
+	gone := map[int32]bool{}
+	for p := range paths {
+		if id, ok := idx.byPath[p]; ok {
+			gone[id] = true
+			delete(idx.byPath, p)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	for key, locs := range idx.keys {
+		kept := locs[:0]
+		for _, l := range locs {
+			if !gone[l.file] {
+				kept = append(kept, l)
+			}
+		}
+		if len(kept) == 0 {
+			delete(idx.keys, key)
+			idx.bytes -= int64(len(key)+keyEntryOverhead) * int64(len(locs))
+		} else {
+			idx.bytes -= int64(len(key)+keyEntryOverhead) * int64(len(locs)-len(kept))
+			idx.keys[key] = kept
+		}
 	}
 }
 
@@ -177,32 +207,70 @@ func concatChunks(c *arrow.Chunked) (arrow.Array, error) {
 	return array.Concatenate(c.Chunks(), memory.DefaultAllocator)
 }
 
-// indexRun applies the run's keyed operations to the key index, in sequence order: each upserted or deleted key
+// load opens the key index of a merge-on-read writer with a key on a format-v3 table (a positive
+// WithKeyIndexBytes): empty on an empty table; on one that holds rows (typically this writer's, reopened) read
+// from the key columns of its live data files (loadKeyIndex), so that upserts stay deletion vectors across
+// restarts. An index that cannot be complete stays off (logged). The error is that of a read cut short by ctx:
+// any other failure costs read speed (equality deletes are always right), not the writer.
+func (k *keyStage) load(ctx context.Context, tbl *table.Table) error {
+	if k.spec == nil || k.cow || k.layoutErr != nil || tbl.Metadata().Version() < 3 || k.limit <= 0 {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if tableIsEmpty(tbl) {
+		k.idx.Store(newKeyIndex(k.limit, headID(tbl.Metadata(), k.branch)))
+		return nil
+	}
+	idx, reason, err := loadKeyIndex(ctx, tbl, k.branch, k.spec, k.limit, k.parallel)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		idx, reason = nil, err.Error()
+	}
+	if idx == nil {
+		k.log.Info("iceberg: key index off; upserts and deletes use equality deletes", "table", k.ident, "reason", reason)
+		return nil
+	}
+	k.idx.Store(idx)
+	return nil
+}
+
+// runDVs are the deletion vectors of a run in flight, by data file, each merged with the vector it replaces:
+// what apply hands to committed.
+type runDVs map[string]*dv.RoaringPositionBitmap
+
+// apply applies a run's keyed operations to the key index, in sequence order: each upserted or deleted key
 // found in the index becomes a position in a deletion vector on the file that holds it (merged with the vector
 // this writer already wrote for that file); a key not in a complete index is new and needs no delete at all.
-// Then the run's new rows are indexed. Runs with batches encoded for the index after it was disabled get their
-// equality deletes here instead.
-func (w *Writer) indexRun(ctx context.Context, tbl *table.Table, run *Run, batches []*batch) error {
-	idx := w.idx
+// Then the run's new rows are indexed. It sets the run's IndexBase and KeyFieldIDs, and each segment's
+// FallbackKeys (the committer's equality deletes should the table change outside the writer before the commit);
+// the vectors go to the last segment. With the index off, batches encoded while it was on get their equality
+// deletes here instead. The vectors returned go to committed once the run commits.
+func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batches []*batch) (runDVs, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	idx := k.idx.Load()
 	if idx == nil {
 		// Batches encoded while the index was on wrote no equality deletes: write them now.
 		for _, b := range batches {
 			if len(b.keyRecs) == 0 {
 				continue
 			}
-			files, err := w.writeEqualityDeletes(ctx, tbl, b.keyRecs)
+			files, err := k.equalityDeletes(ctx, tbl, b.keyRecs)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			seg := &run.Segments[b.segIdx]
 			seg.DeleteFiles = append(seg.DeleteFiles, files...)
 			b.keyRecs = nil
 		}
-		return nil
+		return nil, nil
 	}
 	base := idx.base
 	run.IndexBase = &base
-	run.KeyFieldIDs = w.keys.fieldIDs
+	run.KeyFieldIDs = k.spec.fieldIDs
 	pending := map[int32][]int64{}
 	for _, b := range batches {
 		seg := &run.Segments[b.segIdx]
@@ -210,7 +278,7 @@ func (w *Writer) indexRun(ctx context.Context, tbl *table.Table, run *Run, batch
 		for _, rec := range b.keyRecs {
 			enc, err := newKeyEncoder(rec.Columns())
 			if err != nil {
-				return err
+				return nil, err
 			}
 			var buf []byte
 			for r := 0; r < int(rec.NumRows()); r++ {
@@ -225,20 +293,20 @@ func (w *Writer) indexRun(ctx context.Context, tbl *table.Table, run *Run, batch
 		}
 	}
 	if len(pending) == 0 {
-		return nil
+		return nil, nil
 	}
 	fs, err := tbl.FS(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	writeFS, ok := fs.(iceio.WriteFileIO)
 	if !ok {
-		return fmt.Errorf("iceberg: the table's file system cannot write deletion vectors")
+		return nil, fmt.Errorf("iceberg: the table's file system cannot write deletion vectors")
 	}
 	meta := tbl.Metadata()
 	writer := dv.NewDVWriter(writeFS, func(id int32) *ice.PartitionSpec { return meta.PartitionSpecByID(int(id)) })
 	var removed []ice.DataFile
-	merged := map[string]*dv.RoaringPositionBitmap{}
+	merged := runDVs{}
 	for fid, positions := range pending {
 		f := idx.files[fid]
 		if f.dv != nil {
@@ -246,7 +314,7 @@ func (w *Writer) indexRun(ctx context.Context, tbl *table.Table, run *Run, batch
 			removed = append(removed, f.dvFile)
 		}
 		if err := writer.Add(f.df.FilePath(), positions, f.df.SpecID(), f.df.Partition()); err != nil {
-			return err
+			return nil, err
 		}
 		bm := dv.NewRoaringPositionBitmap()
 		if f.dv != nil {
@@ -259,32 +327,35 @@ func (w *Writer) indexRun(ctx context.Context, tbl *table.Table, run *Run, batch
 	}
 	lp, err := tbl.LocationProvider()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dvs, err := writer.Flush(ctx, lp.NewDataLocation("icewriter-dv-"+uuid.NewString()+".puffin"))
 	if err != nil {
-		return fmt.Errorf("iceberg: write deletion vectors: %w", err)
+		return nil, fmt.Errorf("iceberg: write deletion vectors: %w", err)
 	}
 	last := &run.Segments[len(run.Segments)-1]
 	last.DVFiles = append(last.DVFiles, dvs...)
 	last.RemovedDVs = append(last.RemovedDVs, removed...)
-	w.pendingDVs = merged
-	return nil
+	return merged, nil
 }
 
-// commitIndex records a committed run in the index; lost means the committer fell back to equality deletes
-// because someone else changed the table since the index's snapshot.
-func (w *Writer) commitIndex(run *Run, res *CommitResult) {
-	idx := w.idx
+// committed records a committed run in the index: its snapshot becomes the index's base and its vectors (from
+// apply) the live ones of their files. The index goes off when the committer fell back to equality deletes
+// (res.IndexLost: someone else changed the table since the index's base) or when the run took it past its
+// memory budget.
+func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	idx := k.idx.Load()
 	if idx == nil {
 		return
 	}
-	if res.IndexLost || idx.over {
-		w.mu.Lock()
-		w.idx = nil
-		w.mu.Unlock()
-		w.log.Info("iceberg: key index off; upserts and deletes use equality deletes from now on", "table", w.ident,
-			"reason", map[bool]string{true: "the table changed outside this writer", false: "memory budget " + strconv.FormatInt(idx.limit, 10) + " bytes"}[res.IndexLost])
+	if res.IndexLost {
+		k.dropLocked("the table changed outside this writer", nil)
+		return
+	}
+	if idx.over {
+		k.dropLocked("memory budget "+strconv.FormatInt(idx.limit, 10)+" bytes (WithKeyIndexBytes)", nil)
 		return
 	}
 	idx.base = res.SnapshotID
@@ -296,11 +367,92 @@ func (w *Writer) commitIndex(run *Run, res *CommitResult) {
 			}
 			if fid, ok := idx.byPath[*ref]; ok {
 				idx.files[fid].dvFile = d
-				idx.files[fid].dv = w.pendingDVs[*ref]
+				idx.files[fid].dv = merged[*ref]
 			}
 		}
 	}
-	w.pendingDVs = nil
+}
+
+// rebase keeps the key index valid across a compaction this writer committed (pre is the table the compaction
+// planned on, post the one its commit made): the rows of the rewritten files now sit in the compaction's new
+// files (deletes applied, so every row there is live), which are read back and indexed, and post's head becomes
+// the index's base. When someone else changed the table since the index's base, or the new files cannot be
+// read, the index goes off instead. A compaction whose commit returned an error (its reply may be lost, the
+// rewrite applied) calls drop instead.
+func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten map[string]struct{}) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	idx := k.idx.Load()
+	if idx == nil {
+		return
+	}
+	if foreignSince(pre.Metadata(), k.branch, idx.base, k.writerID) {
+		k.dropLocked("the table changed outside this writer before a compaction", nil)
+		return
+	}
+	head := post.Metadata().SnapshotByName(k.branch)
+	if head == nil {
+		k.dropLocked("the compaction left no snapshot on the branch", nil)
+		return
+	}
+	tasks, err := post.Scan(table.WithSnapshotID(head.SnapshotID)).PlanFiles(ctx)
+	if err != nil {
+		k.dropLocked("plan after a compaction", err)
+		return
+	}
+	idx.forget(rewritten)
+	for _, t := range tasks {
+		if _, known := idx.byPath[t.File.FilePath()]; known {
+			continue
+		}
+		keys, err := readFileKeys(ctx, post, t.File, k.spec)
+		if err != nil {
+			k.dropLocked("read keys after a compaction", err)
+			return
+		}
+		idx.add(fileKeys{df: t.File, keys: keys})
+	}
+	idx.base = head.SnapshotID
+}
+
+// drop turns the key index off for good: from now on upserts and deletes use equality deletes (batches already
+// encoded for the index get theirs from apply).
+func (k *keyStage) drop(reason string, err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.dropLocked(reason, err)
+}
+
+func (k *keyStage) dropLocked(reason string, err error) {
+	if k.idx.Swap(nil) == nil {
+		return
+	}
+	args := []any{"table", k.ident, "reason", reason}
+	if err != nil {
+		args = append(args, "err", err)
+	}
+	k.log.Info("iceberg: key index off; upserts and deletes use equality deletes from now on", args...)
+}
+
+// indexStale reports whether a run's deletion vectors cannot be committed on tbl: someone other than the run's
+// writer added or removed files since the snapshot its key index covers, so a key the index did not place may
+// now exist and a vector's data file may be gone. The committer then falls back to equality deletes
+// (fallBackToEqualityDeletes) and reports CommitResult.IndexLost.
+func indexStale(tbl *table.Table, run *Run) bool {
+	return run.IndexBase != nil && foreignSince(tbl.Metadata(), run.Branch, *run.IndexBase, run.WriterID)
+}
+
+// fallBackToEqualityDeletes replaces a segment's deletion vectors by equality deletes on every key it upserts or
+// deletes (its FallbackKeys), which are right whatever changed. seg is the committer's copy of a segment: its
+// slices are replaced, never appended to in place.
+func fallBackToEqualityDeletes(ctx context.Context, tbl *table.Table, keyFieldIDs []int, seg *Segment) error {
+	files, err := writeKeyDeletes(ctx, tbl, keyFieldIDs, seg.FallbackKeys)
+	if err != nil {
+		return err
+	}
+	seg.DeleteFiles = append(append([]ice.DataFile(nil), seg.DeleteFiles...), files...)
+	seg.DVFiles, seg.RemovedDVs = nil, nil
+	return nil
 }
 
 // foreignSince reports whether a snapshot after base, made by someone other than writerID, added or removed
@@ -313,9 +465,10 @@ func foreignSince(meta table.Metadata, branch string, base int64, writerID strin
 			found = true
 			return true
 		}
-		// The writer's own commits keep the index current, except compactions, which move rows to new files:
-		// the index is re-based past a compaction it saw succeed, so one met here is someone else's (a zombie
-		// with the same ID) or one whose reply was lost.
+		// The writer's own commits keep the index current; so do its compactions, which move rows to new
+		// files: rebase moves the index's base past each one it committed, and one whose commit returned an
+		// error (its reply may be lost) drops the index. A compaction under this ID met here is therefore
+		// another process's with the same ID (a zombie), and it moved rows the index places.
 		if w, _ := summaryProp(s, summaryWriterID); w == writerID {
 			if op, _ := summaryProp(s, "icewriter.operation"); op != "compact" {
 				return false

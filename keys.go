@@ -1,14 +1,131 @@
 package iceberg
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"math"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 	"github.com/zeebo/xxh3"
 )
+
+// keyStage is the writer's key stage, the one owner of everything keyed: the key columns (keySpec), the
+// resolution of a batch's operations by key (resolve), what the keys a batch upserts or deletes become
+// (stageDeletes: rewrites in copy-on-write mode; in merge-on-read mode deletion vectors while the key index
+// places every key, else equality deletes) and the key index itself, with its operations in keyindex.go (load,
+// apply a run, committed, rebase after a compaction, drop to equality deletes). A Writer holds one whether or not
+// it has a key (spec nil: no key columns; Upsert and Delete then fail check).
+//
+// Locking. spec, cow, layoutErr and the configuration are set by newKeyStage and never change: read them
+// freely. The index is changed only by load, apply, committed, rebase and drop, which hold mu for their whole
+// run, I/O included (reading key columns, writing deletion vectors); the commit pipeline calls them one at a
+// time, apply and committed around each run's Commit. Encoders only ask whether the index is on (indexed), an
+// atomic load that never waits for mu. Once off, the index stays off.
+//
+// Lock order: the pipeline's commitMu, then keyStage.mu. keyStage.mu is a leaf: the stage calls nothing back in
+// the Writer, and nothing else is locked while it is held.
+type keyStage struct {
+	spec      *keySpec // nil: no key columns
+	cow       bool     // copy-on-write mode: the committer rewrites the files that hold upserted and deleted keys
+	layoutErr error    // why Upsert and Delete cannot run on this table's layout (reported by check)
+
+	ident    table.Identifier
+	branch   string
+	writerID string
+	limit    int64 // the index's memory budget (WithKeyIndexBytes); 0: no index
+	parallel int   // data files read at once by load
+	log      *slog.Logger
+
+	mu  sync.Mutex               // held by every operation that changes the index
+	idx atomic.Pointer[keyIndex] // nil: off, upserts and deletes use equality deletes
+}
+
+// newKeyStage resolves the writer's key from WithKeys, else the table's identifier fields (see resolveKeys);
+// target is the table's schema as Arrow. The key index starts off: load opens it.
+func newKeyStage(tbl *table.Table, target *arrow.Schema, o *options, cow bool) (*keyStage, error) {
+	spec, err, layoutErr := resolveKeys(tbl, target, o)
+	if err != nil {
+		return nil, err
+	}
+	return &keyStage{
+		spec: spec, cow: cow, layoutErr: layoutErr, ident: tbl.Identifier(), branch: o.branch,
+		writerID: o.writerID, limit: o.keyIndexBytes, parallel: o.maxInFlight, log: o.logger,
+	}, nil
+}
+
+// names returns the key column names (nil without a key).
+func (k *keyStage) names() []string {
+	if k.spec == nil {
+		return nil
+	}
+	return k.spec.names
+}
+
+// check reports why op (Upsert or Delete) cannot run on a table of the given format version, if it cannot.
+func (k *keyStage) check(op string, formatVersion int) error {
+	if k.spec == nil {
+		return fmt.Errorf("%s: %w", op, ErrNoKeys)
+	}
+	if k.layoutErr != nil {
+		return k.layoutErr
+	}
+	if !k.cow && formatVersion < 2 {
+		return fmt.Errorf("%w: %s in merge-on-read mode needs a format-version 2 or later table (use WithMode(CopyOnWrite))", ErrNotSupported, op)
+	}
+	return nil
+}
+
+// indexed reports whether the key index is on. An encoder asks once per batch and passes the answer to
+// stageDeletes and readKeys: a batch encoded for the index gets its equality deletes from apply if the index
+// goes off before the batch's run forms.
+func (k *keyStage) indexed() bool { return k.idx.Load() != nil }
+
+// stageDeletes routes the keys a resolved batch upserts or deletes (key-only records, resolved.deletes): with
+// the index on (indexed, as the encoder saw it) they wait in the batch for apply, which turns them into deletion
+// vectors in sequence order; in copy-on-write mode they go to the committer, which rewrites the files holding
+// them; otherwise they are written here as equality delete files on the key, which it returns.
+func (k *keyStage) stageDeletes(ctx context.Context, tbl *table.Table, b *batch, keys []arrow.RecordBatch, indexed bool) ([]ice.DataFile, error) {
+	switch {
+	case indexed:
+		b.keyRecs = keys
+		return nil, nil
+	case k.cow:
+		b.cowKeys = keys
+		return nil, nil
+	}
+	return k.equalityDeletes(ctx, tbl, keys)
+}
+
+// readKeys reads back the keys of a batch's new data files in row order, for apply to index (iceberg-go's
+// writer decides how rows roll across files).
+func (k *keyStage) readKeys(ctx context.Context, tbl *table.Table, files []ice.DataFile) ([]fileKeys, error) {
+	out := make([]fileKeys, 0, len(files))
+	for _, f := range files {
+		keys, err := readFileKeys(ctx, tbl, f, k.spec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fileKeys{df: f, keys: keys})
+	}
+	return out, nil
+}
+
+// equalityDeletes writes equality delete files on the key columns for key-only records.
+func (k *keyStage) equalityDeletes(ctx context.Context, tbl *table.Table, recs []arrow.RecordBatch) ([]ice.DataFile, error) {
+	return writeKeyDeletes(ctx, tbl, k.spec.fieldIDs, recs)
+}
 
 // keySpec is the writer's key: the columns Upsert and Delete match rows by.
 type keySpec struct {
@@ -16,6 +133,58 @@ type keySpec struct {
 	fieldIDs []int
 	schema   *arrow.Schema // the key columns, as the table types them (Delete's input is projected onto it)
 	idx      []int         // positions of the key columns in the table's Arrow schema
+}
+
+// resolveKeys sets the writer's key from WithKeys, else the table's identifier fields. On a partitioned table
+// every partition source column must be part of the key: an upsert that moved a key to another partition would
+// otherwise leave the old row alive (equality deletes apply within one partition only). With WithKeys that is
+// an error here; with identifier fields it is reported by the first Upsert or Delete.
+func resolveKeys(tbl *table.Table, target *arrow.Schema, o *options) (*keySpec, error, error) {
+	names := o.keys
+	explicit := len(names) > 0
+	sc := tbl.Schema()
+	if !explicit {
+		for _, id := range sc.IdentifierFieldIDs {
+			if n, ok := sc.FindColumnName(id); ok {
+				names = append(names, n)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil, nil
+	}
+	ks := &keySpec{names: names}
+	var fields []arrow.Field
+	for _, n := range names {
+		f, ok := sc.FindFieldByName(n)
+		idx := target.FieldIndices(n)
+		if !ok || len(idx) == 0 {
+			return nil, columnErr(n, ErrUnknownColumn, "WithKeys: table columns are %s", fieldNames(target)), nil
+		}
+		if _, err := keyColumnEncoder(array.MakeArrayOfNull(memory.DefaultAllocator, target.Field(idx[0]).Type, 0)); err != nil {
+			return nil, columnErr(n, err, ""), nil
+		}
+		ks.fieldIDs = append(ks.fieldIDs, f.ID)
+		ks.idx = append(ks.idx, idx[0])
+		kf := target.Field(idx[0])
+		kf.Nullable = false
+		fields = append(fields, kf)
+	}
+	ks.schema = arrow.NewSchema(fields, nil)
+	var partErr error
+	spec := tbl.Spec()
+	for _, pf := range spec.Fields() {
+		if !slices.Contains(ks.fieldIDs, pf.SourceID()) {
+			col, _ := sc.FindColumnName(pf.SourceID())
+			partErr = columnErr(col, ErrMissingColumn,
+				"partition source column must be part of the key (keys %v): an upsert moving a key across partitions would leave the old row", names)
+			break
+		}
+	}
+	if partErr != nil && explicit {
+		return nil, partErr, nil
+	}
+	return ks, nil, partErr
 }
 
 // keyEncoder turns the key columns of a row into bytes that are equal exactly when the keys are equal.
@@ -114,4 +283,173 @@ func keyColumns(rec arrow.RecordBatch, ks *keySpec, keyOnly bool) []arrow.Array 
 		}
 	}
 	return cols
+}
+
+// resolved is a keyed batch after resolving its operations in order.
+type resolved struct {
+	data    []arrow.RecordBatch // rows to write: inserts and upserts not superseded inside the batch
+	deletes []arrow.RecordBatch // key-only rows of every key upserted or deleted, for stageDeletes
+	written map[uint64]struct{} // hashes of the keys of the rows written
+	keyed   map[uint64]struct{} // hashes of the keys upserted or deleted
+}
+
+// resolveHash hashes keys in resolve (a variable so that a test can make every key collide).
+var resolveHash = keyHash
+
+// resolve applies the sequential model inside one batch: a key's rows before its last upsert or delete are
+// dropped (a delete of the batch's commit would not reach rows of that same commit), and the batch's deletes
+// (stageDeletes) cover every key it upserts or deletes. It reads b.recs; what it returns holds references of
+// its own. mem allocates the filter masks.
+func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) (*resolved, error) {
+	ks := k.spec
+	r := &resolved{keyed: map[uint64]struct{}{}}
+	encs := make([]*keyEncoder, len(b.recs))
+	for i, rec := range b.recs {
+		enc, err := newKeyEncoder(keyColumns(rec, ks, b.kinds[i] == opDelete))
+		if err != nil {
+			return nil, err
+		}
+		encs[i] = enc
+	}
+	var total, keyedRows, deleteRows int
+	starts := make([]int, len(b.recs)) // the ordinal of each record's first row
+	for i, rec := range b.recs {
+		starts[i] = total
+		total += int(rec.NumRows())
+		if b.kinds[i] != opInsert {
+			keyedRows += int(rec.NumRows())
+		}
+		if b.kinds[i] == opDelete {
+			deleteRows += int(rec.NumRows())
+		}
+	}
+	r.written = make(map[uint64]struct{}, total-deleteRows)
+	// keyAt encodes the key of the row at ordinal ord.
+	keyAt := func(dst []byte, ord int) []byte {
+		i := sort.Search(len(starts), func(j int) bool { return starts[j] > ord }) - 1
+		return encs[i].appendKey(dst, ord-starts[i])
+	}
+	// lastKeyed maps a key to the ordinal of its last upsert or delete in the batch. It is keyed by the key's
+	// 64-bit hash, checked against the key bytes whenever a hash repeats; the rare batch where two keys share
+	// a hash takes a map keyed by the bytes instead.
+	var lastKeyed map[uint64]int
+	var lastKeyedExact map[string]int
+	var buf, other []byte
+	if b.keyed {
+		lastKeyed = make(map[uint64]int, keyedRows)
+		r.keyed = make(map[uint64]struct{}, keyedRows)
+		collided := false
+		ord := 0
+		for i, rec := range b.recs {
+			for row := 0; row < int(rec.NumRows()); row++ {
+				if b.kinds[i] != opInsert {
+					buf = encs[i].appendKey(buf[:0], row)
+					h := resolveHash(buf)
+					if prev, ok := lastKeyed[h]; ok && !collided {
+						other = keyAt(other[:0], prev)
+						collided = !bytes.Equal(other, buf)
+					}
+					lastKeyed[h] = ord
+					r.keyed[h] = struct{}{}
+				}
+				ord++
+			}
+		}
+		if collided {
+			lastKeyedExact = make(map[string]int, keyedRows)
+			ord := 0
+			for i, rec := range b.recs {
+				for row := 0; row < int(rec.NumRows()); row++ {
+					if b.kinds[i] != opInsert {
+						buf = encs[i].appendKey(buf[:0], row)
+						lastKeyedExact[string(buf)] = ord
+					}
+					ord++
+				}
+			}
+		}
+	}
+	// superseded reports whether the key in buf (hash h) of the row at ordinal self is upserted or deleted
+	// again later in the batch.
+	superseded := func(buf []byte, h uint64, self int) bool {
+		if lastKeyedExact != nil {
+			last, ok := lastKeyedExact[string(buf)]
+			return ok && last > self
+		}
+		last, ok := lastKeyed[h]
+		if !ok || last <= self {
+			return false
+		}
+		// The map holds no two keys with one hash, but an inserted row's key may share a hash with a keyed
+		// one: a row is only dropped for its own key.
+		other = keyAt(other[:0], last)
+		return bytes.Equal(other, buf)
+	}
+	ord := 0
+	for i, rec := range b.recs {
+		n := int(rec.NumRows())
+		if b.kinds[i] == opDelete {
+			rec.Retain()
+			r.deletes = append(r.deletes, rec)
+			ord += n
+			continue
+		}
+		if b.kinds[i] == opUpsert {
+			keyRec := array.NewRecordBatch(ks.schema, keyColumns(rec, ks, false), rec.NumRows())
+			r.deletes = append(r.deletes, keyRec)
+		}
+		var keep *array.BooleanBuilder
+		dropped := 0
+		for row := 0; row < n; row++ {
+			buf = encs[i].appendKey(buf[:0], row)
+			h := resolveHash(buf)
+			if superseded(buf, h, ord+row) {
+				if keep == nil {
+					keep = array.NewBooleanBuilder(mem)
+					for j := 0; j < row; j++ {
+						keep.Append(true)
+					}
+				}
+				keep.Append(false)
+				dropped++
+				continue
+			}
+			if keep != nil {
+				keep.Append(true)
+			}
+			r.written[h] = struct{}{}
+		}
+		ord += n
+		if keep == nil {
+			rec.Retain()
+			r.data = append(r.data, rec)
+			continue
+		}
+		mask := keep.NewBooleanArray()
+		keep.Release()
+		if dropped < n {
+			filtered, err := compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
+			if err != nil {
+				mask.Release()
+				return nil, err
+			}
+			r.data = append(r.data, filtered)
+		}
+		mask.Release()
+	}
+	return r, nil
+}
+
+// intersects reports whether two key sets (key hashes) share a key: run formation starts a new segment when a
+// batch upserts or deletes a key written earlier in the segment.
+func intersects(a, b map[uint64]struct{}) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	for k := range a {
+		if _, ok := b[k]; ok {
+			return true
+		}
+	}
+	return false
 }

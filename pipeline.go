@@ -19,7 +19,8 @@ import (
 //
 // Locks: mu guards the queue state below it and is never held while the env works. commitMu is held for a
 // run's commit and its follow-up (callbacks queued, maintenance); Compact and schema evolution take it to run
-// inside the commit queue. Order: commitMu, then mu; the Writer's own lock is never held while taking mu.
+// inside the commit queue. Order: commitMu, then mu; the other stages' locks (the view's, the key stage's) are
+// never held while taking mu.
 type pipeline struct {
 	env pipelineEnv
 	cfg pipelineConfig

@@ -16,7 +16,7 @@ import (
 func (w *Writer) commit(ctx context.Context, batches []*batch) (*Run, *CommitResult, error) {
 	run := w.formRun(batches)
 	tbl := w.view.table()
-	err := w.indexRun(ctx, tbl, run, batches)
+	dvs, err := w.keys.apply(ctx, tbl, run, batches)
 	var res *CommitResult
 	if err == nil {
 		res, err = w.committer.Commit(ctx, run)
@@ -24,7 +24,7 @@ func (w *Writer) commit(ctx context.Context, batches []*batch) (*Run, *CommitRes
 	if err != nil {
 		return run, nil, err
 	}
-	w.commitIndex(run, res)
+	w.keys.committed(run, res, dvs)
 	if res.Table != nil {
 		_ = w.view.set(res.Table) // picks up schema changes made by others at the next batch
 	}

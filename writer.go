@@ -25,7 +25,6 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
-	"github.com/apache/iceberg-go/table/dv"
 	"github.com/google/uuid"
 
 	"github.com/icewriter/iceberg/internal/redact"
@@ -44,6 +43,9 @@ type Writer struct {
 	id        string
 	epoch     int64
 	mem       memory.Allocator
+	// keys is the key stage: the key columns, in-batch resolution and the key index. It locks its own state
+	// (see keyStage): the pipeline's commitMu before keys.mu.
+	keys *keyStage
 
 	// pipe moves batches from the calls to the committer: buffer, budgets, queue, encoders, commit loop.
 	pipe *pipeline
@@ -55,15 +57,6 @@ type Writer struct {
 	// view is the table as the writer last saw it and the conformer for its schema.
 	view *tableView
 
-	// mu guards the key state below. It is never held while taking the pipeline's or the view's lock.
-	mu   sync.Mutex
-	keys *keySpec // nil: no key columns
-	cow  bool     // copy-on-write mode
-	// idx is the key index of a merge-on-read v3 table (nil: equality deletes). Read under mu by encoders,
-	// used by the commit loop inside the commit queue.
-	idx        *keyIndex
-	pendingDVs map[string]*dv.RoaringPositionBitmap // merged vectors of the run in flight, by data file
-	keyErr     error                                // why Upsert/Delete cannot run on this table's layout
 	// deltaCommits counts commits with delete files since the last automatic compaction (commit loop only).
 	deltaCommits int
 
@@ -85,8 +78,8 @@ type batch struct {
 	files    []ice.DataFile
 	deletes  []ice.DataFile      // equality delete files
 	cowKeys  []arrow.RecordBatch // copy-on-write: key-only records of the keys upserted or deleted
-	keyRecs  []arrow.RecordBatch // key index on: the keys upserted or deleted, resolved at run formation
-	fileKeys []fileKeys          // key index on: the keys of each new data file, in row order
+	keyRecs  []arrow.RecordBatch // key index on: the keys upserted or deleted, for keyStage.apply
+	fileKeys []fileKeys          // key index on: the keys of each new data file, in row order (keyStage.readKeys)
 	segIdx   int                 // the segment of the run the batch went into
 	written  map[uint64]struct{} // key hashes of the rows written (writers with keys only)
 	keyedSet map[uint64]struct{} // key hashes upserted or deleted
@@ -194,30 +187,11 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if err := w.view.set(tbl); err != nil {
 		return nil, err
 	}
-	w.keys, err, w.keyErr = resolveKeys(tbl, w.view.conformer().target, &o)
-	if err != nil {
+	if w.keys, err = newKeyStage(tbl, w.view.conformer().target, &o, w.mode() == CopyOnWrite); err != nil {
 		return nil, err
 	}
-	w.cow = w.mode() == CopyOnWrite
-	if w.keys != nil && !w.cow && w.keyErr == nil && tbl.Metadata().Version() >= 3 && o.keyIndexBytes > 0 {
-		if tableIsEmpty(tbl) {
-			w.idx = newKeyIndex(o.keyIndexBytes, headID(tbl.Metadata(), o.branch))
-		} else {
-			// A table that holds rows (typically this writer's, reopened): index the keys it holds, so upserts
-			// stay deletion vectors across restarts.
-			idx, reason, err := loadKeyIndex(ctx, tbl, o.branch, w.keys, o.keyIndexBytes, o.maxInFlight)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, red.Error(err) // a read of data files, cut short
-				}
-				// Equality deletes are always right: a read failure here costs read speed, not the writer.
-				idx, reason = nil, err.Error()
-			}
-			if idx == nil {
-				w.log.Info("iceberg: key index off; upserts and deletes use equality deletes", "table", ident, "reason", reason)
-			}
-			w.idx = idx
-		}
+	if err := w.keys.load(ctx, tbl); err != nil {
+		return nil, red.Error(err) // a read of data files, cut short
 	}
 	w.committer = o.committer
 	if w.committer == nil {

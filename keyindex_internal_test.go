@@ -1,0 +1,486 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+)
+
+// The key stage driven without a Writer: batches encoded through the stage's hooks as the writer's encoder
+// does, runs committed through the default committer, compactions committed with iceberg-go, and the table
+// read back against a model after every step.
+
+// stageEnv is an idNameSchema table keyed by id, with what the key stage needs around it.
+type stageEnv struct {
+	t      *testing.T
+	ctx    context.Context
+	cat    icecatalog.Catalog
+	ident  table.Identifier
+	o      options
+	tbl    *table.Table
+	target *arrow.Schema
+	c      *catalogCommitter
+	seq    int64
+	model  map[int64][]string // the sequential model of the commits so far
+	ops    map[*batch]func()  // what each encoded batch does to the model once committed
+}
+
+func newStageEnv(t *testing.T, version int, opts ...Option) *stageEnv {
+	t.Helper()
+	ctx := context.Background()
+	cat := openTestCatalog(t)
+	o := defaultOptions()
+	WithCreate(idNameSchema, IdentifierFields("id"), FormatVersion(version))(&o)
+	for _, f := range opts {
+		f(&o)
+	}
+	o.writerID = "key-stage-test"
+	o.logger = slog.New(slog.DiscardHandler)
+	ident := table.Identifier{"b", "t"}
+	tbl, _, err := loadOrCreate(ctx, cat, ident, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &stageEnv{t: t, ctx: ctx, cat: cat, ident: ident, o: o, tbl: tbl, target: target,
+		c: newCatalogCommitter(cat, tbl, o.logger, time.Minute, nil), model: map[int64][]string{}, ops: map[*batch]func(){}}
+}
+
+// stage opens a key stage on the table as it is now (cow: copy-on-write mode).
+func (e *stageEnv) stage(cow bool) *keyStage {
+	e.t.Helper()
+	k, err := newKeyStage(e.tbl, e.target, &e.o, cow)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := k.load(e.ctx, e.tbl); err != nil {
+		e.t.Fatal(err)
+	}
+	return k
+}
+
+// encode makes a sealed batch of one operation and encodes it as the writer's encoder does: resolve, route the
+// keys (stageDeletes), write the data files, read their keys back while the index is on. The model follows at
+// commit.
+func (e *stageEnv) encode(k *keyStage, kind opKind, ids []int64, name string) *batch {
+	e.t.Helper()
+	e.seq++
+	rows := namedRows(ids, name)
+	defer rows.Release()
+	var rec arrow.RecordBatch
+	if kind == opDelete {
+		rec = array.NewRecordBatch(k.spec.schema, []arrow.Array{rows.Column(0)}, rows.NumRows())
+	} else {
+		rec = array.NewRecordBatch(e.target, rows.Columns(), rows.NumRows())
+	}
+	b := &batch{seq: e.seq, recs: []arrow.RecordBatch{rec}, kinds: []opKind{kind}, keyed: kind != opInsert,
+		schema: e.target, rows: rec.NumRows()}
+	indexed := k.indexed()
+	res, err := k.resolve(e.ctx, b, memory.DefaultAllocator)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rec.Release()
+	b.recs = res.data
+	if b.deletes, err = k.stageDeletes(e.ctx, e.tbl, b, res.deletes, indexed); err != nil {
+		e.t.Fatal(err)
+	}
+	recs := func(yield func(arrow.RecordBatch, error) bool) {
+		for _, r := range b.recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+	for df, err := range table.WriteRecords(e.ctx, e.tbl, e.target, recs) {
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		b.files = append(b.files, df)
+	}
+	b.recs = nil
+	if indexed {
+		if b.fileKeys, err = k.readKeys(e.ctx, e.tbl, b.files); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	b.written, b.keyedSet, b.staged = res.written, res.keyed, true
+	e.ops[b] = func() {
+		for _, id := range ids {
+			switch kind {
+			case opInsert:
+				e.model[id] = append(e.model[id], name)
+				slices.Sort(e.model[id])
+			case opUpsert:
+				e.model[id] = []string{name}
+			case opDelete:
+				delete(e.model, id)
+			}
+		}
+	}
+	return b
+}
+
+// commit forms a run of one segment from the batch and commits it as the run loop does: apply, Commit,
+// committed.
+func (e *stageEnv) commit(k *keyStage, b *batch) (*Run, *CommitResult) {
+	e.t.Helper()
+	run := &Run{Table: e.ident, Branch: e.o.branch, WriterID: e.o.writerID, Epoch: 1, FirstSeq: b.seq, LastSeq: b.seq,
+		BaseSnapshotID: headID(e.tbl.Metadata(), e.o.branch), Rows: b.rows, formatVersion: e.tbl.Metadata().Version(),
+		spec: e.tbl.Spec(), schema: e.tbl.Schema(),
+		Segments: []Segment{{DataFiles: b.files, DeleteFiles: b.deletes, DeleteKeys: b.cowKeys, LastSeq: b.seq, Rows: b.rows}}}
+	dvs, err := k.apply(e.ctx, e.tbl, run, []*batch{b})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	res, err := e.c.Commit(e.ctx, run)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	k.committed(run, res, dvs)
+	e.tbl = res.Table
+	e.ops[b]()
+	delete(e.ops, b)
+	return run, res
+}
+
+// do encodes and commits one operation.
+func (e *stageEnv) do(k *keyStage, kind opKind, ids []int64, name string) (*Run, *CommitResult) {
+	e.t.Helper()
+	return e.commit(k, e.encode(k, kind, ids, name))
+}
+
+// outsideAppend appends rows with iceberg-go alone, as another writer or tool would.
+func (e *stageEnv) outsideAppend(ids []int64, name string) {
+	e.t.Helper()
+	rows := namedRows(ids, name)
+	defer rows.Release()
+	rec := array.NewRecordBatch(e.target, rows.Columns(), rows.NumRows())
+	defer rec.Release()
+	rdr, err := array.NewRecordReader(e.target, []arrow.RecordBatch{rec})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rdr.Release()
+	tx := e.tbl.NewTransaction()
+	if err := tx.Append(e.ctx, rdr, nil); err != nil {
+		e.t.Fatal(err)
+	}
+	if e.tbl, err = tx.Commit(e.ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, id := range ids {
+		e.model[id] = append(e.model[id], name)
+		slices.Sort(e.model[id])
+	}
+}
+
+// compact rewrites every data file with its deletes applied, committed as the writer's compaction is (under
+// its writer ID), and rebases the stage on it.
+func (e *stageEnv) compact(k *keyStage) {
+	e.t.Helper()
+	pre := e.tbl
+	tasks, err := pre.Scan().PlanFiles(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	g := table.CompactionTaskGroup{Tasks: tasks}
+	rewritten := map[string]struct{}{}
+	for _, t := range tasks {
+		g.TotalSizeBytes += t.File.FileSizeBytes()
+		rewritten[t.File.FilePath()] = struct{}{}
+	}
+	tx := pre.NewTransaction()
+	if _, err := tx.RewriteDataFiles(e.ctx, []table.CompactionTaskGroup{g}, table.RewriteDataFilesOptions{
+		SnapshotProps: ice.Properties{summaryWriterID: e.o.writerID, "icewriter.operation": "compact"},
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	post, err := tx.Commit(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	k.rebase(e.ctx, pre, post, rewritten)
+	e.tbl = post
+	e.c.setLatest(e.ident, post)
+}
+
+// check compares the table with the model, and a live index with one loaded from the table as it is now.
+func (e *stageEnv) check(k *keyStage) {
+	e.t.Helper()
+	if got := readNamedTable(e.t, e.tbl); !maps.EqualFunc(got, e.model, slices.Equal) {
+		e.t.Fatalf("table holds %v, want %v", got, e.model)
+	}
+	idx := k.idx.Load()
+	if idx == nil {
+		return
+	}
+	loaded, reason, err := loadKeyIndex(e.ctx, e.tbl, e.o.branch, k.spec, k.limit, 2)
+	if err != nil || loaded == nil {
+		e.t.Fatalf("load the index: %v %s", err, reason)
+	}
+	if idx.base != loaded.base {
+		e.t.Fatalf("index base %d, the table's head %d", idx.base, loaded.base)
+	}
+	if got, want := placements(idx), placements(loaded); !maps.Equal(got, want) {
+		e.t.Fatalf("the index places\n%v\nloaded from the table:\n%v", got, want)
+	}
+}
+
+// placements are where an index places each key: data file and row position.
+func placements(idx *keyIndex) map[string]string {
+	out := map[string]string{}
+	for k, locs := range idx.keys {
+		var s []string
+		for _, l := range locs {
+			s = append(s, fmt.Sprintf("%s#%d", filepath.Base(idx.files[l.file].df.FilePath()), l.pos))
+		}
+		slices.Sort(s)
+		out[fmt.Sprintf("%x", k)] = strings.Join(s, ",")
+	}
+	return out
+}
+
+// deleteFiles counts the table's live equality delete files and deletion vectors.
+func (e *stageEnv) deleteFiles() (eq, dvs int) {
+	e.t.Helper()
+	tasks, err := e.tbl.Scan().PlanFiles(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	eqs, vs := map[string]bool{}, map[string]bool{}
+	for _, t := range tasks {
+		for _, f := range t.EqualityDeleteFiles {
+			eqs[f.FilePath()] = true
+		}
+		for _, f := range t.DeletionVectorFiles {
+			vs[f.FilePath()+fmt.Sprint(f.ContentOffset())] = true
+		}
+	}
+	return len(eqs), len(vs)
+}
+
+func ids(from, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(from + i)
+	}
+	return out
+}
+
+// TestKeyStageApplyCommitRebase: upserts and deletes become deletion vectors on the files that hold the keys
+// (a second vector on a file replaces the first, merged), a compaction moves the index to its new files, and
+// the next upserts place vectors there. After every step the live index equals one loaded from the table.
+func TestKeyStageApplyCommitRebase(t *testing.T) {
+	e := newStageEnv(t, 3)
+	k := e.stage(false)
+	if !k.indexed() {
+		t.Fatal("no index on an empty v3 table")
+	}
+	e.do(k, opInsert, ids(0, 10), "a")
+	e.do(k, opInsert, ids(10, 10), "b")
+	e.check(k)
+
+	run, _ := e.do(k, opUpsert, []int64{3, 12, 50}, "u1")
+	seg := run.Segments[0]
+	if run.IndexBase == nil || len(seg.DVFiles) != 2 || len(seg.DeleteFiles) != 0 || len(seg.RemovedDVs) != 0 {
+		t.Fatalf("upsert of keys in two files: index base %v, %d vectors, %d equality deletes, %d replaced vectors",
+			run.IndexBase, len(seg.DVFiles), len(seg.DeleteFiles), len(seg.RemovedDVs))
+	}
+	e.check(k)
+
+	run, _ = e.do(k, opUpsert, []int64{4}, "u2") // the file of key 3 again: its vector is replaced, merged
+	if seg := run.Segments[0]; len(seg.DVFiles) != 1 || len(seg.RemovedDVs) != 1 {
+		t.Fatalf("second upsert on a file: %d vectors, %d replaced", len(seg.DVFiles), len(seg.RemovedDVs))
+	}
+	e.check(k)
+	e.do(k, opDelete, []int64{13, 50}, "")
+	e.check(k)
+
+	e.compact(k)
+	if !k.indexed() {
+		t.Fatal("the index went off after the writer's own compaction")
+	}
+	for path, fid := range k.idx.Load().byPath {
+		if k.idx.Load().files[fid].dv != nil {
+			t.Fatalf("compacted file %s has a vector in the index", path)
+		}
+	}
+	e.check(k)
+
+	run, _ = e.do(k, opUpsert, []int64{3, 15, 60}, "u3")
+	if seg := run.Segments[0]; len(seg.DVFiles) == 0 || len(seg.DeleteFiles) != 0 {
+		t.Fatalf("upsert after compaction: %d vectors, %d equality deletes", len(seg.DVFiles), len(seg.DeleteFiles))
+	}
+	e.check(k)
+	if eq, _ := e.deleteFiles(); eq != 0 {
+		t.Fatalf("%d equality delete files with the index on", eq)
+	}
+}
+
+// TestKeyStageFallbackWhenTableChangesOutside: a run applied to the index meets an append by someone else at
+// commit: the committer writes equality deletes instead of its vectors, the index goes off, and a batch encoded
+// for the index before then gets its equality deletes when its run is applied.
+func TestKeyStageFallbackWhenTableChangesOutside(t *testing.T) {
+	e := newStageEnv(t, 3)
+	k := e.stage(false)
+	e.do(k, opInsert, ids(0, 10), "a")
+	first := e.encode(k, opUpsert, []int64{2, 100}, "u")
+	second := e.encode(k, opUpsert, []int64{1}, "late")
+	if len(first.keyRecs) == 0 || len(second.keyRecs) == 0 || len(first.deletes) != 0 {
+		t.Fatal("batches encoded with the index on should keep their keys for apply")
+	}
+	e.outsideAppend([]int64{100, 101}, "out")
+
+	run, res := e.commit(k, first)
+	if !res.IndexLost || k.indexed() {
+		t.Fatalf("commit after an outside append: IndexLost %v, index on %v", res.IndexLost, k.indexed())
+	}
+	if run.IndexBase == nil || len(run.Segments[0].FallbackKeys) == 0 {
+		t.Fatal("the run applied with the index on carries no index base or fallback keys")
+	}
+	if eq, _ := e.deleteFiles(); eq == 0 {
+		t.Fatal("no equality deletes after the fallback")
+	}
+	e.check(k)
+
+	run, res = e.commit(k, second)
+	if seg := run.Segments[0]; run.IndexBase != nil || len(seg.DVFiles) != 0 || len(seg.DeleteFiles) != 1 || res.IndexLost {
+		t.Fatalf("batch encoded for the index, applied after it went off: index base %v, %d vectors, %d equality deletes",
+			run.IndexBase, len(seg.DVFiles), len(seg.DeleteFiles))
+	}
+	e.check(k)
+
+	// From now on the encoder writes equality deletes itself.
+	b := e.encode(k, opUpsert, []int64{5}, "after")
+	if len(b.keyRecs) != 0 || len(b.deletes) != 1 {
+		t.Fatalf("encoded with the index off: %d key records, %d equality deletes", len(b.keyRecs), len(b.deletes))
+	}
+	e.commit(k, b)
+	e.check(k)
+}
+
+// TestKeyStageRebaseDropsAfterOutsideChange: a compaction over a table someone else appended to since the
+// index's base leaves the index off; later upserts are equality deletes and read back right.
+func TestKeyStageRebaseDropsAfterOutsideChange(t *testing.T) {
+	e := newStageEnv(t, 3)
+	k := e.stage(false)
+	e.do(k, opInsert, ids(0, 10), "a")
+	e.do(k, opUpsert, []int64{1}, "u")
+	e.outsideAppend([]int64{3, 20}, "out")
+	e.compact(k)
+	if k.indexed() {
+		t.Fatal("the index survived a compaction over an outside append")
+	}
+	e.check(k)
+	e.do(k, opUpsert, []int64{3, 20, 1}, "v")
+	e.check(k)
+}
+
+// TestKeyStageOverBudget: a run that takes the index past its budget commits, then the index goes off.
+func TestKeyStageOverBudget(t *testing.T) {
+	perKey := int64(9 + keyEntryOverhead) // an int64 key: a null flag and 8 bytes
+	e := newStageEnv(t, 3, WithKeyIndexBytes(15*perKey))
+	k := e.stage(false)
+	e.do(k, opInsert, ids(0, 10), "a")
+	if !k.indexed() {
+		t.Fatal("index off under its budget")
+	}
+	e.do(k, opInsert, ids(10, 10), "b")
+	if k.indexed() {
+		t.Fatal("index still on past its budget")
+	}
+	e.do(k, opUpsert, []int64{1, 11}, "u")
+	e.check(k)
+}
+
+// TestKeyStageLoad: load opens the index only for a merge-on-read writer on a v3 table within the budget; on a
+// table that holds rows it places the live rows (deletion vectors applied).
+func TestKeyStageLoad(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		version int
+		cow     bool
+		opts    []Option
+		want    bool
+	}{
+		{"v2", 2, false, nil, false},
+		{"v3 copy-on-write", 3, true, nil, false},
+		{"v3 index off", 3, false, []Option{WithKeyIndexBytes(0)}, false},
+		{"v3", 3, false, nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newStageEnv(t, c.version, c.opts...)
+			if got := e.stage(c.cow).indexed(); got != c.want {
+				t.Fatalf("index on %v, want %v", got, c.want)
+			}
+		})
+	}
+	t.Run("v3 with rows", func(t *testing.T) {
+		e := newStageEnv(t, 3)
+		k := e.stage(false)
+		e.do(k, opInsert, ids(0, 10), "a")
+		e.do(k, opUpsert, []int64{2, 3}, "u")
+		e.do(k, opDelete, []int64{4}, "")
+		reopened := e.stage(false)
+		if !reopened.indexed() {
+			t.Fatal("no index on reopening")
+		}
+		if got, want := placements(reopened.idx.Load()), placements(k.idx.Load()); !maps.Equal(got, want) {
+			t.Fatalf("loaded %v, live %v", got, want)
+		}
+		e.do(reopened, opUpsert, []int64{2, 5}, "v") // merges with the vector it loaded
+		e.check(reopened)
+	})
+	t.Run("v3 over budget", func(t *testing.T) {
+		e := newStageEnv(t, 3)
+		k := e.stage(false)
+		e.do(k, opInsert, ids(0, 10), "a")
+		e.o.keyIndexBytes = 5 * keyEntryOverhead
+		if e.stage(false).indexed() {
+			t.Fatal("index on past the budget")
+		}
+	})
+}
+
+// TestKeyStageCheck: why Upsert and Delete cannot run, by key, layout, mode and format version.
+func TestKeyStageCheck(t *testing.T) {
+	spec := &keySpec{names: []string{"id"}}
+	layout := errors.New("partition source not in the key")
+	for _, c := range []struct {
+		name    string
+		k       *keyStage
+		version int
+		want    error
+	}{
+		{"no key", &keyStage{}, 3, ErrNoKeys},
+		{"layout", &keyStage{spec: spec, layoutErr: layout}, 3, layout},
+		{"merge-on-read v1", &keyStage{spec: spec}, 1, ErrNotSupported},
+		{"merge-on-read v2", &keyStage{spec: spec}, 2, nil},
+		{"copy-on-write v1", &keyStage{spec: spec, cow: true}, 1, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.k.check("Upsert", c.version)
+			if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+				t.Fatalf("check: %v, want %v", err, c.want)
+			}
+		})
+	}
+}

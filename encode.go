@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -42,7 +43,7 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 		}
 	}
 	if err == nil && len(b.recs) > 0 {
-		files, err = w.writeFiles(ctx, tbl, schema, b)
+		files, err = w.files.write(ctx, tbl, schema, b)
 	}
 	if err == nil && indexed {
 		b.fileKeys, err = w.keys.readKeys(ctx, tbl, files)
@@ -61,20 +62,33 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 	return nil
 }
 
-// writeFiles encodes one batch through iceberg-go's writer (partitioning, rolling and statistics included).
+// fileEncoder writes a batch's rows as Parquet data files through iceberg-go's writer: files rolled at the
+// target size (the row-group limit lets rolling happen), the table's partitioning, and bloom filters on the key
+// columns sized for a file's rows. Encoders of several batches share it.
+type fileEncoder struct {
+	mem            memory.Allocator
+	targetFileSize int64
+	rowGroupRows   int
+	keyNames       []string // the key columns (nil: no key, no bloom filters)
+	// partShare is the largest partition's share of the rows of the last batch written to a partitioned table
+	// (float64 bits): it sizes the next batch's key bloom filters.
+	partShare atomic.Uint64
+}
+
+// write encodes one batch (partitioning, rolling and statistics included).
 //
 // On a partitioned table the batch is written as one record with iceberg-go's clustered writer, which takes one
 // partition at a time: a single data file is open at once whatever the number of partitions in the batch (more
 // files than a fanout writer would keep open never means more memory).
-func (w *Writer) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch) ([]ice.DataFile, error) {
+func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch) ([]ice.DataFile, error) {
 	opts := []table.WriteRecordOption{
-		table.WithTargetFileSize(w.opts.targetFileSize),
-		table.WithParquetRowGroupLimit(w.opts.rowGroupRows),
+		table.WithTargetFileSize(e.targetFileSize),
+		table.WithParquetRowGroupLimit(e.rowGroupRows),
 	}
 	partitioned := !tbl.Spec().IsUnpartitioned()
 	if partitioned {
 		if len(b.recs) > 1 {
-			one, err := concatRecords(w.mem, schema, b.recs)
+			one, err := concatRecords(e.mem, schema, b.recs)
 			if err != nil {
 				return nil, err
 			}
@@ -89,7 +103,7 @@ func (w *Writer) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow
 	for _, r := range b.recs {
 		rows += r.NumRows()
 	}
-	if keyNames := w.keys.names(); keyNames != nil {
+	if e.keyNames != nil {
 		// Size the key columns' bloom filters for a file's rows: a batch's on an unpartitioned table; on a
 		// partitioned one the largest partition's share of a sample of the batch or, for partition sources
 		// the sample cannot read, twice that share in the writer's previous batch (a first batch then sizes for
@@ -98,11 +112,11 @@ func (w *Writer) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow
 		if partitioned && len(b.recs) == 1 {
 			if share, ok := partitionShare(tbl.Spec(), tbl.Schema(), b.recs[0]); ok {
 				est = int64(math.Ceil(float64(rows) * share))
-			} else if share := math.Float64frombits(w.partShare.Load()); share > 0 {
+			} else if share := math.Float64frombits(e.partShare.Load()); share > 0 {
 				est = int64(math.Ceil(float64(rows) * min(1, 2*share)))
 			}
 		}
-		bt, err := withKeyBlooms(tbl, keyNames, min(est, int64(w.opts.rowGroupRows)))
+		bt, err := withKeyBlooms(tbl, e.keyNames, min(est, int64(e.rowGroupRows)))
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +144,7 @@ func (w *Writer) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow
 		for _, df := range out {
 			largest = max(largest, df.Count())
 		}
-		w.partShare.Store(math.Float64bits(float64(largest) / float64(rows)))
+		e.partShare.Store(math.Float64bits(float64(largest) / float64(rows)))
 	}
 	return out, nil
 }

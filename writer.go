@@ -48,11 +48,9 @@ type Writer struct {
 	keys *keyStage
 
 	// pipe moves batches from the calls to the committer: buffer, budgets, queue, encoders, commit loop.
-	pipe *pipeline
-	// partShare is the largest partition's share of the rows of the last batch written to a partitioned table
-	// (float64 bits): it sizes the next batch's key bloom filters.
-	partShare atomic.Uint64
-	cbs       *callbacks // WithOnCommit, delivered outside the commit loop
+	pipe  *pipeline
+	files *fileEncoder // writes batches as data files
+	cbs   *callbacks   // WithOnCommit, delivered outside the commit loop
 
 	// view is the table as the writer last saw it and the conformer for its schema.
 	view *tableView
@@ -190,6 +188,8 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if w.keys, err = newKeyStage(tbl, w.view.conformer().target, &o, w.mode() == CopyOnWrite); err != nil {
 		return nil, err
 	}
+	w.files = &fileEncoder{mem: w.mem, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows,
+		keyNames: w.keys.names()}
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short
 	}

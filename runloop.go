@@ -121,7 +121,6 @@ func (w *Writer) finishRun(run *Run, batches []*batch, res *CommitResult, err er
 	}
 	w.queue = w.queue[len(batches):]
 	w.committed = run.LastSeq
-	w.commitsN++
 	if res.Table != nil {
 		w.tbl = res.Table
 	}
@@ -133,7 +132,6 @@ func (w *Writer) finishRun(run *Run, batches []*batch, res *CommitResult, err er
 	w.st.conflicts.Add(int64(res.Conflicts))
 	w.st.deleteFiles.Add(int64(run.deleteFiles()))
 	w.st.rewritten.Add(int64(res.FilesRewritten))
-	n := w.commitsN
 	w.signalLocked()
 	w.mu.Unlock()
 	if res.Table != nil {
@@ -143,22 +141,7 @@ func (w *Writer) finishRun(run *Run, batches []*batch, res *CommitResult, err er
 		w.cbs.deliver(CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: run.files(),
 			Bytes: run.Bytes, FirstSeq: run.FirstSeq, LastSeq: run.LastSeq, Batches: len(batches), Attempts: res.Attempts})
 	}
-	w.maintain(n)
-	if every := w.opts.autoCompact; every > 0 && run.deleteFiles() > 0 {
-		w.deltaCommits++
-		if w.deltaCommits >= every {
-			w.deltaCommits = 0
-			if _, err := w.compactLocked(w.ctx, false); err != nil {
-				w.log.Warn("iceberg: automatic compaction failed; the next one will try again", "table", w.ident, "err", err)
-			}
-			return
-		}
-	}
-	if every := w.opts.smallFiles; every > 0 && n%int64(every) == 0 {
-		if _, err := w.compactLocked(w.ctx, true); err != nil {
-			w.log.Warn("iceberg: small-file compaction failed; the next one will try again", "table", w.ident, "err", err)
-		}
-	}
+	w.maint.afterCommit(w.ctx, run.deleteFiles())
 }
 
 // CommitInfo describes one successful commit, as WithOnCommit reports it.

@@ -83,9 +83,7 @@ type Writer struct {
 	closed     bool
 	stopping   bool // Close/Abort: the loop starts no new run
 	timer      *time.Timer
-	commitsN   int64
-	// deltaCommits counts commits with delete files since the last automatic compaction (commit loop only).
-	deltaCommits int
+	maint      *maintainer // expiry, manifest rewrites, compactions: run by the commit loop after its commits
 
 	structConv sync.Map // reflect.Type -> *structConverter
 	tables     *tables
@@ -245,6 +243,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	w.encCtx, w.encCancel = context.WithCancel(w.ctx)
 	w.cbs = newCallbacks(w.opts.onCommit)
+	w.maint = w.newMaintainer()
 	go w.commitLoop()
 	return w, nil
 }

@@ -2,7 +2,6 @@ package iceberg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -110,20 +109,12 @@ type CommitResult struct {
 	FilesRewritten int
 }
 
-// catalogCommitter is the default Committer: one transaction per run, committed with CommitTable directly (not
-// Transaction.Commit, whose internal retry would replay a commit a proxy reported as failed after it applied).
+// catalogCommitter is the default Committer: one transaction per run, committed through txEnv.commit.
 type catalogCommitter struct {
-	cat      catalog.Catalog
-	log      *slog.Logger
-	timeout  time.Duration
-	minWait  time.Duration
-	maxWait  time.Duration
-	mu       sync.Mutex
-	latest   map[string]*table.Table // per table: as our last commit left it
-	tables   *tables
-	cow      cowConfig
-	beforeFn func(attempt int) error // test hook: runs before each CommitTable
-	afterFn  func(attempt int, err error) error
+	txEnv
+	mu     sync.Mutex
+	latest map[string]*table.Table // per table: as our last commit left it
+	cow    cowConfig
 }
 
 // commitCall is what one Commit call learns over its attempts. It lives in the call, not in the committer, so
@@ -140,11 +131,7 @@ type commitCall struct {
 }
 
 func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration, tabs *tables) *catalogCommitter {
-	if tabs == nil {
-		tabs = newTables()
-	}
-	c := &catalogCommitter{cat: cat, log: log, timeout: timeout, minWait: 50 * time.Millisecond,
-		maxWait: 5 * time.Second, latest: map[string]*table.Table{}, tables: tabs,
+	c := &catalogCommitter{txEnv: newTxEnv(cat, tabs, log, timeout), latest: map[string]*table.Table{},
 		cow: cowConfig{parallel: 2, targetFileSize: DefaultTargetFileSize, rowGroupRows: DefaultRowGroupRows}}
 	if tbl != nil {
 		c.setLatest(tbl.Identifier(), tbl)
@@ -169,128 +156,69 @@ func (c *catalogCommitter) getLatest(ident table.Identifier) *table.Table {
 // Commit implements Committer.
 //
 // Before every attempt after the first, and before the first when the run may have been handed over already
-// (a coordinator that re-sends a run), it establishes whether an earlier attempt applied: a stable writer's
-// commit record answers that whatever snapshots were expired; otherwise the branch ancestry is walked for the
-// run's marker, and a walk that cannot reach the head the first unproven attempt was built on (another writer
-// expired it) leaves the outcome unknown: the run is never committed again and no attempt's files are deleted.
+// (a coordinator that re-sends a run), it establishes whether an earlier attempt applied (runOutcome): a
+// stable writer's commit record answers that whatever snapshots were expired; otherwise the branch ancestry is
+// walked for the run's marker, and a walk that cannot reach the head the first unproven attempt was built on
+// (another writer expired it) leaves the outcome unknown: the run is never committed again and no attempt's
+// files are deleted.
 func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult, error) {
-	deadline := time.Now().Add(c.timeout)
 	res := &CommitResult{}
 	call := &commitCall{}
-	tbl := c.getLatest(run.Table)
-	var lastErr error
-	// unproven is the head the first attempt that may have applied was built on (nil head: an empty table),
-	// set from the moment such an attempt was sent until a reload proves that none applied.
-	var unproven **int64
-	// sent is set once an attempt reached the catalog without an answer that it applied: a request the
-	// catalog is still processing may land later, so giving up then is "unknown", never "not committed".
-	sent := false
-	checked := false // the check before the first attempt ran
-	buildFails := 0
-	var builtOn string // metadata location of the last attempt that failed to build
 	// Files written by earlier attempts. Once an attempt's CommitTable succeeds no earlier attempt applied
 	// (each asserted the branch head, and a retry is only built after a reload proved the earlier ones did not
 	// apply), so they are deleted then; when a lost reply applied, which attempt did is not known, and they
 	// stay (orphans, never missing files).
 	var earlier []ice.DataFile
-	for attempt := 0; ; attempt++ {
-		if attempt == 0 && (tbl == nil || !run.StableID) {
-			// A writer without a commit record proves a lost reply "not applied" only by walking down to the
-			// head its attempt was built on; a cached head that other writers have since expired could not be
-			// reached. Building the first attempt on a fresh load keeps that head recent (and conflicts rarer).
-			fresh, err := c.cat.LoadTable(ctx, run.Table)
+	op := &txOp{
+		ident: run.Table, branch: run.Branch, what: fmt.Sprintf("commit run %d..%d", run.FirstSeq, run.LastSeq),
+		// Staging the snapshot reads and writes manifests: a build is retried a few times on one head (a
+		// storage hiccup), then the run fails (a file the table refuses will not change).
+		maxBuilds: maxBuildAttempts,
+		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+			tx, err := c.build(ctx, call, tbl, run)
 			if err != nil {
-				lastErr = err
-				continue
+				return nil, fmt.Errorf("iceberg: build commit for run %d..%d: %w", run.FirstSeq, run.LastSeq, err)
 			}
-			tbl = c.tables.loaded(fresh)
-		}
-		if attempt > 0 {
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				if sent {
-					return nil, fmt.Errorf("%w: run %d..%d: %w", ErrCommitStateUnknown, run.FirstSeq, run.LastSeq, lastErr)
-				}
-				return nil, fmt.Errorf("iceberg: commit run %d..%d gave up after %d attempts: %w", run.FirstSeq, run.LastSeq, attempt, lastErr)
+			return tx, nil
+		},
+		proveFirst: true,
+		prove: func(tbl *table.Table, base *int64, first bool) outcome {
+			if first {
+				base = run.BaseSnapshotID
 			}
-			if err := sleepCtx(ctx, backoff(attempt, c.minWait, c.maxWait)); err != nil {
-				continue
-			}
-			fresh, err := c.cat.LoadTable(ctx, run.Table)
-			if err != nil {
-				lastErr = err
-				c.log.Warn("iceberg: reload before retry failed", "table", run.Table, "attempt", attempt, "err", err)
-				continue
-			}
-			tbl = c.tables.loaded(fresh)
-			if builtOn != "" && builtOn != tbl.MetadataLocation() {
-				// The table moved since the build failed (e.g. another writer's expiry deleted a manifest the
-				// plan read): a re-plan on the new head is a fresh try, not a repeat of a failing one.
-				buildFails = 0
-			}
-		}
-		if unproven != nil || !checked {
-			base := run.BaseSnapshotID
-			if unproven != nil {
-				base = *unproven
-			}
-			switch id, o := runOutcome(tbl.Metadata(), run, base, !checked); o {
-			case outcomeApplied:
-				c.setLatest(run.Table, tbl)
+			id, o := runOutcome(tbl.Metadata(), run, base, first)
+			if o == outcomeApplied {
 				// The key index cannot tell what changed between its base and a snapshot it never saw.
-				lost := call.indexLost || (run.IndexBase != nil && tbl.Metadata().SnapshotByID(id) == nil)
-				res.SnapshotID, res.Table, res.Attempts, res.IndexLost = id, tbl, attempt+1, lost
-				return res, nil
-			case outcomeUnknown:
-				return nil, fmt.Errorf("%w: run %d..%d: an attempt may have applied and the snapshots since it "+
-					"was built were expired before the writer could look (another writer's snapshot expiry); "+
-					"the run is not committed again: %w", ErrCommitStateUnknown, run.FirstSeq, run.LastSeq, lastErr)
+				res.SnapshotID = id
+				res.IndexLost = call.indexLost || (run.IndexBase != nil && tbl.Metadata().SnapshotByID(id) == nil)
 			}
-			unproven, checked = nil, true
-		}
-		if run.StableID {
-			if e := tableEpoch(tbl.Metadata(), run.WriterID); e > run.Epoch {
-				return nil, fmt.Errorf("%w: table epoch %d, this writer's %d", ErrFenced, e, run.Epoch)
-			}
-		}
-		meta, loc, updates, err := c.attempt(ctx, call, tbl, run, attempt)
-		if err == nil {
-			next := c.tables.derive(tbl, meta, loc, c.cat)
-			postCommit(ctx, c.log, tbl, next, updates)
+			return o
+		},
+		failed: func(bool) { earlier = append(earlier, call.written...) },
+		committed: func(ctx context.Context, _, next *table.Table) {
 			c.removeFiles(ctx, next, append(earlier, call.replaced...))
-			c.setLatest(run.Table, next)
-			res.Table, res.Attempts, res.IndexLost, res.FilesRewritten = next, attempt+1, call.indexLost, call.rewritten
-			if s := meta.SnapshotByName(run.Branch); s != nil {
+			res.IndexLost, res.FilesRewritten = call.indexLost, call.rewritten
+			if s := next.Metadata().SnapshotByName(run.Branch); s != nil {
 				res.SnapshotID = s.SnapshotID
 			}
-			return res, nil
-		}
-		lastErr = err
-		if errors.Is(err, table.ErrCommitFailed) {
-			res.Conflicts++
-		}
-		var be *buildError
-		if errors.As(err, &be) {
-			earlier = append(earlier, call.written...)
-			// Staging the snapshot reads and writes manifests: retry a few times on one head (a storage
-			// hiccup), then give up (a file the table refuses will not change). Nothing reached the catalog.
-			buildFails++
-			builtOn = tbl.MetadataLocation()
-			if buildFails >= maxBuildAttempts {
-				return nil, be.err
-			}
-			continue
-		}
-		builtOn = ""
-		sent = true
-		// Any error from CommitTable may hide an applied commit, a conflict included (a retrying proxy can
-		// turn a success into a 409): only a reload that proves otherwise clears it.
-		if unproven == nil {
-			h := headID(tbl.Metadata(), run.Branch)
-			unproven = &h
-		}
-		earlier = append(earlier, call.written...)
-		c.log.Debug("iceberg: commit attempt failed", "table", run.Table, "attempt", attempt, "err", err)
+		},
 	}
+	if run.StableID {
+		op.fenceID, op.epoch = run.WriterID, run.Epoch
+		// A stable writer's commit record tells a lost reply's outcome whatever was expired: its first attempt
+		// builds on the table its last commit left. A writer without a record proves "not applied" only by
+		// walking down to the head its attempt was built on, which other writers may have expired from a
+		// cached table since: its first attempt builds on a fresh load (start nil), which keeps that head
+		// recent (and conflicts rarer).
+		op.start = c.getLatest(run.Table)
+	}
+	r, err := c.commit(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+	c.setLatest(run.Table, r.table)
+	res.Table, res.Attempts, res.Conflicts = r.table, r.attempts, r.conflicts
+	return res, nil
 }
 
 type outcome int
@@ -350,16 +278,12 @@ func (c *catalogCommitter) removeFiles(ctx context.Context, tbl *table.Table, fi
 	}
 }
 
-// buildError is a failure to stage the run's transaction, before anything is sent to the catalog.
-type buildError struct{ err error }
-
-func (p *buildError) Error() string { return p.err.Error() }
-
-// maxBuildAttempts bounds the retries of a run whose transaction cannot be staged.
+// maxBuildAttempts bounds the builds of a run (or a compaction) on one table head whose transaction cannot be
+// staged.
 const maxBuildAttempts = 5
 
-// attempt builds the run's transaction on tbl and submits it.
-func (c *catalogCommitter) attempt(ctx context.Context, call *commitCall, tbl *table.Table, run *Run, attempt int) (table.Metadata, string, []table.Update, error) {
+// build stages the run's transaction on tbl.
+func (c *catalogCommitter) build(ctx context.Context, call *commitCall, tbl *table.Table, run *Run) (*table.Transaction, error) {
 	tx := tbl.NewTransactionOnBranch(run.Branch)
 	call.rewritten = 0
 	call.written, call.replaced = nil, nil
@@ -372,11 +296,11 @@ func (c *catalogCommitter) attempt(ctx context.Context, call *commitCall, tbl *t
 		seg := run.Segments[i]
 		if stale {
 			if err := fallBackToEqualityDeletes(ctx, tbl, run.KeyFieldIDs, &seg); err != nil {
-				return nil, "", nil, &buildError{err}
+				return nil, err
 			}
 		}
 		if err := c.applySegment(ctx, call, tx, tbl, run, &seg, cr, i); err != nil {
-			return nil, "", nil, &buildError{fmt.Errorf("iceberg: build commit for run %d..%d: %w", run.FirstSeq, run.LastSeq, err)}
+			return nil, err
 		}
 		cr.note(seg.DataFiles)
 	}
@@ -397,26 +321,10 @@ func (c *catalogCommitter) attempt(ctx context.Context, call *commitCall, tbl *t
 			props[propCkptPrefix+run.WriterID] = mustJSON(m)
 		}
 		if err := tx.SetProperties(props); err != nil {
-			return nil, "", nil, &buildError{err}
+			return nil, err
 		}
 	}
-	tc, err := tx.TableCommit()
-	if err != nil {
-		return nil, "", nil, &buildError{err}
-	}
-	if c.beforeFn != nil {
-		if err := c.beforeFn(attempt); err != nil {
-			return nil, "", nil, err
-		}
-	}
-	meta, loc, err := c.cat.CommitTable(ctx, run.Table, tc.Requirements, tc.Updates)
-	if c.afterFn != nil {
-		err = c.afterFn(attempt, err)
-	}
-	if err != nil {
-		return nil, "", nil, err
-	}
-	return meta, loc, tc.Updates, nil
+	return tx, nil
 }
 
 // pendingSnapshot is the branch head a transaction would commit.

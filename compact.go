@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"time"
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
+	"github.com/google/uuid"
 )
 
 // CompactResult reports what Compact rewrote.
@@ -29,7 +29,8 @@ type CompactResult struct {
 // It runs inside the writer's commit queue: no commit of this writer interleaves with it, and batches accepted
 // meanwhile commit after it (their equality deletes then get a higher sequence number and still apply). A
 // concurrent commit by another writer makes the replace fail its requirement; Compact then plans again from the
-// new table (iceberg-go's own rewrite would refuse concurrent equality deletes).
+// new table (iceberg-go's own rewrite would refuse concurrent equality deletes), up to 10 attempts within the
+// commit timeout. A writer whose ID a newer process took over gets ErrFenced and stops, having committed nothing.
 func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
 	if err := w.pipe.usable(); err != nil {
 		return CompactResult{}, err
@@ -40,45 +41,71 @@ func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
 	return res, w.red.Error(err) // reads and writes data files: storage errors may quote presigned URLs
 }
 
-// compactLocked runs Compact's attempts; the caller holds commitMu. smallOnly plans the small-file policy: only
-// files under an eighth of the target size, of the lowest size tier holding smallFileTierFanIn of them
-// (smallFileTier), are merged; delete files alone pull no right-sized file in.
+// compactAttempts bounds the attempts of one compaction: it holds the commit queue.
+const compactAttempts = 10
+
+// compactLocked runs one compaction through the writer's transaction helper; the caller holds commitMu.
+// smallOnly plans the small-file policy: only files under an eighth of the target size, of the lowest size tier
+// holding smallFileTierFanIn of them (smallFileTier), are merged; delete files alone pull no right-sized file in.
+//
+// A concurrent commit by another writer makes the replace fail its requirement; the retry plans again from the
+// reloaded table. The rewrite snapshot carries a nonce of this call, the proof that an attempt whose reply was
+// lost applied. The key index is dropped when an attempt's commit errs (where rows are then is not known),
+// and moved to the rewrite's new files when it commits.
 func (w *Writer) compactLocked(ctx context.Context, smallOnly bool) (CompactResult, error) {
-	var lastErr error
-	for attempt := 1; attempt <= 10; attempt++ {
-		if attempt > 1 {
-			if err := sleepCtx(ctx, backoff(attempt-1, 50*time.Millisecond, 2*time.Second)); err != nil {
-				return CompactResult{}, err
+	nonce := uuid.NewString()
+	var res CompactResult
+	var rewritten map[string]struct{}
+	op := &txOp{
+		what: "compact", maxAttempts: compactAttempts, maxBuilds: maxBuildAttempts,
+		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+			var tx *table.Transaction
+			var err error
+			tx, res, rewritten, err = w.planCompaction(ctx, tbl, smallOnly, nonce)
+			return tx, err
+		},
+		prove: nonceProof(w.opts.branch, summaryNonce, nonce, nil),
+		failed: func(sent bool) {
+			if sent {
+				w.keys.drop("a compaction's commit returned an error (its reply may be lost)", nil)
 			}
-		}
-		res, retry, err := w.compactOnce(ctx, smallOnly)
-		res.Attempts = attempt
-		if err == nil || !retry {
-			return res, err
-		}
-		lastErr = err
-		w.log.Info("iceberg: compaction conflicted, planning again", "table", w.ident, "attempt", attempt, "err", err)
+		},
+		committed: func(ctx context.Context, pre, next *table.Table) {
+			// The rewrite moved rows to new files: move the key index to them, or drop it.
+			w.keys.rebase(ctx, pre, next, rewritten)
+		},
 	}
-	return CompactResult{}, fmt.Errorf("iceberg: compact %v: %w", w.ident, lastErr)
+	r, err := w.commitTx(ctx, op)
+	if err != nil {
+		return CompactResult{Attempts: r.attempts}, err
+	}
+	if r.how == txNothing {
+		return CompactResult{Attempts: r.attempts}, nil
+	}
+	res.Attempts = r.attempts
+	if s, ok := findNonce(r.table.Metadata(), w.opts.branch, summaryNonce, nonce); ok {
+		res.SnapshotID = s.SnapshotID
+		if s.Summary != nil {
+			fmt.Sscan(s.Summary.Properties["total-delete-files"], &res.DeleteFilesRemaining)
+		}
+	}
+	return res, nil
 }
 
-func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult, bool, error) {
-	fresh, err := w.cat.LoadTable(ctx, w.ident)
-	if err != nil {
-		return CompactResult{}, true, err
-	}
-	tbl := w.tables.loaded(fresh)
+// planCompaction stages a compaction on tbl: nil when there is nothing worth rewriting. It returns what the
+// rewrite does and the data files it rewrites.
+func (w *Writer) planCompaction(ctx context.Context, tbl *table.Table, smallOnly bool, nonce string) (*table.Transaction, CompactResult, map[string]struct{}, error) {
 	snap := tbl.Metadata().SnapshotByName(w.opts.branch)
 	if snap == nil {
-		return CompactResult{}, false, nil
+		return nil, CompactResult{}, nil, nil
 	}
 	scan, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).UseRef(w.opts.branch)
 	if err != nil {
-		return CompactResult{}, false, err
+		return nil, CompactResult{}, nil, err
 	}
 	tasks, err := scan.PlanFiles(ctx)
 	if err != nil {
-		return CompactResult{}, true, fmt.Errorf("iceberg: compact: plan: %w", err)
+		return nil, CompactResult{}, nil, fmt.Errorf("iceberg: compact: plan: %w", err)
 	}
 	cfg := compaction.DefaultConfig()
 	cfg.TargetFileSizeBytes = w.opts.targetFileSize
@@ -88,7 +115,7 @@ func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult
 	cfg.MinInputFiles = 1
 	if smallOnly {
 		if tasks = smallFileTier(tasks, w.opts.targetFileSize/8); len(tasks) < 2 {
-			return CompactResult{}, false, nil
+			return nil, CompactResult{}, nil, nil
 		}
 		cfg.MinFileSizeBytes = w.opts.targetFileSize / 8
 		cfg.DeleteFileThreshold = math.MaxInt32 // equality deletes alone do not pull in a right-sized file
@@ -96,7 +123,7 @@ func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult
 	}
 	plan, err := cfg.PlanCompaction(tasks)
 	if err != nil {
-		return CompactResult{}, false, err
+		return nil, CompactResult{}, nil, err
 	}
 	var groups []table.CompactionTaskGroup
 	rewritten := map[string]struct{}{}
@@ -115,25 +142,25 @@ func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult
 		}
 	}
 	if len(groups) == 0 || (!withDeletes && len(rewritten) < 2) {
-		return CompactResult{}, false, nil
+		return nil, CompactResult{}, nil, nil
 	}
 	fs, err := tbl.FS(ctx)
 	if err != nil {
-		return CompactResult{}, true, err
+		return nil, CompactResult{}, nil, err
 	}
 	deadEq, err := compaction.CollectDeadEqualityDeletesWithSpecs(ctx, fs, tbl.Metadata(), snap, rewritten)
 	if err != nil {
-		return CompactResult{}, true, fmt.Errorf("iceberg: compact: dead equality deletes: %w", err)
+		return nil, CompactResult{}, nil, fmt.Errorf("iceberg: compact: dead equality deletes: %w", err)
 	}
 	wt := tbl
 	if keyNames := w.keys.names(); keyNames != nil {
 		if wt, err = withKeyBlooms(tbl, keyNames, min(groupRows, int64(w.opts.rowGroupRows))); err != nil {
-			return CompactResult{}, false, err
+			return nil, CompactResult{}, nil, err
 		}
 	}
 	tx := wt.NewTransactionOnBranch(w.opts.branch)
 	rr, err := tx.RewriteDataFiles(ctx, groups, table.RewriteDataFilesOptions{
-		SnapshotProps:            ice.Properties{summaryWriterID: w.id, "icewriter.operation": "compact"},
+		SnapshotProps:            ice.Properties{summaryWriterID: w.id, summaryOperation: "compact", summaryNonce: nonce},
 		ExtraDeleteFilesToRemove: deadEq,
 		GroupOptions: []table.CompactionGroupOption{
 			table.WithCompactionTargetFileSize(w.opts.targetFileSize),
@@ -141,48 +168,13 @@ func (w *Writer) compactOnce(ctx context.Context, smallOnly bool) (CompactResult
 		},
 	})
 	if err != nil {
-		return CompactResult{}, false, fmt.Errorf("iceberg: compact: rewrite: %w", err)
+		return nil, CompactResult{}, nil, fmt.Errorf("iceberg: compact: rewrite: %w", err)
 	}
-	tc, err := tx.TableCommit()
-	if err != nil {
-		return CompactResult{}, false, err
-	}
-	if w.opts.stableID {
-		if e := tableEpoch(tbl.Metadata(), w.id); e > w.epoch {
-			return CompactResult{}, false, fmt.Errorf("%w: table epoch %d, this writer's %d", ErrFenced, e, w.epoch)
-		}
-	}
-	meta, loc, err := w.cat.CommitTable(ctx, w.ident, tc.Requirements, tc.Updates)
-	if err != nil {
-		// The rewrite may have applied with its reply lost: the key index cannot know where rows are now.
-		w.keys.drop("a compaction's commit returned an error (its reply may be lost)", err)
-		// Whatever the error, the next attempt reloads and plans again; new files of a failed attempt are
-		// left for orphan cleanup, since a lost reply may hide a rewrite that applied (it would then have
-		// nothing left to do).
-		return CompactResult{}, true, err
-	}
-	next := w.tables.derive(tbl, meta, loc, w.cat)
-	postCommit(ctx, w.log, tbl, next, tc.Updates)
-	// The rewrite moved rows to new files: move the key index to them, or drop it.
-	w.keys.rebase(ctx, tbl, next, rewritten)
-	if w.defaultC != nil {
-		w.defaultC.setLatest(w.ident, next)
-	}
-	if err := w.view.set(next); err != nil {
-		return CompactResult{}, false, err
-	}
-	res := CompactResult{
+	return tx, CompactResult{
 		RewrittenDataFiles: rr.RemovedDataFiles, AddedDataFiles: rr.AddedDataFiles,
 		RemovedDeleteFiles: rr.RemovedEqualityDeleteFiles + rr.RemovedPositionDeleteFiles + rr.RemovedDeletionVectorFiles,
 		BytesBefore:        rr.BytesBefore, BytesAfter: rr.BytesAfter,
-	}
-	if s := meta.SnapshotByName(w.opts.branch); s != nil {
-		res.SnapshotID = s.SnapshotID
-		if s.Summary != nil {
-			fmt.Sscan(s.Summary.Properties["total-delete-files"], &res.DeleteFilesRemaining)
-		}
-	}
-	return res, false, nil
+	}, rewritten, nil
 }
 
 // smallFileTierFanIn is how many files of one size tier a small-file compaction waits for.

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
@@ -295,65 +294,60 @@ func (w *Writer) relax(ctx context.Context, conf *conformer, path []string) (*co
 var errEvolve = errors.New("iceberg: schema evolution")
 
 // evolveSchema commits the changes plan asks for, synchronously and before any data that needs them is encoded,
-// holding commitMu so that no commit of this writer interleaves. It reloads the table first (another writer or
-// tool may have made the change already), and after a failed commit reloads and plans again: the changes still
-// missing are retried, with backoff, a bounded number of times. Errors are never classified by their text.
+// holding commitMu so that no commit of this writer interleaves. It goes through the writer's transaction
+// helper: every attempt reloads the table (another writer or tool may have made the change already) and plans
+// again, so a retry commits only the changes still missing, and a fenced writer changes nothing. Errors are
+// never classified by their text.
 func (w *Writer) evolveSchema(ctx context.Context, plan func(*ice.Schema) ([]schemaChange, error)) error {
 	w.pipe.commitMu.Lock()
 	defer w.pipe.commitMu.Unlock()
-	base := w.Table()
-	changes, err := plan(base.Schema())
+	changes, err := plan(w.Table().Schema())
 	if err != nil || len(changes) == 0 {
 		return err // the commit loop installed a table that has them
 	}
-	var lastErr error
-	for attempt := 0; attempt < evolveAttempts; attempt++ {
-		if attempt > 0 {
-			if err := sleepCtx(ctx, backoff(attempt, 20*time.Millisecond, 2*time.Second)); err != nil {
-				return fmt.Errorf("%w: %w (last attempt: %w)", errEvolve, err, lastErr)
-			}
-		}
-		fresh, err := w.cat.LoadTable(ctx, w.ident)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		base = w.tables.loaded(fresh)
-		if changes, err = plan(base.Schema()); err != nil {
-			return err
-		}
-		if len(changes) == 0 {
-			return w.install(base)
-		}
-		tx := base.NewTransaction()
-		us := tx.UpdateSchema(true, false)
-		for _, c := range changes {
-			switch {
-			case c.add != nil:
-				us.AddColumn(c.path, c.add, "", false, nil)
-			case c.promote != nil:
-				us.UpdateColumn(c.path, table.ColumnUpdate{FieldType: ice.Optional[ice.Type]{Valid: true, Val: c.promote}})
-			case c.relax:
-				us.UpdateColumn(c.path, table.ColumnUpdate{Required: ice.Optional[bool]{Valid: true, Val: false}})
-			}
-		}
-		if err := us.Commit(); err != nil {
-			return fmt.Errorf("%w: %v: %w", errEvolve, changes, err)
-		}
-		tc, err := tx.TableCommit()
-		if err != nil {
-			return fmt.Errorf("%w: %v: %w", errEvolve, changes, err)
-		}
-		meta, loc, err := w.cat.CommitTable(ctx, w.ident, tc.Requirements, tc.Updates)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		next := w.tables.derive(base, meta, loc, w.cat)
-		w.log.Info("iceberg: schema evolved", "table", w.ident, "writer", w.id, "changes", fmt.Sprint(changes))
-		return w.install(next)
+	var buildErr error
+	op := &txOp{
+		what: "evolve schema", maxAttempts: evolveAttempts,
+		build: func(_ context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+			tx, err := evolveTx(tbl, w.opts.branch, plan, &changes)
+			buildErr = err
+			return tx, err
+		},
 	}
-	return fmt.Errorf("%w: %d attempts: %w", errEvolve, evolveAttempts, lastErr)
+	res, err := w.commitTx(ctx, op)
+	switch {
+	case err != nil && err == buildErr:
+		return err
+	case err != nil:
+		return fmt.Errorf("%w: %w", errEvolve, err)
+	case res.how == txCommitted:
+		w.log.Info("iceberg: schema evolved", "table", w.ident, "writer", w.id, "changes", fmt.Sprint(changes))
+	}
+	return nil
+}
+
+// evolveTx stages the changes plan finds missing from tbl's schema (nil: none), and sets changes to them.
+func evolveTx(tbl *table.Table, branch string, plan func(*ice.Schema) ([]schemaChange, error), changes *[]schemaChange) (*table.Transaction, error) {
+	var err error
+	if *changes, err = plan(tbl.Schema()); err != nil || len(*changes) == 0 {
+		return nil, err
+	}
+	tx := tbl.NewTransactionOnBranch(branch)
+	us := tx.UpdateSchema(true, false)
+	for _, c := range *changes {
+		switch {
+		case c.add != nil:
+			us.AddColumn(c.path, c.add, "", false, nil)
+		case c.promote != nil:
+			us.UpdateColumn(c.path, table.ColumnUpdate{FieldType: ice.Optional[ice.Type]{Valid: true, Val: c.promote}})
+		case c.relax:
+			us.UpdateColumn(c.path, table.ColumnUpdate{Required: ice.Optional[bool]{Valid: true, Val: false}})
+		}
+	}
+	if err := us.Commit(); err != nil {
+		return nil, fmt.Errorf("%w: %v: %w", errEvolve, *changes, err)
+	}
+	return tx, nil
 }
 
 // install makes tbl the table the writer and its committer work from.

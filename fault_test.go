@@ -102,51 +102,6 @@ func TestCommitStateUnknown(t *testing.T) {
 	}
 }
 
-// TestFencing: a second process with the same writer ID fences the first, whose next commit fails with
-// ErrFenced; the new writer continues the sequence numbers and loses nothing.
-func TestFencing(t *testing.T) {
-	ctx := context.Background()
-	cat := openCatalog(t)
-	ident := table.Identifier{"fault", "fence"}
-	old, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithWriterID("job"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := seed.New(0, 1)
-	writeSeed(t, old, g, 100)
-	if err := old.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	seqBefore := old.Stats().LastCommittedSeq
-	newer, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID("job"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if newer.Stats().Epoch <= old.Stats().Epoch {
-		t.Fatalf("epoch did not grow: old %d new %d", old.Stats().Epoch, newer.Stats().Epoch)
-	}
-	if got := newer.Stats().LastCommittedSeq; got != seqBefore {
-		t.Fatalf("new writer starts after seq %d, want %d", got, seqBefore)
-	}
-	writeSeed(t, old, g, 100) // ids 100..199 from the zombie: must not land
-	if err := old.Flush(ctx); !errors.Is(err, iceberg.ErrFenced) {
-		t.Fatalf("zombie Flush: got %v, want ErrFenced", err)
-	}
-	writeSeed(t, newer, seed.New(200, 2), 100)
-	if err := newer.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	counts, _ := readRows(t, cat, ident)
-	if len(counts) != 200 {
-		t.Fatalf("table has %d ids, want 200", len(counts))
-	}
-	for id := range counts {
-		if id >= 100 && id < 200 {
-			t.Fatalf("zombie row %d landed", id)
-		}
-	}
-}
-
 // TestCloseAbortErrClosed covers the end of a writer's life.
 func TestCloseAbortErrClosed(t *testing.T) {
 	ctx := context.Background()

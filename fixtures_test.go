@@ -3,9 +3,11 @@ package iceberg_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,6 +106,64 @@ func waitStaged(t *testing.T, w *iceberg.Writer, files int64) {
 	if err := iceberg.WaitFor(ctx, w, staged); err != nil {
 		t.Fatalf("%d data files not staged within 10 s: %+v", files, w.Stats())
 	}
+}
+
+// takeOver opens a writer with the ID of a running one, which fences that one (NewWriter bumps the ID's epoch),
+// and closes it when the test ends.
+func takeOver(t testing.TB, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier, id string) *iceberg.Writer {
+	t.Helper()
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID(id), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(ctx) })
+	return w
+}
+
+// metadataFile is the metadata file the catalog has for the table: it changes with every commit, so equal
+// files mean that no commit happened in between.
+func metadataFile(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) string {
+	t.Helper()
+	tbl, err := cat.LoadTable(context.Background(), ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl.MetadataLocation()
+}
+
+// logRecords collects the records of a logger (WithLogger(slog.New(l))) for a test to look through.
+type logRecords struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecords) WithGroup(string) slog.Handler            { return l }
+func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, r.Clone())
+	return nil
+}
+
+// errs returns the errors logged with message msg (attribute "err").
+func (l *logRecords) errs(msg string) []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []error
+	for _, r := range l.recs {
+		if r.Message != msg {
+			continue
+		}
+		r.Attrs(func(a slog.Attr) bool {
+			if err, ok := a.Value.Any().(error); ok && a.Key == "err" {
+				out = append(out, err)
+			}
+			return true
+		})
+	}
+	return out
 }
 
 // The seed events (internal/seed): append-only tables.

@@ -2,37 +2,102 @@ package iceberg
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/apache/iceberg-go/table"
 )
 
-// maintain keeps metadata bounded: snapshot expiry by count (and by age when asked) and periodic manifest
-// rewriting. It runs in the commit loop between runs, so it never races the writer's own commits; a failure is
-// logged and retried at a later commit, since no data depends on it.
-func (w *Writer) maintain(commits int64) {
-	tbl := w.view.table()
-	if tbl == nil {
+// maintainer is the writer's one maintenance scheduler: snapshot expiry (by count, and by age when asked),
+// manifest rewriting, automatic compaction after commits with delete files, and small-file compaction. The
+// commit loop calls afterCommit after each of its commits, holding commitMu, so maintenance never races the
+// writer's own commits. Its commits go through the writer's transaction helper (Writer.commitTx): retried,
+// fenced and installed like every other. A failure is logged and tried again when next due, since no data
+// depends on it; a fenced writer stops (commitTx fails it), and so does its maintenance.
+type maintainer struct {
+	keep         int           // WithKeepSnapshots (0: off)
+	expireAge    time.Duration // WithExpireOlderThan (0: off)
+	rewriteEvery int           // WithRewriteManifestsEvery (0: off)
+	autoCompact  int           // WithAutoCompact (0: off)
+	smallFiles   int           // WithSmallFileCompaction (0: off)
+	branch       string
+	ident        table.Identifier
+	log          *slog.Logger
+
+	// The writer's side: the table as its last commit left it, a transaction of the writer, a compaction.
+	table   func() *table.Table
+	commit  func(ctx context.Context, op *txOp) (txResult, error)
+	compact func(ctx context.Context, smallOnly bool) error
+
+	commits      int64 // commits so far
+	deltaCommits int   // commits with delete files since the last automatic compaction
+}
+
+// maintainAttempts bounds the attempts of one maintenance commit: it holds the commit queue, and whatever is
+// not done now is done when next due. A second attempt is what finds a writer fenced meanwhile.
+const maintainAttempts = 3
+
+// newMaintainer schedules the writer's maintenance by its (resolved) options.
+func (w *Writer) newMaintainer() *maintainer {
+	return &maintainer{
+		keep: w.opts.keepSnapshots, expireAge: w.opts.expireAge, rewriteEvery: w.opts.rewriteEvery,
+		autoCompact: w.opts.autoCompact, smallFiles: w.opts.smallFiles,
+		branch: w.opts.branch, ident: w.ident, log: w.log,
+		table: w.Table, commit: w.commitTx,
+		compact: func(ctx context.Context, smallOnly bool) error {
+			_, err := w.compactLocked(ctx, smallOnly)
+			return err
+		},
+	}
+}
+
+// afterCommit runs the maintenance due after a commit of the writer that added deleteFiles delete files. Each
+// step runs on the table the previous one left. Metadata first: expiry once the snapshots exceed the kept count
+// by a slack of max(10, keep/2) (expiry reads every retained manifest list, so fewer, larger steps cost less in
+// total) or, with an age limit, every 50 commits; manifest rewriting every rewriteEvery commits. Then at most one
+// compaction: the automatic one once autoCompact commits added delete files, else the small-file one every
+// smallFiles commits.
+func (m *maintainer) afterCommit(ctx context.Context, deleteFiles int) {
+	m.commits++
+	if m.expiryDue() && m.stop("expire snapshots", m.expire(ctx)) {
 		return
 	}
-	ctx := w.pipe.ctx
-	keep := w.opts.keepSnapshots
-	if keep > 0 || w.opts.expireAge > 0 {
-		n := len(tbl.Metadata().Snapshots())
-		// Expire in steps of half the kept count: each expiry reads every retained manifest list, so fewer,
-		// larger steps cost less in total.
-		slack := max(10, keep/2)
-		if (keep > 0 && n > keep+slack) || (w.opts.expireAge > 0 && commits%50 == 0) {
-			w.expire(ctx, tbl)
+	if m.rewriteEvery > 0 && m.commits%int64(m.rewriteEvery) == 0 && m.stop("rewrite manifests", m.rewriteManifests(ctx)) {
+		return
+	}
+	if m.autoCompact > 0 && deleteFiles > 0 {
+		m.deltaCommits++
+		if m.deltaCommits >= m.autoCompact {
+			m.deltaCommits = 0
+			m.stop("automatic compaction", m.compact(ctx, false))
+			return
 		}
 	}
-	if every := w.opts.rewriteEvery; every > 0 && commits%int64(every) == 0 {
-		tbl = w.view.table()
-		w.runMaintenance(ctx, tbl, "rewrite manifests", func(tx *table.Transaction) error {
-			_, err := tx.RewriteManifests(ctx)
-			return err
-		}, true)
+	if m.smallFiles > 0 && m.commits%int64(m.smallFiles) == 0 {
+		m.stop("small-file compaction", m.compact(ctx, true))
 	}
+}
+
+// stop logs a failed step and reports whether maintenance must stop: the writer was fenced (and stopped).
+func (m *maintainer) stop(what string, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrFenced):
+		return true // the writer stopped and said so
+	}
+	m.log.Warn("iceberg: maintenance not done; it runs again when next due", "what", what, "table", m.ident, "err", err)
+	return false
+}
+
+func (m *maintainer) expiryDue() bool {
+	if m.expireAge > 0 && m.commits%50 == 0 {
+		return true
+	}
+	return m.keep > 0 && len(m.table().Metadata().Snapshots()) > m.keep+max(10, m.keep/2)
 }
 
 // expire removes snapshots beyond the retention and deletes the files only they referenced.
@@ -41,56 +106,86 @@ func (w *Writer) maintain(commits int64) {
 // which grows with the table. When every expired snapshot only added files (no data or delete file removed),
 // no data file can have become garbage, so the writer deletes just the manifest lists and manifests that no
 // retained snapshot references, reading manifest lists only; otherwise it runs iceberg-go's full cleanup.
-func (w *Writer) expire(ctx context.Context, tbl *table.Table) {
+func (m *maintainer) expire(ctx context.Context) error {
 	var opts []table.ExpireSnapshotsOpt
-	if w.opts.keepSnapshots > 0 {
-		opts = append(opts, table.WithRetainLast(w.opts.keepSnapshots))
+	if m.keep > 0 {
+		opts = append(opts, table.WithRetainLast(m.keep))
 	}
-	if w.opts.expireAge > 0 {
-		opts = append(opts, table.WithOlderThan(w.opts.expireAge))
+	if m.expireAge > 0 {
+		opts = append(opts, table.WithOlderThan(m.expireAge))
 	} else {
 		opts = append(opts, table.WithOlderThan(0))
 	}
-	build := func(full bool) func(tx *table.Transaction) error {
-		return func(tx *table.Transaction) error {
-			if err := refreshMirrors(tx, tbl.Metadata(), w.opts.branch); err != nil {
-				return err
+	var expired []*table.Snapshot
+	full := false
+	_, err := m.commit(ctx, &txOp{
+		what: "expire snapshots", start: m.table(), maxAttempts: maintainAttempts,
+		build: func(_ context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+			var tx *table.Transaction
+			var err error
+			tx, expired, full, err = expireTx(tbl, m.branch, opts)
+			return tx, err
+		},
+		committed: func(ctx context.Context, pre, next *table.Table) {
+			if !full {
+				m.deleteUnreferencedManifests(ctx, pre, next, expired)
 			}
-			return tx.ExpireSnapshots(append(opts, table.WithPostCommit(full))...)
+		},
+	})
+	return err
+}
+
+// expireTx stages the expiry on tbl (nil: nothing would expire) and returns the snapshots it expires and
+// whether it runs iceberg-go's full cleanup.
+func expireTx(tbl *table.Table, branch string, opts []table.ExpireSnapshotsOpt) (*table.Transaction, []*table.Snapshot, bool, error) {
+	build := func(full bool) (*table.Transaction, error) {
+		tx := tbl.NewTransactionOnBranch(branch)
+		if err := refreshMirrors(tx, tbl.Metadata(), branch); err != nil {
+			return nil, err
 		}
+		return tx, tx.ExpireSnapshots(append(slices.Clip(opts), table.WithPostCommit(full))...)
 	}
 	// Stage once to see what would expire.
-	probe := tbl.NewTransactionOnBranch(w.opts.branch)
-	if err := build(false)(probe); err != nil {
-		w.log.Warn("iceberg: maintenance skipped", "what", "expire snapshots", "table", w.ident, "err", err)
-		return
+	probe, err := build(false)
+	if err != nil {
+		return nil, nil, false, err
 	}
 	staged, err := probe.StagedTable()
 	if err != nil {
-		return
+		return nil, nil, false, err
 	}
-	var expired []*table.Snapshot
+	var expired, all []*table.Snapshot
 	for i := range tbl.Metadata().Snapshots() {
 		s := &tbl.Metadata().Snapshots()[i]
+		all = append(all, s)
 		if staged.Metadata().SnapshotByID(s.SnapshotID) == nil {
 			expired = append(expired, s)
 		}
 	}
 	if len(expired) == 0 {
-		return
+		return nil, nil, false, nil
 	}
 	// A data file added by an expired snapshot and removed by a retained one became garbage too: the cheap
 	// path only holds when no snapshot, expired or retained, removed files.
-	var all []*table.Snapshot
-	for i := range tbl.Metadata().Snapshots() {
-		all = append(all, &tbl.Metadata().Snapshots()[i])
+	if onlyAdded(all) {
+		return probe, expired, false, nil
 	}
-	full := !onlyAdded(all)
-	post := w.runMaintenance(ctx, tbl, "expire snapshots", build(full), full)
-	if post == nil || full {
-		return
-	}
-	w.deleteUnreferencedManifests(ctx, tbl, post, expired)
+	tx, err := build(true)
+	return tx, expired, true, err
+}
+
+// rewriteManifests rewrites the table's manifests, so that manifest lists stay short (row deltas never merge
+// manifests).
+func (m *maintainer) rewriteManifests(ctx context.Context) error {
+	_, err := m.commit(ctx, &txOp{
+		what: "rewrite manifests", start: m.table(), maxAttempts: maintainAttempts,
+		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+			tx := tbl.NewTransactionOnBranch(m.branch)
+			_, err := tx.RewriteManifests(ctx)
+			return tx, err
+		},
+	})
+	return err
 }
 
 // onlyAdded reports whether every snapshot only added files.
@@ -113,7 +208,7 @@ func onlyAdded(snaps []*table.Snapshot) bool {
 
 // deleteUnreferencedManifests deletes the manifest lists of expired snapshots and the manifests that only
 // they referenced.
-func (w *Writer) deleteUnreferencedManifests(ctx context.Context, pre, post *table.Table, expired []*table.Snapshot) {
+func (m *maintainer) deleteUnreferencedManifests(ctx context.Context, pre, post *table.Table, expired []*table.Snapshot) {
 	if !post.Properties().GetBool(table.GCEnabledKey, table.GCEnabledDefault) {
 		return
 	}
@@ -125,7 +220,7 @@ func (w *Writer) deleteUnreferencedManifests(ctx context.Context, pre, post *tab
 	for _, s := range post.Metadata().Snapshots() {
 		mans, err := s.Manifests(fs)
 		if err != nil {
-			w.log.Warn("iceberg: expiry cleanup skipped", "table", w.ident, "err", err)
+			m.log.Warn("iceberg: expiry cleanup skipped", "table", m.ident, "err", err)
 			return
 		}
 		for _, m := range mans {
@@ -148,34 +243,4 @@ func (w *Writer) deleteUnreferencedManifests(ctx context.Context, pre, post *tab
 	for p := range drop {
 		_ = fs.Remove(p)
 	}
-}
-
-// runMaintenance commits one maintenance transaction and returns the table it left (nil when not applied).
-func (w *Writer) runMaintenance(ctx context.Context, tbl *table.Table, what string, build func(*table.Transaction) error, hooks bool) *table.Table {
-	tx := tbl.NewTransactionOnBranch(w.opts.branch)
-	if err := build(tx); err != nil {
-		w.log.Warn("iceberg: maintenance skipped", "what", what, "table", w.ident, "err", err)
-		return nil
-	}
-	tc, err := tx.TableCommit()
-	if err != nil || len(tc.Updates) == 0 {
-		return nil
-	}
-	meta, loc, err := w.cat.CommitTable(ctx, w.ident, tc.Requirements, tc.Updates)
-	if err != nil {
-		// A conflict leaves the table as it was; the next due commit tries again.
-		w.log.Info("iceberg: maintenance not applied", "what", what, "table", w.ident, "err", err)
-		return nil
-	}
-	next := w.tables.derive(tbl, meta, loc, w.cat)
-	updates := tc.Updates
-	if !hooks {
-		updates = nil
-	}
-	postCommit(ctx, w.log, tbl, next, updates)
-	if w.defaultC != nil {
-		w.defaultC.setLatest(w.ident, next)
-	}
-	_ = w.view.set(next)
-	return next
 }

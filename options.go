@@ -141,7 +141,9 @@ func WithTargetFileSize(n int64) Option { return func(o *options) { o.targetFile
 func WithMaxUncommitted(n int) Option { return func(o *options) { o.maxUncommitted = n } }
 
 // WithWriterID gives the writer a stable identity: its commits carry the ID, a restarted writer with the same
-// ID continues its sequence numbers, fences the older process (ErrFenced) and finds its checkpoints. Each
+// ID continues its sequence numbers, fences the older process and finds its checkpoints. A fenced writer
+// commits nothing more on any path: its next commit, Compact, a schema change of Write and its maintenance fail
+// with ErrFenced, and the writer stops (later calls return ErrWriterFailed wrapping ErrFenced). Each
 // commit also records the ID's newest committed (epoch, sequence number) in a table property
 // (icewriter.committed.<id>), so a retry after a lost reply knows whether the commit applied even when another
 // writer expired its snapshot meanwhile. Without it the writer uses a random ID and leaves no per-ID table

@@ -300,6 +300,13 @@ func (p *pipeline) kickLoop() {
 	}
 }
 
+// fail stops the pipeline from outside it (a writer's own transaction found it fenced, say).
+func (p *pipeline) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failLocked(err)
+}
+
 // failLocked stops the pipeline: nothing after the failed run is committed.
 func (p *pipeline) failLocked(err error) {
 	if p.failed != nil {

@@ -80,28 +80,13 @@ func (w *Writer) formRun(batches []*batch) *Run {
 }
 
 // committed follows a run's commit inside the commit queue: its callback is queued (delivered in commit order
-// outside every lock), then maintenance and compaction run when due.
-func (w *Writer) committed(ctx context.Context, run *Run, batches []*batch, res *CommitResult, n int64) {
+// outside every lock), then the maintenance due (the maintainer's schedule).
+func (w *Writer) committed(ctx context.Context, run *Run, batches []*batch, res *CommitResult, _ int64) {
 	if w.opts.onCommit != nil {
 		w.cbs.deliver(CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: run.files(),
 			Bytes: run.Bytes, FirstSeq: run.FirstSeq, LastSeq: run.LastSeq, Batches: len(batches), Attempts: res.Attempts})
 	}
-	w.maintain(n)
-	if every := w.opts.autoCompact; every > 0 && run.deleteFiles() > 0 {
-		w.deltaCommits++
-		if w.deltaCommits >= every {
-			w.deltaCommits = 0
-			if _, err := w.compactLocked(ctx, false); err != nil {
-				w.log.Warn("iceberg: automatic compaction failed; the next one will try again", "table", w.ident, "err", err)
-			}
-			return
-		}
-	}
-	if every := w.opts.smallFiles; every > 0 && n%int64(every) == 0 {
-		if _, err := w.compactLocked(ctx, true); err != nil {
-			w.log.Warn("iceberg: small-file compaction failed; the next one will try again", "table", w.ident, "err", err)
-		}
-	}
+	w.maint.afterCommit(ctx, run.deleteFiles())
 }
 
 // loopDone: nothing is delivered after the commit loop; the callback goroutine ends once it is drained.

@@ -26,6 +26,11 @@ const (
 	summarySeq        = "icewriter.seq"
 	summaryCheckpoint = "icewriter.checkpoint"
 	summaryFence      = "icewriter.fence"
+	// summaryOperation names what a snapshot of the writer's own that is not a run does ("compact").
+	summaryOperation = "icewriter.operation"
+	// summaryNonce marks the snapshot of one transaction call (a compaction): the proof, after a lost reply,
+	// that the call applied.
+	summaryNonce      = "icewriter.nonce"
 	summaryRewritten  = "icewriter.cow-rewritten-files"
 	summaryCandidates = "icewriter.cow-candidate-files"
 	propEpochPrefix   = "icewriter.epoch."

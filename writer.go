@@ -55,8 +55,7 @@ type Writer struct {
 	// view is the table as the writer last saw it and the conformer for its schema.
 	view *tableView
 
-	// deltaCommits counts commits with delete files since the last automatic compaction (commit loop only).
-	deltaCommits int
+	maint *maintainer // expiry, manifest rewrites, compactions: run by the commit loop after its commits
 
 	structConv sync.Map // reflect.Type -> *structConverter
 	tables     *tables
@@ -200,6 +199,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		w.committer = w.defaultC
 	}
 	w.cbs = newCallbacks(w.opts.onCommit)
+	w.maint = w.newMaintainer()
 	w.pipe = newPipeline(ctx, w, pipelineConfig{
 		flushRows: int64(o.flushRows), flushBytes: o.flushBytes, flushInterval: o.flushInterval,
 		rowBudget: rowBudget(&o), maxUncommitted: o.maxUncommitted, maxInFlight: o.maxInFlight,
@@ -233,71 +233,6 @@ func validateOptions(o *options) error {
 		return optionErr("WithMode", "unknown mode %d", int(*o.mode))
 	}
 	return nil
-}
-
-// fence bumps the writer ID's epoch with a commit that also moves the branch head.
-func (w *Writer) fence(ctx context.Context, tbl *table.Table) (*table.Table, error) {
-	nonce := uuid.NewString()
-	var lastErr error
-	// Retried like a run's commit, within the commit timeout: next to writers that commit in a tight loop a
-	// fixed number of attempts can all lose the race for the branch head.
-	deadline := time.Now().Add(w.opts.commitTimeout)
-	for attempt := 0; attempt == 0 || time.Now().Before(deadline); attempt++ {
-		if attempt > 0 {
-			if err := sleepCtx(ctx, backoff(attempt, 20*time.Millisecond, 2*time.Second)); err != nil {
-				return nil, err
-			}
-			fresh, err := w.cat.LoadTable(ctx, w.ident)
-			if err != nil {
-				lastErr = err
-				continue
-			}
-			tbl = w.tables.loaded(fresh)
-			if e, ok := findFence(tbl.Metadata(), w.opts.branch, nonce); ok {
-				w.epoch = e
-				return tbl, nil
-			}
-		}
-		epoch := tableEpoch(tbl.Metadata(), w.id) + 1
-		tx := tbl.NewTransactionOnBranch(w.opts.branch)
-		err := tx.SetProperties(ice.Properties{propEpochPrefix + w.id: fmt.Sprint(epoch)})
-		if err == nil {
-			err = tx.AddFiles(ctx, nil, ice.Properties{summaryWriterID: w.id, summaryEpoch: fmt.Sprint(epoch),
-				summaryFence: nonce}, true)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("iceberg: fence writer %q: %w", w.id, err)
-		}
-		tc, err := tx.TableCommit()
-		if err != nil {
-			return nil, fmt.Errorf("iceberg: fence writer %q: %w", w.id, err)
-		}
-		meta, loc, err := w.cat.CommitTable(ctx, w.ident, tc.Requirements, tc.Updates)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		w.epoch = epoch
-		next := w.tables.derive(tbl, meta, loc, w.cat)
-		postCommit(ctx, w.log, tbl, next, tc.Updates)
-		return next, nil
-	}
-	return nil, fmt.Errorf("iceberg: fence writer %q: %w", w.id, lastErr)
-}
-
-func findFence(meta table.Metadata, branch, nonce string) (int64, bool) {
-	var epoch int64
-	found := false
-	ancestors(meta, branch, func(s *table.Snapshot) bool {
-		if v, _ := summaryProp(s, summaryFence); v == nonce {
-			e, _ := summaryProp(s, summaryEpoch)
-			fmt.Sscan(e, &epoch)
-			found = true
-			return true
-		}
-		return false
-	})
-	return epoch, found
 }
 
 // ID returns the writer ID (random unless WithWriterID was given).

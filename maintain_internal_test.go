@@ -1,0 +1,74 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+)
+
+// scheduled runs a maintainer over commits with the given delete-file counts and returns what it ran, by
+// commit: "expire snapshots", "rewrite manifests" (the transactions it commits), "compact", "small files".
+// A transaction named in fail returns that error.
+func scheduled(m *maintainer, deleteFiles []int, fail map[string]error) []string {
+	var ran []string
+	m.log = slog.New(slog.DiscardHandler)
+	m.commit = func(_ context.Context, op *txOp) (txResult, error) {
+		ran = append(ran, fmt.Sprintf("%d %s", m.commits, op.what))
+		return txResult{}, fail[op.what]
+	}
+	m.compact = func(_ context.Context, smallOnly bool) error {
+		what := "compact"
+		if smallOnly {
+			what = "small files"
+		}
+		ran = append(ran, fmt.Sprintf("%d %s", m.commits, what))
+		return fail[what]
+	}
+	m.table = func() *table.Table { return nil } // only expiry by count reads it
+	for _, n := range deleteFiles {
+		m.afterCommit(context.Background(), n)
+	}
+	return ran
+}
+
+// TestMaintainerSchedule: manifest rewrites every rewriteEvery commits; at most one compaction per commit, the
+// automatic one after autoCompact commits with delete files winning over the small-file one.
+func TestMaintainerSchedule(t *testing.T) {
+	m := &maintainer{rewriteEvery: 4, autoCompact: 2, smallFiles: 3}
+	got := scheduled(m, []int{1, 0, 1, 0, 0, 1, 1, 0, 0}, nil)
+	want := []string{"3 compact", "4 rewrite manifests", "6 small files", "7 compact", "8 rewrite manifests",
+		"9 small files"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ran %q, want %q", got, want)
+	}
+}
+
+// TestMaintainerExpiryByAge: with an age limit, snapshot expiry runs every 50 commits.
+func TestMaintainerExpiryByAge(t *testing.T) {
+	m := &maintainer{expireAge: time.Hour}
+	got := scheduled(m, make([]int, 120), nil)
+	if want := []string{"50 expire snapshots", "100 expire snapshots"}; !slices.Equal(got, want) {
+		t.Fatalf("ran %q, want %q", got, want)
+	}
+}
+
+// TestMaintainerStopsWhenFenced: a step that finds the writer fenced ends the maintenance after that commit
+// (the writer stopped); any other failure does not.
+func TestMaintainerStopsWhenFenced(t *testing.T) {
+	m := &maintainer{rewriteEvery: 1, smallFiles: 1}
+	got := scheduled(m, []int{0}, map[string]error{"rewrite manifests": fmt.Errorf("wrapped: %w", ErrFenced)})
+	if want := []string{"1 rewrite manifests"}; !slices.Equal(got, want) {
+		t.Fatalf("fenced: ran %q, want %q", got, want)
+	}
+	m = &maintainer{rewriteEvery: 1, smallFiles: 1}
+	got = scheduled(m, []int{0}, map[string]error{"rewrite manifests": errors.New("injected: maintenance failed")})
+	if want := []string{"1 rewrite manifests", "1 small files"}; !slices.Equal(got, want) {
+		t.Fatalf("failed: ran %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,275 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+)
+
+// txEnv commits table transactions through the catalog. Every path that calls CommitTable goes through its
+// commit method: a run's commit (catalogCommitter.Commit), the fence that takes a writer ID over (NewWriter),
+// compaction, schema evolution and maintenance. So all of them retry the same way (backoff within the commit
+// timeout, a reload before every retry), classify a failed attempt the same way (any error may hide an applied
+// commit: only the path's proof, run on the reloaded table, clears it), check fencing on the metadata every
+// attempt builds on, and run the same post-commit steps. What differs per path is in its txOp.
+//
+// Transactions are committed with CommitTable directly, not Transaction.Commit, whose internal retry would
+// replay a commit a proxy reported as failed after it applied. TableCommit asserts the branch head on every
+// transaction, metadata-only ones included, and a fence is a snapshot that moves the head: an attempt built
+// before a takeover fails its requirement, and the retry finds the newer epoch.
+type txEnv struct {
+	cat     catalog.Catalog
+	tables  *tables // the catalog's loads and what commits leave (see tables)
+	log     *slog.Logger
+	timeout time.Duration // no retry starts later than this after the call began (WithCommitTimeout)
+	minWait time.Duration // the backoff before the first retry; it doubles up to maxWait (see backoff)
+	maxWait time.Duration
+}
+
+func newTxEnv(cat catalog.Catalog, tabs *tables, log *slog.Logger, timeout time.Duration) txEnv {
+	if tabs == nil {
+		tabs = newTables()
+	}
+	return txEnv{cat: cat, tables: tabs, log: log, timeout: timeout, minWait: 50 * time.Millisecond, maxWait: 5 * time.Second}
+}
+
+// txOp is one transaction for txEnv.commit: the table, fencing, limits and the path's hooks.
+type txOp struct {
+	ident  table.Identifier
+	branch string
+	what   string // names the transaction in errors and logs
+
+	// fenceID is a stable writer ID and epoch the epoch it holds: an attempt built on metadata whose epoch for
+	// fenceID is newer stops with ErrFenced before anything is sent. Empty for random writer IDs (which no one
+	// can take over) and for the fence itself.
+	fenceID string
+	epoch   int64
+
+	// start is the table the first attempt builds on; nil loads it from the catalog first.
+	start *table.Table
+	// maxAttempts bounds the attempts besides the timeout (0: the timeout alone). The paths that hold the
+	// writer's commit queue for work no row waits on (compaction, schema evolution, maintenance) set it, so
+	// that a conflict storm delays the writer's commits by seconds, not by the commit timeout.
+	maxAttempts int
+	// maxBuilds is how many times build may fail on one table head before the call gives up with its error
+	// (0 or 1: the first failure is final). A head that moved since makes a failed build a fresh try.
+	maxBuilds int
+
+	// build stages the transaction on tbl (attempt counts from 0). A nil transaction, or one without updates,
+	// means nothing is left to commit: commit returns txNothing with tbl. An error is a build failure: nothing
+	// reached the catalog.
+	build func(ctx context.Context, tbl *table.Table, attempt int) (*table.Transaction, error)
+	// prove establishes on a reloaded table whether an earlier attempt applied after all (its reply lost, or a
+	// retrying proxy turned a success into a conflict): base is the head the first attempt that may have
+	// applied was built on. With proveFirst it also runs before the first attempt (first set, base nil), for a
+	// transaction an earlier call may have sent already (a coordinator that re-sends a run). Without prove, a
+	// retry simply builds again on the reloaded table: build must then find what is already done (a schema
+	// change already made, snapshots already expired).
+	prove      func(tbl *table.Table, base *int64, first bool) outcome
+	proveFirst bool
+	// failed runs after every failed attempt (sent: it reached the catalog).
+	failed func(sent bool)
+	// committed runs after a successful CommitTable and the update hooks: pre is the table the attempt was
+	// built on, next the table the commit left.
+	committed func(ctx context.Context, pre, next *table.Table)
+}
+
+// txHow says how a transaction ended.
+type txHow int
+
+const (
+	txCommitted txHow = iota // an attempt's CommitTable succeeded
+	txProven                 // the proof found that an earlier attempt applied
+	txNothing                // build found nothing left to commit
+)
+
+// txResult is what txEnv.commit reports.
+type txResult struct {
+	table     *table.Table // what the commit left; for txProven and txNothing, the table that showed it
+	how       txHow
+	attempts  int // attempts made, including the one that ended the call
+	conflicts int // attempts the catalog rejected as conflicts (table.ErrCommitFailed)
+}
+
+// commit builds and commits op's transaction until it applies, is proven applied, has nothing left to do, or
+// the call gives up: past the timeout or op.maxAttempts, when ctx ends, on a final build failure, on
+// ErrFenced, or when the proof cannot tell. Giving up after any attempt reached the catalog wraps
+// ErrCommitStateUnknown: a request the catalog is still processing may land later.
+func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
+	deadline := time.Now().Add(e.timeout)
+	var res txResult
+	tbl := op.start
+	var lastErr error
+	// unproven is the head the first attempt that may have applied was built on (nil head: an empty table),
+	// set from the moment such an attempt was sent until a proof shows that none applied.
+	var unproven **int64
+	sent := false
+	checked := op.prove == nil || !op.proveFirst // the proof before the first attempt ran (or is not wanted)
+	buildFails := 0
+	var builtOn string // metadata location of the last attempt that failed to build
+	for attempt := 0; ; attempt++ {
+		res.attempts = attempt + 1
+		if attempt > 0 {
+			if time.Now().After(deadline) || ctx.Err() != nil || (op.maxAttempts > 0 && attempt >= op.maxAttempts) {
+				res.attempts = attempt
+				if sent {
+					return res, fmt.Errorf("%w: %s: %w", ErrCommitStateUnknown, op.what, lastErr)
+				}
+				return res, fmt.Errorf("iceberg: %s gave up after %d attempts: %w", op.what, attempt, lastErr)
+			}
+			if err := sleepCtx(ctx, backoff(attempt, e.minWait, e.maxWait)); err != nil {
+				continue
+			}
+			tbl = nil
+		}
+		if tbl == nil {
+			fresh, err := e.cat.LoadTable(ctx, op.ident)
+			if err != nil {
+				lastErr = err
+				if attempt > 0 {
+					e.log.Warn("iceberg: reload before retry failed", "table", op.ident, "what", op.what, "attempt", attempt, "err", err)
+				}
+				continue
+			}
+			tbl = e.tables.loaded(fresh)
+			if builtOn != "" && builtOn != tbl.MetadataLocation() {
+				// The table moved since the build failed (e.g. another writer's expiry deleted a manifest the
+				// plan read): a build on the new head is a fresh try, not a repeat of a failing one.
+				buildFails = 0
+			}
+		}
+		if op.prove != nil && (unproven != nil || !checked) {
+			var base *int64
+			if unproven != nil {
+				base = *unproven
+			}
+			switch op.prove(tbl, base, !checked) {
+			case outcomeApplied:
+				res.table, res.how = tbl, txProven
+				return res, nil
+			case outcomeUnknown:
+				return res, fmt.Errorf("%w: %s: an attempt may have applied and the snapshots since it was built "+
+					"were expired before the writer could look (another writer's snapshot expiry); it is not "+
+					"committed again: %w", ErrCommitStateUnknown, op.what, lastErr)
+			}
+			unproven, checked = nil, true
+		}
+		if op.fenceID != "" {
+			if ep := tableEpoch(tbl.Metadata(), op.fenceID); ep > op.epoch {
+				return res, fmt.Errorf("%w: %s: table epoch %d, this writer's %d", ErrFenced, op.what, ep, op.epoch)
+			}
+		}
+		tx, err := op.build(ctx, tbl, attempt)
+		var tc table.TableCommit
+		if err == nil && tx != nil {
+			tc, err = tx.TableCommit()
+		}
+		if err != nil {
+			lastErr = err
+			if op.failed != nil {
+				op.failed(false)
+			}
+			buildFails++
+			builtOn = tbl.MetadataLocation()
+			if buildFails >= max(op.maxBuilds, 1) {
+				return res, err
+			}
+			continue
+		}
+		if tx == nil || len(tc.Updates) == 0 {
+			res.table, res.how = tbl, txNothing
+			return res, nil
+		}
+		meta, loc, err := e.cat.CommitTable(ctx, op.ident, tc.Requirements, tc.Updates)
+		if err == nil {
+			next := e.tables.derive(tbl, meta, loc, e.cat)
+			postCommit(ctx, e.log, tbl, next, tc.Updates)
+			if op.committed != nil {
+				op.committed(ctx, tbl, next)
+			}
+			res.table, res.how = next, txCommitted
+			return res, nil
+		}
+		lastErr = err
+		if errors.Is(err, table.ErrCommitFailed) {
+			res.conflicts++
+		}
+		builtOn = ""
+		sent = true
+		// Any error from CommitTable may hide an applied commit, a conflict included (a retrying proxy can turn
+		// a success into a 409): only a proof on a reloaded table clears it.
+		if unproven == nil {
+			h := headID(tbl.Metadata(), op.branch)
+			unproven = &h
+		}
+		if op.failed != nil {
+			op.failed(true)
+		}
+		e.log.Debug("iceberg: commit attempt failed", "table", op.ident, "what", op.what, "attempt", attempt, "err", err)
+	}
+}
+
+// findNonce walks the branch ancestry for the snapshot whose summary holds nonce under key: the proof of a
+// transaction that marks its snapshot with a nonce of its own (the fence, a compaction).
+func findNonce(meta table.Metadata, branch, key, nonce string) (*table.Snapshot, bool) {
+	var found *table.Snapshot
+	ancestors(meta, branch, func(s *table.Snapshot) bool {
+		if v, _ := summaryProp(s, key); v == nonce {
+			found = s
+			return true
+		}
+		return false
+	})
+	return found, found != nil
+}
+
+// nonceProof proves a transaction applied by its nonce. A walk that does not find it means "not applied" even
+// when expiry cut it short: the transactions that use it build again from what the table holds, which is
+// right whether or not an earlier attempt applied.
+func nonceProof(branch, key, nonce string, found func(*table.Snapshot)) func(*table.Table, *int64, bool) outcome {
+	return func(tbl *table.Table, _ *int64, _ bool) outcome {
+		s, ok := findNonce(tbl.Metadata(), branch, key, nonce)
+		if !ok {
+			return outcomeNotApplied
+		}
+		if found != nil {
+			found(s)
+		}
+		return outcomeApplied
+	}
+}
+
+// txn is the writer's transaction environment for its own transactions (fence, compaction, schema evolution,
+// maintenance): its catalog, table cache and logger, the commit timeout, and waits capped at 2 s instead of a
+// run's 5 s. These transactions are short and contend with writers that commit in a tight loop: retried up to
+// 5 s apart, a takeover next to one lost the race for the branch head for over two minutes (measured: 35
+// attempts, 136 s; once for the whole 5 min timeout), and compaction and schema evolution hold the commit queue
+// for their 10 attempts.
+func (w *Writer) txn() *txEnv {
+	e := newTxEnv(w.cat, w.tables, w.log, w.opts.commitTimeout)
+	e.minWait, e.maxWait = 20*time.Millisecond, 2*time.Second
+	return &e
+}
+
+// commitTx commits op on the writer's table and branch, fenced when the writer ID is stable, and makes the
+// table it leaves the one the writer and its committer work from. A fenced writer stops: every later call
+// returns ErrWriterFailed wrapping ErrFenced (the run commit fails the writer the same way).
+func (w *Writer) commitTx(ctx context.Context, op *txOp) (txResult, error) {
+	op.ident, op.branch = w.ident, w.opts.branch
+	if w.opts.stableID {
+		op.fenceID, op.epoch = w.id, w.epoch
+	}
+	res, err := w.txn().commit(ctx, op)
+	if errors.Is(err, ErrFenced) {
+		w.pipe.fail(err)
+	}
+	if err != nil {
+		return res, err
+	}
+	return res, w.install(res.table)
+}

@@ -1,0 +1,220 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+)
+
+// The transaction helper on a real table (an embedded catalog), without a writer's pipeline around it: the
+// transaction marks a snapshot with a nonce and sets a property, as the fence does.
+
+// txCatalog injects what a real catalog does not produce on demand: commits that apply and then report an
+// error (a lost reply), commits that fail before reaching the table, loads that fail.
+type txCatalog struct {
+	catalog.Catalog
+	mu                         sync.Mutex
+	lose, failCommit, failLoad int
+}
+
+func (c *txCatalog) take(n *int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if *n == 0 {
+		return false
+	}
+	*n--
+	return true
+}
+
+func (c *txCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+	if c.take(&c.failLoad) {
+		return nil, errors.New("injected: load failed")
+	}
+	return c.Catalog.LoadTable(ctx, ident)
+}
+
+func (c *txCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	if c.take(&c.failCommit) {
+		return nil, "", errors.New("injected: commit failed")
+	}
+	meta, loc, err := c.Catalog.CommitTable(ctx, ident, reqs, updates)
+	if err == nil && c.take(&c.lose) {
+		return nil, "", errors.New("injected: reply lost")
+	}
+	return meta, loc, err
+}
+
+// txFixture is a table and a transaction environment on it, with fast retries.
+type txFixture struct {
+	env   txEnv
+	cat   *txCatalog
+	ident table.Identifier
+	// builds counts build calls, committed the committed hook's.
+	builds, committed int
+}
+
+func newTxFixture(t *testing.T) *txFixture {
+	w := idNameWriter(t, 1, 10, WithCreate(idNameSchema))
+	cat := &txCatalog{Catalog: w.cat}
+	env := newTxEnv(cat, nil, slog.New(slog.DiscardHandler), time.Minute)
+	env.minWait, env.maxWait = time.Millisecond, 5*time.Millisecond
+	return &txFixture{env: env, cat: cat, ident: w.ident}
+}
+
+func (f *txFixture) load(t *testing.T) *table.Table {
+	t.Helper()
+	tbl, err := f.cat.Catalog.LoadTable(context.Background(), f.ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+// op sets property key to val in a snapshot that carries a nonce, unless the table has it already.
+func (f *txFixture) op(key, val string) *txOp {
+	nonce := fmt.Sprint(time.Now().UnixNano())
+	return &txOp{
+		ident: f.ident, branch: table.MainBranch, what: "set " + key,
+		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+			f.builds++
+			if tbl.Properties()[key] == val {
+				return nil, nil
+			}
+			tx := tbl.NewTransaction()
+			if err := tx.SetProperties(ice.Properties{key: val}); err != nil {
+				return nil, err
+			}
+			return tx, tx.AddFiles(ctx, nil, ice.Properties{summaryNonce: nonce}, true)
+		},
+		prove:     nonceProof(table.MainBranch, summaryNonce, nonce, nil),
+		committed: func(context.Context, *table.Table, *table.Table) { f.committed++ },
+	}
+}
+
+// TestTxRetriesOnAMovedHead: an attempt built on a head that moved fails its requirement; the retry reloads,
+// builds again and commits.
+func TestTxRetriesOnAMovedHead(t *testing.T) {
+	f := newTxFixture(t)
+	op := f.op("k", "1")
+	op.start = f.load(t) // stale once the next commit lands
+	if _, err := f.env.commit(context.Background(), f.op("other", "1")); err != nil {
+		t.Fatal(err)
+	}
+	f.committed = 0
+	res, err := f.env.commit(context.Background(), op)
+	if err != nil || res.how != txCommitted || res.attempts != 2 || f.committed != 1 {
+		t.Fatalf("commit on a stale head: %+v, %v, committed hooks %d", res, err, f.committed)
+	}
+	if got := f.load(t).Properties()["k"]; got != "1" {
+		t.Fatalf("property k = %q", got)
+	}
+}
+
+// TestTxLostReplyProven: a commit that applied and lost its reply is proven applied on the reloaded table, and
+// neither built nor committed again.
+func TestTxLostReplyProven(t *testing.T) {
+	f := newTxFixture(t)
+	f.cat.lose = 1
+	res, err := f.env.commit(context.Background(), f.op("k", "1"))
+	if err != nil || res.how != txProven || res.attempts != 2 || f.builds != 1 || f.committed != 0 {
+		t.Fatalf("lost reply: %+v, %v, builds %d, committed hooks %d", res, err, f.builds, f.committed)
+	}
+}
+
+// TestTxLostReplyWithoutProofBuildsAgain: without a proof, the retry builds on the reloaded table, which finds
+// the work done.
+func TestTxLostReplyWithoutProofBuildsAgain(t *testing.T) {
+	f := newTxFixture(t)
+	f.cat.lose = 1
+	op := f.op("k", "1")
+	op.prove = nil
+	res, err := f.env.commit(context.Background(), op)
+	if err != nil || res.how != txNothing || f.builds != 2 {
+		t.Fatalf("lost reply without a proof: %+v, %v, builds %d", res, err, f.builds)
+	}
+}
+
+// TestTxFenced: a writer whose ID's epoch in the table is newer than its own builds nothing and gets ErrFenced;
+// the epoch's own writer commits.
+func TestTxFenced(t *testing.T) {
+	f := newTxFixture(t)
+	if _, err := f.env.commit(context.Background(), f.op(propEpochPrefix+"x", "2")); err != nil {
+		t.Fatal(err)
+	}
+	op := f.op("k", "1")
+	op.fenceID, op.epoch = "x", 1
+	before := f.builds
+	if _, err := f.env.commit(context.Background(), op); !errors.Is(err, ErrFenced) || f.builds != before {
+		t.Fatalf("fenced: %v, builds %d (want none)", err, f.builds-before)
+	}
+	op = f.op("k", "1")
+	op.fenceID, op.epoch = "x", 2
+	if _, err := f.env.commit(context.Background(), op); err != nil {
+		t.Fatalf("the epoch's own writer: %v", err)
+	}
+}
+
+// TestTxFencedWhileBuilt: a takeover between the load and the commit moves the branch head, so the attempt
+// fails its requirement and the retry finds the newer epoch.
+func TestTxFencedWhileBuilt(t *testing.T) {
+	f := newTxFixture(t)
+	op := f.op("k", "1")
+	op.fenceID, op.epoch = "x", 1
+	op.start = f.load(t)
+	if _, err := f.env.commit(context.Background(), f.op(propEpochPrefix+"x", "2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.env.commit(context.Background(), op); !errors.Is(err, ErrFenced) {
+		t.Fatalf("fenced meanwhile: %v", err)
+	}
+	if _, ok := f.load(t).Properties()["k"]; ok {
+		t.Fatal("a fenced transaction committed")
+	}
+}
+
+// TestTxGivesUp: past its attempts the helper gives up; once an attempt was sent the outcome is unknown
+// (ErrCommitStateUnknown), while failed loads alone are a plain give-up.
+func TestTxGivesUp(t *testing.T) {
+	f := newTxFixture(t)
+	f.cat.failCommit = 100
+	op := f.op("k", "1")
+	op.maxAttempts = 3
+	res, err := f.env.commit(context.Background(), op)
+	if !errors.Is(err, ErrCommitStateUnknown) || res.attempts != 3 {
+		t.Fatalf("sent and failed: %+v, %v; want ErrCommitStateUnknown after 3 attempts", res, err)
+	}
+	f.cat.failCommit, f.cat.failLoad = 0, 100
+	if _, err := f.env.commit(context.Background(), op); err == nil || errors.Is(err, ErrCommitStateUnknown) {
+		t.Fatalf("nothing sent: %v; want a plain give-up", err)
+	}
+}
+
+// TestTxBuildFailures: a build that keeps failing on one head ends the call after maxBuilds builds (one by
+// default), with the build's error.
+func TestTxBuildFailures(t *testing.T) {
+	f := newTxFixture(t)
+	op := f.op("k", "1")
+	errBuild := errors.New("build failed")
+	op.build = func(context.Context, *table.Table, int) (*table.Transaction, error) {
+		f.builds++
+		return nil, errBuild
+	}
+	op.maxBuilds = 3
+	if _, err := f.env.commit(context.Background(), op); !errors.Is(err, errBuild) || f.builds != 3 {
+		t.Fatalf("failing build: %v after %d builds, want it after 3", err, f.builds)
+	}
+	f.builds = 0
+	op.maxBuilds = 0
+	if _, err := f.env.commit(context.Background(), op); !errors.Is(err, errBuild) || f.builds != 1 {
+		t.Fatalf("failing build without retries: %v after %d builds, want it after 1", err, f.builds)
+	}
+}

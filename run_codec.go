@@ -4,16 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	ice "github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
-
-	"github.com/icewriter/iceberg/internal/redact"
 )
 
 // runEnvelope is a Run's wire form: markers as JSON, data and delete files as Avro manifests (Iceberg's own
@@ -176,19 +171,6 @@ func decodeFiles(env runEnvelope, data []byte, n int, content ice.ManifestConten
 		out[i] = e.DataFile()
 	}
 	return out, nil
-}
-
-// NewCatalogCommitter returns the default Committer on its own: it commits runs through cat with idempotency
-// markers, retries (within timeout, per run) and fencing. A coordinator that receives runs from many writer
-// processes (Run.MarshalBinary) commits them with it. Commit is safe for concurrent use: runs of different
-// writers and tables may commit at once (runs on one table conflict at the catalog and retry). Runs of one
-// writer must be committed one at a time in sequence order; the caller guarantees that (a Writer hands its
-// runs over one at a time from its commit loop, so a coordinator that commits each writer's runs in the order
-// received, waiting for each, keeps it).
-// Its errors and log lines are masked as a Writer's are.
-func NewCatalogCommitter(cat catalog.Catalog, timeout time.Duration) Committer {
-	cat = redact.WrapCatalog(cat, nil)
-	return newCatalogCommitter(cat, nil, redact.Logger(slog.Default(), redact.RedactorOf(cat)), timeout, nil)
 }
 
 // encodeRecords writes key records of one schema as an Arrow IPC stream.

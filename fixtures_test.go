@@ -357,19 +357,6 @@ func (o *kvOps) apply(t *testing.T, ctx context.Context, w *iceberg.Writer, mode
 	return op
 }
 
-// distinctKeys draws n distinct keys in [0, limit).
-func distinctKeys(rng *rand.Rand, n int, limit int64) []int64 {
-	seen := map[int64]bool{}
-	var ks []int64
-	for len(ks) < n {
-		if k := rng.Int64N(limit); !seen[k] {
-			seen[k] = true
-			ks = append(ks, k)
-		}
-	}
-	return ks
-}
-
 // Row lineage (format version 3).
 
 // lineage is one row's row-lineage pair as the scanner reports it.

@@ -261,7 +261,7 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 		ops.keySpace, ops.maxRows, ops.writes = 5000, 1+rng.IntN(800), 10
 		nOps, flushEvery, flushRows = 40, 8, 1+rng.IntN(3000)
 		if c.coalesced {
-			flushRows = 1 + rng.IntN(300)
+			flushRows = 1 + rng.IntN(ops.maxRows)
 		}
 	case c.coalesced:
 		ops.keySpace, ops.maxRows, ops.writes = int64(20+rng.IntN(40)), 5, 3
@@ -323,13 +323,16 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 	// The gate's schedule draws from its own source: the operations and Flush calls a seed gives do not depend
 	// on when commits reach the gate.
 	gateRng := rand.New(rand.NewPCG(seed, 0x67617465))
-	holding, after := false, 0 // after: operations left once a commit waits at the gate (-1: none waits yet)
+	// While holding: after counts the operations left once a commit waits at the gate (-1: none waits yet);
+	// sealed is the writer's batch count then. The gate opens once after reaches 0 and two more batches sealed.
+	holding, after, sealed := false, 0, int64(0)
+	fresh := true // no operation since the writer opened or flushed: hold there, and at random
 	release := func() {
 		m.cat.release()
 		holding = false
 	}
 	for op := 0; op < nOps; op++ {
-		if c.coalesced && !holding && gateRng.IntN(10) == 0 {
+		if c.coalesced && !holding && (fresh || gateRng.IntN(10) == 0) {
 			m.cat.hold()
 			holding, after = true, -1
 		}
@@ -337,6 +340,7 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 			release() // the next Write could block until a commit lands
 		}
 		o := ops.apply(t, ctx, w, m.model)
+		fresh = false
 		m.accepted += int64(len(o.ids))
 		for _, id := range o.ids {
 			m.touched[id] |= [...]int{kvWrite: touchWrite, kvUpsert: touchUpsert, kvDelete: touchDelete}[o.kind]
@@ -344,17 +348,17 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 		switch {
 		case !holding:
 		case after < 0:
-			// Once a sealed batch's commit waits at the gate, the next operations' batches queue behind it
-			// and coalesce into the next run.
-			if w.Stats().UncommittedBatches > 0 {
+			// Once a sealed batch's commit waits at the gate, the batches the next operations seal queue
+			// behind it and coalesce into the next run.
+			if st := w.Stats(); st.UncommittedBatches > 0 {
 				if m.cat.held(10 * time.Second) {
-					after = 1 + gateRng.IntN(8)
+					after, sealed = 1+gateRng.IntN(8), w.Stats().Batches
 				} else {
 					release()
 				}
 			}
 		default:
-			if after--; after == 0 {
+			if after--; after <= 0 && w.Stats().Batches >= sealed+2 {
 				release()
 			}
 		}
@@ -364,6 +368,7 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 			m.close(t, ctx, w)
 			m.check(t, fmt.Sprintf("after op %d, the writer closed", op))
 			w = open()
+			fresh = true
 		case rng.IntN(flushEvery) == 0:
 			release()
 			if err := w.Flush(ctx); err != nil {
@@ -373,6 +378,7 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 				t.Fatalf("after Flush %d rows committed, want %d: %+v", st.RowsCommitted, m.accepted, st)
 			}
 			m.check(t, fmt.Sprintf("after op %d and Flush", op))
+			fresh = true
 		}
 	}
 	release()
@@ -386,10 +392,8 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 	if late > 0 {
 		t.Fatalf("%d commits waited %s at the gate", late, gateLimit)
 	}
-	if c.coalesced {
-		if n := coalesced.Load(); n < 2 || waits == 0 {
-			t.Fatalf("no commit coalesced batches (%d commits held, at most %d batches in a commit)", waits, n)
-		}
+	if n := coalesced.Load(); c.coalesced && (waits == 0 || n < 2) {
+		t.Fatalf("no commit coalesced batches behind a held one (%d commits held, at most %d batches in a commit)", waits, n)
 	}
 	if c.serialized && runs == 0 {
 		t.Fatal("no run went through the coordinator")

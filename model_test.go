@@ -170,6 +170,45 @@ func TestModel(t *testing.T) {
 	}
 }
 
+// TestModelMatrix checks what modelMatrix's comment promises: per mode, every format version meets both values
+// of each of partitioned, coalesced, restart and serialized (serialized: every mode and version goes through a
+// coordinator), and every two of those meet in all four combinations.
+func TestModelMatrix(t *testing.T) {
+	bits := func(c modelCase) [4]bool { return [4]bool{c.part != "", c.coalesced, c.restart, c.serialized} }
+	names := [4]string{"partitioned", "coalesced", "restart", "serialized"}
+	for _, mode := range []modelMode{appendOnly, mergeOnRead, copyOnWrite} {
+		seen := map[string]bool{}
+		for _, c := range modelMatrix() {
+			if c.mode != mode {
+				continue
+			}
+			b := bits(c)
+			for i := range b {
+				seen[fmt.Sprintf("v%d %s=%v", c.version, names[i], b[i])] = true
+				for j := i + 1; j < len(b); j++ {
+					seen[fmt.Sprintf("%s=%v %s=%v", names[i], b[i], names[j], b[j])] = true
+				}
+			}
+		}
+		for i := range names {
+			for _, x := range []bool{false, true} {
+				for _, v := range mode.versions() {
+					if k := fmt.Sprintf("v%d %s=%v", v, names[i], x); !seen[k] {
+						t.Errorf("%s: no case with %s", mode, k)
+					}
+				}
+				for j := i + 1; j < len(names); j++ {
+					for _, y := range []bool{false, true} {
+						if k := fmt.Sprintf("%s=%v %s=%v", names[i], x, names[j], y); !seen[k] {
+							t.Errorf("%s: no case with %s", mode, k)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // The model table: kvSchema's id, v and s, plus ts, a function of id (modelTS) for the time partition specs.
 
 var modelSchema = arrow.NewSchema([]arrow.Field{

@@ -79,48 +79,6 @@ func TestCoordinatorCommitter(t *testing.T) {
 	}
 }
 
-// TestCoordinatorKeyed: upserts and deletes in both modes go through the serialized run (equality delete files
-// as a delete manifest, copy-on-write keys as Arrow IPC) and land as the model says.
-func TestCoordinatorKeyed(t *testing.T) {
-	for _, mode := range []iceberg.Mode{iceberg.MergeOnRead, iceberg.CopyOnWrite} {
-		t.Run(mode.String(), func(t *testing.T) {
-			ctx := context.Background()
-			cat := openCatalog(t)
-			ident := table.Identifier{"coord", "kv"}
-			var mu sync.Mutex
-			runs := 0
-			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")),
-				iceberg.WithMode(mode), iceberg.WithCommitter(forwarder{coord: iceberg.NewCatalogCommitter(cat, time.Minute), mu: &mu, runs: &runs}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			model := kvModel{}
-			ids := []int64{1, 2, 3, 4}
-			for _, id := range ids {
-				model.insert(id, id)
-			}
-			if err := w.Write(ctx, kvBatch(ids, ids)); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-			model.upsert(2, 20)
-			model.del(3)
-			if err := w.Upsert(ctx, kvBatch([]int64{2}, []int64{20})); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Delete(ctx, keyBatch([]int64{3})); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			compareKV(t, readKV(t, cat, ident), model)
-		})
-	}
-}
-
 // TestCoordinatorConcurrentCommits: one NewCatalogCommitter commits, at the same time, the runs of writers on
 // three tables and of two writers sharing a table, in every mode (copy-on-write on v3 carries row ids, the
 // attempt state that concurrent calls must not share). Each writer's own loop keeps its runs in sequence

@@ -3,63 +3,10 @@ package iceberg_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"testing"
-	"time"
 
-	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 )
-
-// TestCopyOnWriteCoalescedModel: random Write/Upsert/Delete batches (keys repeating inside and across
-// batches) on a copy-on-write table whose commits are slow, so that many batches coalesce into runs split into
-// several segments; v2 and v3, partitioned and not. The table must equal the sequential model at every Flush
-// and at the end (v3: every _row_id non-null, checked by readLineage).
-func TestCopyOnWriteCoalescedModel(t *testing.T) {
-	for trial := 0; trial < 4; trial++ {
-		version := 2 + trial%2
-		parts := trial >= 2
-		t.Run(fmt.Sprintf("v%d/partitioned=%v", version, parts), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(uint64(trial), 77))
-			ctx := context.Background()
-			cat := &slowCatalog{Catalog: openCatalog(t), latency: 25 * time.Millisecond}
-			ident := table.Identifier{"cow", "coalesced"}
-			create := []iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)}
-			if parts {
-				create = append(create, iceberg.PartitionBy("bucket(3, id)"))
-			}
-			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, create...),
-				iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushRows(1+rng.IntN(8)),
-				iceberg.WithMaxInFlight(4), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			model := kvModel{}
-			ops := &kvOps{rng: rng, keySpace: 30, maxRows: 5, writes: 3}
-			for op := 0; op < 90; op++ {
-				ops.apply(t, ctx, w, model)
-				if rng.IntN(40) == 0 {
-					if err := w.Flush(ctx); err != nil {
-						t.Fatal(err)
-					}
-					compareKV(t, readKV(t, cat, ident), model)
-					if version >= 3 {
-						readLineage(t, cat, ident)
-					}
-				}
-			}
-			if err := w.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			compareKV(t, readKV(t, cat, ident), model)
-			if version >= 3 {
-				readLineage(t, cat, ident)
-			}
-			st := w.Stats()
-			t.Logf("commits %d, rewritten %d", st.Commits, st.FilesRewritten)
-		})
-	}
-}
 
 // TestCopyOnWriteSplitRunRetry: a run coalesced from three batches and split into two segments (Upsert 5;
 // Write 300; Upsert 5, 6, 300) whose first commit attempt fails before applying, applies but loses its reply,

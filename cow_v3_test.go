@@ -3,11 +3,8 @@ package iceberg_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
@@ -334,86 +331,6 @@ func TestCopyOnWriteV3PreservesRowLineage(t *testing.T) {
 	}
 }
 
-// TestCopyOnWriteV3LineageModel: random rounds of Write (new keys), Upsert (existing, deleted and new keys) and
-// Delete on a v3 copy-on-write table, partitioned and not, each round ended by Flush. After every round the
-// table equals the model, row ids are unique, rows the round did not touch keep their lineage, and no delete
-// file exists.
-func TestCopyOnWriteV3LineageModel(t *testing.T) {
-	for trial := 0; trial < 2; trial++ {
-		t.Run(fmt.Sprintf("trial=%d", trial), func(t *testing.T) {
-			t.Parallel()
-			rng := rand.New(rand.NewPCG(uint64(trial), 33))
-			ctx := context.Background()
-			cat := openCatalog(t)
-			ident := table.Identifier{"cowv3", "model"}
-			var create []iceberg.CreateOption
-			if trial%2 == 1 {
-				create = append(create, iceberg.PartitionBy("bucket(4, id)"))
-			}
-			w := cowV3Writer(t, ctx, cat, ident, 60+rng.IntN(100), create...)
-			model := kvModel{}
-			nextKey, nextV := int64(0), int64(100_000)
-			write := func(n int) map[int64]bool {
-				ids := make([]int64, n)
-				vs := make([]int64, n)
-				touched := map[int64]bool{}
-				for i := range ids {
-					ids[i] = nextKey
-					nextKey++
-					nextV++
-					vs[i] = nextV
-					model.insert(ids[i], vs[i])
-					touched[ids[i]] = true
-				}
-				rec := kvBatch(ids, vs)
-				err := w.Write(ctx, rec)
-				rec.Release()
-				if err != nil {
-					t.Fatalf("Write: %v", err)
-				}
-				return touched
-			}
-			write(400)
-			mustV3(t, "Flush", w.Flush(ctx))
-			state := observe(t, cat, ident, model)
-			for round := 0; round < 4; round++ {
-				touched := map[int64]bool{}
-				ops := 2 + rng.IntN(4)
-				for op := 0; op < ops; op++ {
-					n := 1 + rng.IntN(25)
-					keys := func() []int64 { // distinct keys of [0, nextKey+5): live, deleted, or new to the table
-						return distinctKeys(rng, n, nextKey+5)
-					}
-					switch k := rng.IntN(10); {
-					case k < 3:
-						for id := range write(n) {
-							touched[id] = true
-						}
-					case k < 7:
-						ks := keys()
-						for _, id := range ks {
-							nextKey = max(nextKey, id+1)
-						}
-						upsertKeys(t, ctx, w, model, ks, &nextV, touched)
-					default:
-						deleteKeys(t, ctx, w, model, keys(), touched)
-					}
-					if rng.IntN(3) == 0 {
-						mustV3(t, "Flush", w.Flush(ctx))
-					}
-				}
-				mustV3(t, "Flush", w.Flush(ctx))
-				after := observe(t, cat, ident, model)
-				checkLineageKept(t, state, after, touched)
-				state = after
-			}
-			if err := w.Close(ctx); err != nil {
-				t.Fatalf("Close: %v", err)
-			}
-		})
-	}
-}
-
 // TestCopyOnWriteV3UpsertThenWriteSameKey: on a v3 copy-on-write table, a batch that upserts key 5 and
 // then plainly writes key 5 again (a Write after an Upsert keeps both rows, as the sequential model says) must
 // not give both new rows the _row_id of the row the upsert replaced: row ids are unique across the table.
@@ -449,83 +366,4 @@ func TestCopyOnWriteV3UpsertThenWriteSameKey(t *testing.T) {
 		held[r.rowID] = r
 	}
 	compareKV(t, readKV(t, cat, ident), model)
-}
-
-// TestCopyOnWriteV3CoalescedLineage: v3, keys unique in the table (Write only new keys), slow commits so
-// batches coalesce into split runs. After each round: the model, unique non-null row ids, untouched rows keep
-// their lineage, and a key that held a row at the start of the round and was only upserted (never deleted) in
-// it keeps its _row_id.
-func TestCopyOnWriteV3CoalescedLineage(t *testing.T) {
-	for trial := 0; trial < 2; trial++ {
-		t.Run(fmt.Sprintf("partitioned=%v", trial == 1), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(uint64(trial), 91))
-			ctx := context.Background()
-			cat := &slowCatalog{Catalog: openCatalog(t), latency: 25 * time.Millisecond}
-			ident := table.Identifier{"cowv3", "coalesced"}
-			var create []iceberg.CreateOption
-			if trial == 1 {
-				create = append(create, iceberg.PartitionBy("bucket(3, id)"))
-			}
-			create = append([]iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.FormatVersion(3)}, create...)
-			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, create...),
-				iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushRows(1+rng.IntN(6)),
-				iceberg.WithMaxInFlight(4), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close(ctx)
-			model := kvModel{}
-			nextKey, nextV := int64(0), int64(1000)
-			var ids []int64
-			for ; nextKey < 40; nextKey++ {
-				ids = append(ids, nextKey)
-				model.insert(nextKey, nextKey)
-			}
-			mustV3(t, "Write", w.Write(ctx, kvBatch(ids, ids)))
-			mustV3(t, "Flush", w.Flush(ctx))
-			state := observe(t, cat, ident, model)
-			for round := 0; round < 3; round++ {
-				touched, deleted, upserted := map[int64]bool{}, map[int64]bool{}, map[int64]bool{}
-				for op := 0; op < 25; op++ {
-					n := 1 + rng.IntN(4)
-					ks := distinctKeys(rng, n, nextKey+3)
-					switch k := rng.IntN(10); {
-					case k < 2:
-						var ws, vs []int64
-						for i := 0; i < n; i++ {
-							nextV++
-							ws, vs = append(ws, nextKey), append(vs, nextV)
-							model.insert(nextKey, nextV)
-							touched[nextKey] = true
-							nextKey++
-						}
-						mustV3(t, "Write", w.Write(ctx, kvBatch(ws, vs)))
-					case k < 8:
-						for _, id := range ks {
-							nextKey = max(nextKey, id+1)
-							upserted[id] = true
-						}
-						upsertKeys(t, ctx, w, model, ks, &nextV, touched)
-					default:
-						for _, id := range ks {
-							deleted[id] = true
-						}
-						deleteKeys(t, ctx, w, model, ks, touched)
-					}
-				}
-				mustV3(t, "Flush", w.Flush(ctx))
-				after := observe(t, cat, ident, model)
-				checkLineageKept(t, state, after, touched)
-				for id := range upserted {
-					was, existed := state.byID[id]
-					now, live := after.byID[id]
-					if existed && live && !deleted[id] && now.rowID != was.rowID {
-						t.Errorf("round %d: id %d only upserted: _row_id %d, was %d", round, id, now.rowID, was.rowID)
-					}
-				}
-				state = after
-			}
-			t.Logf("commits %d, rewritten %d", w.Stats().Commits, w.Stats().FilesRewritten)
-		})
-	}
 }

@@ -351,59 +351,69 @@ type kvOps struct {
 	maxRows  int
 	writes   int   // a draw of 0..9 below writes is a Write, below 8 an Upsert, else a Delete
 	next     int64 // the last value given
+	// rows and keys build the batches of an operation; nil: kvBatch and keyBatch.
+	rows func(ids, vs []int64) arrow.RecordBatch
+	keys func(ids []int64) arrow.RecordBatch
 }
 
-// apply draws one operation and applies it to w and to model, failing the test on an error.
-func (o *kvOps) apply(t *testing.T, ctx context.Context, w *iceberg.Writer, model kvModel) {
+// kvKind is the kind of a random keyed operation.
+type kvKind int
+
+const (
+	kvWrite kvKind = iota
+	kvUpsert
+	kvDelete
+)
+
+// kvOp is one operation kvOps drew: its kind, keys and (Write, Upsert) values.
+type kvOp struct {
+	kind    kvKind
+	ids, vs []int64
+}
+
+// apply draws one operation and applies it to w and to model, failing the test on an error; it returns the
+// operation.
+func (o *kvOps) apply(t *testing.T, ctx context.Context, w *iceberg.Writer, model kvModel) kvOp {
 	t.Helper()
 	n := 1 + o.rng.IntN(o.maxRows)
-	ids := make([]int64, n)
-	vs := make([]int64, n)
-	for i := range ids {
-		ids[i] = o.rng.Int64N(o.keySpace)
+	op := kvOp{ids: make([]int64, n), vs: make([]int64, n)}
+	for i := range op.ids {
+		op.ids[i] = o.rng.Int64N(o.keySpace)
 		o.next++
-		vs[i] = o.next
+		op.vs[i] = o.next
 	}
-	var err error
+	rows, keys := o.rows, o.keys
+	if rows == nil {
+		rows = kvBatch
+	}
+	if keys == nil {
+		keys = keyBatch
+	}
+	var rec arrow.RecordBatch
+	var call func(context.Context, arrow.RecordBatch) error
 	switch k := o.rng.IntN(10); {
 	case k < o.writes:
-		rec := kvBatch(ids, vs)
-		err = w.Write(ctx, rec)
-		rec.Release()
-		for i := range ids {
-			model.insert(ids[i], vs[i])
+		op.kind, rec, call = kvWrite, rows(op.ids, op.vs), w.Write
+		for i := range op.ids {
+			model.insert(op.ids[i], op.vs[i])
 		}
 	case k < 8:
-		rec := kvBatch(ids, vs)
-		err = w.Upsert(ctx, rec)
-		rec.Release()
-		for i := range ids {
-			model.upsert(ids[i], vs[i])
+		op.kind, rec, call = kvUpsert, rows(op.ids, op.vs), w.Upsert
+		for i := range op.ids {
+			model.upsert(op.ids[i], op.vs[i])
 		}
 	default:
-		rec := keyBatch(ids)
-		err = w.Delete(ctx, rec)
-		rec.Release()
-		for i := range ids {
-			model.del(ids[i])
+		op.kind, rec, call = kvDelete, keys(op.ids), w.Delete
+		for i := range op.ids {
+			model.del(op.ids[i])
 		}
 	}
+	err := call(ctx, rec)
+	rec.Release()
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// distinctKeys draws n distinct keys in [0, limit).
-func distinctKeys(rng *rand.Rand, n int, limit int64) []int64 {
-	seen := map[int64]bool{}
-	var ks []int64
-	for len(ks) < n {
-		if k := rng.Int64N(limit); !seen[k] {
-			seen[k] = true
-			ks = append(ks, k)
-		}
-	}
-	return ks
+	return op
 }
 
 // Row lineage (format version 3).

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -15,79 +13,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 )
-
-// TestMergeOnReadModel runs thousands of random inserts, upserts and deletes over a small key space (so keys
-// repeat inside batches, across batches and across coalesced commits), in v2 and v3, partitioned and not, and
-// compares the table read back with the sequential model after random Flush calls and at the end.
-func TestMergeOnReadModel(t *testing.T) { runKeyedModel(t, iceberg.MergeOnRead, []int{2, 3}, 6) }
-
-// TestCopyOnWriteModel is the same model test in copy-on-write mode (format versions 1, 2 and 3): the table
-// must never hold a delete file.
-func TestCopyOnWriteModel(t *testing.T) { runKeyedModel(t, iceberg.CopyOnWrite, []int{1, 2, 3}, 6) }
-
-func runKeyedModel(t *testing.T, mode iceberg.Mode, versions []int, trials int) {
-	for trial := 0; trial < trials; trial++ {
-		trial := trial
-		t.Run(fmt.Sprintf("trial=%d", trial), func(t *testing.T) {
-			t.Parallel()
-			rng := rand.New(rand.NewPCG(uint64(trial), 7))
-			ctx := context.Background()
-			cat := &slowCatalog{Catalog: openCatalog(t)}
-			if trial%4 == 3 {
-				cat.latency = 30 * time.Millisecond // many batches coalesce into each commit
-			}
-			ident := table.Identifier{"mor", "kv"}
-			version := versions[trial%len(versions)]
-			create := []iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)}
-			if trial%4 >= 2 {
-				create = append(create, iceberg.PartitionBy("bucket(4, id)"))
-			}
-			opts := []iceberg.Option{iceberg.WithCreate(kvSchema, create...), iceberg.WithMode(mode),
-				iceberg.WithFlushRows(1 + rng.IntN(60)), iceberg.WithMaxInFlight(1 + rng.IntN(4)),
-				iceberg.WithFlushInterval(time.Duration(rng.IntN(5)) * time.Millisecond)}
-			if trial%3 == 1 && mode == iceberg.MergeOnRead {
-				opts = append(opts, iceberg.WithAutoCompact(1+rng.IntN(5)))
-			}
-			if trial >= trials/2 {
-				// Half the trials hand their runs, serialized, to a coordinator's committer: every field of a
-				// run must survive the wire (deletion vectors included).
-				var mu sync.Mutex
-				runs := 0
-				opts = append(opts, iceberg.WithCommitter(forwarder{coord: iceberg.NewCatalogCommitter(cat, time.Minute), mu: &mu, runs: &runs}))
-			}
-			w, err := iceberg.NewWriter(ctx, cat, ident, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			model := kvModel{}
-			ops := &kvOps{rng: rng, keySpace: int64(20 + rng.IntN(200)), maxRows: 12, writes: 3}
-			for op := 0; op < 200; op++ {
-				ops.apply(t, ctx, w, model)
-				if rng.IntN(80) == 0 {
-					if err := w.Flush(ctx); err != nil {
-						t.Fatal(err)
-					}
-					compareKV(t, readKV(t, cat, ident), model)
-				}
-			}
-			if err := w.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			compareKV(t, readKV(t, cat, ident), model)
-			if mode == iceberg.CopyOnWrite {
-				tbl, err := cat.LoadTable(ctx, ident)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, snap := range tbl.Metadata().Snapshots() {
-					if n := snap.Summary.Properties["total-delete-files"]; n != "" && n != "0" {
-						t.Fatalf("snapshot %d has %s delete files in copy-on-write mode", snap.SnapshotID, n)
-					}
-				}
-			}
-		})
-	}
-}
 
 // TestKeyedInputErrors: missing key columns and null keys are ColumnErrors; a partitioned table whose
 // partition source is not in the key is refused at NewWriter when WithKeys names the key.

@@ -13,10 +13,16 @@ import (
 )
 
 // slowCatalog wraps a real catalog to inject what a real server cannot produce on demand: latency on every
-// commit, a lost reply after a commit applied, or a failure before it.
+// commit, commits held at a gate, a lost reply after a commit applied, or a failure before it.
 type slowCatalog struct {
 	icecatalog.Catalog
 	latency time.Duration
+
+	// gate, while not nil, holds every commit until release (or gateLimit).
+	gateMu    sync.Mutex
+	gate      *commitGate
+	gateWaits int // commits that waited at the gate
+	gateLate  int // commits that gave up waiting after gateLimit
 
 	mu sync.Mutex
 	// loseReplies makes the next n commits apply and then report an error (a reply lost on the way back).
@@ -51,7 +57,94 @@ func (c *slowCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*t
 	return tbl, err
 }
 
+// gateLimit bounds a commit's wait at a held gate: a test that holds commits and then blocks (a Write waiting
+// for commits) fails instead of hanging.
+const gateLimit = 30 * time.Second
+
+// commitGate is one hold of the gate: open is closed by release, arrived when the first commit waits.
+type commitGate struct {
+	open, arrived chan struct{}
+	anyArrived    bool
+}
+
+// hold makes commits wait at the gate until release.
+func (c *slowCatalog) hold() {
+	c.gateMu.Lock()
+	defer c.gateMu.Unlock()
+	if c.gate == nil {
+		c.gate = &commitGate{open: make(chan struct{}), arrived: make(chan struct{})}
+	}
+}
+
+// release lets the commits waiting at the gate, and every later one, through.
+func (c *slowCatalog) release() {
+	c.gateMu.Lock()
+	defer c.gateMu.Unlock()
+	if c.gate != nil {
+		close(c.gate.open)
+		c.gate = nil
+	}
+}
+
+// held waits until a commit waits at the held gate (true), or the gate is not held, or d passes (false).
+func (c *slowCatalog) held(d time.Duration) bool {
+	c.gateMu.Lock()
+	g := c.gate
+	c.gateMu.Unlock()
+	if g == nil {
+		return false
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-g.arrived:
+		return true
+	case <-g.open:
+	case <-timer.C:
+	}
+	return false
+}
+
+// gateCounts returns how many commits waited at the gate and how many of them gave up after gateLimit.
+func (c *slowCatalog) gateCounts() (waits, late int) {
+	c.gateMu.Lock()
+	defer c.gateMu.Unlock()
+	return c.gateWaits, c.gateLate
+}
+
+// waitGate waits while the gate is held.
+func (c *slowCatalog) waitGate(ctx context.Context) error {
+	c.gateMu.Lock()
+	g := c.gate
+	if g != nil {
+		c.gateWaits++
+		if !g.anyArrived {
+			g.anyArrived = true
+			close(g.arrived)
+		}
+	}
+	c.gateMu.Unlock()
+	if g == nil {
+		return nil
+	}
+	timer := time.NewTimer(gateLimit)
+	defer timer.Stop()
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		c.gateMu.Lock()
+		c.gateLate++
+		c.gateMu.Unlock()
+	}
+	return nil
+}
+
 func (c *slowCatalog) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
+	if err := c.waitGate(ctx); err != nil {
+		return nil, "", err
+	}
 	if c.latency > 0 {
 		time.Sleep(c.latency)
 	}

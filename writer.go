@@ -72,17 +72,20 @@ type batch struct {
 	bytes    int64
 	token    string
 	hasToken bool
-	files    []ice.DataFile
-	deletes  []ice.DataFile      // equality delete files
-	cowKeys  []arrow.RecordBatch // copy-on-write: key-only records of the keys upserted or deleted
-	keyRecs  []arrow.RecordBatch // key index on: the keys upserted or deleted, for keyStage.apply
-	fileKeys []fileKeys          // key index on: the keys of each new data file, in row order (keyStage.readKeys)
-	segIdx   int                 // the segment of the run the batch went into
-	written  map[uint64]struct{} // key hashes of the rows written (writers with keys only)
-	keyedSet map[uint64]struct{} // key hashes upserted or deleted
-	staged   bool
-	handed   bool // given to the committer: its files may be referenced, so they are never deleted
-	firstAt  time.Time
+	// positions are the source positions (partition -> position) the batch's checkpoints recorded, the newest
+	// per partition; with WithCheckpoints they cover every row of those partitions in the batch and before it.
+	positions map[string]string
+	files     []ice.DataFile
+	deletes   []ice.DataFile      // equality delete files
+	cowKeys   []arrow.RecordBatch // copy-on-write: key-only records of the keys upserted or deleted
+	keyRecs   []arrow.RecordBatch // key index on: the keys upserted or deleted, for keyStage.apply
+	fileKeys  []fileKeys          // key index on: the keys of each new data file, in row order (keyStage.readKeys)
+	segIdx    int                 // the segment of the run the batch went into
+	written   map[uint64]struct{} // key hashes of the rows written (writers with keys only)
+	keyedSet  map[uint64]struct{} // key hashes upserted or deleted
+	staged    bool
+	handed    bool // given to the committer: its files may be referenced, so they are never deleted
+	firstAt   time.Time
 }
 
 // Stats are the writer's counters.

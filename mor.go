@@ -67,7 +67,7 @@ func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
 		owned.Release()
 		return nil
 	}
-	if err := w.pipe.accept(ctx, batchRecord{owned, size, opUpsert}); err != nil {
+	if err := w.pipe.accept(ctx, batchRecord{rec: owned, size: size, kind: opUpsert}); err != nil {
 		owned.Release()
 		return err
 	}
@@ -118,7 +118,7 @@ func (w *Writer) Delete(ctx context.Context, keys arrow.RecordBatch) error {
 		owned.Release()
 		return nil
 	}
-	if err := w.pipe.accept(ctx, batchRecord{owned, size, opDelete}); err != nil {
+	if err := w.pipe.accept(ctx, batchRecord{rec: owned, size: size, kind: opDelete}); err != nil {
 		owned.Release()
 		return err
 	}

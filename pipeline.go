@@ -55,9 +55,10 @@ type pipeline struct {
 
 // batchRecord is one call's owned, validated record on its way into the open buffer.
 type batchRecord struct {
-	rec  arrow.RecordBatch
-	size int64 // Arrow bytes, what the memory limit counts
-	kind opKind
+	rec    arrow.RecordBatch
+	size   int64 // Arrow bytes, what the memory limit counts
+	kind   opKind
+	source string // the source partition the rows came from ("": none named)
 }
 
 // pipelineConfig is the pipeline's share of the options.
@@ -141,15 +142,20 @@ func (p *pipeline) waitLocked(ctx context.Context) error {
 	}
 }
 
-// accept waits for room and adds an owned record to the open buffer.
-func (p *pipeline) accept(ctx context.Context, rec batchRecord) error {
+// accept waits for room and adds owned records to the open buffer, all of them or (on an error) none: one call's
+// records (Apply's deletes and upserts) are accepted together, in order.
+func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
+	var size int64
+	for _, r := range recs {
+		size += r.size
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
 		if err := p.usableLocked(); err != nil {
 			return err
 		}
-		memFull := p.memUsed > 0 && p.memUsed+rec.size > p.cfg.rowBudget
+		memFull := p.memUsed > 0 && p.memUsed+size > p.cfg.rowBudget
 		if memFull && p.open != nil && p.open.bytes > 0 {
 			// Encoding is what frees memory: never wait on a buffer that no policy would seal.
 			p.sealLocked(nil)
@@ -162,6 +168,14 @@ func (p *pipeline) accept(ctx context.Context, rec batchRecord) error {
 			return err
 		}
 	}
+	for _, rec := range recs {
+		p.addLocked(rec)
+	}
+	return nil
+}
+
+// addLocked adds one owned record to the open buffer and seals it when the policy trips.
+func (p *pipeline) addLocked(rec batchRecord) {
 	if p.open != nil && rec.kind != opDelete && p.open.schema != nil && p.open.schema != rec.rec.Schema() {
 		// The table's schema changed: a batch encodes against one schema, so the buffer ends here.
 		p.sealLocked(nil)
@@ -194,7 +208,6 @@ func (p *pipeline) accept(ctx context.Context, rec batchRecord) error {
 	if b.rows >= p.cfg.flushRows || b.bytes >= p.cfg.flushBytes {
 		p.sealLocked(nil)
 	}
-	return nil
 }
 
 // committableLocked counts the sealed batches a commit may take. With WithCheckpoints, batches after the newest

@@ -273,7 +273,7 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 		owned.Release()
 		return nil
 	}
-	if err := w.pipe.accept(ctx, batchRecord{owned, size, opInsert}); err != nil {
+	if err := w.pipe.accept(ctx, batchRecord{rec: owned, size: size, kind: opInsert}); err != nil {
 		owned.Release()
 		return err
 	}

@@ -79,6 +79,123 @@ func TestCheckpointsBoundCommits(t *testing.T) {
 	}
 }
 
+// TestCheckpointsDoNotEndFiles: a checkpoint marks a row boundary, not a file. A source that checkpoints every
+// 400 rows gets files sized by the flush policy, every row up to the last checkpoint committed, and the rows
+// after it carried into the next batch (committed with the next checkpoint, discarded by Close without one).
+func TestCheckpointsDoNotEndFiles(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"ckpt", "boundaries"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithWriterID("poll"),
+		iceberg.WithCheckpoints(), iceberg.WithFlushRows(20_000), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := seed.New(0, 1)
+	const rows, every = 50_000, 400
+	for n := every; n <= rows; n += every {
+		writeSeed(t, w, g, every)
+		if err := w.Checkpoint(ctx, strconv.Itoa(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeSeed(t, w, g, 150) // after the last checkpoint
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := rows / every * every
+	counts, _ := readRows(t, cat, ident)
+	assertIDs(t, counts, 0, int64(last))
+	// 20,000-row seals cut back to the newest checkpoint: files of up to 20,000 rows, never one per checkpoint.
+	if st := w.Stats(); st.FilesWritten > 4 || st.Commits > 4 {
+		t.Fatalf("%d files in %d commits for %d checkpoints; want the flush policy's 3 or 4", st.FilesWritten,
+			st.Commits, rows/every)
+	}
+	// The 150 rows after the last checkpoint are carried: the next checkpoint commits them.
+	writeSeed(t, w, g, 50)
+	if err := w.Checkpoint(ctx, "end"); err != nil {
+		t.Fatal(err)
+	}
+	writeSeed(t, w, g, 10)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counts, _ = readRows(t, cat, ident)
+	assertIDs(t, counts, 0, int64(last+200))
+	if st := w.Stats(); st.DiscardedRows != 10 {
+		t.Fatalf("discarded %d rows, want the 10 after the last checkpoint", st.DiscardedRows)
+	}
+	if tok, _, _ := iceberg.LastCheckpoint(ctx, cat, ident, "poll"); tok != "end" {
+		t.Fatalf("LastCheckpoint = %q, want end", tok)
+	}
+}
+
+// TestIdleCheckpointsCommitNothing: a checkpoint with no new rows and the token already recorded commits nothing
+// (before and after a restart); a new token without rows commits once.
+func TestIdleCheckpointsCommitNothing(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"ckpt", "idle"}
+	open := func() *iceberg.Writer {
+		w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithWriterID("idle"),
+			iceberg.WithCheckpoints())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	snapshots := func() int {
+		tbl, err := cat.LoadTable(ctx, ident)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(tbl.Metadata().Snapshots())
+	}
+	w := open()
+	writeSeed(t, w, seed.New(0, 1), 10)
+	if err := w.Checkpoint(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshots()
+	for range 5 {
+		if err := w.Checkpoint(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := snapshots(); got != before {
+		t.Fatalf("5 idle checkpoints made %d snapshots", got-before)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w = open() // its fence is a snapshot of its own
+	before = snapshots()
+	_ = w.Checkpoint(ctx, "a")
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshots(); got != before {
+		t.Fatalf("an idle checkpoint after a restart made %d snapshots", got-before)
+	}
+	_ = w.Checkpoint(ctx, "b")
+	_ = w.Checkpoint(ctx, "b")
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshots(); got != before+1 {
+		t.Fatalf("a new token made %d snapshots, want 1", got-before)
+	}
+	if tok, _, _ := iceberg.LastCheckpoint(ctx, cat, ident, "idle"); tok != "b" {
+		t.Fatalf("LastCheckpoint = %q, want b", tok)
+	}
+}
+
 // TestLastCheckpointRollbackAndExpiry: a rollback hides tokens committed after the restored snapshot; snapshot
 // expiry does not erase the newest token.
 func TestLastCheckpointRollbackAndExpiry(t *testing.T) {

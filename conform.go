@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -21,6 +22,9 @@ type conformer struct {
 	// hooks, when set, relax a required column that received nulls (WithSchemaEvolution) and receive the rows
 	// that cannot be converted (WithDeadLetter). Without them every problem fails the call.
 	hooks *conformHooks
+	// gathers is true when small calls can be gathered (gatherable(target)).
+	gathers bool
+	last    atomic.Pointer[layout] // the layout of the last batch schema seen
 }
 
 // maxConformRetries bounds the schema changes (one relaxed column each) a single call may cause.
@@ -28,14 +32,35 @@ const maxConformRetries = 64
 
 // conform returns a record in the target schema that owns its memory, and its size in bytes.
 func (c *conformer) conform(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, int64, error) {
+	return c.conformAs(ctx, rec, true)
+}
+
+// conformFor conforms one call's rows for the pipeline: a small call (under gatherMaxRows rows, of types the
+// gather copies) as a view the pipeline gathers, any other as an owned record.
+func (c *conformer) conformFor(ctx context.Context, rec arrow.RecordBatch, kind opKind) (batchRecord, error) {
+	view := rec != nil && rec.NumRows() < gatherMaxRows && c.gathers
+	out, size, err := c.conformAs(ctx, rec, !view)
+	if err != nil {
+		return batchRecord{}, err
+	}
+	return batchRecord{rec: out, size: size, kind: kind, view: view}, nil
+}
+
+// conformView is conform without the copy: the record may share the caller's buffers, so it must be consumed
+// (gathered) before the call returns. Its size is what a copy of its rows holds.
+func (c *conformer) conformView(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, int64, error) {
+	return c.conformAs(ctx, rec, false)
+}
+
+func (c *conformer) conformAs(ctx context.Context, rec arrow.RecordBatch, own bool) (arrow.RecordBatch, int64, error) {
 	if rec == nil {
 		return nil, 0, fmt.Errorf("iceberg: nil record batch")
 	}
-	if err := checkNames(rec.Schema()); err != nil {
+	if _, err := c.layoutFor(rec.Schema()); err != nil {
 		return nil, 0, err
 	}
 	for range maxConformRetries {
-		out, size, err := c.conformOnce(ctx, rec)
+		out, size, err := c.conformOnce(ctx, rec, own)
 		if err == nil || c.hooks == nil {
 			return out, size, err
 		}
@@ -66,6 +91,37 @@ func (c *conformer) conform(ctx context.Context, rec arrow.RecordBatch) (arrow.R
 		return out, size, nil
 	}
 	return nil, 0, fmt.Errorf("%w: more than %d schema changes for one batch", errEvolve, maxConformRetries)
+}
+
+// layout maps a batch schema's columns onto the target's: idx[i] is the batch column of target field i (-1:
+// none). A source sends batches of one schema over and over: the last one's layout is kept.
+type layout struct {
+	in  *arrow.Schema
+	idx []int
+}
+
+// layoutFor checks a batch schema's names (no column twice, none unknown) and maps its columns.
+func (c *conformer) layoutFor(in *arrow.Schema) (*layout, error) {
+	if l := c.last.Load(); l != nil && l.in == in {
+		return l, nil
+	}
+	if err := checkNames(in); err != nil {
+		return nil, err
+	}
+	for i := range in.NumFields() {
+		if name := in.Field(i).Name; len(c.target.FieldIndices(name)) == 0 {
+			return nil, columnErr(name, ErrUnknownColumn, "table columns are %s", fieldNames(c.target))
+		}
+	}
+	l := &layout{in: in, idx: make([]int, c.target.NumFields())}
+	for i := range l.idx {
+		l.idx[i] = -1
+		if idx := in.FieldIndices(c.target.Field(i).Name); len(idx) > 0 {
+			l.idx[i] = idx[0]
+		}
+	}
+	c.last.Store(l)
+	return l, nil
 }
 
 // checkNames rejects a batch that has a column twice.
@@ -113,7 +169,7 @@ func (c *conformer) bisect(ctx context.Context, rec arrow.RecordBatch) (arrow.Re
 	var walk func(lo, hi int64) (*conformer, error)
 	walk = func(lo, hi int64) (*conformer, error) {
 		part := rec.NewSlice(lo, hi)
-		out, _, err := c.conformOnce(ctx, part)
+		out, _, err := c.conformOnce(ctx, part, true)
 		part.Release()
 		if err == nil {
 			good = append(good, out)
@@ -144,7 +200,7 @@ func (c *conformer) bisect(ctx context.Context, rec arrow.RecordBatch) (arrow.Re
 	case 0:
 		empty := rec.NewSlice(0, 0)
 		var err error
-		out, _, err = c.conformOnce(ctx, empty)
+		out, _, err = c.conformOnce(ctx, empty, true)
 		empty.Release()
 		if err != nil {
 			return nil, 0, nil, nil, err
@@ -167,13 +223,12 @@ func (c *conformer) bisect(ctx context.Context, rec arrow.RecordBatch) (arrow.Re
 	return out, size, bad, nil, nil
 }
 
-// conformOnce converts the batch in one go: any problem fails it.
-func (c *conformer) conformOnce(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, int64, error) {
-	in := rec.Schema()
-	for _, f := range in.Fields() {
-		if len(c.target.FieldIndices(f.Name)) == 0 {
-			return nil, 0, columnErr(f.Name, ErrUnknownColumn, "table columns are %s", fieldNames(c.target))
-		}
+// conformOnce converts the batch in one go: any problem fails it. Unless own is set, columns that need no
+// conversion are the caller's own (a view), and the size is what a copy of the rows holds.
+func (c *conformer) conformOnce(ctx context.Context, rec arrow.RecordBatch, own bool) (arrow.RecordBatch, int64, error) {
+	lay, err := c.layoutFor(rec.Schema())
+	if err != nil {
+		return nil, 0, err
 	}
 	n := rec.NumRows()
 	cols := make([]arrow.Array, c.target.NumFields())
@@ -185,9 +240,10 @@ func (c *conformer) conformOnce(ctx context.Context, rec arrow.RecordBatch) (arr
 		}
 	}
 	var size int64
-	for i, tf := range c.target.Fields() {
-		idx := in.FieldIndices(tf.Name)
-		if len(idx) == 0 {
+	for i := range c.target.NumFields() {
+		tf := c.target.Field(i)
+		in := lay.idx[i]
+		if in < 0 {
 			if !tf.Nullable {
 				release()
 				return nil, 0, columnErr(tf.Name, ErrMissingColumn, "the batch has no such column")
@@ -196,13 +252,22 @@ func (c *conformer) conformOnce(ctx context.Context, rec arrow.RecordBatch) (arr
 			size += arraySize(cols[i].Data())
 			continue
 		}
-		col, err := c.column(ctx, tf, in.Field(idx[0]), rec.Column(idx[0]))
+		var col arrow.Array
+		if own {
+			col, err = c.column(ctx, tf, rec.Schema().Field(in), rec.Column(in))
+		} else {
+			col, err = c.columnView(ctx, tf, rec.Column(in))
+		}
 		if err != nil {
 			release()
 			return nil, 0, err
 		}
 		cols[i] = col
-		size += arraySize(col.Data())
+		if own {
+			size += arraySize(col.Data())
+		} else {
+			size += viewSize(col)
+		}
 	}
 	out := array.NewRecordBatch(c.target, cols, n)
 	release()
@@ -225,6 +290,21 @@ func (c *conformer) column(ctx context.Context, tf, _ arrow.Field, col arrow.Arr
 	}
 	defer copied.Release()
 	data := retype(copied.Data(), tf.Type)
+	defer data.Release()
+	return array.MakeFromData(data), nil
+}
+
+// columnView is column without the copy.
+func (c *conformer) columnView(ctx context.Context, tf arrow.Field, col arrow.Array) (arrow.Array, error) {
+	src, err := c.convert(ctx, []string{tf.Name}, tf, col, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(src.Data().Children()) == 0 && arrow.TypeEqual(src.DataType(), tf.Type) {
+		return src, nil // nothing nested to carry the table's field ids
+	}
+	defer src.Release()
+	data := retype(src.Data(), tf.Type)
 	defer data.Release()
 	return array.MakeFromData(data), nil
 }

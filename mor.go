@@ -54,24 +54,15 @@ func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
 			return err
 		}
 	}
-	owned, size, err := conf.conform(ctx, rec)
+	r, err := conf.conformFor(ctx, rec, opUpsert)
 	if err != nil {
 		return err
 	}
-	if err := checkKeyNulls(keyColumns(owned, ks, false), ks); err != nil {
-		owned.Release()
+	if err := checkKeyNulls(keyColumns(r.rec, ks, false), ks); err != nil {
+		r.rec.Release()
 		return err
 	}
-	if owned.NumRows() == 0 {
-		// Validated like any batch, but nothing to keep.
-		owned.Release()
-		return nil
-	}
-	if err := w.pipe.accept(ctx, batchRecord{rec: owned, size: size, kind: opUpsert}); err != nil {
-		owned.Release()
-		return err
-	}
-	return nil
+	return w.accept(ctx, r)
 }
 
 // Delete removes the rows whose key matches a row of keys (only the key columns are read).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -37,18 +38,27 @@ type pipeline struct {
 	done      chan struct{} // closed when the commit loop exits
 	commitMu  sync.Mutex
 
-	mu        sync.Mutex
-	changed   chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
-	open      *batch
-	queue     []*batch // sealed, not yet committed, in sequence order
-	nextSeq   int64
-	committed int64 // last committed sequence number
-	commits   int64 // runs committed by this pipeline
-	memUsed   int64
-	failed    error
-	closed    bool
-	stopping  bool // Close/Abort: the loop starts no new run
-	timer     *time.Timer
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
+	open    *batch
+	gather  *gather // the open buffer's growing tail of small calls (its rows are counted in open)
+	marks   []mark  // the checkpoints in the open buffer, in order
+	// The newest token and positions marked, and whether rows came since: a checkpoint that brings neither a
+	// new value nor new rows marks nothing (and so commits nothing).
+	lastToken    string
+	hasLastToken bool
+	dirty        bool // rows since the newest token
+	lastPos      map[string]string
+	dirtySrc     map[string]bool // partitions with rows since their newest position
+	queue        []*batch        // sealed, not yet committed, in sequence order
+	nextSeq      int64
+	committed    int64 // last committed sequence number
+	commits      int64 // runs committed by this pipeline
+	memUsed      int64
+	failed       error
+	closed       bool
+	stopping     bool // Close/Abort: the loop starts no new run
+	timer        *time.Timer
 	// Counters reported by Stats.
 	rowsAccepted, bytesAccepted, batches, discarded int64
 }
@@ -59,6 +69,18 @@ type batchRecord struct {
 	size   int64 // Arrow bytes, what the memory limit counts
 	kind   opKind
 	source string // the source partition the rows came from ("": none named)
+	// view: rec shares the caller's buffers (a small call, conformView): the pipeline copies its rows into
+	// its gather and never keeps rec, which stays the caller's to release.
+	view bool
+}
+
+// mark is a checkpoint in the open buffer, a row boundary after its first at records: a token covers every
+// row before it, a position (source set) the rows of its partition before it.
+type mark struct {
+	at     int
+	token  bool
+	source string
+	value  string
 }
 
 // pipelineConfig is the pipeline's share of the options.
@@ -71,6 +93,10 @@ type pipelineConfig struct {
 	maxInFlight    int           // encodings at once
 	checkpoints    bool          // WithCheckpoints: runs end at a token, rows after the newest are never committed
 	commitTimeout  time.Duration // how long a commit in flight outlives a Close that gave up waiting
+	mem            memory.Allocator
+	// lastToken is the token committed last by the writer's ID, if any: the same token again with no rows is
+	// not a new checkpoint.
+	lastToken *string
 }
 
 // pipelineEnv is what the pipeline asks of the writer.
@@ -98,6 +124,13 @@ func newPipeline(ctx context.Context, env pipelineEnv, cfg pipelineConfig, commi
 	p := &pipeline{
 		env: env, cfg: cfg, kick: make(chan struct{}, 1), done: make(chan struct{}), changed: make(chan struct{}),
 		encSem: semaphore.NewWeighted(int64(cfg.maxInFlight)), committed: committed, nextSeq: committed + 1,
+		lastPos: map[string]string{}, dirtySrc: map[string]bool{},
+	}
+	if cfg.lastToken != nil {
+		p.lastToken, p.hasLastToken = *cfg.lastToken, true
+	}
+	if p.cfg.mem == nil {
+		p.cfg.mem = memory.DefaultAllocator
 	}
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.encCtx, p.encCancel = context.WithCancel(p.ctx)
@@ -156,9 +189,7 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 			return err
 		}
 		memFull := p.memUsed > 0 && p.memUsed+size > p.cfg.rowBudget
-		if memFull && p.open != nil && p.open.bytes > 0 {
-			// Encoding is what frees memory: never wait on a buffer that no policy would seal.
-			p.sealLocked(nil)
+		if memFull && p.sealForMemoryLocked() {
 			continue
 		}
 		if !memFull && p.committableLocked() < p.cfg.maxUncommitted {
@@ -174,89 +205,213 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 	return nil
 }
 
-// addLocked adds one owned record to the open buffer and seals it when the policy trips.
+// sealForMemoryLocked seals what it can when the memory budget is full, and reports whether it did: encoding
+// is what frees memory, so never wait on a buffer that no policy would seal. With WithCheckpoints it first cuts
+// at the newest checkpoint; rows no checkpoint covers are sealed only when no encoding is under way whose end
+// would make room (they then wait in the queue for a checkpoint, holding files, not memory).
+func (p *pipeline) sealForMemoryLocked() bool {
+	if p.open == nil || p.open.bytes == 0 {
+		return false
+	}
+	if p.cfg.checkpoints && len(p.marks) == 0 && p.memUsed > p.open.bytes {
+		return false
+	}
+	p.sealLocked()
+	return true
+}
+
+// addLocked adds one record to the open buffer (a view's rows are copied into the gather) and seals the buffer
+// when the policy trips.
 func (p *pipeline) addLocked(rec batchRecord) {
 	if p.open != nil && rec.kind != opDelete && p.open.schema != nil && p.open.schema != rec.rec.Schema() {
 		// The table's schema changed: a batch encodes against one schema, so the buffer ends here.
-		p.sealLocked(nil)
+		p.sealLocked()
 	}
-	if p.open == nil {
-		p.open = &batch{firstAt: time.Now()}
-		if p.cfg.flushInterval > 0 {
-			b := p.open
-			p.timer = time.AfterFunc(p.cfg.flushInterval, func() {
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				if p.open == b && !p.closed {
-					p.sealLocked(nil)
-				}
-			})
-		}
-	}
-	b := p.open
+	b := p.openLocked()
 	if rec.kind != opDelete {
 		b.schema = rec.rec.Schema()
 	}
-	b.recs = append(b.recs, rec.rec)
-	b.kinds = append(b.kinds, rec.kind)
+	if rec.view {
+		if p.gather != nil && !p.gather.fits(rec) {
+			p.finishGatherLocked()
+		}
+		if p.gather == nil {
+			p.gather = newGather(p.cfg.mem, rec)
+		}
+		p.gather.add(rec)
+	} else {
+		p.finishGatherLocked()
+		b.push(rec)
+	}
 	b.keyed = b.keyed || rec.kind != opInsert
 	b.rows += rec.rec.NumRows()
 	b.bytes += rec.size
 	p.memUsed += rec.size
 	p.rowsAccepted += rec.rec.NumRows()
 	p.bytesAccepted += rec.size
+	p.dirty = true
+	p.dirtySrc[rec.source] = true
 	if b.rows >= p.cfg.flushRows || b.bytes >= p.cfg.flushBytes {
-		p.sealLocked(nil)
+		p.sealLocked()
 	}
 }
 
+// openLocked returns the open buffer, opening one (and its interval timer) if there is none.
+func (p *pipeline) openLocked() *batch {
+	if p.open == nil {
+		p.open = &batch{firstAt: time.Now()}
+		p.startTimerLocked()
+	}
+	return p.open
+}
+
+// startTimerLocked arms the interval seal for the open buffer.
+func (p *pipeline) startTimerLocked() {
+	if p.cfg.flushInterval <= 0 {
+		return
+	}
+	b := p.open
+	p.timer = time.AfterFunc(p.cfg.flushInterval, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.open == b && !p.closed {
+			p.sealLocked()
+		}
+	})
+}
+
+// finishGatherLocked turns the gather into a record of the open buffer.
+func (p *pipeline) finishGatherLocked() {
+	if p.gather == nil {
+		return
+	}
+	p.open.push(p.gather.finish())
+	p.gather = nil
+}
+
+// push appends an owned record to the batch's records (its counters are the caller's).
+func (b *batch) push(rec batchRecord) {
+	b.recs = append(b.recs, rec.rec)
+	b.kinds = append(b.kinds, rec.kind)
+	b.sources = append(b.sources, rec.source)
+	b.sizes = append(b.sizes, rec.size)
+}
+
 // committableLocked counts the sealed batches a commit may take. With WithCheckpoints, batches after the newest
-// token wait for the next Checkpoint, which this very caller may be about to make: counting them would block
+// checkpoint wait for the next one, which this very caller may be about to make: counting them would block
 // Write before it (they hold files, not rows; the memory limit bounds the rows).
 func (p *pipeline) committableLocked() int {
 	if !p.cfg.checkpoints {
 		return len(p.queue)
 	}
-	n := 0
-	for i, b := range p.queue {
-		if b.hasToken {
-			n = i + 1
-		}
-	}
-	return n
+	return coveredEnd(p.queue, len(p.queue))
 }
 
-// checkpoint seals the open buffer with a token (an empty batch carries it when no rows are open).
+// coveredEnd returns the length of the longest prefix of q[:n] that a run may take with WithCheckpoints: it
+// ends at a batch that carries a checkpoint, and every row in it is covered by a checkpoint in it (a token
+// covers every row before it, a position the rows of its partition before it).
+func coveredEnd(q []*batch, n int) int {
+	end := 0
+	var pending map[string]struct{} // partitions with rows no checkpoint has covered yet
+	for i, b := range q[:n] {
+		if b.hasToken {
+			clear(pending)
+		}
+		for s := range b.positions {
+			delete(pending, s)
+		}
+		for s := range b.uncovered {
+			if pending == nil {
+				pending = map[string]struct{}{}
+			}
+			pending[s] = struct{}{}
+		}
+		if len(pending) == 0 && (b.hasToken || len(b.positions) > 0) {
+			end = i + 1
+		}
+	}
+	return end
+}
+
+// checkpoint marks a row boundary with a token: every row accepted so far is covered by it.
 func (p *pipeline) checkpoint(token string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.usableLocked(); err != nil {
 		return err
 	}
-	p.sealLocked(&token)
+	if p.hasLastToken && token == p.lastToken && !p.dirty {
+		return nil // nothing new: no commit
+	}
+	p.markLocked(mark{token: true, value: token})
+	p.lastToken, p.hasLastToken, p.dirty = token, true, false
 	return nil
 }
 
-// sealLocked turns the open buffer into a batch with the next sequence number and starts its encoding. A token
-// is attached to the batch; with a token and no rows an empty batch carries it.
-func (p *pipeline) sealLocked(token *string) *batch {
-	if p.open == nil && token == nil {
-		return nil
+// checkpointPositions marks a row boundary with source positions: the rows of each partition accepted so far
+// are covered by its position.
+func (p *pipeline) checkpointPositions(positions map[string]string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.usableLocked(); err != nil {
+		return err
 	}
-	b := p.open
-	if b == nil {
-		b = &batch{}
+	for src, pos := range positions {
+		if last, ok := p.lastPos[src]; ok && last == pos && !p.dirtySrc[src] {
+			continue // nothing new for this partition
+		}
+		p.markLocked(mark{source: src, value: pos})
+		p.lastPos[src] = pos
+		delete(p.dirtySrc, src)
 	}
-	p.open = nil
+	return nil
+}
+
+// markLocked places a checkpoint at the end of the open buffer. It seals nothing: files follow the flush
+// policy, and a seal cuts the buffer at its newest checkpoint (sealLocked).
+func (p *pipeline) markLocked(m mark) {
+	b := p.openLocked()
+	p.finishGatherLocked()
+	m.at = len(b.recs)
+	p.marks = append(p.marks, m)
+}
+
+// sealLocked turns the open buffer into a batch with the next sequence number and starts its encoding. Every
+// checkpoint in the buffer goes with the batch. With WithCheckpoints the batch takes only the rows the
+// checkpoints cover and the rest stay open (a batch with no rows carries checkpoints that cover none); a buffer
+// without checkpoints is sealed whole and waits in the queue until a later checkpoint covers it.
+func (p *pipeline) sealLocked() {
+	if p.open == nil {
+		return
+	}
+	p.finishGatherLocked()
 	if p.timer != nil {
 		p.timer.Stop()
 		p.timer = nil
 	}
+	b := p.open
+	p.open = nil
+	var keep *batch
+	if p.cfg.checkpoints && len(p.marks) > 0 {
+		b, keep = cut(b, p.marks)
+	}
+	p.takeMarks(b)
+	p.marks = nil
+	if p.cfg.checkpoints && !b.hasToken && len(b.positions) == 0 {
+		b.uncovered = map[string]struct{}{}
+		for _, s := range b.sources {
+			b.uncovered[s] = struct{}{}
+		}
+	}
+	if keep != nil && len(keep.recs) > 0 {
+		p.open = keep
+		p.startTimerLocked()
+	}
+	if len(b.recs) == 0 && !b.hasToken && len(b.positions) == 0 {
+		return // an open buffer that held nothing
+	}
 	b.seq = p.nextSeq
 	p.nextSeq++
-	if token != nil {
-		b.token, b.hasToken = *token, true
-	}
 	p.queue = append(p.queue, b)
 	p.batches++
 	if len(b.recs) == 0 {
@@ -267,7 +422,46 @@ func (p *pipeline) sealLocked(token *string) *batch {
 		go p.encode(b)
 	}
 	p.signalLocked()
-	return b
+}
+
+// takeMarks gives the batch the newest token and the newest position per partition of the open buffer's marks.
+func (p *pipeline) takeMarks(b *batch) {
+	for _, m := range p.marks {
+		if m.token {
+			b.token, b.hasToken = m.value, true
+			continue
+		}
+		if b.positions == nil {
+			b.positions = map[string]string{}
+		}
+		b.positions[m.source] = m.value
+	}
+}
+
+// cut splits an open buffer at its checkpoints: the records they cover (in order) and the rest.
+func cut(o *batch, marks []mark) (take, keep *batch) {
+	tokenAt := 0
+	srcAt := map[string]int{}
+	for _, m := range marks {
+		if m.token {
+			tokenAt = max(tokenAt, m.at)
+		} else {
+			srcAt[m.source] = max(srcAt[m.source], m.at)
+		}
+	}
+	take = &batch{firstAt: o.firstAt, schema: o.schema}
+	keep = &batch{firstAt: o.firstAt, schema: o.schema}
+	for i, rec := range o.recs {
+		dst := keep
+		if at, ok := srcAt[o.sources[i]]; i < tokenAt || (ok && i < at) {
+			dst = take
+		}
+		dst.push(batchRecord{rec: rec, kind: o.kinds[i], source: o.sources[i], size: o.sizes[i]})
+		dst.rows += rec.NumRows()
+		dst.bytes += o.sizes[i]
+		dst.keyed = dst.keyed || o.kinds[i] != opInsert
+	}
+	return take, keep
 }
 
 // encode runs one batch's encoding, at most MaxInFlight at once, and stages it for the commit loop. The rows
@@ -391,9 +585,7 @@ func (p *pipeline) nextRun() []*batch {
 		n++
 	}
 	if p.cfg.checkpoints {
-		for n > 0 && !p.queue[n-1].hasToken {
-			n--
-		}
+		n = coveredEnd(p.queue, n)
 	}
 	if n == 0 {
 		return nil
@@ -418,14 +610,15 @@ func (p *pipeline) flush(ctx context.Context) error {
 
 // flushTargetLocked seals the open buffer and returns the sequence number a flush waits for.
 func (p *pipeline) flushTargetLocked() int64 {
-	p.sealLocked(nil)
-	target := p.committed
-	for _, b := range p.queue {
-		if !p.cfg.checkpoints || b.hasToken {
-			target = b.seq
-		}
+	p.sealLocked()
+	n := len(p.queue)
+	if p.cfg.checkpoints {
+		n = coveredEnd(p.queue, n)
 	}
-	return target
+	if n == 0 {
+		return p.committed
+	}
+	return p.queue[n-1].seq
 }
 
 func (p *pipeline) waitCommittedLocked(ctx context.Context, target int64) error {
@@ -586,6 +779,10 @@ func (p *pipeline) stopLater(ctx context.Context) (uncommitted, error) {
 func (p *pipeline) release(ctx context.Context) {
 	p.mu.Lock()
 	var dropped int64
+	if p.gather != nil {
+		p.gather.release()
+		p.gather = nil
+	}
 	if p.open != nil {
 		dropped += p.open.rows
 		for _, r := range p.open.recs {
@@ -593,6 +790,7 @@ func (p *pipeline) release(ctx context.Context) {
 		}
 		p.open = nil
 	}
+	p.marks = nil
 	var orphans []string
 	for _, b := range p.queue {
 		dropped += b.rows

@@ -25,6 +25,7 @@ type fakeEnv struct {
 	commitGate chan error           // non-nil: every commit returns what it sends
 	runs       [][]int64            // committed runs, by batch seq
 	tokens     []string             // newest token of each committed run
+	positions  []map[string]string  // positions of each committed run
 	removed    []string
 	failedWith error
 	loopEnded  bool
@@ -77,15 +78,20 @@ func (e *fakeEnv) commit(ctx context.Context, batches []*batch) (*Run, *CommitRe
 	}
 	run := &Run{FirstSeq: batches[0].seq, LastSeq: batches[len(batches)-1].seq}
 	var seqs []int64
+	pos := map[string]string{}
 	for _, b := range batches {
 		seqs = append(seqs, b.seq)
 		if b.hasToken {
 			run.Token, run.HasToken = b.token, true
 		}
+		for k, v := range b.positions {
+			pos[k] = v
+		}
 	}
 	e.mu.Lock()
 	e.runs = append(e.runs, seqs)
 	e.tokens = append(e.tokens, run.Token)
+	e.positions = append(e.positions, pos)
 	e.mu.Unlock()
 	return run, &CommitResult{Attempts: 1}, nil
 }
@@ -205,22 +211,22 @@ func TestPipelineCommitsInSequenceOrder(t *testing.T) {
 }
 
 // With checkpoints, a run ends at its newest token and nothing after the last token is ever committed: Close
-// discards it.
+// discards it. A checkpoint seals nothing: the seal the policy makes next cuts the buffer at it.
 func TestPipelineCheckpointsEndRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := newFakeEnv()
 		gate := make(chan error)
 		env.commitGate = gate
 		p := testPipeline(t, env, pipelineConfig{flushRows: 10, checkpoints: true})
-		mustAccept(t, p, rows(10, 100))           // batch 1
-		if err := p.checkpoint("a"); err != nil { // batch 2: the token alone
+		mustAccept(t, p, rows(10, 100))           // batch 1, sealed by the policy
+		if err := p.checkpoint("a"); err != nil { // a mark in the empty open buffer
 			t.Fatal(err)
 		}
-		mustAccept(t, p, rows(10, 100)) // batch 3, after the token
+		mustAccept(t, p, rows(10, 100)) // trips the policy: batch 2 is the token alone, the 10 rows stay open
 		synctest.Wait()
 		gate <- nil // the first run: batches 1 and 2
 		synctest.Wait()
-		mustAccept(t, p, rows(5, 50)) // open, after the token
+		mustAccept(t, p, rows(5, 50)) // 15 rows open: sealed whole as batch 3, no checkpoint covers it
 		flushed := make(chan error, 1)
 		go func() { flushed <- p.flush(t.Context()) }()
 		synctest.Wait()
@@ -436,4 +442,85 @@ func TestPipelineFailedEncodingStops(t *testing.T) {
 			t.Fatalf("lost %+v, discarded %d", s.lost, p.state().discarded)
 		}
 	})
+}
+
+// rowsFrom is rows(n, size) of a source partition.
+func rowsFrom(src string, n int, size int64) batchRecord {
+	r := rows(n, size)
+	r.source = src
+	return r
+}
+
+// A position covers the rows of its partition only: a seal takes them and leaves the other partitions' rows
+// open; the same position again with no new rows commits nothing.
+func TestPipelinePositionsCoverTheirPartition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv()
+		p := testPipeline(t, env, pipelineConfig{checkpoints: true})
+		mustAccept(t, p, rowsFrom("a", 3, 30))
+		mustAccept(t, p, rowsFrom("b", 4, 40))
+		mustAccept(t, p, rowsFrom("a", 2, 20))
+		if err := p.checkpointPositions(map[string]string{"a": "a@5"}); err != nil {
+			t.Fatal(err)
+		}
+		mustAccept(t, p, rowsFrom("a", 1, 10)) // after a's position
+		if err := p.flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if s := p.state(); s.committed != 1 || s.bufferedRows != 5 {
+			t.Fatalf("after the first flush: %+v, want batch 1 committed and b's 4 and a's last row open", s)
+		}
+		if got := env.positions[0]; len(got) != 1 || got["a"] != "a@5" {
+			t.Fatalf("positions %v, want a@5", got)
+		}
+		if err := p.checkpointPositions(map[string]string{"a": "a@6", "b": "b@4"}); err != nil {
+			t.Fatal(err)
+		}
+		mustFlush(t, p)
+		if s := p.state(); s.committed != 2 || s.bufferedRows != 0 {
+			t.Fatalf("after the second flush: %+v", s)
+		}
+		if got := env.positions[1]; len(got) != 2 || got["a"] != "a@6" || got["b"] != "b@4" {
+			t.Fatalf("positions %v, want a@6 and b@4", got)
+		}
+		// Idle: no new rows and the same positions, so nothing is sealed.
+		if err := p.checkpointPositions(map[string]string{"a": "a@6", "b": "b@4"}); err != nil {
+			t.Fatal(err)
+		}
+		mustFlush(t, p)
+		if n := len(env.committedRuns()); n != 2 {
+			t.Fatalf("idle positions made %d more commits", n-2)
+		}
+	})
+}
+
+func mustFlush(t *testing.T, p *pipeline) {
+	t.Helper()
+	if err := p.flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A run may end only where every row before it is covered: a batch sealed without a checkpoint (the memory
+// limit came first) waits until later checkpoints cover each of its partitions.
+func TestCoveredEnd(t *testing.T) {
+	fallback := &batch{uncovered: map[string]struct{}{"a": {}, "b": {}}}
+	posA := &batch{positions: map[string]string{"a": "1"}}
+	posB := &batch{positions: map[string]string{"b": "1"}}
+	token := &batch{hasToken: true}
+	for _, c := range []struct {
+		name string
+		q    []*batch
+		want int
+	}{
+		{"nothing marked", []*batch{fallback}, 0},
+		{"one partition covered", []*batch{fallback, posA}, 0},
+		{"both covered", []*batch{fallback, posA, posB}, 3},
+		{"a token covers all", []*batch{fallback, token}, 2},
+		{"covered, then uncovered again", []*batch{posA, fallback, posB}, 1},
+	} {
+		if got := coveredEnd(c.q, len(c.q)); got != c.want {
+			t.Errorf("%s: coveredEnd = %d, want %d", c.name, got, c.want)
+		}
+	}
 }

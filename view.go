@@ -47,7 +47,7 @@ func (v *tableView) set(tbl *table.Table) error {
 	defer v.mu.Unlock()
 	v.tbl = tbl
 	if v.conf == nil || !v.conf.target.Equal(as) {
-		v.conf = &conformer{target: as, mem: v.mem, hooks: v.hooks}
+		v.conf = &conformer{target: as, mem: v.mem, hooks: v.hooks, gathers: gatherable(as)}
 	}
 	return nil
 }

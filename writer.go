@@ -66,6 +66,8 @@ type batch struct {
 	seq      int64
 	recs     []arrow.RecordBatch
 	kinds    []opKind      // per record: insert, upsert or delete
+	sources  []string      // per record in the open buffer: its source partition
+	sizes    []int64       // per record in the open buffer: the bytes the memory limit counts
 	schema   *arrow.Schema // the table schema the inserted and upserted records were conformed to
 	keyed    bool          // holds an upsert or a delete
 	rows     int64
@@ -75,6 +77,9 @@ type batch struct {
 	// positions are the source positions (partition -> position) the batch's checkpoints recorded, the newest
 	// per partition; with WithCheckpoints they cover every row of those partitions in the batch and before it.
 	positions map[string]string
+	// uncovered (WithCheckpoints) lists the partitions of a batch sealed without a checkpoint (the memory limit
+	// was reached first): a run may end after it only once later checkpoints cover them.
+	uncovered map[string]struct{}
 	files     []ice.DataFile
 	deletes   []ice.DataFile      // equality delete files
 	cowKeys   []arrow.RecordBatch // copy-on-write: key-only records of the keys upserted or deleted
@@ -166,12 +171,16 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		mem: memory.NewGoAllocator(),
 	}
 	var committed int64
+	var lastToken *string
 	if o.stableID {
 		tbl, err = w.fence(ctx, tbl)
 		if err != nil {
 			return nil, red.Error(err) // staging the fence snapshot writes a manifest: storage errors too
 		}
 		committed = lastSeq(tbl.Metadata(), o.branch, w.id)
+		if token, _, ok := lastCheckpoint(tbl.Metadata(), o.branch, w.id); ok {
+			lastToken = &token
+		}
 	} else {
 		w.epoch = 1
 		// Through derive, as a fenced writer's table is: its file system is bound to each operation's context,
@@ -206,7 +215,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	w.pipe = newPipeline(ctx, w, pipelineConfig{
 		flushRows: int64(o.flushRows), flushBytes: o.flushBytes, flushInterval: o.flushInterval,
 		rowBudget: rowBudget(&o), maxUncommitted: o.maxUncommitted, maxInFlight: o.maxInFlight,
-		checkpoints: o.checkpoints, commitTimeout: o.commitTimeout,
+		checkpoints: o.checkpoints, commitTimeout: o.commitTimeout, mem: w.mem, lastToken: lastToken,
 	}, committed)
 	w.pipe.start()
 	return w, nil
@@ -264,20 +273,26 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 			return err
 		}
 	}
-	owned, size, err := conf.conform(ctx, rec)
+	r, err := conf.conformFor(ctx, rec, opInsert)
 	if err != nil {
 		return err
 	}
-	if owned.NumRows() == 0 {
-		// Validated like any batch (an empty batch with an unknown column is an error), but nothing to keep.
-		owned.Release()
+	return w.accept(ctx, r)
+}
+
+// accept hands the pipeline a conformed record of one call. A record without rows was validated like any
+// other (an empty batch with an unknown column is an error), but there is nothing to keep. The record is the
+// pipeline's once accepted, unless it is a view, which the pipeline copies and which is released here.
+func (w *Writer) accept(ctx context.Context, r batchRecord) error {
+	if r.rec.NumRows() == 0 {
+		r.rec.Release()
 		return nil
 	}
-	if err := w.pipe.accept(ctx, batchRecord{rec: owned, size: size, kind: opInsert}); err != nil {
-		owned.Release()
-		return err
+	err := w.pipe.accept(ctx, r)
+	if err != nil || r.view {
+		r.rec.Release()
 	}
-	return nil
+	return err
 }
 
 // encoderReserve is the working memory set aside for each batch encoding at once (Parquet pages, dictionaries

@@ -1,0 +1,250 @@
+package iceberg
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Small calls are gathered: a call of fewer than gatherMaxRows rows is conformed without a copy of its own and
+// its rows are appended to builders shared with the calls before it, which are finished into one record every
+// gatherRows rows (or at a checkpoint, a seal, a change of source, kind or schema). One retained record per call
+// made a 1-row Write cost 30x a 1,000-row one: an allocation per buffer per call on the way in, and a Parquet
+// column write per call on the way out.
+const (
+	gatherMaxRows = 512
+	gatherRows    = 16 << 10
+)
+
+// gather is the open buffer's growing tail: rows of consecutive small calls of one source and one kind.
+type gather struct {
+	b      *array.RecordBuilder
+	schema *arrow.Schema
+	kind   opKind
+	source string
+	rows   int64
+	bytes  int64 // what the memory limit counts for the rows (viewSize of what was appended)
+}
+
+func newGather(mem memory.Allocator, rec batchRecord) *gather {
+	return &gather{b: array.NewRecordBuilder(mem, rec.rec.Schema()), schema: rec.rec.Schema(), kind: rec.kind,
+		source: rec.source}
+}
+
+// fits reports whether rec's rows may join the gather.
+func (g *gather) fits(rec batchRecord) bool {
+	return g.kind == rec.kind && g.source == rec.source && g.schema == rec.rec.Schema() && g.rows < gatherRows
+}
+
+// add copies the rows of a view into the builders.
+func (g *gather) add(rec batchRecord) {
+	for i, col := range rec.rec.Columns() {
+		appendArray(g.b.Field(i), col)
+	}
+	g.rows += rec.rec.NumRows()
+	g.bytes += rec.size
+}
+
+// finish turns the gathered rows into an owned record (the builders are released).
+func (g *gather) finish() batchRecord {
+	rec := g.b.NewRecordBatch()
+	g.b.Release()
+	return batchRecord{rec: rec, size: g.bytes, kind: g.kind, source: g.source}
+}
+
+// release drops the gathered rows.
+func (g *gather) release() { g.b.Release() }
+
+// gatherable reports whether appendArray copies every column type of the schema.
+func gatherable(s *arrow.Schema) bool {
+	for _, f := range s.Fields() {
+		if !gatherableType(f.Type) {
+			return false
+		}
+	}
+	return true
+}
+
+func gatherableType(t arrow.DataType) bool {
+	switch t := t.(type) {
+	case *arrow.StructType:
+		for _, f := range t.Fields() {
+			if !gatherableType(f.Type) {
+				return false
+			}
+		}
+		return true
+	case *arrow.ListType:
+		return gatherableType(t.Elem())
+	case *arrow.LargeListType:
+		return gatherableType(t.Elem())
+	case *arrow.MapType:
+		return gatherableType(t.KeyType()) && gatherableType(t.ItemType())
+	}
+	switch t.ID() {
+	case arrow.BOOL, arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.UINT8, arrow.UINT16, arrow.UINT32,
+		arrow.UINT64, arrow.FLOAT32, arrow.FLOAT64, arrow.DATE32, arrow.DATE64, arrow.TIME32, arrow.TIME64,
+		arrow.TIMESTAMP, arrow.DECIMAL128, arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY,
+		arrow.FIXED_SIZE_BINARY:
+		return true
+	}
+	return false
+}
+
+// valuer is an array whose elements a builder of the same type appends one by one.
+type valuer[T any] interface {
+	arrow.Array
+	Value(int) T
+}
+
+type appender[T any] interface {
+	Append(T)
+	AppendNull()
+}
+
+func appendValues[T any](b appender[T], a valuer[T]) {
+	for i := range a.Len() {
+		if a.IsNull(i) {
+			b.AppendNull()
+		} else {
+			b.Append(a.Value(i))
+		}
+	}
+}
+
+// appendArray appends a's elements to b, a builder of the same type (gatherable types only: the caller
+// checked). arrow-go has no generic append of an array to a builder.
+func appendArray(b array.Builder, a arrow.Array) {
+	switch b := b.(type) {
+	case *array.BooleanBuilder:
+		appendValues(b, a.(*array.Boolean))
+	case *array.Int8Builder:
+		appendValues(b, a.(*array.Int8))
+	case *array.Int16Builder:
+		appendValues(b, a.(*array.Int16))
+	case *array.Int32Builder:
+		appendValues(b, a.(*array.Int32))
+	case *array.Int64Builder:
+		appendValues(b, a.(*array.Int64))
+	case *array.Uint8Builder:
+		appendValues(b, a.(*array.Uint8))
+	case *array.Uint16Builder:
+		appendValues(b, a.(*array.Uint16))
+	case *array.Uint32Builder:
+		appendValues(b, a.(*array.Uint32))
+	case *array.Uint64Builder:
+		appendValues(b, a.(*array.Uint64))
+	case *array.Float32Builder:
+		appendValues(b, a.(*array.Float32))
+	case *array.Float64Builder:
+		appendValues(b, a.(*array.Float64))
+	case *array.Date32Builder:
+		appendValues(b, a.(*array.Date32))
+	case *array.Date64Builder:
+		appendValues(b, a.(*array.Date64))
+	case *array.Time32Builder:
+		appendValues(b, a.(*array.Time32))
+	case *array.Time64Builder:
+		appendValues(b, a.(*array.Time64))
+	case *array.TimestampBuilder:
+		appendValues(b, a.(*array.Timestamp))
+	case *array.Decimal128Builder:
+		appendValues(b, a.(*array.Decimal128))
+	case *array.StringBuilder:
+		appendValues(b, a.(*array.String))
+	case *array.LargeStringBuilder:
+		appendValues(b, a.(*array.LargeString))
+	case *array.BinaryBuilder:
+		switch a := a.(type) {
+		case *array.Binary:
+			appendValues(b, a)
+		case *array.LargeBinary:
+			appendValues(b, a)
+		}
+	case *array.FixedSizeBinaryBuilder:
+		appendValues(b, a.(*array.FixedSizeBinary))
+	case *array.StructBuilder:
+		sa := a.(*array.Struct)
+		// Children hold a slot under a null struct too (arrow-go slices them to the struct's rows), so the
+		// validity goes in alone (Append(false) would add a null to every child as well).
+		valid := make([]bool, sa.Len())
+		for i := range valid {
+			valid[i] = sa.IsValid(i)
+		}
+		b.AppendValues(valid)
+		for f := range sa.NumField() {
+			appendArray(b.FieldBuilder(f), sa.Field(f))
+		}
+	case array.ListLikeBuilder: // lists, large lists and maps
+		la := a.(array.ListLike)
+		vb := b.ValueBuilder()
+		for i := range la.Len() {
+			if la.IsNull(i) {
+				b.AppendNull()
+				continue
+			}
+			b.Append(true)
+			if start, end := la.ValueOffsets(i); end > start {
+				vals := array.NewSlice(la.ListValues(), start, end)
+				appendArray(vb, vals)
+				vals.Release()
+			}
+		}
+	default:
+		panic(fmt.Sprintf("iceberg: no gathering for %s", a.DataType()))
+	}
+}
+
+// viewSize is the bytes a copy of the array's rows holds (validity counted as if present). A view of a few
+// rows of a larger batch shares that batch's buffers, which arraySize would count whole.
+func viewSize(a arrow.Array) int64 {
+	n := int64(a.Len())
+	if n == 0 {
+		return 0
+	}
+	size := (n + 7) / 8
+	switch a := a.(type) {
+	case *array.Struct:
+		for f := range a.NumField() {
+			size += viewSize(a.Field(f))
+		}
+	case array.ListLike:
+		size += (n + 1) * 8
+		start, _ := a.ValueOffsets(0)
+		_, end := a.ValueOffsets(int(n - 1))
+		vals := array.NewSlice(a.ListValues(), start, end)
+		size += viewSize(vals)
+		vals.Release()
+	case *array.String:
+		size += offsetsSize(n, 4, a.ValueOffsets())
+	case *array.Binary:
+		size += offsetsSize(n, 4, a.ValueOffsets())
+	case *array.LargeString:
+		size += offsetsSize(n, 8, a.ValueOffsets())
+	case *array.LargeBinary:
+		size += offsetsSize(n, 8, a.ValueOffsets())
+	default:
+		if fw, ok := a.DataType().(arrow.FixedWidthDataType); ok {
+			size += (n*int64(fw.BitWidth()) + 7) / 8
+		} else {
+			size += arraySize(a.Data())
+		}
+	}
+	return size
+}
+
+// offsetsSize is the bytes of n variable-length values: their offsets and the data they span.
+func offsetsSize[T int32 | int64](n, width int64, offs []T) int64 {
+	return (n+1)*width + int64(offs[n]-offs[0])
+}
+
+// recordViewSize is viewSize over a record's columns.
+func recordViewSize(rec arrow.RecordBatch) int64 {
+	var n int64
+	for _, c := range rec.Columns() {
+		n += viewSize(c)
+	}
+	return n
+}

@@ -98,6 +98,8 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 			b.recs = []arrow.RecordBatch{one}
 		}
 		opts = append(opts, table.WithClusteredWrite())
+	} else if err := e.coalesce(schema, b); err != nil {
+		return nil, err
 	}
 	var rows int64
 	for _, r := range b.recs {
@@ -147,6 +149,41 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 		e.partShare.Store(math.Float64bits(float64(largest) / float64(rows)))
 	}
 	return out, nil
+}
+
+// coalesce joins runs of small consecutive records into records of up to gatherRows rows: Parquet's column
+// writers pay per record, so a batch of 400-row records (a call per poll, a checkpoint after each) encoded at
+// two thirds of the rate of the same rows in large records. Joining is a copy of buffers, far cheaper.
+func (e *fileEncoder) coalesce(schema *arrow.Schema, b *batch) error {
+	var out []arrow.RecordBatch
+	for i := 0; i < len(b.recs); {
+		j, rows := i, int64(0)
+		for j < len(b.recs) && rows+b.recs[j].NumRows() <= gatherRows {
+			rows += b.recs[j].NumRows()
+			j++
+		}
+		if j-i < 2 {
+			out = append(out, b.recs[i])
+			b.recs[i] = nil
+			i = max(j, i+1)
+			continue
+		}
+		one, err := concatRecords(e.mem, schema, b.recs[i:j])
+		if err != nil {
+			for _, r := range out {
+				r.Release()
+			}
+			return err
+		}
+		for k := i; k < j; k++ {
+			b.recs[k].Release()
+			b.recs[k] = nil
+		}
+		out = append(out, one)
+		i = j
+	}
+	b.recs = out
+	return nil
 }
 
 // concatRecords joins records of one schema into one.

@@ -14,7 +14,7 @@ import (
 // made a 1-row Write cost 30x a 1,000-row one: an allocation per buffer per call on the way in, and a Parquet
 // column write per call on the way out.
 const (
-	gatherMaxRows = 512
+	gatherMaxRows = 64
 	gatherRows    = 16 << 10
 )
 

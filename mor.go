@@ -40,6 +40,11 @@ func (w *Writer) mode() Mode {
 // (WithKeyIndexBytes), else equality deletes on the key. Rows superseded inside the writer are dropped before
 // they are written. Key columns must not be null.
 func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
+	return w.upsert(ctx, "", rec)
+}
+
+// upsert is Upsert of a source partition's rows.
+func (w *Writer) upsert(ctx context.Context, source string, rec arrow.RecordBatch) error {
 	if err := w.pipe.usable(); err != nil {
 		return err
 	}
@@ -62,11 +67,17 @@ func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
 		r.rec.Release()
 		return err
 	}
+	r.source = source
 	return w.accept(ctx, r)
 }
 
 // Delete removes the rows whose key matches a row of keys (only the key columns are read).
 func (w *Writer) Delete(ctx context.Context, keys arrow.RecordBatch) error {
+	return w.delete(ctx, "", keys)
+}
+
+// delete is Delete of a source partition's keys.
+func (w *Writer) delete(ctx context.Context, source string, keys arrow.RecordBatch) error {
 	if err := w.pipe.usable(); err != nil {
 		return err
 	}
@@ -104,16 +115,7 @@ func (w *Writer) Delete(ctx context.Context, keys arrow.RecordBatch) error {
 	}
 	owned := array.NewRecordBatch(ks.schema, cols, keys.NumRows())
 	release()
-	if owned.NumRows() == 0 {
-		// The key columns were validated like any batch's, but there is nothing to delete.
-		owned.Release()
-		return nil
-	}
-	if err := w.pipe.accept(ctx, batchRecord{rec: owned, size: size, kind: opDelete}); err != nil {
-		owned.Release()
-		return err
-	}
-	return nil
+	return w.accept(ctx, batchRecord{rec: owned, size: size, kind: opDelete, source: source})
 }
 
 func checkKeyNulls(cols []arrow.Array, ks *keySpec) error {

@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -847,4 +848,85 @@ func (p *pipeline) state() pipelineState {
 		s.uncommittedRows += b.rows
 	}
 	return s
+}
+
+// abortSource drops a partition's rows that are not sealed (and its checkpoints in the open buffer), then waits
+// until the batches holding its sealed rows are committed. It returns the rows dropped.
+func (p *pipeline) abortSource(ctx context.Context, src string) (int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.usableLocked(); err != nil {
+		return 0, err
+	}
+	target := p.committed
+	for i, b := range p.queue {
+		if !slices.Contains(b.sources, src) {
+			continue
+		}
+		target = b.seq
+		if p.cfg.checkpoints && !coversLater(p.queue[i:], src) {
+			return 0, fmt.Errorf("%w: partition %q, batch %d", ErrPartitionUncovered, src, b.seq)
+		}
+	}
+	var dropped int64
+	if g := p.gather; g != nil && g.source == src {
+		dropped += g.rows
+		p.dropLocked(g.rows, g.bytes)
+		g.release()
+		p.gather = nil
+	}
+	if o := p.open; o != nil {
+		keep := &batch{firstAt: o.firstAt, schema: o.schema, rows: o.rows, bytes: o.bytes}
+		kept := make([]int, len(o.recs)+1) // kept[i]: records kept before record i
+		for i, rec := range o.recs {
+			kept[i+1] = kept[i]
+			if o.sources[i] == src {
+				dropped += rec.NumRows()
+				keep.rows -= rec.NumRows()
+				keep.bytes -= o.sizes[i]
+				p.dropLocked(rec.NumRows(), o.sizes[i])
+				rec.Release()
+				continue
+			}
+			kept[i+1]++
+			keep.push(batchRecord{rec: rec, kind: o.kinds[i], source: o.sources[i], size: o.sizes[i]})
+			keep.keyed = keep.keyed || o.kinds[i] != opInsert
+		}
+		o.recs, o.kinds, o.sources, o.sizes = keep.recs, keep.kinds, keep.sources, keep.sizes
+		o.rows, o.bytes, o.keyed = keep.rows, keep.bytes, keep.keyed
+		marks := p.marks[:0]
+		for _, m := range p.marks {
+			if m.source == src && !m.token {
+				continue
+			}
+			m.at = kept[m.at]
+			marks = append(marks, m)
+		}
+		p.marks = marks
+	}
+	delete(p.lastPos, src)
+	delete(p.dirtySrc, src)
+	p.discarded += dropped
+	p.signalLocked()
+	return dropped, p.waitCommittedLocked(ctx, target)
+}
+
+// dropLocked takes dropped rows out of the open buffer's counters.
+func (p *pipeline) dropLocked(rows, bytes int64) {
+	p.open.rows -= rows
+	p.open.bytes -= bytes
+	p.memUsed -= bytes
+}
+
+// coversLater reports whether src's rows in q[0] are covered: by q[0]'s own checkpoints or a later batch's.
+func coversLater(q []*batch, src string) bool {
+	if _, open := q[0].uncovered[src]; !open {
+		return true
+	}
+	for _, b := range q[1:] {
+		if _, ok := b.positions[src]; ok || b.hasToken {
+			return true
+		}
+	}
+	return false
 }

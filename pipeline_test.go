@@ -522,5 +522,57 @@ func TestCoveredEnd(t *testing.T) {
 		if got := coveredEnd(c.q, len(c.q)); got != c.want {
 			t.Errorf("%s: coveredEnd = %d, want %d", c.name, got, c.want)
 		}
+	} // Source.Abort may wait for a partition's sealed rows only where a checkpoint covers them.
+	if coversLater([]*batch{fallback, posB}, "a") || !coversLater([]*batch{fallback, posA}, "a") ||
+		!coversLater([]*batch{fallback, token}, "a") || !coversLater([]*batch{posB}, "a") {
+		t.Error("coversLater: a partition's uncovered rows are covered by its later position or a token only")
 	}
+}
+
+// Aborting a partition drops its open rows and positions, waits for its sealed rows to commit, and leaves the
+// other partitions' rows and positions as they were.
+func TestPipelineAbortSource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv()
+		gate := make(chan error)
+		env.commitGate = gate
+		p := testPipeline(t, env, pipelineConfig{checkpoints: true})
+		mustAccept(t, p, rowsFrom("a", 3, 30))
+		if err := p.checkpointPositions(map[string]string{"a": "a@3"}); err != nil {
+			t.Fatal(err)
+		}
+		p.mu.Lock()
+		p.sealLocked() // batch 1: a's 3 rows, committed once the gate opens
+		p.mu.Unlock()
+		mustAccept(t, p, rowsFrom("b", 4, 40))
+		mustAccept(t, p, rowsFrom("a", 2, 20))
+		if err := p.checkpointPositions(map[string]string{"a": "a@5", "b": "b@4"}); err != nil {
+			t.Fatal(err)
+		}
+		mustAccept(t, p, rowsFrom("a", 1, 10))
+		aborted := make(chan error, 1)
+		go func() {
+			_, err := p.abortSource(t.Context(), "a")
+			aborted <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-aborted:
+			t.Fatalf("Abort returned (%v) before a's sealed rows were committed", err)
+		default:
+		}
+		gate <- nil // batch 1
+		synctest.Wait()
+		if err := <-aborted; err != nil {
+			t.Fatal(err)
+		}
+		if s := p.state(); s.bufferedRows != 4 || s.discarded != 3 || s.bufferedBytes != 40 {
+			t.Fatalf("after Abort: %+v, want b's 4 rows open and a's 3 open rows dropped", s)
+		}
+		go func() { gate <- nil }()
+		mustFlush(t, p)
+		if got := env.positions[1]; len(got) != 1 || got["b"] != "b@4" {
+			t.Fatalf("positions after Abort %v, want b@4 alone", got)
+		}
+	})
 }

@@ -263,6 +263,11 @@ func (w *Writer) Table() *table.Table { return w.view.table() }
 // uncommitted batches is reached, until ctx is done. A batch without rows is validated all the same (with
 // schema evolution on, its new columns are added), then nothing is kept.
 func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
+	return w.write(ctx, "", rec)
+}
+
+// write is Write of a source partition's rows.
+func (w *Writer) write(ctx context.Context, source string, rec arrow.RecordBatch) error {
 	if err := w.pipe.usable(); err != nil {
 		return err
 	}
@@ -277,6 +282,7 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	if err != nil {
 		return err
 	}
+	r.source = source
 	return w.accept(ctx, r)
 }
 

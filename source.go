@@ -1,0 +1,97 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// ErrPartitionUncovered is returned by Source.Abort when rows of the partition were sealed before any checkpoint
+// covered them (the memory limit was reached between checkpoints) and no later one does: they share files with
+// other partitions' rows, so they cannot be dropped alone. Abort the writer instead.
+var ErrPartitionUncovered = errors.New("iceberg: rows of the partition were sealed without a checkpoint")
+
+// Source is one partition of an ordered source: a Kafka topic-partition, a Postgres replication slot, a Kinesis
+// shard. Rows written through it are its rows; Checkpoint records the partition's position with them, and
+// Abort drops the rows the writer has not committed yet, as when a rebalance revokes the partition. The rows of
+// all partitions share batches and files: a checkpoint never ends a file.
+//
+// Operations on one key keep their order within a partition. Across partitions, rows are ordered by the moment
+// each call is accepted, except that with WithCheckpoints the rows a seal leaves open (no checkpoint of their
+// partition covers them yet) are committed after the covered rows of other partitions sealed with them.
+type Source struct {
+	w    *Writer
+	name string
+}
+
+// Source returns the handle of a source partition (any string: "orders/3", a slot name). Handles are cheap and
+// hold no state of their own: two handles with one name are the same partition.
+func (w *Writer) Source(partition string) *Source { return &Source{w: w, name: partition} }
+
+// Partition returns the partition's name.
+func (s *Source) Partition() string { return s.name }
+
+// Write is Writer.Write for rows of the partition.
+func (s *Source) Write(ctx context.Context, rec arrow.RecordBatch) error {
+	return s.w.write(ctx, s.name, rec)
+}
+
+// Upsert is Writer.Upsert for rows of the partition.
+func (s *Source) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
+	return s.w.upsert(ctx, s.name, rec)
+}
+
+// Delete is Writer.Delete for keys of the partition.
+func (s *Source) Delete(ctx context.Context, keys arrow.RecordBatch) error {
+	return s.w.delete(ctx, s.name, keys)
+}
+
+// Checkpoint records the partition's position (an offset, an LSN, a sequence number: any string) as covering
+// every row of the partition accepted so far. It marks a row boundary and seals nothing: the position is
+// committed with the commit that holds those rows, atomically. With WithCheckpoints, rows of the partition
+// after its newest position are never committed, and a position with no new rows is not committed again.
+func (s *Source) Checkpoint(ctx context.Context, position string) error {
+	return s.w.CheckpointPositions(ctx, map[string]string{s.name: position})
+}
+
+// Abort drops the partition's rows that the writer has not sealed yet (with their positions), waits until the
+// rows of it already sealed into batches are committed (they share files with other partitions' rows; with
+// WithCheckpoints they are exactly the rows its committed position covers) and returns; the rest of the writer
+// goes on. After it returns nothing of the partition is pending in this writer, so a new owner that resumes
+// from the partition's committed position neither loses nor duplicates rows. ctx bounds the wait; the
+// partition may be written again afterwards. With WithCheckpoints, rows sealed without a checkpoint (the memory
+// limit came first) that no later checkpoint covers cannot be dropped alone: Abort then returns
+// ErrPartitionUncovered and changes nothing.
+func (s *Source) Abort(ctx context.Context) error {
+	dropped, err := s.w.pipe.abortSource(ctx, s.name)
+	if dropped > 0 {
+		s.w.log.Info("iceberg: partition aborted", "table", s.w.ident, "writer", s.w.id, "partition", s.name,
+			"dropped_rows", dropped)
+	}
+	return err
+}
+
+// CheckpointPositions records several partitions' positions at once, as Source.Checkpoint does for one (a Kafka
+// poll returns records of many partitions). Positions are committed atomically with the rows they cover,
+// merged with those already on the table (the newest per partition), and readable by any process.
+func (w *Writer) CheckpointPositions(ctx context.Context, positions map[string]string) error {
+	for p, v := range positions {
+		if err := checkPositionSize(p, v); err != nil {
+			return err
+		}
+	}
+	return w.pipe.checkpointPositions(positions)
+}
+
+// maxPositionBytes caps a partition name and a position: positions are kept on the table.
+const maxPositionBytes = 1024
+
+func checkPositionSize(partition, position string) error {
+	if len(partition) > maxPositionBytes || len(position) > maxPositionBytes {
+		return fmt.Errorf("%w: partition %.64q: name and position are each at most %d bytes", ErrTokenTooLarge,
+			partition, maxPositionBytes)
+	}
+	return nil
+}

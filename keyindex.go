@@ -470,7 +470,7 @@ func foreignSince(meta table.Metadata, branch string, base int64, writerID strin
 		// error (its reply may be lost) drops the index. A compaction under this ID met here is therefore
 		// another process's with the same ID (a zombie), and it moved rows the index places.
 		if w, _ := summaryProp(s, summaryWriterID); w == writerID {
-			if op, _ := summaryProp(s, "icewriter.operation"); op != "compact" {
+			if op, _ := summaryProp(s, summaryOperation); op != "compact" {
 				return false
 			}
 		}

@@ -209,7 +209,7 @@ func (e *stageEnv) compact(k *keyStage) {
 	}
 	tx := pre.NewTransaction()
 	if _, err := tx.RewriteDataFiles(e.ctx, []table.CompactionTaskGroup{g}, table.RewriteDataFilesOptions{
-		SnapshotProps: ice.Properties{summaryWriterID: e.o.writerID, "icewriter.operation": "compact"},
+		SnapshotProps: ice.Properties{summaryWriterID: e.o.writerID, summaryOperation: "compact"},
 	}); err != nil {
 		e.t.Fatal(err)
 	}

@@ -850,37 +850,41 @@ func (p *pipeline) state() pipelineState {
 	return s
 }
 
-// abortSource drops a partition's rows that are not sealed (and its checkpoints in the open buffer), then waits
-// until the batches holding its sealed rows are committed. It returns the rows dropped.
+// abortSource drops a partition's rows that no checkpoint covers yet, seals the covered ones still open and
+// waits until every batch holding rows of the partition is committed. It returns the rows dropped.
 func (p *pipeline) abortSource(ctx context.Context, src string) (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.usableLocked(); err != nil {
 		return 0, err
 	}
-	target := p.committed
-	for i, b := range p.queue {
-		if !slices.Contains(b.sources, src) {
-			continue
-		}
-		target = b.seq
-		if p.cfg.checkpoints && !coversLater(p.queue[i:], src) {
-			return 0, fmt.Errorf("%w: partition %q, batch %d", ErrPartitionUncovered, src, b.seq)
+	if p.cfg.checkpoints {
+		for i, b := range p.queue {
+			if slices.Contains(b.sources, src) && !coversLater(p.queue[i:], src) {
+				return 0, fmt.Errorf("%w: partition %q, batch %d", ErrPartitionUncovered, src, b.seq)
+			}
 		}
 	}
 	var dropped int64
 	if g := p.gather; g != nil && g.source == src {
+		// Marks finish the gather: a gather is after every mark, so none covers it.
 		dropped += g.rows
 		p.dropLocked(g.rows, g.bytes)
 		g.release()
 		p.gather = nil
 	}
 	if o := p.open; o != nil {
+		covered := 0 // records of src before this index are covered by a mark
+		for _, m := range p.marks {
+			if m.token || m.source == src {
+				covered = max(covered, m.at)
+			}
+		}
 		keep := &batch{firstAt: o.firstAt, schema: o.schema, rows: o.rows, bytes: o.bytes}
 		kept := make([]int, len(o.recs)+1) // kept[i]: records kept before record i
 		for i, rec := range o.recs {
 			kept[i+1] = kept[i]
-			if o.sources[i] == src {
+			if o.sources[i] == src && i >= covered {
 				dropped += rec.NumRows()
 				keep.rows -= rec.NumRows()
 				keep.bytes -= o.sizes[i]
@@ -892,22 +896,24 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, error) {
 			keep.push(batchRecord{rec: rec, kind: o.kinds[i], source: o.sources[i], size: o.sizes[i]})
 			keep.keyed = keep.keyed || o.kinds[i] != opInsert
 		}
+		for i := range p.marks {
+			p.marks[i].at = kept[p.marks[i].at]
+		}
 		o.recs, o.kinds, o.sources, o.sizes = keep.recs, keep.kinds, keep.sources, keep.sizes
 		o.rows, o.bytes, o.keyed = keep.rows, keep.bytes, keep.keyed
-		marks := p.marks[:0]
-		for _, m := range p.marks {
-			if m.source == src && !m.token {
-				continue
-			}
-			m.at = kept[m.at]
-			marks = append(marks, m)
+		if slices.Contains(o.sources, src) {
+			p.sealLocked() // the covered rows go now, with the position that covers them
 		}
-		p.marks = marks
 	}
-	delete(p.lastPos, src)
 	delete(p.dirtySrc, src)
 	p.discarded += dropped
 	p.signalLocked()
+	target := p.committed
+	for _, b := range p.queue {
+		if slices.Contains(b.sources, src) {
+			target = b.seq
+		}
+	}
 	return dropped, p.waitCommittedLocked(ctx, target)
 }
 

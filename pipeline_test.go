@@ -529,8 +529,8 @@ func TestCoveredEnd(t *testing.T) {
 	}
 }
 
-// Aborting a partition drops its open rows and positions, waits for its sealed rows to commit, and leaves the
-// other partitions' rows and positions as they were.
+// Aborting a partition drops its rows after its newest position, commits the rest (sealed before or now), and
+// leaves the other partitions' rows and positions as they were.
 func TestPipelineAbortSource(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := newFakeEnv()
@@ -544,6 +544,7 @@ func TestPipelineAbortSource(t *testing.T) {
 		p.mu.Lock()
 		p.sealLocked() // batch 1: a's 3 rows, committed once the gate opens
 		p.mu.Unlock()
+		synctest.Wait() // its commit waits at the gate
 		mustAccept(t, p, rowsFrom("b", 4, 40))
 		mustAccept(t, p, rowsFrom("a", 2, 20))
 		if err := p.checkpointPositions(map[string]string{"a": "a@5", "b": "b@4"}); err != nil {
@@ -563,16 +564,16 @@ func TestPipelineAbortSource(t *testing.T) {
 		}
 		gate <- nil // batch 1
 		synctest.Wait()
+		gate <- nil // batch 2: a's and b's covered open rows, sealed by the abort
+		synctest.Wait()
 		if err := <-aborted; err != nil {
 			t.Fatal(err)
 		}
-		if s := p.state(); s.bufferedRows != 4 || s.discarded != 3 || s.bufferedBytes != 40 {
-			t.Fatalf("after Abort: %+v, want b's 4 rows open and a's 3 open rows dropped", s)
+		if s := p.state(); s.committed != 2 || s.bufferedRows != 0 || s.discarded != 1 || s.bufferedBytes != 0 {
+			t.Fatalf("after Abort: %+v, want batches 1 and 2 committed and a's last row dropped", s)
 		}
-		go func() { gate <- nil }()
-		mustFlush(t, p)
-		if got := env.positions[1]; len(got) != 1 || got["b"] != "b@4" {
-			t.Fatalf("positions after Abort %v, want b@4 alone", got)
+		if got := env.positions[1]; len(got) != 2 || got["a"] != "a@5" || got["b"] != "b@4" {
+			t.Fatalf("positions of the abort's commit %v, want a@5 and b@4", got)
 		}
 	})
 }

@@ -56,14 +56,15 @@ func (s *Source) Checkpoint(ctx context.Context, position string) error {
 	return s.w.CheckpointPositions(ctx, map[string]string{s.name: position})
 }
 
-// Abort drops the partition's rows that the writer has not sealed yet (with their positions), waits until the
-// rows of it already sealed into batches are committed (they share files with other partitions' rows; with
-// WithCheckpoints they are exactly the rows its committed position covers) and returns; the rest of the writer
-// goes on. After it returns nothing of the partition is pending in this writer, so a new owner that resumes
-// from the partition's committed position neither loses nor duplicates rows. ctx bounds the wait; the
-// partition may be written again afterwards. With WithCheckpoints, rows sealed without a checkpoint (the memory
-// limit came first) that no later checkpoint covers cannot be dropped alone: Abort then returns
-// ErrPartitionUncovered and changes nothing.
+// Abort ends the writer's share of the partition, as when a rebalance revokes it: the partition's rows after
+// its newest position (or the newest token, whichever covers more) are dropped, the ones before it are
+// committed with that position (sealed now if they were still open, along with whatever other partitions'
+// rows their checkpoints cover), and Abort returns once they are; the rest of the writer goes on. After it
+// returns nothing of the partition is pending in this writer, so a new owner that resumes from the partition's
+// committed position neither loses nor duplicates rows. ctx bounds the wait; the partition may be written
+// again afterwards. Without WithCheckpoints, rows of the partition already sealed are committed whatever their
+// position. With WithCheckpoints, rows sealed without a checkpoint (the memory limit came first) that no later
+// checkpoint covers cannot be dropped alone: Abort then returns ErrPartitionUncovered and changes nothing.
 func (s *Source) Abort(ctx context.Context) error {
 	dropped, err := s.w.pipe.abortSource(ctx, s.name)
 	if dropped > 0 {

@@ -1,0 +1,81 @@
+package iceberg_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+)
+
+// partitionRows makes rows n..n+k-1 of partition p as kv rows: id p*1,000,000+offset, v the offset.
+func partitionRows(p, n, k int) ([]int64, []int64) {
+	ids, vs := make([]int64, k), make([]int64, k)
+	for i := range k {
+		ids[i], vs[i] = int64(p*1_000_000+n+i), int64(n+i)
+	}
+	return ids, vs
+}
+
+// TestSourcesAsAConsumerGroupMember is a consumer-group member as a connector writes it: four partitions
+// written through their Source handles with a position checkpoint after each poll, files sized by the flush
+// policy, one partition revoked mid-stream (its rows up to its last position committed, the ones after it
+// dropped, the rest of the writer going on), and Close. The table then holds exactly each partition's rows up to its last position.
+func TestSourcesAsAConsumerGroupMember(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"sources", "member"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema), iceberg.WithWriterID("member-0"),
+		iceberg.WithCheckpoints(), iceberg.WithFlushRows(1500), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const parts, polls, perPoll = 4, 20, 100
+	want := kvModel{}
+	next := make([]int, parts) // the next offset of each partition
+	poll := func(p, k int, checkpoint bool) {
+		ids, vs := partitionRows(p, next[p], k)
+		rec := kvBatch(ids, vs)
+		defer rec.Release()
+		src := w.Source("orders/" + strconv.Itoa(p))
+		if err := src.Write(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		next[p] += k
+		if checkpoint {
+			if err := src.Checkpoint(ctx, strconv.Itoa(next[p])); err != nil {
+				t.Fatal(err)
+			}
+			for i := range ids {
+				want.insert(ids[i], vs[i])
+			}
+		}
+	}
+	for i := range polls {
+		for p := range parts {
+			poll(p, perPoll, true)
+		}
+		if i == polls/2 {
+			// Partition 3 is revoked after rows its position does not cover yet: they are dropped.
+			poll(3, 30, false)
+			if err := w.Source("orders/3").Abort(ctx); err != nil {
+				t.Fatal(err)
+			}
+			next[3] -= 30
+		}
+	}
+	poll(1, 20, false) // after partition 1's last position: discarded by Close
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	compareKV(t, readKV(t, cat, ident), want)
+	st := w.Stats()
+	if st.DiscardedRows != 50 {
+		t.Errorf("discarded %d rows, want 30 aborted and 20 after the last position", st.DiscardedRows)
+	}
+	if rows := parts * polls * perPoll; st.FilesWritten > int64(rows/1500+2) {
+		t.Errorf("%d files for %d rows at 1,500 rows a batch: checkpoints must not end files", st.FilesWritten, rows)
+	}
+
+}

@@ -219,17 +219,7 @@ func TestLastCheckpointRollbackAndExpiry(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx := tbl.NewTransaction()
-	if err := tx.RollbackToSnapshot(snapA); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rollbackTo(t, cat, ident, snapA)
 	if tok, _, _ := iceberg.LastCheckpoint(ctx, cat, ident, "cdc"); tok != "a" {
 		t.Fatalf("after rollback: %q, want a", tok)
 	}
@@ -239,17 +229,11 @@ func TestLastCheckpointRollbackAndExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g2 := seed.New(1000, 2)
-	for i := 0; i < 30; i++ {
-		writeSeed(t, other, g2, 5)
-		if err := other.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	commitSeed(t, other, seed.New(1000, 2), 30, 5)
 	if err := other.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tbl, _ = cat.LoadTable(ctx, ident)
+	tbl, _ := cat.LoadTable(ctx, ident)
 	if tbl.Metadata().SnapshotByID(snapA) != nil {
 		t.Fatalf("snapshot %d should have expired (%d snapshots left)", snapA, len(tbl.Metadata().Snapshots()))
 	}

@@ -23,6 +23,8 @@ type catalogCommitter struct {
 	mu     sync.Mutex
 	latest map[string]*table.Table // per table: as our last commit left it
 	cow    cowConfig
+	// sideFiles caches parsed position side files by path (immutable files, no attempt's state).
+	sideFiles *positionsCache
 }
 
 // commitCall is what one Commit call learns over its attempts. It lives in the call, not in the committer, so
@@ -36,11 +38,18 @@ type commitCall struct {
 	// ids); replaced are the run's new-row files it replaced by the latter. Files of attempts that did not
 	// apply are deleted once the run commits, and so are the replaced files of the attempt that did.
 	written, replaced []ice.DataFile
+	// positions is the side file of source positions the current attempt wrote ("": it changed none), and
+	// positionsTable the table it was written for (its FileIO deletes it); sentPositions and unsentPositions are
+	// the files of failed attempts that reached the catalog and of those that did not (see settlePositions).
+	positions                      string
+	positionsTable                 *table.Table
+	sentPositions, unsentPositions []string
 }
 
 func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration, tabs *tables) *catalogCommitter {
 	c := &catalogCommitter{txEnv: newTxEnv(cat, tabs, log, timeout), latest: map[string]*table.Table{},
-		cow: cowConfig{parallel: 2, targetFileSize: DefaultTargetFileSize, rowGroupRows: DefaultRowGroupRows}}
+		cow:       cowConfig{parallel: 2, targetFileSize: DefaultTargetFileSize, rowGroupRows: DefaultRowGroupRows},
+		sideFiles: newPositionsCache()}
 	if tbl != nil {
 		c.setLatest(tbl.Identifier(), tbl)
 	}
@@ -70,6 +79,12 @@ func (c *catalogCommitter) getLatest(ident table.Identifier) *table.Table {
 // (another writer expired it) leaves the outcome unknown: the run is never committed again and no attempt's
 // files are deleted.
 func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult, error) {
+	for p, v := range run.Positions {
+		// A run from a coordinator's peer was never checked by a Writer.
+		if err := checkPosition(p, v); err != nil {
+			return nil, fmt.Errorf("iceberg: commit run %d..%d: %w", run.FirstSeq, run.LastSeq, err)
+		}
+	}
 	res := &CommitResult{}
 	call := &commitCall{}
 	// Files written by earlier attempts. Once an attempt's CommitTable succeeds no earlier attempt applied
@@ -102,7 +117,10 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 			}
 			return o
 		},
-		failed: func(bool) { earlier = append(earlier, call.written...) },
+		failed: func(sent bool) {
+			earlier = append(earlier, call.written...)
+			call.positionsAttemptFailed(sent)
+		},
 		committed: func(ctx context.Context, _, next *table.Table) {
 			c.removeFiles(ctx, next, append(earlier, call.replaced...))
 			res.IndexLost, res.FilesRewritten = call.indexLost, call.rewritten
@@ -121,6 +139,7 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 		op.start = c.getLatest(run.Table)
 	}
 	r, err := c.commit(ctx, op)
+	c.settlePositions(ctx, call, &r, res.SnapshotID, err)
 	if err != nil {
 		return nil, err
 	}
@@ -171,17 +190,27 @@ func runOutcome(meta table.Metadata, run *Run, base *int64, first bool) (int64, 
 // removeFiles deletes data files no snapshot references (best effort: a file left behind is an orphan, never
 // a reference to a missing file).
 func (c *catalogCommitter) removeFiles(ctx context.Context, tbl *table.Table, files []ice.DataFile) {
-	if len(files) == 0 {
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = f.FilePath()
+	}
+	removePaths(ctx, c.log, tbl, paths)
+}
+
+// removePaths deletes files no snapshot references, by path, through tbl's FileIO (best effort, as
+// removeFiles: failures are logged at debug level).
+func removePaths(ctx context.Context, log *slog.Logger, tbl *table.Table, paths []string) {
+	if len(paths) == 0 {
 		return
 	}
 	fs, err := tbl.FS(ctx)
 	if err != nil {
-		c.log.Debug("iceberg: remove unreferenced files", "table", tbl.Identifier(), "err", err)
+		log.Debug("iceberg: remove unreferenced files", "table", tbl.Identifier(), "err", err)
 		return
 	}
-	for _, f := range files {
-		if err := fs.Remove(f.FilePath()); err != nil {
-			c.log.Debug("iceberg: remove unreferenced file", "file", f.FilePath(), "err", err)
+	for _, p := range paths {
+		if err := fs.Remove(p); err != nil {
+			log.Debug("iceberg: remove unreferenced file", "file", p, "err", err)
 		}
 	}
 }
@@ -199,23 +228,39 @@ func (c *catalogCommitter) build(ctx context.Context, call *commitCall, tbl *tab
 	if stale {
 		call.indexLost = true
 	}
-	cr := newCowRun(run.Segments)
-	for i := range run.Segments {
-		seg := run.Segments[i]
+	if err := c.stagePositions(ctx, call, tbl, run); err != nil {
+		return nil, err
+	}
+	segs := run.Segments
+	if len(segs) == 0 && call.positions != "" {
+		// Positions need a snapshot to name them.
+		segs = []Segment{{LastSeq: run.LastSeq}}
+	}
+	cr := newCowRun(segs)
+	for i := range segs {
+		seg := segs[i]
 		if stale {
 			if err := fallBackToEqualityDeletes(ctx, tbl, run.KeyFieldIDs, &seg); err != nil {
 				return nil, err
 			}
 		}
-		if err := c.applySegment(ctx, call, tx, tbl, run, &seg, cr, i); err != nil {
+		if err := c.applySegment(ctx, call, tx, tbl, run, &seg, cr, i, i == len(segs)-1); err != nil {
 			return nil, err
 		}
 		cr.note(seg.DataFiles)
 	}
+	// The commit record, the checkpoint mirror and the positions mirror name the snapshot this commit makes,
+	// which the transaction already knows: snapshot ids are chosen by the client.
+	var pending *table.Snapshot
+	if run.StableID || call.positions != "" {
+		pending = pendingSnapshot(tx, run.Branch)
+	}
+	if props := positionsMirrorProp(call, run.Branch, pending); props != nil {
+		if err := tx.SetProperties(props); err != nil {
+			return nil, err
+		}
+	}
 	if run.StableID {
-		// The commit record (and, with a token, the checkpoint mirror) name the snapshot this commit makes,
-		// which the transaction already knows: snapshot ids are chosen by the client.
-		pending := pendingSnapshot(tx, run.Branch)
 		rec := commitRecord{Epoch: run.Epoch, Seq: run.LastSeq}
 		if pending != nil {
 			rec.SnapshotID = pending.SnapshotID
@@ -245,8 +290,9 @@ func pendingSnapshot(tx *table.Transaction, branch string) *table.Snapshot {
 }
 
 // applySegment stages one segment's snapshot in the transaction. The last segment's snapshot carries the run's
-// marker (its last sequence number); each carries the newest token inside it.
-func (c *catalogCommitter) applySegment(ctx context.Context, call *commitCall, tx *table.Transaction, tbl *table.Table, run *Run, seg *Segment, cr *cowRun, i int) error {
+// marker (its last sequence number) and names the attempt's side file of positions, if any; each carries the
+// newest token inside it.
+func (c *catalogCommitter) applySegment(ctx context.Context, call *commitCall, tx *table.Transaction, tbl *table.Table, run *Run, seg *Segment, cr *cowRun, i int, last bool) error {
 	props := ice.Properties{
 		summaryWriterID: run.WriterID,
 		summaryEpoch:    strconv.FormatInt(run.Epoch, 10),
@@ -254,6 +300,9 @@ func (c *catalogCommitter) applySegment(ctx context.Context, call *commitCall, t
 	}
 	if seg.HasToken {
 		props[summaryCheckpoint] = seg.Token
+	}
+	if last && call.positions != "" {
+		props[summaryPositions] = call.positions
 	}
 	if len(seg.DVFiles) > 0 {
 		return tx.NewRowDelta(props).AddRows(seg.DataFiles...).AddDeletes(seg.DeleteFiles...).

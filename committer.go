@@ -48,6 +48,11 @@ type Run struct {
 	KeyFieldIDs []int
 	Rows        int64 // rows accepted by the run's batches (upserted and inserted rows, deleted keys)
 	Bytes       int64
+	// Positions are the source positions (partition -> position) recorded by the run's checkpoints, the newest
+	// per partition, committed atomically with the run's rows and merged with the positions already on the
+	// table: a partition here replaces its value there, the others are kept (see Positions). A run with
+	// positions and no rows still commits them (an empty snapshot carries them). Nil: the run changes none.
+	Positions map[string]string
 
 	formatVersion int
 	spec          ice.PartitionSpec

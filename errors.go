@@ -20,6 +20,9 @@ var (
 	ErrInvalidOption = errors.New("iceberg: invalid option")
 	// ErrTokenTooLarge is returned by Checkpoint for a token over the size cap (tokens are copied into metadata).
 	ErrTokenTooLarge = errors.New("iceberg: checkpoint token too large")
+	// ErrInvalidPosition is returned for a source position that cannot be recorded: a partition key or a position
+	// over 1 KiB, or not valid UTF-8. The error names the partition.
+	ErrInvalidPosition = errors.New("iceberg: invalid source position")
 	// ErrNotSupported is returned for an operation the table or mode does not support yet.
 	ErrNotSupported = errors.New("iceberg: not supported")
 )

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,6 +134,54 @@ func metadataFile(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) 
 	return tbl.MetadataLocation()
 }
 
+// rollbackTo rolls the table's main branch back to the snapshot, as an operator would.
+func rollbackTo(t testing.TB, cat icecatalog.Catalog, ident table.Identifier, snapshotID int64) {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.RollbackToSnapshot(snapshotID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// localDir is the local folder of a file:// location (tables of the embedded catalog).
+func localDir(t testing.TB, location string) string {
+	t.Helper()
+	u, err := url.Parse(location)
+	if err != nil || u.Scheme != "file" {
+		t.Fatalf("not a local location: %q", location)
+	}
+	return u.Path
+}
+
+// positionFiles lists the side files of source positions in the table's metadata folder (local tables), sorted.
+func positionFiles(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) []string {
+	t.Helper()
+	tbl, err := cat.LoadTable(context.Background(), ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(localDir(t, tbl.Location()), "metadata")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "icewriter-positions-") {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
 // logRecords collects the records of a logger (WithLogger(slog.New(l))) for a test to look through.
 type logRecords struct {
 	mu   sync.Mutex
@@ -175,6 +226,17 @@ func writeSeed(t *testing.T, w *iceberg.Writer, g *seed.Generator, n int) {
 	defer rec.Release()
 	if err := w.Write(context.Background(), rec); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// commitSeed makes commits commits of the generator's next rows rows each (Write, then Flush).
+func commitSeed(t *testing.T, w *iceberg.Writer, g *seed.Generator, commits, rows int) {
+	t.Helper()
+	for i := 0; i < commits; i++ {
+		writeSeed(t, w, g, rows)
+		if err := w.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -130,6 +130,7 @@ func (m *maintainer) expire(ctx context.Context) error {
 			if !full {
 				m.deleteUnreferencedManifests(ctx, pre, next, expired)
 			}
+			m.deleteExpiredPositions(ctx, next, expired)
 		},
 	})
 	return err
@@ -141,6 +142,9 @@ func expireTx(tbl *table.Table, branch string, opts []table.ExpireSnapshotsOpt) 
 	build := func(full bool) (*table.Transaction, error) {
 		tx := tbl.NewTransactionOnBranch(branch)
 		if err := refreshMirrors(tx, tbl.Metadata(), branch); err != nil {
+			return nil, err
+		}
+		if err := refreshPositionsMirror(tx, tbl.Metadata(), branch); err != nil {
 			return nil, err
 		}
 		return tx, tx.ExpireSnapshots(append(slices.Clip(opts), table.WithPostCommit(full))...)
@@ -242,5 +246,13 @@ func (m *maintainer) deleteUnreferencedManifests(ctx context.Context, pre, post 
 	}
 	for p := range drop {
 		_ = fs.Remove(p)
+	}
+}
+
+// deleteExpiredPositions deletes the side files of source positions that only expired snapshots named (the
+// positions mirror keeps the newest one alive: see positions.go).
+func (m *maintainer) deleteExpiredPositions(ctx context.Context, post *table.Table, expired []*table.Snapshot) {
+	if post.Properties().GetBool(table.GCEnabledKey, table.GCEnabledDefault) {
+		removePaths(ctx, m.log, post, expiredPositionFiles(post.Metadata(), expired))
 	}
 }

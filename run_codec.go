@@ -30,6 +30,7 @@ type runEnvelope struct {
 	SpecID         int               `json:"spec-id"`
 	IndexBase      *int64            `json:"index-base,omitempty"`
 	KeyFieldIDs    []int             `json:"key-field-ids,omitempty"`
+	Positions      map[string]string `json:"positions,omitempty"`
 	Segments       []segmentEnvelope `json:"segments"`
 }
 
@@ -60,7 +61,7 @@ func (r *Run) MarshalBinary() ([]byte, error) {
 		Table: r.Table, Branch: r.Branch, WriterID: r.WriterID, StableID: r.StableID, Epoch: r.Epoch,
 		FirstSeq: r.FirstSeq, LastSeq: r.LastSeq, Token: r.Token, HasToken: r.HasToken,
 		BaseSnapshotID: r.BaseSnapshotID, Rows: r.Rows, Bytes: r.Bytes, FormatVersion: r.formatVersion,
-		SpecID: r.spec.ID(), IndexBase: r.IndexBase, KeyFieldIDs: r.KeyFieldIDs,
+		SpecID: r.spec.ID(), IndexBase: r.IndexBase, KeyFieldIDs: r.KeyFieldIDs, Positions: r.Positions,
 	}
 	for _, seg := range r.Segments {
 		se := segmentEnvelope{LastSeq: seg.LastSeq, Token: seg.Token, HasToken: seg.HasToken, Rows: seg.Rows,
@@ -125,7 +126,7 @@ func (r *Run) UnmarshalBinary(data []byte) error {
 		Table: table.Identifier(env.Table), Branch: env.Branch, WriterID: env.WriterID, StableID: env.StableID,
 		Epoch: env.Epoch, FirstSeq: env.FirstSeq, LastSeq: env.LastSeq, Token: env.Token, HasToken: env.HasToken,
 		BaseSnapshotID: env.BaseSnapshotID, Rows: env.Rows, Bytes: env.Bytes, formatVersion: env.FormatVersion,
-		IndexBase: env.IndexBase, KeyFieldIDs: env.KeyFieldIDs,
+		IndexBase: env.IndexBase, KeyFieldIDs: env.KeyFieldIDs, Positions: env.Positions,
 	}
 	for _, se := range env.Segments {
 		seg := Segment{LastSeq: se.LastSeq, Token: se.Token, HasToken: se.HasToken, Rows: se.Rows}

@@ -1,6 +1,7 @@
 package iceberg
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -75,6 +76,14 @@ func fill(t *testing.T, v reflect.Value, path string, n *int64) {
 		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
 		for i := 0; i < 2; i++ {
 			fill(t, v.Index(i), path, n)
+		}
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+		for i := 0; i < 2; i++ {
+			k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+			fill(t, k, fmt.Sprintf("%s[%d]", path, i), n)
+			fill(t, e, path, n)
+			v.SetMapIndex(k, e)
 		}
 	default:
 		t.Fatalf("%s: no test value for a %s: add a case to fill and to the codec", path, v.Type())

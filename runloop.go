@@ -75,6 +75,13 @@ func (w *Writer) formRun(batches []*batch) *Run {
 			run.Token, run.HasToken = b.token, true
 			seg.Token, seg.HasToken = b.token, true
 		}
+		// Batches come in sequence order: a later batch's position of a partition replaces an earlier one's.
+		for p, v := range b.positions {
+			if run.Positions == nil {
+				run.Positions = map[string]string{}
+			}
+			run.Positions[p] = v
+		}
 	}
 	return run
 }

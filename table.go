@@ -40,6 +40,11 @@ const (
 	// expiry, so a retry after a lost reply can tell "applied" from "not applied" whatever another writer
 	// expired meanwhile.
 	propCommittedPrefix = "icewriter.committed."
+	// summaryPositions names the side file holding every source position on the table as of the snapshot, on
+	// the snapshots that changed positions; propPositionsPrefix + branch mirrors the newest of them, so that
+	// snapshot expiry cannot erase it (see positions.go).
+	summaryPositions    = "icewriter.positions"
+	propPositionsPrefix = "icewriter.positions."
 )
 
 // Properties set on tables the writer creates: bounded metadata (DESIGN.md: without them per-commit latency
@@ -262,40 +267,50 @@ func lastCheckpoint(meta table.Metadata, branch, id string) (token string, seq i
 }
 
 func findCheckpoint(meta table.Metadata, branch, id string) (checkpointMirror, bool) {
-	var found checkpointMirror
-	ok := false
-	var oldestSeqNum int64 = -1
-	ancestors(meta, branch, func(s *table.Snapshot) bool {
-		oldestSeqNum = s.SequenceNumber
-		if w, _ := summaryProp(s, summaryWriterID); w != id {
-			return false
-		}
-		t, has := summaryProp(s, summaryCheckpoint)
-		if !has {
-			return false
-		}
-		found = checkpointMirror{Token: t, SnapshotID: s.SnapshotID, SeqNumber: s.SequenceNumber}
+	s, oldest := newestOnAncestry(meta, branch, func(s *table.Snapshot) bool {
+		w, _ := summaryProp(s, summaryWriterID)
+		_, has := summaryProp(s, summaryCheckpoint)
+		return w == id && has
+	})
+	if s != nil {
+		t, _ := summaryProp(s, summaryCheckpoint)
+		found := checkpointMirror{Token: t, SnapshotID: s.SnapshotID, SeqNumber: s.SequenceNumber}
 		v, _ := summaryProp(s, summarySeq)
 		found.Seq, _ = strconv.ParseInt(v, 10, 64)
 		e, _ := summaryProp(s, summaryEpoch)
 		found.Epoch, _ = strconv.ParseInt(e, 10, 64)
-		ok = true
-		return true
-	})
-	if ok {
 		return found, true
 	}
 	m, has := readMirror(meta, id)
-	if !has {
-		return checkpointMirror{}, false
-	}
-	// Trust the mirror only when its snapshot is gone (expired) and older than every retained ancestor; a
-	// snapshot still present but off the ancestry was rolled back. Expiry done by a writer refreshes every
-	// mirror from the ancestry first (refreshMirrors), so a rolled-back token does not survive it.
-	if meta.SnapshotByID(m.SnapshotID) != nil || (oldestSeqNum >= 0 && m.SeqNumber > oldestSeqNum) {
+	if !has || !mirrorTrusted(meta, m.SnapshotID, m.SeqNumber, oldest) {
 		return checkpointMirror{}, false
 	}
 	return m, true
+}
+
+// newestOnAncestry walks the branch ancestry for the newest snapshot that match accepts (nil: none) and returns
+// it with the sequence number of the oldest ancestor the walk reached (-1: the branch has no snapshot).
+func newestOnAncestry(meta table.Metadata, branch string, match func(*table.Snapshot) bool) (*table.Snapshot, int64) {
+	var found *table.Snapshot
+	var oldest int64 = -1
+	ancestors(meta, branch, func(s *table.Snapshot) bool {
+		oldest = s.SequenceNumber
+		if match(s) {
+			found = s
+			return true
+		}
+		return false
+	})
+	return found, oldest
+}
+
+// mirrorTrusted reports whether a table property mirroring a snapshot's summary (the snapshot id and sequence
+// number it names) stands for the branch ancestry, whose walk ended at an ancestor of sequence number oldest
+// without finding that summary: only when the snapshot is gone (expired) and older than every retained ancestor.
+// A snapshot still present but off the ancestry was rolled back. Expiry done by a writer refreshes every mirror
+// from the ancestry first (refreshMirrors, refreshPositionsMirror), so a rolled-back value does not survive it.
+func mirrorTrusted(meta table.Metadata, snapshotID, seqNumber, oldest int64) bool {
+	return meta.SnapshotByID(snapshotID) == nil && (oldest < 0 || seqNumber <= oldest)
 }
 
 // refreshMirrors re-derives every writer's checkpoint mirror from the branch ancestry, in a transaction that is

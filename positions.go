@@ -1,0 +1,447 @@
+package iceberg
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+
+	"github.com/icewriter/iceberg/internal/redact"
+)
+
+// Source positions.
+//
+// A connector records a position per source partition (a Kafka topic-partition's offset, a replication slot's
+// LSN, a Kinesis shard's sequence number): any string key, any string value. Positions commit atomically with
+// the rows they cover (Run.Positions) and belong to the table, not to a writer ID: a partition's new owner reads
+// where the old one stopped (Positions), whichever writer committed it.
+//
+// Where they live. The merged map of every position on the table (all writer IDs, the newest value per
+// partition) is one side file, gzipped JSON, under the table's metadata location
+// (icewriter-positions-<uuid>.json.gz, written through the table's FileIO). A commit that changes positions
+// writes a new file holding the whole merged map and names it in its snapshot's summary (icewriter.positions);
+// snapshots that change no position name none. So table metadata grows per positions commit by one path, never
+// by the partitions: 10,000 partitions cost it what one does (bench_positions_test.go). The same transaction
+// sets the table property icewriter.positions.<branch> to the file, its snapshot id and sequence number: a
+// mirror that survives snapshot expiry. Summaries were not used for the positions themselves because Iceberg
+// keeps every retained snapshot's summary in the metadata file, which would then grow by every partition's
+// position at every commit.
+//
+// Which file holds a branch's positions (findPositions): the one named by the newest snapshot on the branch
+// head's ancestry that names one, so a rollback to a snapshot before a positions commit shows the positions
+// from before it; when no retained ancestor names one (expired), the mirror, trusted only when its snapshot is
+// gone and older than every retained ancestor (mirrorTrusted). The writer's expiry re-derives the mirror from
+// the ancestry first (refreshPositionsMirror) and deletes the side files only expired snapshots named.
+//
+// A run's positions go on the snapshot that carries the run's marker, its last: a rollback to a snapshot
+// inside a commit of several segments shows the positions from before the commit (a replay then re-sends rows,
+// it never skips any).
+//
+// Retries. Every commit attempt reads the positions of the head it builds on, merges the run's into them (the
+// run's win) and writes a file of its own: a retry after a conflict re-merges on the new head, so positions
+// another writer committed in between are kept. Files of attempts that never reached the catalog are deleted;
+// once an attempt commits, so are those of the earlier attempts (a retry is only built once a reload proved
+// them not applied), and once a proof finds which attempt applied, those of the others; a file whose attempt's
+// outcome is unknown is kept (best effort: a file left behind is an orphan, never a missing reference).
+//
+// Side files are not referenced by Iceberg's own metadata: an orphan-file cleanup that walks the metadata
+// folder (Spark's remove_orphan_files, iceberg-go's DeleteOrphanFiles) deletes them once old enough. Reading
+// positions then fails, naming the file; it never returns an empty map for a missing file.
+
+// Size caps of one position: a partition key and a position are at most this many bytes.
+const (
+	maxPositionPartitionBytes = 1 << 10
+	maxPositionBytes          = 1 << 10
+)
+
+const (
+	positionsFilePrefix  = "icewriter-positions-"
+	positionsFileFormat  = "icewriter-positions"
+	positionsFileVersion = 1
+	// maxPositionsFileBytes bounds what a side file may inflate to: 10,000 partitions with keys and positions at
+	// their caps are 20 MiB; anything larger is not a file this writer wrote.
+	maxPositionsFileBytes = 256 << 20
+)
+
+// checkPosition validates one partition's position before it is accepted: both at most 1 KiB (every commit
+// that changes a position rewrites the table's whole map) and valid UTF-8 (the side file is JSON, which would
+// silently replace invalid bytes). The error names the partition and wraps ErrInvalidPosition.
+func checkPosition(partition, position string) error {
+	switch {
+	case len(partition) > maxPositionPartitionBytes:
+		return fmt.Errorf("%w: partition %s: key of %d bytes, at most %d", ErrInvalidPosition, quoteShort(partition),
+			len(partition), maxPositionPartitionBytes)
+	case len(position) > maxPositionBytes:
+		return fmt.Errorf("%w: partition %s: position of %d bytes, at most %d", ErrInvalidPosition, quoteShort(partition),
+			len(position), maxPositionBytes)
+	case !utf8.ValidString(partition):
+		return fmt.Errorf("%w: partition %s: key is not valid UTF-8", ErrInvalidPosition, quoteShort(partition))
+	case !utf8.ValidString(position):
+		return fmt.Errorf("%w: partition %s: position is not valid UTF-8", ErrInvalidPosition, quoteShort(partition))
+	}
+	return nil
+}
+
+// quoteShort quotes s for an error message, cut to its first 64 bytes.
+func quoteShort(s string) string {
+	if len(s) <= 64 {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q...", s[:64])
+}
+
+// positionsMirror names a side file and the snapshot that committed it: the table property mirror, and what
+// findPositions returns.
+type positionsMirror struct {
+	Path       string `json:"path"`
+	SnapshotID int64  `json:"snapshot-id"`
+	SeqNumber  int64  `json:"sequence-number"`
+}
+
+// findPositions finds the side file holding the branch's positions (see the design above); false: none.
+func findPositions(meta table.Metadata, branch string) (positionsMirror, bool) {
+	s, oldest := newestOnAncestry(meta, branch, func(s *table.Snapshot) bool {
+		p, _ := summaryProp(s, summaryPositions)
+		return p != ""
+	})
+	if s != nil {
+		p, _ := summaryProp(s, summaryPositions)
+		return positionsMirror{Path: p, SnapshotID: s.SnapshotID, SeqNumber: s.SequenceNumber}, true
+	}
+	v, ok := meta.Properties()[propPositionsPrefix+branch]
+	if !ok {
+		return positionsMirror{}, false
+	}
+	var m positionsMirror
+	if json.Unmarshal([]byte(v), &m) != nil || m.Path == "" || !mirrorTrusted(meta, m.SnapshotID, m.SeqNumber, oldest) {
+		return positionsMirror{}, false
+	}
+	return m, true
+}
+
+// refreshPositionsMirror re-derives the branch's positions mirror from its ancestry, in a transaction that is
+// about to expire snapshots: the mirror must name the positions that are still on the branch when their
+// snapshot goes, not ones a rollback left behind.
+func refreshPositionsMirror(tx *table.Transaction, meta table.Metadata, branch string) error {
+	key := propPositionsPrefix + branch
+	cur, has := meta.Properties()[key]
+	m, ok := findPositions(meta, branch)
+	switch {
+	case ok && mustJSON(m) != cur:
+		return tx.SetProperties(ice.Properties{key: mustJSON(m)})
+	case !ok && has:
+		return tx.RemoveProperties([]string{key})
+	}
+	return nil
+}
+
+// tablePositions reads the branch's positions on tbl (an empty map when it has none), through cache (nil: none).
+// The map is the caller's.
+func tablePositions(ctx context.Context, tbl *table.Table, branch string, cache *positionsCache) (map[string]string, error) {
+	ref, ok := findPositions(tbl.Metadata(), branch)
+	if !ok {
+		return map[string]string{}, nil
+	}
+	m, err := cache.read(ctx, tbl, ref.Path)
+	if err != nil {
+		return nil, err
+	}
+	return maps.Clone(m), nil
+}
+
+// positionsFile is a side file's content.
+type positionsFile struct {
+	Format    string            `json:"format"`
+	Version   int               `json:"version"`
+	Positions map[string]string `json:"positions"`
+}
+
+// readPositionsFile reads and parses a side file (gzipped or plain JSON). Errors name the file.
+func readPositionsFile(ctx context.Context, tbl *table.Table, path string) (map[string]string, error) {
+	fail := func(err error) (map[string]string, error) {
+		return nil, fmt.Errorf("iceberg: read positions file %s: %w", path, err)
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	f, err := fs.Open(path)
+	if err != nil {
+		return fail(err)
+	}
+	defer f.Close()
+	head := make([]byte, 2)
+	n, err := io.ReadFull(f, head)
+	if err != nil && err != io.ErrUnexpectedEOF {
+		return fail(err)
+	}
+	r := io.MultiReader(bytes.NewReader(head[:n]), f)
+	if n == 2 && head[0] == 0x1f && head[1] == 0x8b {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return fail(err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxPositionsFileBytes+1))
+	if err != nil {
+		return fail(err)
+	}
+	if len(data) > maxPositionsFileBytes {
+		return fail(fmt.Errorf("larger than %d bytes", maxPositionsFileBytes))
+	}
+	var pf positionsFile
+	if err := json.Unmarshal(data, &pf); err != nil {
+		return fail(err)
+	}
+	if pf.Format != positionsFileFormat || pf.Version != positionsFileVersion {
+		return fail(fmt.Errorf("format %q version %d, want %q version %d", pf.Format, pf.Version,
+			positionsFileFormat, positionsFileVersion))
+	}
+	if pf.Positions == nil {
+		pf.Positions = map[string]string{}
+	}
+	return pf.Positions, nil
+}
+
+// writePositionsFile writes positions as a new side file under the table's metadata location and returns its
+// path. The path is returned with an error too once the upload began: the file may exist.
+func writePositionsFile(ctx context.Context, tbl *table.Table, positions map[string]string) (string, error) {
+	lp, err := tbl.LocationProvider()
+	if err != nil {
+		return "", fmt.Errorf("iceberg: write positions file: %w", err)
+	}
+	path := lp.NewMetadataLocation(positionsFilePrefix + uuid.NewString() + ".json.gz")
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return "", fmt.Errorf("iceberg: write positions file %s: %w", path, err)
+	}
+	wfs, ok := fs.(iceio.WriteFileIO)
+	if !ok {
+		return "", fmt.Errorf("iceberg: write positions file %s: the table's FileIO (%T) cannot write files", path, fs)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if err := json.NewEncoder(zw).Encode(positionsFile{Format: positionsFileFormat, Version: positionsFileVersion,
+		Positions: positions}); err != nil {
+		return "", fmt.Errorf("iceberg: write positions file %s: %w", path, err)
+	}
+	if err := zw.Close(); err != nil {
+		return "", fmt.Errorf("iceberg: write positions file %s: %w", path, err)
+	}
+	if err := wfs.WriteFile(path, buf.Bytes()); err != nil {
+		return path, fmt.Errorf("iceberg: write positions file %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// positionsCache keeps the side files read or written last, parsed, by path. A side file never changes once
+// written, so entries never go stale: a writer's next commit builds on the file its last one wrote without
+// downloading it. It holds no attempt's state, so one cache serves concurrent commits; its maps are never
+// changed (callers clone). A nil cache caches nothing.
+type positionsCache struct {
+	mu    sync.Mutex
+	files map[string]map[string]string
+	order []string // oldest first
+}
+
+// positionsCacheFiles bounds the cache: a writer needs the file its last commit wrote and, after a conflict,
+// the one the other writer wrote.
+const positionsCacheFiles = 4
+
+func newPositionsCache() *positionsCache {
+	return &positionsCache{files: map[string]map[string]string{}}
+}
+
+// read returns the parsed side file at path, from the cache or from storage. The map must not be changed.
+func (c *positionsCache) read(ctx context.Context, tbl *table.Table, path string) (map[string]string, error) {
+	if c != nil {
+		c.mu.Lock()
+		m, ok := c.files[path]
+		c.mu.Unlock()
+		if ok {
+			return m, nil
+		}
+	}
+	m, err := readPositionsFile(ctx, tbl, path)
+	if err == nil {
+		c.put(path, m)
+	}
+	return m, err
+}
+
+// put caches the parsed side file at path; m must not be changed afterwards.
+func (c *positionsCache) put(path string, m map[string]string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.files[path]; ok {
+		return
+	}
+	c.files[path] = m
+	c.order = append(c.order, path)
+	if len(c.order) > positionsCacheFiles {
+		delete(c.files, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+// stagePositions is an attempt's share of a run's positions: it merges the run's positions into those of the
+// head the attempt builds on and, when that changes any, writes the merged map as a new side file for the
+// attempt's snapshot to name (call.positions). A side file that cannot be read fails the build: committing on
+// an empty map would drop every other partition's position.
+func (c *catalogCommitter) stagePositions(ctx context.Context, call *commitCall, tbl *table.Table, run *Run) error {
+	call.positions = ""
+	if len(run.Positions) == 0 {
+		return nil
+	}
+	base := map[string]string{}
+	if ref, ok := findPositions(tbl.Metadata(), run.Branch); ok {
+		var err error
+		if base, err = c.sideFiles.read(ctx, tbl, ref.Path); err != nil {
+			return err
+		}
+	}
+	changed := false
+	for p, v := range run.Positions {
+		if cur, ok := base[p]; !ok || cur != v {
+			changed = true
+			break
+		}
+	}
+	if !changed {
+		return nil
+	}
+	merged := maps.Clone(base)
+	maps.Copy(merged, run.Positions)
+	path, err := writePositionsFile(ctx, tbl, merged)
+	if path != "" {
+		call.positions, call.positionsTable = path, tbl
+	}
+	if err != nil {
+		return err
+	}
+	c.sideFiles.put(path, merged)
+	return nil
+}
+
+// positionsMirrorProp is the mirror property the attempt sets beside its snapshot (pending, the branch head
+// it commits), when it wrote a side file.
+func positionsMirrorProp(call *commitCall, branch string, pending *table.Snapshot) ice.Properties {
+	if call.positions == "" {
+		return nil
+	}
+	m := positionsMirror{Path: call.positions}
+	if pending != nil {
+		m.SnapshotID, m.SeqNumber = pending.SnapshotID, pending.SequenceNumber
+	}
+	return ice.Properties{propPositionsPrefix + branch: mustJSON(m)}
+}
+
+// positionsAttemptFailed files the side file of an attempt that failed: one never sent is provably not
+// committed; a sent one waits for the call's outcome.
+func (call *commitCall) positionsAttemptFailed(sent bool) {
+	if call.positions == "" {
+		return
+	}
+	if sent {
+		call.sentPositions = append(call.sentPositions, call.positions)
+	} else {
+		call.unsentPositions = append(call.unsentPositions, call.positions)
+	}
+	call.positions = ""
+}
+
+// settlePositions deletes the side files of the call's attempts that provably did not commit, once the call
+// ended: those never sent; after a commit, those of the earlier attempts; after a proof that an attempt
+// applied, those its snapshot (applied, when still in the table) does not name. Otherwise sent files are kept.
+func (c *catalogCommitter) settlePositions(ctx context.Context, call *commitCall, res *txResult, applied int64, err error) {
+	drop := call.unsentPositions
+	if err == nil && res.how == txCommitted {
+		drop = append(drop, call.sentPositions...)
+	} else if err == nil && res.how == txProven {
+		if s := res.table.Metadata().SnapshotByID(applied); s != nil {
+			keep, _ := summaryProp(s, summaryPositions)
+			for _, p := range call.sentPositions {
+				if p != keep {
+					drop = append(drop, p)
+				}
+			}
+		}
+	}
+	if len(drop) > 0 && call.positionsTable != nil {
+		removePaths(ctx, c.log, call.positionsTable, drop)
+	}
+}
+
+// expiredPositionFiles are the side files that expired snapshots named and that neither a retained snapshot
+// nor a positions mirror of post names: nothing can read them any more.
+func expiredPositionFiles(post table.Metadata, expired []*table.Snapshot) []string {
+	live := map[string]bool{}
+	for _, s := range post.Snapshots() {
+		if p, _ := summaryProp(&s, summaryPositions); p != "" {
+			live[p] = true
+		}
+	}
+	for k, v := range post.Properties() {
+		if strings.HasPrefix(k, propPositionsPrefix) {
+			var m positionsMirror
+			if json.Unmarshal([]byte(v), &m) == nil {
+				live[m.Path] = true
+			}
+		}
+	}
+	var drop []string
+	for _, s := range expired {
+		if p, _ := summaryProp(s, summaryPositions); p != "" && !live[p] {
+			drop = append(drop, p)
+			live[p] = true // once
+		}
+	}
+	return drop
+}
+
+// Positions returns the source positions committed to the table (partition -> position, the newest per
+// partition, whichever writer ID committed it) as of the head of its main branch: after a rollback, those of
+// the snapshot restored. A table without positions gives an empty map. It needs no writer, and so fences none.
+// A side file that cannot be read is an error naming it, never an empty map. Errors are masked as NewWriter's
+// are.
+func Positions(ctx context.Context, cat catalog.Catalog, ident table.Identifier) (map[string]string, error) {
+	cat = redact.WrapCatalog(cat, nil)
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: load table %v: %w", ident, err)
+	}
+	m, err := tablePositions(ctx, tbl, table.MainBranch, nil)
+	return m, redact.RedactorOf(cat).Error(err)
+}
+
+// Positions returns the source positions committed to the table as of the head of the writer's branch, by any
+// writer ID, as the package-level Positions does: committed ones only, freshly loaded from the catalog.
+func (w *Writer) Positions(ctx context.Context) (map[string]string, error) {
+	tbl, err := w.cat.LoadTable(ctx, w.ident)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: load table %v: %w", w.ident, err)
+	}
+	var cache *positionsCache
+	if w.defaultC != nil {
+		cache = w.defaultC.sideFiles
+	}
+	m, err := tablePositions(ctx, tbl, w.opts.branch, cache)
+	return m, w.red.Error(err)
+}

@@ -55,7 +55,7 @@ func positionsMetadataGrowth(b *testing.B, commits, perCommit int) (growth, side
 			for p := 0; p < perCommit; p++ {
 				pos[fmt.Sprintf("orders-topic/%d", c*perCommit+p)] = strconv.Itoa(1_000_000 + c*1000 + p)
 			}
-			if err := iceberg.MarkPositions(w, pos); err != nil {
+			if err := w.CheckpointPositions(context.Background(), pos); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -20,9 +20,6 @@ import (
 	"github.com/icewriter/iceberg/internal/seed"
 )
 
-// Source positions are set with iceberg.MarkPositions (positions_export_test.go), a stand-in for the pipeline's
-// public Source checkpoint: it records positions on the writer's open buffer.
-
 // commitPositions writes n rows of g (none when n is 0), records positions on the same buffer and flushes: one
 // commit carrying both.
 func commitPositions(t *testing.T, w *iceberg.Writer, g *seed.Generator, n int, positions map[string]string) {
@@ -30,7 +27,7 @@ func commitPositions(t *testing.T, w *iceberg.Writer, g *seed.Generator, n int, 
 	if n > 0 {
 		writeSeed(t, w, g, n)
 	}
-	if err := iceberg.MarkPositions(w, positions); err != nil {
+	if err := w.CheckpointPositions(context.Background(), positions); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Flush(context.Background()); err != nil {
@@ -107,7 +104,7 @@ func TestPositionsCommitWithRows(t *testing.T) {
 	assertPositions(t, cat, ident, map[string]string{})
 	g := seed.New(0, 1)
 	writeSeed(t, w, g, 10)
-	if err := iceberg.MarkPositions(w, map[string]string{"orders/0": "10", "orders/1": "7"}); err != nil {
+	if err := w.CheckpointPositions(context.Background(), map[string]string{"orders/0": "10", "orders/1": "7"}); err != nil {
 		t.Fatal(err)
 	}
 	assertPositions(t, cat, ident, map[string]string{}) // recorded, not committed
@@ -137,7 +134,7 @@ func TestPositionsCommitWithRows(t *testing.T) {
 	cat.failBefore = 1 << 20
 	cat.mu.Unlock()
 	writeSeed(t, failing, seed.New(1000, 2), 5)
-	if err := iceberg.MarkPositions(failing, map[string]string{"orders/0": "99", "orders/2": "5"}); err != nil {
+	if err := failing.CheckpointPositions(context.Background(), map[string]string{"orders/0": "99", "orders/2": "5"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := failing.Flush(ctx); !errors.Is(err, iceberg.ErrWriterFailed) {
@@ -216,6 +213,14 @@ func TestPositionsWithoutRows(t *testing.T) {
 	commitPositions(t, w, nil, 0, map[string]string{"shard-1": "seq-42"})
 	if n := len(positionFiles(t, cat, ident)); n != 1 {
 		t.Fatalf("positions that change nothing wrote a side file: %d files", n)
+	}
+	if now := w.Table().CurrentSnapshot(); now.SnapshotID != head.SnapshotID {
+		t.Fatalf("positions that change nothing, with no rows, committed snapshot %d", now.SnapshotID)
+	}
+	// Rows without a new position: their commit names no side file.
+	writeSeed(t, w, seed.New(0, 1), 5)
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	if p := w.Table().CurrentSnapshot().Summary.Properties["icewriter.positions"]; p != "" {
 		t.Fatalf("a commit changing no position names a side file: %s", p)
@@ -333,7 +338,7 @@ func TestPositionsConcurrentWriters(t *testing.T) {
 				err := w.Write(ctx, rec)
 				rec.Release()
 				if err == nil {
-					err = iceberg.MarkPositions(w, map[string]string{fmt.Sprintf("c-%d/%d", i, p): strconv.Itoa(p)})
+					err = w.CheckpointPositions(context.Background(), map[string]string{fmt.Sprintf("c-%d/%d", i, p): strconv.Itoa(p)})
 				}
 				if err == nil {
 					err = w.Flush(ctx)
@@ -373,7 +378,7 @@ func TestPositionsRetryReMerges(t *testing.T) {
 	other := positionsWriter(t, cat, ident, iceberg.WithWriterID("b"))
 	g, og := seed.New(0, 1), seed.New(1000, 2)
 	commitPositions(t, w, g, 5, map[string]string{"p/0": "5"})
-	if err := iceberg.MarkPositions(other, map[string]string{"p/1": "50"}); err != nil {
+	if err := other.CheckpointPositions(context.Background(), map[string]string{"p/1": "50"}); err != nil {
 		t.Fatal(err)
 	}
 	rec := og.Batch(5)
@@ -507,12 +512,12 @@ func TestPositionsTooLarge(t *testing.T) {
 		{"orders/3", strings.Repeat("9", 1025)},
 		{"orders/4", "\xff\xfe"},
 	} {
-		err := iceberg.MarkPositions(w, map[string]string{tc.partition: tc.position})
+		err := w.CheckpointPositions(context.Background(), map[string]string{tc.partition: tc.position})
 		if !errors.Is(err, iceberg.ErrInvalidPosition) || !strings.Contains(err.Error(), tc.partition[:8]) {
 			t.Fatalf("partition %.8q: %v", tc.partition, err)
 		}
 	}
-	if err := iceberg.MarkPositions(w, map[string]string{strings.Repeat("k", 1024): strings.Repeat("v", 1024)}); err != nil {
+	if err := w.CheckpointPositions(context.Background(), map[string]string{strings.Repeat("k", 1024): strings.Repeat("v", 1024)}); err != nil {
 		t.Fatalf("1 KiB each is allowed: %v", err)
 	}
 }

@@ -3,7 +3,6 @@ package iceberg
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -79,20 +78,20 @@ func (s *Source) Abort(ctx context.Context) error {
 // merged with those already on the table (the newest per partition), and readable by any process.
 func (w *Writer) CheckpointPositions(ctx context.Context, positions map[string]string) error {
 	for p, v := range positions {
-		if err := checkPositionSize(p, v); err != nil {
+		if err := checkPosition(p, v); err != nil {
 			return err
 		}
 	}
 	return w.pipe.checkpointPositions(positions)
 }
 
-// maxPositionBytes caps a partition name and a position: positions are kept on the table.
-const maxPositionBytes = 1024
-
-func checkPositionSize(partition, position string) error {
-	if len(partition) > maxPositionBytes || len(position) > maxPositionBytes {
-		return fmt.Errorf("%w: partition %.64q: name and position are each at most %d bytes", ErrTokenTooLarge,
-			partition, maxPositionBytes)
+// Position returns the partition's committed position on the table, whichever writer committed it, and whether
+// it has one: where a new owner of the partition resumes.
+func (s *Source) Position(ctx context.Context) (string, bool, error) {
+	all, err := s.w.Positions(ctx)
+	if err != nil {
+		return "", false, err
 	}
-	return nil
+	pos, ok := all[s.name]
+	return pos, ok, nil
 }

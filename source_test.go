@@ -77,5 +77,46 @@ func TestSourcesAsAConsumerGroupMember(t *testing.T) {
 	if rows := parts * polls * perPoll; st.FilesWritten > int64(rows/1500+2) {
 		t.Errorf("%d files for %d rows at 1,500 rows a batch: checkpoints must not end files", st.FilesWritten, rows)
 	}
+	// Every partition's position is its last checkpoint; a new owner (another writer ID) of partition 3 resumes
+	// from it and the table holds each row once.
+	got, err := iceberg.Positions(ctx, cat, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next[1] -= 20
+	for p := range parts {
+		if want := strconv.Itoa(next[p]); got["orders/"+strconv.Itoa(p)] != want {
+			t.Errorf("partition %d at %q, want %s", p, got["orders/"+strconv.Itoa(p)], want)
+		}
+	}
+	owner, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID("member-1"), iceberg.WithCheckpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := owner.Source("orders/3")
+	pos, ok, err := src.Position(ctx)
+	if err != nil || !ok {
+		t.Fatalf("Position: %q %v %v", pos, ok, err)
+	}
+	from, _ := strconv.Atoi(pos)
+	ids, vs := partitionRows(3, from, 40)
+	rec := kvBatch(ids, vs)
+	defer rec.Release()
+	if err := src.Write(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Checkpoint(ctx, strconv.Itoa(from+40)); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range ids {
+		want.insert(ids[i], vs[i])
+	}
+	compareKV(t, readKV(t, cat, ident), want)
+	if pos, _, _ := w.Source("orders/3").Position(ctx); pos != strconv.Itoa(from+40) {
+		t.Errorf("after the new owner: %q", pos)
+	}
 
 }

@@ -266,13 +266,13 @@ func referencedFiles(ctx context.Context, tbl *table.Table, fs iceio.IO) (refSet
 		}
 		for _, m := range mans {
 			manifests[m.FilePath()] = m
+			refs.add(m.FilePath())
 		}
 	}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(manifestReaders)
 	for p, m := range manifests {
-		refs.add(p)
 		g.Go(func() error {
 			var files []string
 			for e, err := range m.Entries(fs, true) {

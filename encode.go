@@ -69,7 +69,8 @@ type fileEncoder struct {
 	mem            memory.Allocator
 	targetFileSize int64
 	rowGroupRows   int
-	keyNames       []string // the key columns (nil: no key, no bloom filters)
+	keyNames       []string   // the key columns (nil: no key, no bloom filters)
+	names          *fileNamer // the write UUID of each call: the writer ID's mark (nil: random)
 	// partShare is the largest partition's share of the rows of the last batch written to a partitioned table
 	// (float64 bits): it sizes the next batch's key bloom filters.
 	partShare atomic.Uint64
@@ -84,6 +85,7 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 	opts := []table.WriteRecordOption{
 		table.WithTargetFileSize(e.targetFileSize),
 		table.WithParquetRowGroupLimit(e.rowGroupRows),
+		table.WithWriteUUID(e.names.next()),
 	}
 	partitioned := !tbl.Spec().IsUnpartitioned()
 	if partitioned {

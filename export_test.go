@@ -12,3 +12,14 @@ func DeadLetterWired(w *Writer) bool {
 	c := w.view.conformer()
 	return c.hooks != nil && c.hooks.deadLetter != nil
 }
+
+// OrphanSweepDone returns a channel closed once the removal of the writer ID's orphans that NewWriter started
+// has returned (closed at once when it started none).
+func OrphanSweepDone(w *Writer) <-chan struct{} {
+	if w.sweep == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return w.sweep.done
+}

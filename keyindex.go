@@ -16,7 +16,6 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
-	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -329,7 +328,7 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	if err != nil {
 		return nil, err
 	}
-	dvs, err := writer.Flush(ctx, lp.NewDataLocation("icewriter-dv-"+uuid.NewString()+".puffin"))
+	dvs, err := writer.Flush(ctx, lp.NewDataLocation("icewriter-dv-"+k.files.next().String()+".puffin"))
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: write deletion vectors: %w", err)
 	}

@@ -47,6 +47,7 @@ type keyStage struct {
 	limit    int64 // the index's memory budget (WithKeyIndexBytes); 0: no index
 	parallel int   // data files read at once by load
 	log      *slog.Logger
+	files    *fileNamer // names deletion vector files (nil: random names)
 
 	mu  sync.Mutex               // held by every operation that changes the index
 	idx atomic.Pointer[keyIndex] // nil: off, upserts and deletes use equality deletes

@@ -18,8 +18,9 @@ import (
 	"github.com/icewriter/iceberg/internal/seed"
 )
 
-func childProcess(t *testing.T, dir string, env ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWriterChild$", "-test.v")
+// childProcess is this test binary running the test named test as a child process, with the folder dir.
+func childProcess(t *testing.T, dir, test string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
 	cmd.Env = append(append(os.Environ(), "ICEWRITER_CHILD_DIR="+dir), env...)
 	return cmd
 }
@@ -37,7 +38,7 @@ func TestMultiProcessWriters(t *testing.T) {
 	createTable(t, ctx, cat, ident, seed.Schema)
 	var cmds []*exec.Cmd
 	for i := 0; i < 2; i++ {
-		cmd := childProcess(t, dir, fmt.Sprintf("ICEWRITER_CHILD_ID=p%d", i), fmt.Sprintf("ICEWRITER_CHILD_FIRST=%d", i*4000),
+		cmd := childProcess(t, dir, "TestWriterChild", fmt.Sprintf("ICEWRITER_CHILD_ID=p%d", i), fmt.Sprintf("ICEWRITER_CHILD_FIRST=%d", i*4000),
 			"ICEWRITER_CHILD_ROWS=4000")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -66,7 +67,7 @@ func TestFencingAcrossProcesses(t *testing.T) {
 	ident := table.Identifier{"procs", "events"}
 	createTable(t, ctx, cat, ident, seed.Schema)
 	var out strings.Builder
-	zombie := childProcess(t, dir, "ICEWRITER_CHILD_ID=job", "ICEWRITER_CHILD_FIRST=0", "ICEWRITER_CHILD_ROWS=100000000",
+	zombie := childProcess(t, dir, "TestWriterChild", "ICEWRITER_CHILD_ID=job", "ICEWRITER_CHILD_FIRST=0", "ICEWRITER_CHILD_ROWS=100000000",
 		"ICEWRITER_CHILD_FLUSH=1")
 	zombie.Stdout, zombie.Stderr = &out, &out
 	if err := zombie.Start(); err != nil {

@@ -78,6 +78,7 @@ type options struct {
 	smallFiles     int   // WithSmallFileCompaction; -1: default by table origin
 	createErr      error // WithCreateFor: the struct type could not be mapped
 	keyIndexBytes  int64
+	orphanWindow   time.Duration
 	evolve         bool                     // WithSchemaEvolution (evolve.go)
 	deadLetter     func(row any, err error) // WithDeadLetter (evolve.go)
 }
@@ -96,6 +97,7 @@ func defaultOptions() options {
 		keepSnapshots:  -1, // resolved at NewWriter: DefaultKeepSnapshots on tables the writer creates
 		rewriteEvery:   defaultRewriteManifests,
 		keyIndexBytes:  DefaultKeyIndexBytes,
+		orphanWindow:   DefaultOrphanWindow,
 		smallFiles:     -1,
 		logger:         slog.Default(),
 		branch:         table.MainBranch,
@@ -233,6 +235,16 @@ func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFi
 // may be lost), the writer uses equality deletes. About 64 bytes plus the key's size per row. Default:
 // DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
+
+// WithOrphanWindow sets how old the files a writer ID left uncommitted must be before NewWriter removes them.
+// With WithWriterID, NewWriter looks (in the background: it never waits for it; at most 10 minutes, and no
+// longer than the writer lives) for the files the same ID wrote in earlier epochs, which a process killed
+// between uploading and committing leaves behind, and deletes those no snapshot references and older than d.
+// The ID's files are recognised by their names, which carry a hash of the table and the ID and the epoch; the
+// fence of NewWriter is what makes the earlier epochs' uncommitted files safe to remove (see the README's
+// "Orphan files"). Writers without WithWriterID, or with WithCommitter, remove nothing; RemoveOrphanFiles
+// serves any table. Default: DefaultOrphanWindow (1 hour). Zero turns the removal off.
+func WithOrphanWindow(d time.Duration) Option { return func(o *options) { o.orphanWindow = d } }
 
 // CreateOption configures a table created by WithCreate.
 type CreateOption func(*createOptions)

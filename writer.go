@@ -57,6 +57,9 @@ type Writer struct {
 
 	maint *maintainer // expiry, manifest rewrites, compactions: run by the commit loop after its commits
 
+	names *fileNamer   // names the files of a stable writer ID (nil: random names)
+	sweep *orphanSweep // removal of the ID's orphans started by NewWriter (nil: none)
+
 	structConv sync.Map // reflect.Type -> *structConverter
 	tables     *tables
 	st         stats
@@ -181,6 +184,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		if token, _, ok := lastCheckpoint(tbl.Metadata(), o.branch, w.id); ok {
 			lastToken = &token
 		}
+		w.names = newFileNamer(tbl.Metadata().TableUUID(), w.id, w.epoch)
 	} else {
 		w.epoch = 1
 		// Through derive, as a fenced writer's table is: its file system is bound to each operation's context,
@@ -200,7 +204,8 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		return nil, err
 	}
 	w.files = &fileEncoder{mem: w.mem, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows,
-		keyNames: w.keys.names()}
+		keyNames: w.keys.names(), names: w.names}
+	w.keys.files = w.names
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short
 	}
@@ -218,6 +223,9 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		checkpoints: o.checkpoints, commitTimeout: o.commitTimeout, mem: w.mem, lastToken: lastToken,
 	}, committed)
 	w.pipe.start()
+	if w.names != nil && o.orphanWindow > 0 && o.committer == nil {
+		w.sweep = w.startOrphanSweep(w.pipe.ctx, tbl)
+	}
 	return w, nil
 }
 
@@ -241,6 +249,8 @@ func validateOptions(o *options) error {
 		return optionErr("WithCommitTimeout", "must be positive, got %s", o.commitTimeout)
 	case o.stableID && len(o.writerID) > 200:
 		return optionErr("WithWriterID", "longer than 200 bytes")
+	case o.orphanWindow < 0:
+		return optionErr("WithOrphanWindow", "must not be negative, got %s", o.orphanWindow)
 	case o.mode != nil && *o.mode != MergeOnRead && *o.mode != CopyOnWrite:
 		return optionErr("WithMode", "unknown mode %d", int(*o.mode))
 	}

@@ -3,6 +3,8 @@ package storage_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	iceio "github.com/apache/iceberg-go/io"
@@ -53,4 +55,15 @@ func TestUploadTuning(t *testing.T) {
 		t.Fatalf("size %d", st.Size())
 	}
 	f.Close()
+}
+
+// notListable is a file system without io.ListableIO.
+type notListable struct{ iceio.IO }
+
+// TestListNotListable: List fails on a file system that cannot list, naming its type.
+func TestListNotListable(t *testing.T) {
+	err := storage.List(context.Background(), notListable{}, "s3://b/t/data", func(storage.FileInfo) error { return nil })
+	if !errors.Is(err, storage.ErrNotListable) || !strings.Contains(err.Error(), "notListable") {
+		t.Fatalf("List on a file system that cannot list = %v, want ErrNotListable naming the type", err)
+	}
 }

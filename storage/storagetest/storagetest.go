@@ -277,6 +277,40 @@ func (s *suite) testList(t *testing.T) {
 			t.Errorf("WalkDir[%d] = %q, want a path ending in %q", i, got[i], n)
 		}
 	}
+	s.checkList(t, want)
+}
+
+// checkList checks storage.List, the listing orphan file removal uses: exactly the files under list/ (not those
+// of the sibling listnot/), spelled as the listed location plus their key, with their sizes and modification
+// times; a location without files is empty.
+func (s *suite) checkList(t *testing.T, want []string) {
+	ctx := context.Background()
+	listed := map[string]storage.FileInfo{}
+	err := storage.List(ctx, s.fs, s.loc("list")+"/", func(f storage.FileInfo) error {
+		listed[f.Path] = f
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("storage.List: %v", err)
+	}
+	if len(listed) != len(want) {
+		t.Errorf("storage.List found %d files, want %d: %v", len(listed), len(want), listed)
+	}
+	for _, n := range want {
+		f, ok := listed[s.loc(n)]
+		switch {
+		case !ok:
+			t.Errorf("storage.List did not find %s", s.loc(n))
+		case f.Size != int64(len(n)) || f.ModTime.IsZero():
+			t.Errorf("storage.List: %s has size %d and modification time %v, want %d and a time", n, f.Size, f.ModTime, len(n))
+		}
+	}
+	err = storage.List(ctx, s.fs, s.loc("nothing-here"), func(f storage.FileInfo) error {
+		return fmt.Errorf("found %s under a location without files", f.Path)
+	})
+	if err != nil {
+		t.Errorf("storage.List of a location without files: %v", err)
+	}
 }
 
 func (s *suite) testDelete(t *testing.T) {

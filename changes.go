@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/iceberg-go/table"
+	"github.com/zeebo/xxh3"
 )
 
 // changeStage is Apply's stage: where a change batch's op, version and before-image key columns are
@@ -411,9 +412,9 @@ func readVersions(ctx context.Context, col arrow.Array, name string) ([]int64, e
 // whose key, or whose before-image key, is deleted, and the version of each key changed.
 type changePlan struct {
 	upserts, delKeys, delBefore []int32
-	keys                        []string // the keys changed (encoded), for the versions
-	vers                        []int64  // the version of each key's last change (with a version column)
-	skipped                     int      // changes older than their key's version
+	keys                        []xxh3.Uint128 // the hashes of the keys changed, for the versions
+	vers                        []int64        // the version of each key's last change (with a version column)
+	skipped                     int            // changes older than their key's version
 }
 
 // resolve applies the call's changes in row order, per key: an upsert row upserts its key (deleting its
@@ -435,27 +436,56 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 		row         int32
 		del, before bool
 		ver         int64
+		from, to    int32 // the key's bytes in keys
 	}
 	plan := &changePlan{}
-	pos := make(map[string]int32, cb.n)
+	// The changes so far, one entry per key: found by the key's 128-bit hash, checked against its bytes; after
+	// two keys sharing a hash, by the bytes (exact).
+	var keys []byte
 	ents := make([]entry, 0, cb.n)
+	pos := make(map[xxh3.Uint128]int32, cb.n)
+	var exact map[string]int32
+	keyOf := func(i int32) []byte { return keys[ents[i].from:ents[i].to] }
+	find := func(key []byte, h xxh3.Uint128) (int32, bool) {
+		if exact == nil {
+			i, ok := pos[h]
+			if !ok || bytes.Equal(keyOf(i), key) {
+				return i, ok
+			}
+			exact = make(map[string]int32, cap(ents))
+			for j := range ents {
+				exact[string(keyOf(int32(j)))] = int32(j)
+			}
+		}
+		i, ok := exact[string(key)]
+		return i, ok
+	}
 	change := func(key []byte, e entry) {
-		if i, ok := pos[string(key)]; ok {
+		h := changeHash(key)
+		if i, ok := find(key, h); ok {
 			if cb.vers != nil && e.ver < ents[i].ver {
 				plan.skipped++
 				return
 			}
+			e.from, e.to = ents[i].from, ents[i].to
 			ents[i] = e
 			return
 		}
-		if v, ok := vers.get(key); ok && e.ver < v {
+		if v, ok := vers.get(h); ok && e.ver < v {
 			plan.skipped++
 			return
 		}
-		k := string(key)
-		pos[k] = int32(len(ents))
+		i := int32(len(ents))
+		e.from = int32(len(keys))
+		keys = append(keys, key...)
+		e.to = int32(len(keys))
 		ents = append(ents, e)
-		plan.keys = append(plan.keys, k)
+		if exact != nil {
+			exact[string(key)] = i
+		} else {
+			pos[h] = i
+		}
+		plan.keys = append(plan.keys, h)
 	}
 	var kb, bb []byte
 	for row := 0; row < cb.n; row++ {
@@ -517,6 +547,9 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 	plan.upserts = sortedRows(plan.upserts)
 	return plan, nil
 }
+
+// changeHash hashes keys in resolve and the version map (a variable so that a test can make keys collide).
+var changeHash = xxh3.Hash128
 
 // firstNull returns the first of cols that is null at row, or -1.
 func firstNull(cols []arrow.Array, row int) int {

@@ -35,12 +35,12 @@ func newVersionMap(budget int64, column string, inTable bool) *versionMap {
 	}
 }
 
-// get returns the version of key (a keyEncoder encoding); a nil map knows none.
-func (m *versionMap) get(key []byte) (int64, bool) {
+// get returns the version of the key whose keyEncoder encoding hashes (xxh3.Hash128) to h; a nil map knows
+// none.
+func (m *versionMap) get(h xxh3.Uint128) (int64, bool) {
 	if m == nil {
 		return 0, false
 	}
-	h := xxh3.Hash128(key)
 	if v, ok := m.cur[h]; ok {
 		return v, true
 	}
@@ -57,8 +57,8 @@ func (m *versionMap) set(h xxh3.Uint128, v int64) {
 
 // accepted records the versions of the keys an accepted call changed.
 func (m *versionMap) accepted(plan *changePlan) {
-	for i, k := range plan.keys {
-		m.set(xxh3.HashString128(k), plan.vers[i])
+	for i, h := range plan.keys {
+		m.set(h, plan.vers[i])
 	}
 }
 
@@ -142,7 +142,7 @@ func loadVersions(loaded map[xxh3.Uint128]int64, rec arrow.RecordBatch, ks *keyS
 			continue
 		}
 		buf = enc.appendKey(buf[:0], r)
-		h, v := xxh3.Hash128(buf), value(r)
+		h, v := changeHash(buf), value(r)
 		if old, ok := loaded[h]; !ok || v > old {
 			loaded[h] = v
 		}

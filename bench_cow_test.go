@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,28 +152,7 @@ func cowThroughput(b *testing.B, mb int, level string) {
 			keys[f] = int64(f*rowsPerFile + rowsPerFile/2)
 		}
 		upd := kvLike(keys)
-		runtime.GC()
-		var base runtime.MemStats
-		runtime.ReadMemStats(&base)
-		var peak atomic.Uint64
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var ms runtime.MemStats
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(2 * time.Millisecond):
-				}
-				runtime.ReadMemStats(&ms)
-				if ms.HeapAlloc > peak.Load() {
-					peak.Store(ms.HeapAlloc)
-				}
-			}
-		}()
+		peak := heapPeak()
 		b.StartTimer()
 		start := time.Now()
 		if err := w.Upsert(ctx, upd); err != nil {
@@ -187,16 +163,13 @@ func cowThroughput(b *testing.B, mb int, level string) {
 		}
 		elapsed := time.Since(start)
 		b.StopTimer()
-		close(stop)
-		wg.Wait()
+		grown := peak()
 		snap := w.Table().CurrentSnapshot()
 		removed, _ := strconv.ParseFloat(snap.Summary.Properties["removed-files-size"], 64)
 		added, _ := strconv.ParseFloat(snap.Summary.Properties["added-files-size"], 64)
 		moved += removed + added
 		dur += elapsed.Seconds()
-		if p := peak.Load(); p > base.HeapAlloc {
-			heapPerRow += float64(p-base.HeapAlloc) / float64(files*rowsPerFile)
-		}
+		heapPerRow += float64(grown) / float64(files*rowsPerFile)
 		_ = w.Close(ctx)
 		b.StartTimer()
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,4 +193,39 @@ func reportRows(b *testing.B, rows int) float64 {
 	rate := float64(rows) * float64(b.N) / b.Elapsed().Seconds()
 	b.ReportMetric(rate, "rows/s")
 	return rate
+}
+
+// heapPeak starts sampling the Go heap every 2 ms (after a collection, so the start is the live heap); the
+// function it returns stops sampling and returns the peak growth over the start, in bytes.
+func heapPeak() func() uint64 {
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > peak.Load() {
+				peak.Store(ms.HeapAlloc)
+			}
+		}
+	}()
+	return func() uint64 {
+		close(stop)
+		wg.Wait()
+		if p := peak.Load(); p > base.HeapAlloc {
+			return p - base.HeapAlloc
+		}
+		return 0
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -291,7 +290,7 @@ type resolved struct {
 	data    []arrow.RecordBatch // rows to write: inserts and upserts not superseded inside the batch
 	deletes []arrow.RecordBatch // key-only rows of every key upserted or deleted, for stageDeletes
 	written map[uint64]struct{} // hashes of the keys of the rows written
-	keyed   map[uint64]struct{} // hashes of the keys upserted or deleted
+	keyed   map[uint64]int32    // hashes of the keys upserted or deleted (to the ordinal of the last such row)
 }
 
 // resolveHash hashes keys in resolve (a variable so that a test can make every key collide).
@@ -301,91 +300,76 @@ var resolveHash = keyHash
 // dropped (a delete of the batch's commit would not reach rows of that same commit), and the batch's deletes
 // (stageDeletes) cover every key it upserts or deletes. It reads b.recs; what it returns holds references of
 // its own. mem allocates the filter masks.
+//
+// Each row's key is encoded and hashed once; one pass from the last row to the first then finds the rows a
+// later upsert or delete supersedes, with one map lookup per row: the map holds, per key hash, the last row that
+// upserts or deletes it, checked against the key bytes whenever a hash repeats. The rare batch where two keys
+// upserted or deleted share a hash takes the same pass keyed by the key bytes instead.
 func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) (*resolved, error) {
 	ks := k.spec
-	r := &resolved{keyed: map[uint64]struct{}{}}
-	encs := make([]*keyEncoder, len(b.recs))
+	total := 0
+	for _, rec := range b.recs {
+		total += int(rec.NumRows())
+	}
+	// keys holds every row's encoded key, row ord's at keys[offs[ord]:offs[ord+1]]; kinds each row's operation.
+	var keys []byte
+	offs := make([]int, 1, total+1)
+	hashes := make([]uint64, 0, total)
+	kinds := make([]opKind, 0, total)
+	keyedRows := 0
 	for i, rec := range b.recs {
 		enc, err := newKeyEncoder(keyColumns(rec, ks, b.kinds[i] == opDelete))
 		if err != nil {
 			return nil, err
 		}
-		encs[i] = enc
-	}
-	var total, keyedRows, deleteRows int
-	starts := make([]int, len(b.recs)) // the ordinal of each record's first row
-	for i, rec := range b.recs {
-		starts[i] = total
-		total += int(rec.NumRows())
+		for row := 0; row < int(rec.NumRows()); row++ {
+			from := len(keys)
+			keys = enc.appendKey(keys, row)
+			offs = append(offs, len(keys))
+			hashes = append(hashes, resolveHash(keys[from:]))
+			kinds = append(kinds, b.kinds[i])
+		}
 		if b.kinds[i] != opInsert {
 			keyedRows += int(rec.NumRows())
 		}
-		if b.kinds[i] == opDelete {
-			deleteRows += int(rec.NumRows())
-		}
 	}
-	r.written = make(map[uint64]struct{}, total-deleteRows)
-	// keyAt encodes the key of the row at ordinal ord.
-	keyAt := func(dst []byte, ord int) []byte {
-		i := sort.Search(len(starts), func(j int) bool { return starts[j] > ord }) - 1
-		return encs[i].appendKey(dst, ord-starts[i])
-	}
-	// lastKeyed maps a key to the ordinal of its last upsert or delete in the batch. It is keyed by the key's
-	// 64-bit hash, checked against the key bytes whenever a hash repeats; the rare batch where two keys share
-	// a hash takes a map keyed by the bytes instead.
-	var lastKeyed map[uint64]int
-	var lastKeyedExact map[string]int
-	var buf, other []byte
+	key := func(ord int) []byte { return keys[offs[ord]:offs[ord+1]] }
+	// dropped marks the rows a later upsert or delete of their key supersedes.
+	dropped := make([]bool, total)
+	r := &resolved{keyed: map[uint64]int32{}}
 	if b.keyed {
-		lastKeyed = make(map[uint64]int, keyedRows)
-		r.keyed = make(map[uint64]struct{}, keyedRows)
+		r.keyed = make(map[uint64]int32, keyedRows)
 		collided := false
-		ord := 0
-		for i, rec := range b.recs {
-			for row := 0; row < int(rec.NumRows()); row++ {
-				if b.kinds[i] != opInsert {
-					buf = encs[i].appendKey(buf[:0], row)
-					h := resolveHash(buf)
-					if prev, ok := lastKeyed[h]; ok && !collided {
-						other = keyAt(other[:0], prev)
-						collided = !bytes.Equal(other, buf)
-					}
-					lastKeyed[h] = ord
-					r.keyed[h] = struct{}{}
+		for ord := total - 1; ord >= 0 && !collided; ord-- {
+			h := hashes[ord]
+			last, ok := r.keyed[h]
+			switch {
+			case !ok:
+				if kinds[ord] != opInsert {
+					r.keyed[h] = int32(ord)
 				}
-				ord++
+			case bytes.Equal(key(int(last)), key(ord)):
+				dropped[ord] = true
+			case kinds[ord] != opInsert:
+				// Two keys upserted or deleted share a hash: the map cannot hold both.
+				collided = true
 			}
 		}
 		if collided {
-			lastKeyedExact = make(map[string]int, keyedRows)
-			ord := 0
-			for i, rec := range b.recs {
-				for row := 0; row < int(rec.NumRows()); row++ {
-					if b.kinds[i] != opInsert {
-						buf = encs[i].appendKey(buf[:0], row)
-						lastKeyedExact[string(buf)] = ord
-					}
-					ord++
+			clear(dropped)
+			clear(r.keyed)
+			lastExact := make(map[string]struct{}, keyedRows)
+			for ord := total - 1; ord >= 0; ord-- {
+				if _, ok := lastExact[string(key(ord))]; ok {
+					dropped[ord] = true
+				} else if kinds[ord] != opInsert {
+					lastExact[string(key(ord))] = struct{}{}
+					r.keyed[hashes[ord]] = int32(ord)
 				}
 			}
 		}
 	}
-	// superseded reports whether the key in buf (hash h) of the row at ordinal self is upserted or deleted
-	// again later in the batch.
-	superseded := func(buf []byte, h uint64, self int) bool {
-		if lastKeyedExact != nil {
-			last, ok := lastKeyedExact[string(buf)]
-			return ok && last > self
-		}
-		last, ok := lastKeyed[h]
-		if !ok || last <= self {
-			return false
-		}
-		// The map holds no two keys with one hash, but an inserted row's key may share a hash with a keyed
-		// one: a row is only dropped for its own key.
-		other = keyAt(other[:0], last)
-		return bytes.Equal(other, buf)
-	}
+	r.written = make(map[uint64]struct{}, min(total, len(r.keyed)+total-keyedRows))
 	ord := 0
 	for i, rec := range b.recs {
 		n := int(rec.NumRows())
@@ -399,56 +383,50 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 			keyRec := array.NewRecordBatch(ks.schema, keyColumns(rec, ks, false), rec.NumRows())
 			r.deletes = append(r.deletes, keyRec)
 		}
-		var keep *array.BooleanBuilder
-		dropped := 0
-		for row := 0; row < n; row++ {
-			buf = encs[i].appendKey(buf[:0], row)
-			h := resolveHash(buf)
-			if superseded(buf, h, ord+row) {
-				if keep == nil {
-					keep = array.NewBooleanBuilder(mem)
-					for j := 0; j < row; j++ {
-						keep.Append(true)
-					}
-				}
-				keep.Append(false)
-				dropped++
-				continue
+		kept := 0
+		for row := ord; row < ord+n; row++ {
+			if !dropped[row] {
+				r.written[hashes[row]] = struct{}{}
+				kept++
 			}
-			if keep != nil {
-				keep.Append(true)
-			}
-			r.written[h] = struct{}{}
 		}
-		ord += n
-		if keep == nil {
+		switch {
+		case kept == n:
 			rec.Retain()
 			r.data = append(r.data, rec)
-			continue
-		}
-		mask := keep.NewBooleanArray()
-		keep.Release()
-		if dropped < n {
+		case kept > 0:
+			keep := array.NewBooleanBuilder(mem)
+			keep.Reserve(n)
+			for row := ord; row < ord+n; row++ {
+				keep.UnsafeAppend(!dropped[row])
+			}
+			mask := keep.NewBooleanArray()
+			keep.Release()
 			filtered, err := compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
+			mask.Release()
 			if err != nil {
-				mask.Release()
 				return nil, err
 			}
 			r.data = append(r.data, filtered)
 		}
-		mask.Release()
+		ord += n
 	}
 	return r, nil
 }
 
 // intersects reports whether two key sets (key hashes) share a key: run formation starts a new segment when a
 // batch upserts or deletes a key written earlier in the segment.
-func intersects(a, b map[uint64]struct{}) bool {
-	if len(a) > len(b) {
-		a, b = b, a
+func intersects[A, B any](a map[uint64]A, b map[uint64]B) bool {
+	if len(a) <= len(b) {
+		for k := range a {
+			if _, ok := b[k]; ok {
+				return true
+			}
+		}
+		return false
 	}
-	for k := range a {
-		if _, ok := b[k]; ok {
+	for k := range b {
+		if _, ok := a[k]; ok {
 			return true
 		}
 	}

@@ -22,12 +22,12 @@ import (
 	iceberg "github.com/icewriter/iceberg"
 )
 
-// The model harness: one writer (or one writer ID, reopened) applies random Write, Upsert and Delete calls to a
-// table and to the sequential model of them (kvModel), and the table read back with iceberg-go's scanner must
-// equal the model after every Flush, every restart and at the end. A modelCase picks the write mode, the
-// format version, the partition spec, whether commits are held so that batches coalesce into runs, whether the
-// writer is closed and reopened with the same WithWriterID mid-trial, and whether runs go straight to the
-// catalog or, serialized, through a coordinator's NewCatalogCommitter.
+// The model harness: one writer (or one writer ID, reopened) applies random Write, Upsert, Delete and (keyed
+// modes) Apply calls to a table and to the sequential model of them (kvModel), and the table read back with
+// iceberg-go's scanner must equal the model after every Flush, every restart and at the end. A modelCase picks
+// the write mode, the format version, the partition spec, whether commits are held so that batches coalesce
+// into runs, whether the writer is closed and reopened with the same WithWriterID mid-trial, and whether runs go
+// straight to the catalog or, serialized, through a coordinator's NewCatalogCommitter.
 //
 // Besides the rows, every check asserts: after Flush and Close the writer committed every row it accepted and
 // holds nothing; on format version 3, the row lineage (checkLineage: unique, non-null row ids; rows the
@@ -45,8 +45,8 @@ type modelMode int
 
 const (
 	appendOnly  modelMode = iota // Write only, on a table without keys
-	mergeOnRead                  // Write, Upsert and Delete; iceberg.MergeOnRead
-	copyOnWrite                  // Write, Upsert and Delete; iceberg.CopyOnWrite
+	mergeOnRead                  // Write, Upsert, Delete and Apply; iceberg.MergeOnRead
+	copyOnWrite                  // Write, Upsert, Delete and Apply; iceberg.CopyOnWrite
 )
 
 func (m modelMode) String() string { return [...]string{"append", "mor", "cow"}[m] }
@@ -316,6 +316,8 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 			keys = append(keys, "ts")
 		}
 		create = append(create, iceberg.IdentifierFields(keys...))
+		cc := changeColumns{ts: true, beforeTS: len(keys) > 1}
+		ops.changes = func(chs []kvChange) arrow.RecordBatch { return changeBatch(chs, cc) }
 		mode := iceberg.MergeOnRead
 		if c.mode == copyOnWrite {
 			mode = iceberg.CopyOnWrite
@@ -380,9 +382,13 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 		}
 		o := ops.apply(t, ctx, w, m.model)
 		fresh = false
-		m.accepted += int64(len(o.ids))
+		m.accepted += o.rows
+		touch := [...]int{kvWrite: touchWrite, kvUpsert: touchUpsert, kvDelete: touchDelete}
 		for _, id := range o.ids {
-			m.touched[id] |= [...]int{kvWrite: touchWrite, kvUpsert: touchUpsert, kvDelete: touchDelete}[o.kind]
+			m.touched[id] |= touch[o.kind]
+		}
+		for id, kind := range o.changed {
+			m.touched[id] |= touch[kind]
 		}
 		switch {
 		case !holding:

@@ -81,6 +81,7 @@ type options struct {
 	orphanWindow   time.Duration
 	evolve         bool                     // WithSchemaEvolution (evolve.go)
 	deadLetter     func(row any, err error) // WithDeadLetter (evolve.go)
+	changes        ChangeColumns            // WithChangeColumns (apply.go); empty fields: their defaults
 }
 
 func defaultOptions() options {
@@ -245,6 +246,37 @@ func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexByt
 // "Orphan files"). Writers without WithWriterID, or with WithCommitter, remove nothing; RemoveOrphanFiles
 // serves any table. Default: DefaultOrphanWindow (1 hour). Zero turns the removal off.
 func WithOrphanWindow(d time.Duration) Option { return func(o *options) { o.orphanWindow = d } }
+
+// ChangeColumns names the columns of Apply's change stream that are not (or not only) table columns. An empty
+// field takes its default.
+type ChangeColumns struct {
+	// Op is the column holding each row's operation. Default: DefaultOpColumn ("op"; Debezium's
+	// ExtractNewRecordState adds it as "__op").
+	Op string
+	// Version names an optional integer column (a log sequence number, an offset) that makes replays
+	// idempotent: a change whose version is lower than the version of the last change accepted for its key is
+	// skipped. Default: "" (none).
+	Version string
+	// BeforePrefix prefixes the before-image key columns: with key id, a column "before_id" carries the key an
+	// update changes (a flattened Debezium before.id). Default: DefaultBeforePrefix ("before_").
+	BeforePrefix string
+	// VersionBytes is the memory the versions of keys may take, out of WithMemoryLimit (the row buffers get
+	// that much less): about 64 bytes per key. Default: a quarter of the memory limit; at most half of it.
+	// Only used with a Version column.
+	VersionBytes int64
+}
+
+// Defaults of ChangeColumns.
+const (
+	DefaultOpColumn     = "op"
+	DefaultBeforePrefix = "before_"
+)
+
+// WithChangeColumns names the columns Apply reads besides the table's: the op column, an optional version
+// column and the prefix of the before-image key columns (see ChangeColumns and Apply). Each of them is written
+// to the table only when the table has a column of that name. Default: ChangeColumns{Op: "op", BeforePrefix:
+// "before_"}, no version column.
+func WithChangeColumns(c ChangeColumns) Option { return func(o *options) { o.changes = c } }
 
 // CreateOption configures a table created by WithCreate.
 type CreateOption func(*createOptions)

@@ -47,6 +47,9 @@ func (s *Source) Delete(ctx context.Context, keys arrow.RecordBatch) error {
 	return s.w.delete(ctx, s.name, keys)
 }
 
+// Apply is Writer.Apply for changes of the partition.
+func (s *Source) Apply(ctx context.Context, rec arrow.RecordBatch) error { return s.w.apply(ctx, s.name, rec) }
+
 // Checkpoint records the partition's position (an offset, an LSN, a sequence number: any string) as covering
 // every row of the partition accepted so far. It marks a row boundary and seals nothing: the position is
 // committed with the commit that holds those rows, atomically. With WithCheckpoints, rows of the partition

@@ -46,6 +46,8 @@ type Writer struct {
 	// keys is the key stage: the key columns, in-batch resolution and the key index. It locks its own state
 	// (see keyStage): the pipeline's commitMu before keys.mu.
 	keys *keyStage
+	// changes is Apply's stage: the change columns and, with a version column, the versions of keys.
+	changes *changeStage
 
 	// pipe moves batches from the calls to the committer: buffer, budgets, queue, encoders, commit loop.
 	pipe  *pipeline
@@ -90,7 +92,7 @@ type batch struct {
 	fileKeys  []fileKeys          // key index on: the keys of each new data file, in row order (keyStage.readKeys)
 	segIdx    int                 // the segment of the run the batch went into
 	written   map[uint64]struct{} // key hashes of the rows written (writers with keys only)
-	keyedSet  map[uint64]struct{} // key hashes upserted or deleted
+	keyedSet  map[uint64]int32    // key hashes upserted or deleted (resolved.keyed)
 	staged    bool
 	handed    bool // given to the committer: its files may be referenced, so they are never deleted
 	firstAt   time.Time
@@ -114,13 +116,14 @@ type Stats struct {
 	UncommittedBatches int   // sealed batches not yet committed
 	UncommittedRows    int64
 	DiscardedRows      int64 // rows dropped by Abort, or by Close after the last checkpoint
+	ChangesSkipped     int64 // Apply's changes older than their key's version (ChangeColumns.Version)
 	LastCommittedSeq   int64
 	Epoch              int64
 }
 
 // stats are the counters of the writer's own stages (the pipeline keeps its own).
 type stats struct {
-	rowsCommitted, files, fileBytes, commits, retries, conflicts, deleteFiles, rewritten atomic.Int64
+	rowsCommitted, files, fileBytes, commits, retries, conflicts, deleteFiles, rewritten, skipped atomic.Int64
 }
 
 // NewWriter opens a writer on an existing table (or creates it, with WithCreate).
@@ -142,6 +145,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	cat = redact.WrapCatalog(cat, nil)
 	red := redact.RedactorOf(cat)
 	o.logger = redact.Logger(o.logger, red)
+	o.changes = o.changes.withDefaults(o.memoryLimit)
 	if err := validateOptions(&o); err != nil {
 		return nil, err
 	}
@@ -203,6 +207,9 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if w.keys, err = newKeyStage(tbl, w.view.conformer().target, &o, w.mode() == CopyOnWrite); err != nil {
 		return nil, err
 	}
+	if w.changes, err = newChangeStage(&o, w.view.conformer().target, w.keys.spec); err != nil {
+		return nil, err
+	}
 	w.files = &fileEncoder{mem: w.mem, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows,
 		keyNames: w.keys.names(), names: w.names}
 	w.keys.files = w.names
@@ -254,7 +261,7 @@ func validateOptions(o *options) error {
 	case o.mode != nil && *o.mode != MergeOnRead && *o.mode != CopyOnWrite:
 		return optionErr("WithMode", "unknown mode %d", int(*o.mode))
 	}
-	return nil
+	return o.changes.validate(o.memoryLimit)
 }
 
 // ID returns the writer ID (random unless WithWriterID was given).
@@ -316,9 +323,10 @@ func (w *Writer) accept(ctx context.Context, r batchRecord) error {
 // wider rows.
 const encoderReserve = 48 << 20
 
-// rowBudget is the part of the memory limit left for row buffers once the encoders' reserve is set aside.
+// rowBudget is the part of the memory limit left for row buffers once the encoders' reserve and the versions
+// of Apply's keys (ChangeColumns.VersionBytes) are set aside.
 func rowBudget(o *options) int64 {
-	return max(o.memoryLimit-int64(o.maxInFlight)*encoderReserve, o.memoryLimit/4)
+	return max(o.memoryLimit-int64(o.maxInFlight)*encoderReserve-o.changes.versionBudget(), o.memoryLimit/4)
 }
 
 // failure is the error the writer keeps once err stopped it (every later call returns it): masked, since a
@@ -342,5 +350,6 @@ func (w *Writer) Stats() Stats {
 		RowsCommitted: w.st.rowsCommitted.Load(), FilesWritten: w.st.files.Load(), BytesWritten: w.st.fileBytes.Load(),
 		Commits: w.st.commits.Load(), Retries: w.st.retries.Load(), Conflicts: w.st.conflicts.Load(),
 		DeleteFiles: w.st.deleteFiles.Load(), FilesRewritten: w.st.rewritten.Load(), Epoch: w.epoch,
+		ChangesSkipped: w.st.skipped.Load(),
 	}
 }

@@ -1,0 +1,255 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// ErrUnknownOperation is wrapped by the *ColumnError Apply returns for a row whose op value is not one it
+// accepts.
+var ErrUnknownOperation = errors.New("not a change operation")
+
+// Apply applies an ordered change stream: each row carries its operation in the op column (WithChangeColumns,
+// default "op"), and the rows apply in order, within the call and after every call accepted before it, with
+// the semantics of Upsert and Delete:
+//
+//   - "insert", "update", and Debezium's "c" (create), "u" (update) and "r" (read, a snapshot row), in any
+//     letter case, upsert the row by key (WithKeys or the table's identifier fields);
+//   - "delete" and Debezium's "d", in any letter case, delete the row's key. A delete row needs only its key:
+//     its other columns may be null, required ones included, and when a key column is null the before-image
+//     key is used (Debezium's delete has no after image).
+//
+// Any other value, a null included, is a *ColumnError naming the op column and the row (wrapping
+// ErrUnknownOperation); Debezium's "t" (truncate) and "m" (message) are not accepted.
+//
+// An update that changes the key deletes the old key: the before-image key columns are the key columns' names
+// with ChangeColumns.BeforePrefix (default "before_": "before_id" for key id), a flattened form of Debezium's
+// before struct. They are optional: all of them or none; in a row they are all null (no before image) or all
+// set. A row whose before-image key differs from its key deletes the before-image key, then upserts its own.
+//
+// With a version column (ChangeColumns.Version: an integer such as a log sequence number or an offset, not
+// null), a change whose version is lower than the version of the last change accepted for its key is skipped
+// (Stats.ChangesSkipped); equal versions apply (the changes of one transaction often share its LSN). The
+// versions are kept in memory: loaded on the first Apply from the committed rows' key and version columns when
+// the version column is a table column, then updated as changes are accepted, deletes included. Deleted keys'
+// versions do not survive a restart (the table holds no row for them): after one, a replayed change older than
+// a key's delete is applied again, and the replay's later changes of that key (its delete) set it right. Past
+// ChangeColumns.VersionBytes the keys changed least recently lose their versions, with the same effect.
+//
+// Within one call the changes are resolved per key (the last applied change of a key wins), so the call hands
+// at most one row per key to the writer: Apply costs about what Upsert of the surviving rows costs. Columns are
+// matched to the table as Write matches them; the op column, the version column and the before-image columns
+// are written only when the table has a column of that name. Only rows that end up written are checked
+// against the table's nullability. As with Write, an error means nothing of the call was accepted and the
+// writer stays usable, and Apply copies what it keeps.
+func (w *Writer) Apply(ctx context.Context, rec arrow.RecordBatch) error {
+	return w.apply(ctx, "", rec)
+}
+
+// apply is Apply of a source partition's changes.
+func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch) error {
+	if err := w.pipe.usable(); err != nil {
+		return err
+	}
+	tbl, conf := w.view.get()
+	ks := w.keys.spec
+	if err := w.keys.check("Apply", tbl.Metadata().Version()); err != nil {
+		return err
+	}
+	if rec == nil {
+		return fmt.Errorf("iceberg: nil record batch")
+	}
+	if err := checkNames(rec.Schema()); err != nil {
+		return err
+	}
+	lay, err := w.changes.layout(rec.Schema(), ks)
+	if err != nil {
+		return err
+	}
+	data := lay.project(rec)
+	defer data.Release()
+	if w.opts.evolve {
+		if conf, err = w.evolveFor(ctx, data.Schema()); err != nil {
+			return err
+		}
+	} else if err := checkKnown(conf.target, data.Schema()); err != nil {
+		return err
+	}
+	cb, err := w.changes.read(ctx, conf, ks, lay, rec)
+	if err != nil {
+		return err
+	}
+	defer cb.release()
+	unlock, err := w.changes.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	vers, err := w.changes.versionsFor(ctx, tbl, w.opts.branch, ks)
+	if err != nil {
+		return err
+	}
+	plan, err := cb.resolve(ks, lay, vers)
+	if err != nil {
+		return err
+	}
+	del, delSize, err := deleteRecord(ctx, w.mem, ks, cb, plan)
+	if err != nil {
+		return err
+	}
+	ups, upSize, err := upsertRecord(ctx, conf, data, plan)
+	if err != nil {
+		releaseRecords(del)
+		return err
+	}
+	if err := w.acceptChanges(ctx, source, del, delSize, ups, upSize); err != nil {
+		return err
+	}
+	if vers != nil {
+		vers.accepted(plan)
+		w.st.skipped.Add(int64(plan.skipped))
+	}
+	return nil
+}
+
+// acceptChanges hands one Apply call's records to the pipeline together, all or none: the keys it deletes, then
+// the rows it upserts (the two hold distinct keys; either may be nil). On an error they are released.
+func (w *Writer) acceptChanges(ctx context.Context, source string, del arrow.RecordBatch, delSize int64, ups arrow.RecordBatch, upSize int64) error {
+	recs := make([]batchRecord, 0, 2)
+	if del != nil {
+		recs = append(recs, batchRecord{rec: del, size: delSize, kind: opDelete, source: source})
+	}
+	if ups != nil {
+		recs = append(recs, batchRecord{rec: ups, size: upSize, kind: opUpsert, source: source})
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	if err := w.pipe.accept(ctx, recs...); err != nil {
+		releaseRecords(del, ups)
+		return err
+	}
+	return nil
+}
+
+func releaseRecords(recs ...arrow.RecordBatch) {
+	for _, r := range recs {
+		if r != nil {
+			r.Release()
+		}
+	}
+}
+
+// checkKnown rejects a column the table does not have.
+func checkKnown(target, in *arrow.Schema) error {
+	for _, f := range in.Fields() {
+		if len(target.FieldIndices(f.Name)) == 0 {
+			return columnErr(f.Name, ErrUnknownColumn, "table columns are %s", fieldNames(target))
+		}
+	}
+	return nil
+}
+
+// deleteRecord builds the key-only record of the keys a call deletes (nil when none): for each key column, the
+// values of the rows deleting their key, then those of the rows deleting their before-image key, taken into
+// the writer's memory.
+func deleteRecord(ctx context.Context, mem memory.Allocator, ks *keySpec, cb *changeBatch, plan *changePlan) (arrow.RecordBatch, int64, error) {
+	n := len(plan.delKeys) + len(plan.delBefore)
+	if n == 0 {
+		return nil, 0, nil
+	}
+	cctx := compute.WithAllocator(ctx, mem)
+	cols := make([]arrow.Array, len(ks.names))
+	defer releaseArrays(cols)
+	var size int64
+	for i := range ks.names {
+		var parts []arrow.Array
+		if len(plan.delKeys) > 0 {
+			p, err := takeRows(cctx, mem, cb.keys[i], plan.delKeys)
+			if err != nil {
+				return nil, 0, err
+			}
+			parts = append(parts, p)
+		}
+		if len(plan.delBefore) > 0 {
+			p, err := takeRows(cctx, mem, cb.before[i], plan.delBefore)
+			if err != nil {
+				releaseArrays(parts)
+				return nil, 0, err
+			}
+			parts = append(parts, p)
+		}
+		if len(parts) == 1 {
+			cols[i] = parts[0]
+		} else {
+			col, err := array.Concatenate(parts, mem)
+			releaseArrays(parts)
+			if err != nil {
+				return nil, 0, err
+			}
+			cols[i] = col
+		}
+		size += arraySize(cols[i].Data())
+	}
+	return array.NewRecordBatch(ks.schema, cols, int64(n)), size, nil
+}
+
+// upsertRecord conforms the rows a call upserts (nil when none) into the table's schema, in the writer's memory.
+// Only those rows are conformed: a delete row's other columns may be null even where the table requires them.
+func upsertRecord(ctx context.Context, conf *conformer, data arrow.RecordBatch, plan *changePlan) (arrow.RecordBatch, int64, error) {
+	if len(plan.upserts) == 0 {
+		return nil, 0, nil
+	}
+	src := data
+	if len(plan.upserts) < int(data.NumRows()) {
+		idx := int32Array(conf.mem, plan.upserts)
+		defer idx.Release()
+		out, err := compute.Take(compute.WithAllocator(ctx, conf.mem), *compute.DefaultTakeOptions(),
+			compute.NewDatumWithoutOwning(data), compute.NewDatumWithoutOwning(idx))
+		if err != nil {
+			return nil, 0, fmt.Errorf("iceberg: take the upserted rows: %w", err)
+		}
+		src = out.(*compute.RecordDatum).Value
+		defer out.Release()
+	}
+	return conf.conform(ctx, src)
+}
+
+// takeRows takes the rows of col at the given positions into mem.
+func takeRows(ctx context.Context, mem memory.Allocator, col arrow.Array, rows []int32) (arrow.Array, error) {
+	idx := int32Array(mem, rows)
+	defer idx.Release()
+	out, err := compute.TakeArray(ctx, col, idx)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: take rows: %w", err)
+	}
+	return out, nil
+}
+
+func int32Array(mem memory.Allocator, vs []int32) arrow.Array {
+	b := array.NewInt32Builder(mem)
+	defer b.Release()
+	b.AppendValues(vs, nil)
+	return b.NewArray()
+}
+
+func releaseArrays(cols []arrow.Array) {
+	for _, c := range cols {
+		if c != nil {
+			c.Release()
+		}
+	}
+}
+
+// sortedRows returns the rows in ascending order (they are gathered per key).
+func sortedRows(rows []int32) []int32 {
+	slices.Sort(rows)
+	return rows
+}

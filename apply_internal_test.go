@@ -1,0 +1,178 @@
+package iceberg
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go/table"
+	"github.com/zeebo/xxh3"
+)
+
+// encodedKey is the keyEncoder encoding of an int64 key, as Apply and the version map see it.
+func encodedKey(t *testing.T, id int64) []byte {
+	t.Helper()
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	defer b.Release()
+	b.Append(id)
+	col := b.NewArray()
+	defer col.Release()
+	enc, err := newKeyEncoder([]arrow.Array{col})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enc.appendKey(nil, 0)
+}
+
+// TestVersionMapBound: the versions of keys stay within two generations of genCap keys, and the keys changed
+// last keep theirs.
+func TestVersionMapBound(t *testing.T) {
+	m := newVersionMap(2*versionBytesPerKey*100, "lsn", false)
+	if m.genCap != 100 {
+		t.Fatalf("genCap %d, want 100", m.genCap)
+	}
+	for i := int64(0); i < 10_000; i++ {
+		m.set(changeHash(encodedKey(t, i)), i)
+		if m.size() > 2*m.genCap {
+			t.Fatalf("after %d keys the map holds %d versions, more than 2x%d", i+1, m.size(), m.genCap)
+		}
+	}
+	for i := int64(10_000 - m.genCap); i < 10_000; i++ {
+		if v, ok := m.get(changeHash(encodedKey(t, i))); !ok || v != i {
+			t.Fatalf("key %d, among the last changed: version %d, %v", i, v, ok)
+		}
+	}
+	if _, ok := m.get(changeHash(encodedKey(t, 0))); ok {
+		t.Fatal("key 0, changed first, still has a version")
+	}
+}
+
+// TestVersionMapLoad reads the versions of the keys a table holds (deleted keys have none), up to genCap keys.
+func TestVersionMapLoad(t *testing.T) {
+	ctx := context.Background()
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "lsn", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}, nil)
+	w, err := NewWriter(ctx, openTestCatalog(t), table.Identifier{"v", "t"},
+		WithCreate(schema, IdentifierFields("id"), FormatVersion(2)), WithFlushInterval(0),
+		WithChangeColumns(ChangeColumns{Version: "lsn"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	for i := int64(0); i < 500; i++ {
+		b.Field(0).(*array.Int64Builder).Append(i)
+		b.Field(1).(*array.Int64Builder).Append(2 * i)
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	if err := w.Write(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	kb := array.NewRecordBuilder(memory.DefaultAllocator, w.keys.spec.schema)
+	kb.Field(0).(*array.Int64Builder).AppendValues([]int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, nil)
+	keys := kb.NewRecordBatch()
+	kb.Release()
+	if err := w.Delete(ctx, keys); err != nil {
+		t.Fatal(err)
+	}
+	keys.Release()
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := newVersionMap(2*versionBytesPerKey*1000, "lsn", true)
+	if err := m.loadOnce(ctx, w.Table(), w.opts.branch, w.keys.spec); err != nil {
+		t.Fatal(err)
+	}
+	if m.size() != 490 {
+		t.Fatalf("%d versions loaded, want the 490 keys the table holds", m.size())
+	}
+	if _, ok := m.get(changeHash(encodedKey(t, 5))); ok {
+		t.Fatal("deleted key 5 has a version")
+	}
+	if v, ok := m.get(changeHash(encodedKey(t, 20))); !ok || v != 40 {
+		t.Fatalf("key 20: version %d, %v, want 40", v, ok)
+	}
+	small := newVersionMap(2*versionBytesPerKey*50, "lsn", true)
+	if err := small.loadOnce(ctx, w.Table(), w.opts.branch, w.keys.spec); err != nil {
+		t.Fatal(err)
+	}
+	if small.size() != 50 {
+		t.Fatalf("%d versions loaded within a budget of 50 keys", small.size())
+	}
+}
+
+// TestVersionBudgetFromMemoryLimit: the versions' budget comes out of the memory limit's row budget.
+func TestVersionBudgetFromMemoryLimit(t *testing.T) {
+	o := defaultOptions()
+	base := rowBudget(&o)
+	o.changes = ChangeColumns{Version: "lsn"}.withDefaults(o.memoryLimit)
+	if o.changes.VersionBytes != o.memoryLimit/4 {
+		t.Fatalf("default VersionBytes %d, want a quarter of %d", o.changes.VersionBytes, o.memoryLimit)
+	}
+	if got := rowBudget(&o); got != base-o.memoryLimit/4 {
+		t.Fatalf("row budget %d with versions, want %d less than %d", got, o.memoryLimit/4, base)
+	}
+}
+
+// TestApplyResolveCollisions: Apply resolves a call's changes by 128-bit key hashes checked against the key
+// bytes; with every key hashing alike, a call of inserts, key-changing updates, deletes and re-inserts of the
+// same keys reads back exactly as with the real hash.
+func TestApplyResolveCollisions(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "op", Type: arrow.BinaryTypes.String},
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "before_id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}, nil)
+	type change struct {
+		op         string
+		id, before int64 // -1: null
+		name       string
+	}
+	changes := []change{
+		{"c", 1, -1, "a"}, {"c", 2, -1, "b"}, {"c", 3, -1, "c"}, {"u", 4, 2, "b2"}, {"d", 1, -1, ""},
+		{"c", 5, -1, "e"}, {"d", -1, 3, ""}, {"c", 1, -1, "a2"}, {"u", 5, 5, "e2"}, {"c", 6, -1, "f"}, {"d", 6, -1, ""},
+	}
+	want := map[int64][]string{0: {"n"}, 1: {"a2"}, 4: {"b2"}, 5: {"e2"}, 7: {"n"}}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	for _, c := range changes {
+		b.Field(0).(*array.StringBuilder).Append(c.op)
+		for f, v := range map[int]int64{1: c.id, 3: c.before} {
+			if v < 0 {
+				b.Field(f).AppendNull()
+			} else {
+				b.Field(f).(*array.Int64Builder).Append(v)
+			}
+		}
+		b.Field(2).(*array.StringBuilder).Append(c.name)
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	run := func(t *testing.T) map[int64][]string {
+		ctx := context.Background()
+		w := idNameWriter(t, 1, 8, WithCreate(idNameSchema, IdentifierFields("id")))
+		if err := w.Apply(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return readNamed(t, w)
+	}
+	real := run(t)
+	saved := changeHash
+	changeHash = func([]byte) xxh3.Uint128 { return xxh3.Uint128{Hi: 7, Lo: 7} }
+	defer func() { changeHash = saved }()
+	collided := run(t)
+	if fmt.Sprint(real) != fmt.Sprint(want) || fmt.Sprint(collided) != fmt.Sprint(want) {
+		t.Fatalf("read back\n with the key hash:      %v\n with every hash alike:  %v\n want:                   %v", real, collided, want)
+	}
+}

@@ -1,0 +1,468 @@
+package iceberg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+)
+
+// Apply's own cases: the op spellings, bad input, versions and replays, options. Random interleaved streams in
+// both modes and every format version run in the model harness (TestModel draws Apply operations).
+
+// lsnSchema is kvSchema with a version column, lsn, that the table keeps.
+var lsnSchema = arrow.NewSchema(append(slices.Clone(kvSchema.Fields()),
+	arrow.Field{Name: "lsn", Type: arrow.PrimitiveTypes.Int64, Nullable: true}), nil)
+
+// applyCase is a mode and format version Apply runs on.
+type applyCase struct {
+	mode    iceberg.Mode
+	version int
+}
+
+func (c applyCase) String() string {
+	return fmt.Sprintf("%s/v%d", map[iceberg.Mode]string{iceberg.MergeOnRead: "mor", iceberg.CopyOnWrite: "cow"}[c.mode], c.version)
+}
+
+var applyCases = []applyCase{
+	{iceberg.MergeOnRead, 2}, {iceberg.MergeOnRead, 3}, {iceberg.CopyOnWrite, 2}, {iceberg.CopyOnWrite, 3},
+}
+
+// openApplyWriter opens a writer on the table at ident keyed by id, creating it with schema, in c's mode and
+// format version; it is closed with the test.
+func openApplyWriter(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, c applyCase, schema *arrow.Schema, opts ...iceberg.Option) *iceberg.Writer {
+	t.Helper()
+	ctx := context.Background()
+	w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{
+		iceberg.WithCreate(schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(c.version)),
+		iceberg.WithMode(c.mode), iceberg.WithFlushInterval(0)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(ctx) })
+	return w
+}
+
+// applyChanges applies chs in one call, failing the test on an error.
+func applyChanges(t *testing.T, w *iceberg.Writer, chs []kvChange, cc changeColumns) {
+	t.Helper()
+	rec := changeBatch(chs, cc)
+	defer rec.Release()
+	if err := w.Apply(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flush(t *testing.T, w *iceberg.Writer) {
+	t.Helper()
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestApplyOps applies every op spelling, key-changing updates, a delete by before image only and a re-insert,
+// in every mode and format version: the table holds what the sequential model says, and each call hands the
+// writer one row per key it changed.
+func TestApplyOps(t *testing.T) {
+	first := []kvChange{
+		{op: "c", id: 1, v: 10, before: -1}, {op: "r", id: 2, v: 20, before: -1},
+		{op: "INSERT", id: 3, v: 30, before: -1}, {op: "Insert", id: 4, v: 40, before: -1},
+		{op: "u", id: 1, v: 11, before: 1}, {op: "UPDATE", id: 5, v: 50, before: 2}, // 2 becomes 5
+		{op: "d", id: 3, before: -1}, {op: "DELETE", id: 4, before: 4, noKey: true}, // 4 by its before image
+		{op: "insert", id: 3, v: 31, before: -1}, {op: "R", id: 7, v: 70, before: -1},
+	}
+	second := []kvChange{
+		{op: "delete", id: 5, before: -1}, {op: "U", id: 6, v: 60, before: 1}, // 1 becomes 6
+		{op: "D", id: 7, before: -1}, {op: "C", id: 7, v: 71, before: -1}, {op: "update", id: 3, v: 32, before: -1},
+	}
+	want := kvModel{3: {32}, 6: {60}, 7: {71}}
+	for _, c := range applyCases {
+		t.Run(c.String(), func(t *testing.T) {
+			cat, ident := openCatalog(t), table.Identifier{"apply", "ops"}
+			w := openApplyWriter(t, cat, ident, c, kvSchema)
+			model := kvModel{}
+			var rows int64
+			for _, chs := range [][]kvChange{first, second} {
+				applyChanges(t, w, chs, changeColumns{})
+				changed, _ := model.applyChanges(chs, nil)
+				rows += int64(len(changed))
+				flush(t, w)
+				compareKV(t, readKV(t, cat, ident), model)
+			}
+			compareKV(t, readKV(t, cat, ident), want)
+			if st := w.Stats(); st.RowsAccepted != rows || rows != 11 {
+				t.Fatalf("%d rows accepted, want one per key changed per call (%d, model: 11)", st.RowsAccepted, rows)
+			}
+		})
+	}
+}
+
+// TestApplyOpLayouts takes the op column as a large string and dictionary-encoded.
+func TestApplyOpLayouts(t *testing.T) {
+	ctx := context.Background()
+	cat, ident := openCatalog(t), table.Identifier{"apply", "layouts"}
+	w := openApplyWriter(t, cat, ident, applyCases[0], kvSchema)
+	chs := []kvChange{{op: "c", id: 1, v: 1, before: -1}, {op: "c", id: 2, v: 2, before: -1}, {op: "d", id: 1, before: -1},
+		{op: "u", id: 2, v: 3, before: -1}}
+	mem := memory.NewGoAllocator()
+	large := array.NewLargeStringBuilder(mem)
+	dict := array.NewDictionaryBuilder(mem, &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8,
+		ValueType: arrow.BinaryTypes.String}).(*array.BinaryDictionaryBuilder)
+	for _, c := range chs {
+		large.Append(c.op)
+		if err := dict.AppendString(c.op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, op := range []arrow.Array{large.NewArray(), dict.NewArray()} {
+		rec := replaceColumn(changeBatch(chs, changeColumns{}), "op", op)
+		if err := w.Apply(ctx, rec); err != nil {
+			t.Fatalf("op column of %s: %v", op.DataType(), err)
+		}
+		rec.Release()
+		op.Release()
+	}
+	flush(t, w)
+	compareKV(t, readKV(t, cat, ident), kvModel{2: {3}})
+}
+
+// replaceColumn returns rec (released) with its column name replaced by col (appended when it has none).
+func replaceColumn(rec arrow.RecordBatch, name string, col arrow.Array) arrow.RecordBatch {
+	defer rec.Release()
+	fields, cols := slices.Clone(rec.Schema().Fields()), slices.Clone(rec.Columns())
+	f := arrow.Field{Name: name, Type: col.DataType(), Nullable: true}
+	if idx := rec.Schema().FieldIndices(name); len(idx) > 0 {
+		fields[idx[0]], cols[idx[0]] = f, col
+	} else {
+		fields, cols = append(fields, f), append(cols, col)
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+}
+
+// dropColumn returns rec (released) without its column name.
+func dropColumn(rec arrow.RecordBatch, name string) arrow.RecordBatch {
+	defer rec.Release()
+	var fields []arrow.Field
+	var cols []arrow.Array
+	for i, f := range rec.Schema().Fields() {
+		if f.Name != name {
+			fields, cols = append(fields, f), append(cols, rec.Column(i))
+		}
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+}
+
+// TestApplyBadInput: a bad op value, a missing or mistyped change column, a null key or version, an unknown
+// column: each is a *ColumnError naming the column (and the row, for a row's problem), nothing of the call is
+// accepted, and the writer goes on.
+func TestApplyBadInput(t *testing.T) {
+	ctx := context.Background()
+	cat, ident := openCatalog(t), table.Identifier{"apply", "bad"}
+	cc := changeColumns{version: "lsn"}
+	w := openApplyWriter(t, cat, ident, applyCases[1], lsnSchema, iceberg.WithChangeColumns(iceberg.ChangeColumns{Version: "lsn"}))
+	good := []kvChange{{op: "c", id: 1, v: 1, before: -1, ver: 1}, {op: "c", id: 2, v: 2, before: -1, ver: 2},
+		{op: "c", id: 3, v: 3, before: -1, ver: 3}}
+	model, vers := kvModel{}, map[int64]int64{}
+	applyChanges(t, w, good, cc)
+	model.applyChanges(good, vers)
+	mem := memory.NewGoAllocator()
+	column := func(f func(b *array.RecordBuilder)) arrow.Array {
+		rec := buildRecord(t, []arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, f)
+		defer rec.Release()
+		col := rec.Column(0)
+		col.Retain()
+		return col
+	}
+	nullAt := func(typ arrow.DataType, n, null int) arrow.Array {
+		b := array.NewBuilder(mem, typ)
+		defer b.Release()
+		for i := 0; i < n; i++ {
+			if i == null {
+				b.AppendNull()
+			} else if err := b.AppendValueFromString(map[arrow.Type]string{arrow.STRING: "u", arrow.INT64: "9"}[typ.ID()]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b.NewArray()
+	}
+	next := []kvChange{{op: "u", id: 1, v: 11, before: -1, ver: 4}, {op: "d", id: 2, before: -1, ver: 5},
+		{op: "c", id: 4, v: 14, before: -1, ver: 6}}
+	batch := func() arrow.RecordBatch { return changeBatch(next, cc) }
+	withOp := func(row int, op string) arrow.RecordBatch {
+		chs := slices.Clone(next)
+		chs[row].op = op
+		return changeBatch(chs, cc)
+	}
+	cases := []struct {
+		name, column, row string
+		sentinel          error
+		rec               func() arrow.RecordBatch
+	}{
+		{"unknown op", "op", "row 2", iceberg.ErrUnknownOperation, func() arrow.RecordBatch { return withOp(2, "upsert") }},
+		{"truncate", "op", "row 0", iceberg.ErrUnknownOperation, func() arrow.RecordBatch { return withOp(0, "t") }},
+		{"empty op", "op", "row 1", iceberg.ErrUnknownOperation, func() arrow.RecordBatch { return withOp(1, "") }},
+		{"null op", "op", "row 1", iceberg.ErrUnknownOperation, func() arrow.RecordBatch {
+			return replaceColumn(batch(), "op", nullAt(arrow.BinaryTypes.String, 3, 1))
+		}},
+		{"op of integers", "op", "", iceberg.ErrTypeMismatch, func() arrow.RecordBatch {
+			return replaceColumn(batch(), "op", column(func(b *array.RecordBuilder) {
+				b.Field(0).(*array.Int64Builder).AppendValues([]int64{1, 2, 3}, nil)
+			}))
+		}},
+		{"no op column", "op", "", iceberg.ErrMissingColumn, func() arrow.RecordBatch { return dropColumn(batch(), "op") }},
+		{"no key column", "id", "", iceberg.ErrMissingColumn, func() arrow.RecordBatch { return dropColumn(batch(), "id") }},
+		{"no version column", "lsn", "", iceberg.ErrMissingColumn, func() arrow.RecordBatch { return dropColumn(batch(), "lsn") }},
+		{"null version", "lsn", "row 2", iceberg.ErrNullInRequired, func() arrow.RecordBatch {
+			return replaceColumn(batch(), "lsn", nullAt(arrow.PrimitiveTypes.Int64, 3, 2))
+		}},
+		{"version of strings", "lsn", "", iceberg.ErrTypeMismatch, func() arrow.RecordBatch {
+			return replaceColumn(batch(), "lsn", nullAt(arrow.BinaryTypes.String, 3, -1))
+		}},
+		{"null key of an upsert", "id", "row 0", iceberg.ErrNullInRequired, func() arrow.RecordBatch {
+			return replaceColumn(batch(), "id", nullAt(arrow.PrimitiveTypes.Int64, 3, 0))
+		}},
+		{"null key of a delete without before image", "id", "row 1", iceberg.ErrNullInRequired, func() arrow.RecordBatch {
+			return replaceColumn(batch(), "id", nullAt(arrow.PrimitiveTypes.Int64, 3, 1))
+		}},
+		{"key of another type", "id", "", iceberg.ErrTypeMismatch, func() arrow.RecordBatch {
+			return replaceColumn(batch(), "id", nullAt(arrow.BinaryTypes.String, 3, -1))
+		}},
+		{"unknown column", "extra", "", iceberg.ErrUnknownColumn, func() arrow.RecordBatch {
+			return replaceColumn(batch(), "extra", nullAt(arrow.PrimitiveTypes.Int64, 3, -1))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := w.Stats()
+			rec := c.rec()
+			err := w.Apply(ctx, rec)
+			rec.Release()
+			var ce *iceberg.ColumnError
+			if !errors.As(err, &ce) || ce.Column != c.column || !errors.Is(err, c.sentinel) {
+				t.Fatalf("error %v, want a *ColumnError on %q wrapping %v", err, c.column, c.sentinel)
+			}
+			if !strings.Contains(err.Error(), c.row) {
+				t.Fatalf("error %q does not name the %s", err, c.row)
+			}
+			if after := w.Stats(); after.RowsAccepted != before.RowsAccepted || after.ChangesSkipped != before.ChangesSkipped {
+				t.Fatalf("a failed Apply accepted rows or skipped changes: %+v, then %+v", before, after)
+			}
+		})
+	}
+	// Nothing of the failed calls counted: their versions (up to 6) were not recorded, so the same changes apply.
+	applyChanges(t, w, next, cc)
+	if _, skipped := model.applyChanges(next, vers); skipped != 0 || w.Stats().ChangesSkipped != 0 {
+		t.Fatalf("changes skipped: model %d, writer %d", skipped, w.Stats().ChangesSkipped)
+	}
+	flush(t, w)
+	compareKV(t, readKV(t, cat, ident), model)
+}
+
+// TestApplyWithoutKeys: Apply needs a key, as Upsert does.
+func TestApplyWithoutKeys(t *testing.T) {
+	ctx := context.Background()
+	w, err := iceberg.NewWriter(ctx, openCatalog(t), table.Identifier{"apply", "nokeys"}, iceberg.WithCreate(kvSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	rec := changeBatch([]kvChange{{op: "c", id: 1, v: 1, before: -1}}, changeColumns{})
+	defer rec.Release()
+	if err := w.Apply(ctx, rec); !errors.Is(err, iceberg.ErrNoKeys) {
+		t.Fatalf("Apply without keys: %v, want ErrNoKeys", err)
+	}
+}
+
+// TestApplyVersions replays a change stream with a version column the table keeps: once more in the same
+// writer (in other call sizes, and reversed), then after a restart. A replay never takes a key back to an
+// older row: after every commit of the replay in the same writer the table is the stream's end state; after a
+// restart the keys the table holds are (their versions come from the table), while deleted keys may come back
+// until the replay deletes them again (their versions did not survive), and the end state is the same.
+func TestApplyVersions(t *testing.T) {
+	cc := changeColumns{version: "lsn"}
+	opt := iceberg.WithChangeColumns(iceberg.ChangeColumns{Version: "lsn"})
+	for i, c := range applyCases {
+		t.Run(c.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(i), 13))
+			ops := &kvOps{rng: rng, keySpace: 30}
+			stream := ops.randomChanges(400)
+			final := kvModel{}
+			if _, skipped := final.applyChanges(stream, map[int64]int64{}); skipped != 0 {
+				t.Fatalf("the stream's versions rise, yet the model skipped %d changes", skipped)
+			}
+			calls := func(chs []kvChange, each func(part []kvChange)) {
+				for len(chs) > 0 {
+					n := min(len(chs), 1+rng.IntN(40))
+					each(chs[:n])
+					chs = chs[n:]
+				}
+			}
+			cat, ident := openCatalog(t), table.Identifier{"apply", "versions"}
+			w := openApplyWriter(t, cat, ident, c, lsnSchema, opt)
+			calls(stream, func(part []kvChange) { applyChanges(t, w, part, cc) })
+			flush(t, w)
+			compareKV(t, readKV(t, cat, ident), final)
+
+			calls(stream, func(part []kvChange) {
+				applyChanges(t, w, part, cc)
+				flush(t, w)
+				compareKV(t, readKV(t, cat, ident), final)
+			})
+			reversed := slices.Clone(stream)
+			slices.Reverse(reversed)
+			applyChanges(t, w, reversed, cc)
+			flush(t, w)
+			compareKV(t, readKV(t, cat, ident), final)
+			if s := w.Stats().ChangesSkipped; s < int64(len(stream)) {
+				t.Fatalf("%d changes skipped in two replays of %d", s, len(stream))
+			}
+			if err := w.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+
+			w = openApplyWriter(t, cat, ident, c, lsnSchema, opt)
+			calls(stream, func(part []kvChange) {
+				applyChanges(t, w, part, cc)
+				flush(t, w)
+				got := readKV(t, cat, ident)
+				for id, vs := range final {
+					if !slices.Equal(got[id], vs) {
+						t.Fatalf("after a restart, a replay took id %d from v=%v to v=%v", id, vs, got[id])
+					}
+				}
+			})
+			compareKV(t, readKV(t, cat, ident), final)
+			if w.Stats().ChangesSkipped == 0 {
+				t.Fatal("no change skipped after a restart: the versions were not read from the table")
+			}
+		})
+	}
+}
+
+// TestApplyVersionOrder: inside a call and across calls, a change older than its key's last is skipped, a
+// deleted key's version included; equal versions apply.
+func TestApplyVersionOrder(t *testing.T) {
+	cc := changeColumns{version: "seq"}
+	cat, ident := openCatalog(t), table.Identifier{"apply", "order"}
+	w := openApplyWriter(t, cat, ident, applyCases[0], kvSchema, iceberg.WithChangeColumns(iceberg.ChangeColumns{Version: "seq"}))
+	calls := [][]kvChange{
+		{{op: "c", id: 1, v: 5, before: -1, ver: 5}, {op: "u", id: 1, v: 3, before: -1, ver: 3}, // 3 skipped
+			{op: "c", id: 2, v: 1, before: -1, ver: 1}, {op: "d", id: 2, before: -1, ver: 2}},
+		{{op: "c", id: 2, v: 11, before: -1, ver: 1}, // older than its delete: skipped
+			{op: "u", id: 1, v: 4, before: -1, ver: 4},   // skipped
+			{op: "u", id: 3, v: 6, before: 1, ver: 4},    // the delete of 1 is skipped, 3 is new
+			{op: "u", id: 1, v: 55, before: -1, ver: 5}}, // equal: applies
+		{{op: "d", id: 3, before: -1, ver: 2}, {op: "c", id: 2, v: 12, before: -1, ver: 3}}, // skipped; applies
+	}
+	model, vers := kvModel{}, map[int64]int64{}
+	skippedModel := 0
+	for _, chs := range calls {
+		applyChanges(t, w, chs, cc)
+		_, s := model.applyChanges(chs, vers)
+		skippedModel += s
+	}
+	flush(t, w)
+	want := kvModel{1: {55}, 2: {12}, 3: {6}}
+	compareKV(t, readKV(t, cat, ident), want)
+	compareKV(t, readKV(t, cat, ident), model)
+	if s := w.Stats().ChangesSkipped; s != 5 || skippedModel != 5 {
+		t.Fatalf("%d changes skipped (model: %d), want 5", s, skippedModel)
+	}
+	tbl, err := cat.LoadTable(context.Background(), ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tbl.Schema().FindFieldByName("seq"); ok {
+		t.Fatal("the version column, not a table column, was written")
+	}
+}
+
+// TestApplyOptions: bad WithChangeColumns values fail NewWriter with an error naming the option.
+func TestApplyOptions(t *testing.T) {
+	ctx := context.Background()
+	cases := map[string]iceberg.ChangeColumns{
+		"op and version one column": {Op: "x", Version: "x"},
+		"negative VersionBytes":     {Version: "lsn", VersionBytes: -1},
+		"VersionBytes over half":    {Version: "lsn", VersionBytes: iceberg.DefaultMemoryLimit/2 + 1},
+		"op column is the key":      {Op: "id"},
+		"version column is the key": {Version: "id"},
+		"op column not a string":    {Op: "v"},
+		"version column a string":   {Version: "s"},
+	}
+	for name, cc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w, err := iceberg.NewWriter(ctx, openCatalog(t), table.Identifier{"apply", "opts"},
+				iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")), iceberg.WithChangeColumns(cc))
+			if err == nil {
+				_ = w.Close(ctx)
+			}
+			if !errors.Is(err, iceberg.ErrInvalidOption) || !strings.Contains(fmt.Sprint(err), "WithChangeColumns") {
+				t.Fatalf("WithChangeColumns(%+v): %v, want ErrInvalidOption naming the option", cc, err)
+			}
+		})
+	}
+}
+
+// TestApplyConcurrent: Apply calls with versions from several goroutines (disjoint keys, each stream replayed
+// once more) leave each goroutine's end state, with every replayed change but each key's last skipped.
+func TestApplyConcurrent(t *testing.T) {
+	cc := changeColumns{version: "lsn"}
+	cat, ident := openCatalog(t), table.Identifier{"apply", "concurrent"}
+	w := openApplyWriter(t, cat, ident, applyCases[1], lsnSchema, iceberg.WithChangeColumns(iceberg.ChangeColumns{Version: "lsn"}))
+	const streams = 4
+	models := make([]kvModel, streams)
+	want := kvModel{}
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	for g := 0; g < streams; g++ {
+		ops := &kvOps{rng: rand.New(rand.NewPCG(uint64(g), 5)), keySpace: 20}
+		stream := ops.randomChanges(200)
+		for i := range stream { // keys of stream g: 100g..100g+19
+			stream[i].id += int64(100 * g)
+			if stream[i].before >= 0 {
+				stream[i].before += int64(100 * g)
+			}
+		}
+		models[g] = kvModel{}
+		models[g].applyChanges(stream, map[int64]int64{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, chs := range [][]kvChange{stream[:120], stream[120:], stream[:120], stream[120:]} {
+				rec := changeBatch(chs, cc)
+				err := w.Apply(context.Background(), rec)
+				rec.Release()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, m := range models {
+		for id, vs := range m {
+			want[id] = vs
+		}
+	}
+	flush(t, w)
+	compareKV(t, readKV(t, cat, ident), want)
+	if s := w.Stats().ChangesSkipped; s == 0 {
+		t.Fatal("no replayed change skipped")
+	}
+}

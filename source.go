@@ -48,7 +48,9 @@ func (s *Source) Delete(ctx context.Context, keys arrow.RecordBatch) error {
 }
 
 // Apply is Writer.Apply for changes of the partition.
-func (s *Source) Apply(ctx context.Context, rec arrow.RecordBatch) error { return s.w.apply(ctx, s.name, rec) }
+func (s *Source) Apply(ctx context.Context, rec arrow.RecordBatch) error {
+	return s.w.apply(ctx, s.name, rec)
+}
 
 // Checkpoint records the partition's position (an offset, an LSN, a sequence number: any string) as covering
 // every row of the partition accepted so far. It marks a row boundary and seals nothing: the position is

@@ -296,14 +296,14 @@ func TestApplyVersions(t *testing.T) {
 		t.Run(c.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(i), 13))
 			ops := &kvOps{rng: rng, keySpace: 30}
-			stream := ops.randomChanges(400)
+			stream := ops.randomChanges(200)
 			final := kvModel{}
 			if _, skipped := final.applyChanges(stream, map[int64]int64{}); skipped != 0 {
 				t.Fatalf("the stream's versions rise, yet the model skipped %d changes", skipped)
 			}
 			calls := func(chs []kvChange, each func(part []kvChange)) {
 				for len(chs) > 0 {
-					n := min(len(chs), 1+rng.IntN(40))
+					n := min(len(chs), 1+rng.IntN(80))
 					each(chs[:n])
 					chs = chs[n:]
 				}

@@ -442,7 +442,15 @@ type kvOp struct {
 
 // apply draws one operation and applies it to w and to model, failing the test on an error; it returns the
 // operation.
-func (o *kvOps) apply(t *testing.T, ctx context.Context, w *iceberg.Writer, model kvModel) kvOp {
+// kvTarget is what kvOps applies operations to: a Writer, or one table of a Router (routedTable).
+type kvTarget interface {
+	Write(context.Context, arrow.RecordBatch) error
+	Upsert(context.Context, arrow.RecordBatch) error
+	Delete(context.Context, arrow.RecordBatch) error
+	Apply(context.Context, arrow.RecordBatch) error
+}
+
+func (o *kvOps) apply(t *testing.T, ctx context.Context, w kvTarget, model kvModel) kvOp {
 	t.Helper()
 	if o.changes != nil && o.rng.IntN(4) == 0 {
 		chs := o.randomChanges(1 + o.rng.IntN(2*o.maxRows))

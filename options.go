@@ -82,6 +82,7 @@ type options struct {
 	evolve         bool                     // WithSchemaEvolution (evolve.go)
 	deadLetter     func(row any, err error) // WithDeadLetter (evolve.go)
 	changes        ChangeColumns            // WithChangeColumns (apply.go); empty fields: their defaults
+	shared         *sharedBudget            // a Router's budget and encode pool (router.go); nil: the writer's own
 }
 
 func defaultOptions() options {

@@ -98,6 +98,9 @@ type pipelineConfig struct {
 	// lastToken is the token committed last by the writer's ID, if any: the same token again with no rows is
 	// not a new checkpoint.
 	lastToken *string
+	// shared is a Router's budget and encode pool, used in place of rowBudget and maxInFlight (nil: the
+	// writer's own).
+	shared *sharedBudget
 }
 
 // pipelineEnv is what the pipeline asks of the writer.
@@ -133,6 +136,10 @@ func newPipeline(ctx context.Context, env pipelineEnv, cfg pipelineConfig, commi
 	if p.cfg.mem == nil {
 		p.cfg.mem = memory.DefaultAllocator
 	}
+	if cfg.shared != nil {
+		p.encSem = cfg.shared.sem
+		cfg.shared.join(p)
+	}
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.encCtx, p.encCancel = context.WithCancel(p.ctx)
 	return p
@@ -165,13 +172,15 @@ func (p *pipeline) signalLocked() {
 
 // waitLocked releases mu until the state changes or ctx ends.
 func (p *pipeline) waitLocked(ctx context.Context) error {
-	ch := p.changed
+	ch, shared := p.changed, p.sharedChanged()
 	p.mu.Unlock()
 	defer p.mu.Lock()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-ch:
+		return nil
+	case <-shared:
 		return nil
 	}
 }
@@ -189,8 +198,8 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 		if err := p.usableLocked(); err != nil {
 			return err
 		}
-		memFull := p.memUsed > 0 && p.memUsed+size > p.cfg.rowBudget
-		if memFull && p.sealForMemoryLocked() {
+		memFull := p.memFullLocked(size)
+		if memFull && (p.sealForMemoryLocked() || p.relieveLocked()) {
 			continue
 		}
 		if !memFull && p.committableLocked() < p.cfg.maxUncommitted {
@@ -247,7 +256,7 @@ func (p *pipeline) addLocked(rec batchRecord) {
 	b.keyed = b.keyed || rec.kind != opInsert
 	b.rows += rec.rec.NumRows()
 	b.bytes += rec.size
-	p.memUsed += rec.size
+	p.addMem(rec.size)
 	p.rowsAccepted += rec.rec.NumRows()
 	p.bytesAccepted += rec.size
 	p.dirty = true
@@ -488,7 +497,7 @@ func (p *pipeline) encode(b *batch) {
 		}
 	}
 	b.recs = nil
-	p.memUsed -= b.bytes
+	p.addMem(-b.bytes)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.failLocked(fmt.Errorf("iceberg: encode batch %d: %w", b.seq, err))
@@ -807,7 +816,7 @@ func (p *pipeline) release(ctx context.Context) {
 		}
 	}
 	p.queue = nil
-	p.memUsed = 0
+	p.addMem(-p.memUsed)
 	p.discarded += dropped
 	p.signalLocked()
 	p.mu.Unlock()
@@ -921,7 +930,7 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, error) {
 func (p *pipeline) dropLocked(rows, bytes int64) {
 	p.open.rows -= rows
 	p.open.bytes -= bytes
-	p.memUsed -= bytes
+	p.addMem(-bytes)
 }
 
 // coversLater reports whether src's rows in q[0] are covered: by q[0]'s own checkpoints or a later batch's.

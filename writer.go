@@ -228,6 +228,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		flushRows: int64(o.flushRows), flushBytes: o.flushBytes, flushInterval: o.flushInterval,
 		rowBudget: rowBudget(&o), maxUncommitted: o.maxUncommitted, maxInFlight: o.maxInFlight,
 		checkpoints: o.checkpoints, commitTimeout: o.commitTimeout, mem: w.mem, lastToken: lastToken,
+		shared: o.shared,
 	}, committed)
 	w.pipe.start()
 	if w.names != nil && o.orphanWindow > 0 && o.committer == nil {

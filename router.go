@@ -1,0 +1,440 @@
+package iceberg
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+)
+
+// Router writes into many tables of one catalog through one entry point, as a CDC pipeline that writes every
+// table of a database, or a Kafka sink that routes topics or a field to tables, needs: Write, Upsert, Delete and
+// Apply name the table; a table is opened on first sight, or created from the first record's schema (with the
+// partition spec, identifier fields and properties WithTableConfig gives it); each table has a Writer of its
+// own (its buffer, keys, schema evolution, commit loop and stats), while the memory limit and the encoders are
+// the router's, shared by all tables.
+//
+// A Router is safe for concurrent use. Calls on one table are ordered as a Writer orders them.
+type Router struct {
+	cat     catalog.Catalog
+	opts    routerOptions
+	shared  *sharedBudget
+	budget  Option        // puts a table's writer on shared, with the router's memory limit and encoders
+	changes ChangeColumns // Apply's columns (with their defaults): left out of a table created by Apply
+
+	mu     sync.Mutex
+	tables map[string]*routedTable // by identKey (identifier parts may hold dots)
+	closed bool
+
+	srcMu   sync.Mutex
+	sources map[string]*routedSource // by partition
+}
+
+// routedTable is a table the router opened or is opening: ready is closed once w or err is set.
+type routedTable struct {
+	ident table.Identifier
+	ready chan struct{}
+	w     *Writer
+	err   error
+}
+
+// TableConfig is what the router needs to know about a table it opens, besides the options every table gets.
+type TableConfig struct {
+	// Create configures the table when the router creates it from the first record's schema: PartitionBy,
+	// IdentifierFields, FormatVersion, TableProperties, Location. Unused for a table that exists.
+	Create []CreateOption
+	// Options are this table's writer options, applied after WithWriterOptions' (WithKeys, WithMode, ...).
+	// WithMemoryLimit and WithMaxInFlight here are ignored: the budget and the encoders are the router's.
+	Options []Option
+	// NoCreate makes a missing table an error (wrapping catalog.ErrNoSuchTable) instead of creating it.
+	NoCreate bool
+}
+
+// RouterOption configures a Router.
+type RouterOption func(*routerOptions)
+
+type routerOptions struct {
+	writer []Option
+	config func(ctx context.Context, ident table.Identifier, first *arrow.Schema) (TableConfig, error)
+	order  func(a, b string) int
+}
+
+// WithWriterOptions sets the options of every table's writer: flush policy, mode, checkpoints, writer ID,
+// schema evolution, callbacks. WithMemoryLimit and WithMaxInFlight among them bound the router as a whole: one
+// memory budget for the rows of all tables (default DefaultMemoryLimit, 256 MiB) and one pool of encoders
+// (default DefaultMaxInFlight, 2 batches encoding at once across all tables). WithWriterID gives every table's
+// writer the same ID; an ID is scoped to its table (fencing, checkpoints), so that is what a restarted router
+// needs. Budgets that stay per table: the key index (WithKeyIndexBytes) and Apply's versions
+// (ChangeColumns.VersionBytes). Default: none.
+func WithWriterOptions(opts ...Option) RouterOption {
+	return func(o *routerOptions) { o.writer = append(o.writer, opts...) }
+}
+
+// WithTableConfig sets the callback the router asks, once per table it opens, for the table's creation
+// settings and writer options. first is the schema of the record that made the router open the table (what a
+// missing table is created with), nil when the table was opened by Open or Delete. An error fails the call that
+// opened the table, and the next call on the table asks again. Default: no callback (tables are created
+// unpartitioned, without identifier fields, format version 2).
+func WithTableConfig(fn func(ctx context.Context, ident table.Identifier, first *arrow.Schema) (TableConfig, error)) RouterOption {
+	return func(o *routerOptions) { o.config = fn }
+}
+
+// WithPositionOrder sets how source positions compare (negative: a before b), which ResumePoint needs to find
+// the lowest position over tables and to tell which rows a table holds. Default: ComparePositions (decimal
+// integers by value, anything else as strings).
+func WithPositionOrder(cmp func(a, b string) int) RouterOption {
+	return func(o *routerOptions) { o.order = cmp }
+}
+
+// NewRouter makes a router over cat. It opens no table: each is opened on first sight (or by Open). The writer
+// options are validated here.
+func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
+	ro := routerOptions{order: ComparePositions}
+	for _, f := range opts {
+		f(&ro)
+	}
+	o := defaultOptions()
+	for _, f := range ro.writer {
+		f(&o)
+	}
+	o.changes = o.changes.withDefaults(o.memoryLimit)
+	if err := validateOptions(&o); err != nil {
+		return nil, err
+	}
+	if ro.order == nil {
+		return nil, optionErr("WithPositionOrder", "nil order")
+	}
+	// Each table's options end with the router's budget: a table's own WithMemoryLimit or WithMaxInFlight
+	// cannot take it apart.
+	shared := newSharedBudget(o.memoryLimit, o.maxInFlight)
+	limit, inFlight := o.memoryLimit, o.maxInFlight
+	return &Router{
+		cat: cat, opts: ro, shared: shared, changes: o.changes,
+		budget:  func(o *options) { o.shared, o.memoryLimit, o.maxInFlight = shared, limit, inFlight },
+		tables:  map[string]*routedTable{},
+		sources: map[string]*routedSource{},
+	}, nil
+}
+
+// writer returns the table's writer, opening the table on first sight: created from first (a record's schema)
+// when it is missing, unless first is nil or the table's config says NoCreate. Calls that arrive while the
+// table opens wait for it; a failed open is forgotten, so the next call tries again.
+func (r *Router) writer(ctx context.Context, ident table.Identifier, first *arrow.Schema) (*Writer, error) {
+	if len(ident) == 0 {
+		return nil, fmt.Errorf("iceberg: router: empty table identifier")
+	}
+	key := identKey(ident)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed
+	}
+	t, ok := r.tables[key]
+	if !ok {
+		t = &routedTable{ident: slices.Clone(ident), ready: make(chan struct{})}
+		r.tables[key] = t
+		r.mu.Unlock()
+		t.w, t.err = r.open(ctx, t.ident, first)
+		if t.err != nil {
+			r.mu.Lock()
+			delete(r.tables, key)
+			r.mu.Unlock()
+		}
+		close(t.ready)
+		return t.w, t.err
+	}
+	r.mu.Unlock()
+	select {
+	case <-t.ready:
+		return t.w, t.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// open makes a table's writer: the router's writer options, the table's config, then the router's budget.
+func (r *Router) open(ctx context.Context, ident table.Identifier, first *arrow.Schema) (*Writer, error) {
+	var cfg TableConfig
+	if r.opts.config != nil {
+		var err error
+		if cfg, err = r.opts.config(ctx, ident, first); err != nil {
+			return nil, fmt.Errorf("iceberg: router: table config of %v: %w", ident, err)
+		}
+	}
+	opts := slices.Clone(r.opts.writer)
+	if first != nil && !cfg.NoCreate {
+		opts = append(opts, WithCreate(first, cfg.Create...))
+	}
+	opts = append(opts, cfg.Options...)
+	opts = append(opts, r.budget)
+	w, err := NewWriter(ctx, r.cat, ident, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Open opens tables that exist (it creates none), so that their writers are ready and ResumePoint consults
+// them: a restarted sink opens every table its sources may route to before resuming them.
+func (r *Router) Open(ctx context.Context, idents ...table.Identifier) error {
+	for _, ident := range idents {
+		if _, err := r.writer(ctx, ident, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Writer returns the writer of a table the router has open (LastCheckpoint, Compact, Positions, its Stats),
+// and whether it has one. Close and Abort belong to the router: a writer closed alone stays in the router and
+// returns ErrClosed.
+func (r *Router) Writer(ident table.Identifier) (*Writer, bool) {
+	r.mu.Lock()
+	t, ok := r.tables[identKey(ident)]
+	r.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	<-t.ready
+	return t.w, t.err == nil
+}
+
+// Tables returns the identifiers of the tables the router has open, sorted.
+func (r *Router) Tables() []table.Identifier {
+	var out []table.Identifier
+	for _, t := range r.opened() {
+		out = append(out, t.ident)
+	}
+	return out
+}
+
+// open_ returns the tables opened so far (waiting for those being opened), sorted by identifier.
+func (r *Router) opened() []*routedTable {
+	r.mu.Lock()
+	ts := make([]*routedTable, 0, len(r.tables))
+	for _, t := range r.tables {
+		ts = append(ts, t)
+	}
+	r.mu.Unlock()
+	out := ts[:0]
+	for _, t := range ts {
+		<-t.ready
+		if t.err == nil {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *routedTable) int { return slices.Compare(a.ident, b.ident) })
+	return out
+}
+
+// Write is Writer.Write into the named table, opened (or created from rec's schema) on first sight.
+func (r *Router) Write(ctx context.Context, ident table.Identifier, rec arrow.RecordBatch) error {
+	return r.call(ctx, "", ident, rec, opInsert)
+}
+
+// Upsert is Writer.Upsert into the named table. A table created by it has the keys WithTableConfig names
+// (IdentifierFields, or WithKeys in its options).
+func (r *Router) Upsert(ctx context.Context, ident table.Identifier, rec arrow.RecordBatch) error {
+	return r.call(ctx, "", ident, rec, opUpsert)
+}
+
+// Delete is Writer.Delete on the named table. It never creates a table: on a missing one it returns an error
+// wrapping catalog.ErrNoSuchTable.
+func (r *Router) Delete(ctx context.Context, ident table.Identifier, keys arrow.RecordBatch) error {
+	return r.call(ctx, "", ident, keys, opDelete)
+}
+
+// Apply is Writer.Apply on the named table. A table created by it takes the record's columns less the op
+// column and the before-image key columns (WithChangeColumns among the writer options names them).
+func (r *Router) Apply(ctx context.Context, ident table.Identifier, rec arrow.RecordBatch) error {
+	return r.call(ctx, "", ident, rec, opApply)
+}
+
+// opApply names Apply among the router's calls (the pipeline knows only inserts, upserts and deletes).
+const opApply opKind = 255
+
+// call opens the table and hands the record to its writer as the partition source's.
+func (r *Router) call(ctx context.Context, source string, ident table.Identifier, rec arrow.RecordBatch, kind opKind) error {
+	w, err := r.writer(ctx, ident, r.createSchema(rec, kind))
+	if err != nil {
+		return err
+	}
+	if source != "" {
+		if err := r.source(source).route(ctx, ident, w, source); err != nil {
+			return err
+		}
+	}
+	switch kind {
+	case opInsert:
+		return w.write(ctx, source, rec)
+	case opUpsert:
+		return w.upsert(ctx, source, rec)
+	case opDelete:
+		return w.delete(ctx, source, rec)
+	default:
+		return w.apply(ctx, source, rec)
+	}
+}
+
+// createSchema is the schema a table first seen in a call of kind is created with: the record's, less Apply's
+// op and before-image columns; nil for Delete (its keys are no table's shape).
+func (r *Router) createSchema(rec arrow.RecordBatch, kind opKind) *arrow.Schema {
+	if rec == nil || kind == opDelete {
+		return nil
+	}
+	sc := rec.Schema()
+	if kind != opApply {
+		return sc
+	}
+	fields := make([]arrow.Field, 0, sc.NumFields())
+	for _, f := range sc.Fields() {
+		if f.Name == r.changes.Op {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(f.Name, r.changes.BeforePrefix); ok && sc.HasField(rest) {
+			continue
+		}
+		fields = append(fields, f)
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// Checkpoint is Writer.Checkpoint on every table the router has open: the token covers every row accepted so
+// far into any of them.
+func (r *Router) Checkpoint(ctx context.Context, token string) error {
+	var errs []error
+	for _, t := range r.opened() {
+		if err := t.w.Checkpoint(ctx, token); err != nil {
+			errs = append(errs, fmt.Errorf("table %v: %w", t.ident, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Flush returns when everything accepted before the call is committed on every table (with WithCheckpoints:
+// up to each table's last checkpoint), or with the errors that prevented it, each naming its table.
+func (r *Router) Flush(ctx context.Context) error {
+	return r.each(func(w *Writer) error { return w.Flush(ctx) })
+}
+
+// Close flushes and closes every table's writer, as Writer.Close does; later calls return ErrClosed.
+func (r *Router) Close(ctx context.Context) error {
+	return r.stop(func(w *Writer) error { return w.Close(ctx) })
+}
+
+// Abort discards everything not yet committed on every table and closes the router, as Writer.Abort does.
+func (r *Router) Abort(ctx context.Context) error {
+	return r.stop(func(w *Writer) error { return w.Abort(ctx) })
+}
+
+func (r *Router) stop(f func(*Writer) error) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	r.closed = true
+	r.mu.Unlock()
+	err := r.each(f)
+	for _, t := range r.opened() {
+		r.shared.leave(t.w.pipe)
+	}
+	return err
+}
+
+// each runs f on every open table's writer at once and joins the errors, each naming its table.
+func (r *Router) each(f func(*Writer) error) error {
+	ts := r.opened()
+	errs := make([]error, len(ts))
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Go(func() {
+			if err := f(t.w); err != nil {
+				errs[i] = fmt.Errorf("table %v: %w", t.ident, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// RouterStats are a router's counters: each table's, their sum, and the shared memory budget.
+type RouterStats struct {
+	Tables []TableStats // sorted by identifier
+	Total  Stats        // the sum of the tables' counters (Epoch and LastCommittedSeq: the largest)
+	// MemoryUsed is the bytes of rows all tables hold now (open buffers, batches waiting for or in encoding);
+	// MemoryBudget is what they may hold before calls wait: the memory limit less the encoders' reserve.
+	MemoryUsed, MemoryBudget int64
+}
+
+// TableStats are one table's counters.
+type TableStats struct {
+	Table table.Identifier
+	Stats Stats
+}
+
+// Stats reports every open table's counters and their sum.
+func (r *Router) Stats() RouterStats {
+	s := RouterStats{MemoryUsed: r.shared.inUse(), MemoryBudget: r.shared.limit}
+	for _, t := range r.opened() {
+		ts := t.w.Stats()
+		s.Tables = append(s.Tables, TableStats{Table: t.ident, Stats: ts})
+		s.Total.add(ts)
+	}
+	return s
+}
+
+// add sums o's counters into s.
+func (s *Stats) add(o Stats) {
+	s.RowsAccepted += o.RowsAccepted
+	s.BytesAccepted += o.BytesAccepted
+	s.RowsCommitted += o.RowsCommitted
+	s.FilesWritten += o.FilesWritten
+	s.BytesWritten += o.BytesWritten
+	s.DeleteFiles += o.DeleteFiles
+	s.FilesRewritten += o.FilesRewritten
+	s.Batches += o.Batches
+	s.Commits += o.Commits
+	s.Retries += o.Retries
+	s.Conflicts += o.Conflicts
+	s.BufferedRows += o.BufferedRows
+	s.BufferedBytes += o.BufferedBytes
+	s.UncommittedBatches += o.UncommittedBatches
+	s.UncommittedRows += o.UncommittedRows
+	s.DiscardedRows += o.DiscardedRows
+	s.ChangesSkipped += o.ChangesSkipped
+	s.LastCommittedSeq = max(s.LastCommittedSeq, o.LastCommittedSeq)
+	s.Epoch = max(s.Epoch, o.Epoch)
+}
+
+// ComparePositions is the default order of source positions: two decimal integers (digits only, as Kafka
+// offsets) by value, anything else byte-wise as strings. The empty position, which marks the start of a
+// partition, comes before every other.
+func ComparePositions(a, b string) int {
+	if isDigits(a) && isDigits(b) {
+		a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+		if c := cmp.Compare(len(a), len(b)); c != 0 {
+			return c
+		}
+	}
+	return strings.Compare(a, b)
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

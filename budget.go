@@ -22,6 +22,9 @@ import (
 type sharedBudget struct {
 	limit int64               // bytes of rows held by all writers before their calls wait
 	sem   *semaphore.Weighted // encodings at once across all writers
+	// gated: the router commits in rounds (router_rounds.go): a writer's commit loop commits only what a round
+	// released, and its run commits join the round's multi-table commit.
+	gated bool
 
 	mu      sync.Mutex
 	used    int64

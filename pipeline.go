@@ -54,6 +54,7 @@ type pipeline struct {
 	queue        []*batch        // sealed, not yet committed, in sequence order
 	nextSeq      int64
 	committed    int64 // last committed sequence number
+	released     int64 // a Router's commit rounds (sharedBudget.gated): the last sequence number a round released
 	commits      int64 // runs committed by this pipeline
 	memUsed      int64
 	failed       error
@@ -563,7 +564,7 @@ func (p *pipeline) commitNext() bool {
 	}
 	p.commitMu.Lock()
 	defer p.commitMu.Unlock()
-	run, res, err := p.env.commit(p.ctx, batches)
+	run, res, err := p.env.commit(p.runCtx(), batches)
 	p.mu.Lock()
 	if err != nil {
 		first, last := batches[0].seq, batches[len(batches)-1].seq
@@ -593,6 +594,11 @@ func (p *pipeline) nextRun() []*batch {
 	n := 0
 	for n < len(p.queue) && p.queue[n].staged {
 		n++
+	}
+	if p.gatedLocked() {
+		for n > 0 && p.queue[n-1].seq > p.released {
+			n--
+		}
 	}
 	if p.cfg.checkpoints {
 		n = coveredEnd(p.queue, n)

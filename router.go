@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/catalog"
@@ -35,6 +36,14 @@ type Router struct {
 
 	srcMu   sync.Mutex
 	sources map[string]*routedSource // by partition
+
+	// Commit rounds (router_rounds.go); rounds is nil when tables commit one by one.
+	rounds     *rounds
+	wcat       catalog.Catalog // the catalog the writers commit through (the round catalog with rounds)
+	cutMu      sync.Mutex      // a round's cut, and checkpoints that mark several tables
+	roundReqs  chan roundRequest
+	roundsStop chan struct{}
+	roundsDone chan struct{}
 }
 
 // routedTable is a table the router opened or is opening: ready is closed once w or err is set.
@@ -61,10 +70,17 @@ type TableConfig struct {
 type RouterOption func(*routerOptions)
 
 type routerOptions struct {
-	writer []Option
-	config func(ctx context.Context, ident table.Identifier, first *arrow.Schema) (TableConfig, error)
-	order  func(a, b string) int
+	writer   []Option
+	config   func(ctx context.Context, ident table.Identifier, first *arrow.Schema) (TableConfig, error)
+	order    func(a, b string) int
+	perTable bool
 }
+
+// WithPerTableCommits makes every table commit on its own, as separate Writers do, even on a catalog that
+// commits several tables atomically. Default: off: on such a catalog (iceberg-go's REST catalog when the server
+// offers POST /transactions/commit, and this module's SQL catalogs, SQLite included) the tables with something
+// to commit commit together, in rounds (see Router.Flush).
+func WithPerTableCommits() RouterOption { return func(o *routerOptions) { o.perTable = true } }
 
 // WithWriterOptions sets the options of every table's writer: flush policy, mode, checkpoints, writer ID,
 // schema evolution, callbacks. WithMemoryLimit and WithMaxInFlight among them bound the router as a whole: one
@@ -115,12 +131,25 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 	// cannot take it apart.
 	shared := newSharedBudget(o.memoryLimit, o.maxInFlight)
 	limit, inFlight := o.memoryLimit, o.maxInFlight
-	return &Router{
-		cat: cat, opts: ro, shared: shared, changes: o.changes,
+	r := &Router{
+		cat: cat, wcat: cat, opts: ro, shared: shared, changes: o.changes,
 		budget:  func(o *options) { o.shared, o.memoryLimit, o.maxInFlight = shared, limit, inFlight },
 		tables:  map[string]*routedTable{},
 		sources: map[string]*routedSource{},
-	}, nil
+	}
+	if !ro.perTable {
+		r.rounds, r.wcat = newRounds(cat, o.logger)
+	}
+	if r.rounds != nil {
+		shared.gated = true
+		interval := o.flushInterval
+		if interval <= 0 {
+			interval = time.Second
+		}
+		r.roundReqs, r.roundsStop, r.roundsDone = make(chan roundRequest), make(chan struct{}), make(chan struct{})
+		go r.roundLoop(interval, r.roundsStop, r.roundsDone)
+	}
+	return r, nil
 }
 
 // writer returns the table's writer, opening the table on first sight: created from first (a record's schema)
@@ -174,7 +203,7 @@ func (r *Router) open(ctx context.Context, ident table.Identifier, first *arrow.
 	}
 	opts = append(opts, cfg.Options...)
 	opts = append(opts, r.budget)
-	w, err := NewWriter(ctx, r.cat, ident, opts...)
+	w, err := NewWriter(ctx, r.wcat, ident, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +296,7 @@ func (r *Router) call(ctx context.Context, source string, ident table.Identifier
 		return err
 	}
 	if source != "" {
-		if err := r.source(source).route(ctx, ident, w, source); err != nil {
+		if err := r.source(source).route(ctx, r, ident, w, source); err != nil {
 			return err
 		}
 	}
@@ -309,6 +338,8 @@ func (r *Router) createSchema(rec arrow.RecordBatch, kind opKind) *arrow.Schema 
 // Checkpoint is Writer.Checkpoint on every table the router has open: the token covers every row accepted so
 // far into any of them.
 func (r *Router) Checkpoint(ctx context.Context, token string) error {
+	r.cutMu.Lock()
+	defer r.cutMu.Unlock()
 	var errs []error
 	for _, t := range r.opened() {
 		if err := t.w.Checkpoint(ctx, token); err != nil {
@@ -319,22 +350,38 @@ func (r *Router) Checkpoint(ctx context.Context, token string) error {
 }
 
 // Flush returns when everything accepted before the call is committed on every table (with WithCheckpoints:
-// up to each table's last checkpoint), or with the errors that prevented it, each naming its table.
+// up to each table's last checkpoint), or with the errors that prevented it, each naming its table. With commit
+// rounds it runs one: the tables' rows accepted before the call are committed in one multi-table commit.
 func (r *Router) Flush(ctx context.Context) error {
+	if r.rounds != nil {
+		if err := r.round(ctx); err != nil {
+			return err
+		}
+	}
 	return r.each(func(w *Writer) error { return w.Flush(ctx) })
+}
+
+// flushWriter is Flush for one table's writer (with rounds, a round commits it).
+func (r *Router) flushWriter(ctx context.Context, w *Writer) error {
+	if r.rounds != nil {
+		if err := r.round(ctx); err != nil {
+			return err
+		}
+	}
+	return w.Flush(ctx)
 }
 
 // Close flushes and closes every table's writer, as Writer.Close does; later calls return ErrClosed.
 func (r *Router) Close(ctx context.Context) error {
-	return r.stop(func(w *Writer) error { return w.Close(ctx) })
+	return r.stop(ctx, true, func(w *Writer) error { return w.Close(ctx) })
 }
 
 // Abort discards everything not yet committed on every table and closes the router, as Writer.Abort does.
 func (r *Router) Abort(ctx context.Context) error {
-	return r.stop(func(w *Writer) error { return w.Abort(ctx) })
+	return r.stop(ctx, false, func(w *Writer) error { return w.Abort(ctx) })
 }
 
-func (r *Router) stop(f func(*Writer) error) error {
+func (r *Router) stop(ctx context.Context, flush bool, f func(*Writer) error) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -342,9 +389,21 @@ func (r *Router) stop(f func(*Writer) error) error {
 	}
 	r.closed = true
 	r.mu.Unlock()
+	var roundErr error
+	if flush && r.rounds != nil {
+		// The last round; rounds go on until the writers are closed, for a call still in flight.
+		roundErr = r.round(ctx)
+	}
 	err := r.each(f)
 	for _, t := range r.opened() {
 		r.shared.leave(t.w.pipe)
+	}
+	if r.rounds != nil {
+		close(r.roundsStop)
+		<-r.roundsDone
+	}
+	if err == nil && roundErr != nil {
+		err = roundErr
 	}
 	return err
 }
@@ -369,6 +428,10 @@ func (r *Router) each(f func(*Writer) error) error {
 type RouterStats struct {
 	Tables []TableStats // sorted by identifier
 	Total  Stats        // the sum of the tables' counters (Epoch and LastCommittedSeq: the largest)
+	// MultiTableCommits counts the commit rounds sent as one multi-table commit; AtomicCommits reports whether
+	// the router commits in rounds (false: table by table, WithPerTableCommits or a catalog without them).
+	MultiTableCommits int64
+	AtomicCommits     bool
 	// MemoryUsed is the bytes of rows all tables hold now (open buffers, batches waiting for or in encoding);
 	// MemoryBudget is what they may hold before calls wait: the memory limit less the encoders' reserve.
 	MemoryUsed, MemoryBudget int64
@@ -383,6 +446,9 @@ type TableStats struct {
 // Stats reports every open table's counters and their sum.
 func (r *Router) Stats() RouterStats {
 	s := RouterStats{MemoryUsed: r.shared.inUse(), MemoryBudget: r.shared.limit}
+	if r.rounds != nil {
+		s.MultiTableCommits, s.AtomicCommits = r.rounds.multi.Load(), !r.rounds.unsupported()
+	}
 	for _, t := range r.opened() {
 		ts := t.w.Stats()
 		s.Tables = append(s.Tables, TableStats{Table: t.ident, Stats: ts})

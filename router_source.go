@@ -82,7 +82,7 @@ func (s *RouterSource) Apply(ctx context.Context, ident table.Identifier, rec ar
 
 // route makes sure the table holds a position of the partition before the partition's first row goes into it
 // during the router's life (see RouterSource).
-func (rs *routedSource) route(ctx context.Context, ident table.Identifier, w *Writer, name string) error {
+func (rs *routedSource) route(ctx context.Context, r *Router, ident table.Identifier, w *Writer, name string) error {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	key := identKey(ident)
@@ -101,7 +101,7 @@ func (rs *routedSource) route(ctx context.Context, ident table.Identifier, w *Wr
 		if err := w.CheckpointPositions(ctx, map[string]string{name: start}); err != nil {
 			return err
 		}
-		if err := w.Flush(ctx); err != nil {
+		if err := r.flushWriter(ctx, w); err != nil {
 			return fmt.Errorf("iceberg: router: first position of partition %q in table %v: %w", name, ident, err)
 		}
 	}
@@ -117,8 +117,10 @@ func (s *RouterSource) Checkpoint(ctx context.Context, position string) error {
 		return err
 	}
 	rs := s.r.source(s.name)
-	rs.mu.Lock()
+	rs.mu.Lock() // before the cut lock: route holds it while it waits for a round, which takes the cut lock
 	defer rs.mu.Unlock()
+	s.r.cutMu.Lock()
+	defer s.r.cutMu.Unlock()
 	var errs []error
 	for _, w := range rs.routed {
 		if err := w.CheckpointPositions(ctx, map[string]string{s.name: position}); err != nil {

@@ -3,6 +3,7 @@ package iceberg_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -305,7 +306,7 @@ func TestRouterDeleteNeverCreates(t *testing.T) {
 }
 
 // TestRouterSourceResumeExactlyOnce: one source partition routes rows to two tables, whose commits land at
-// different moments. Offsets 1..100 go to table a; 101..200 alternate between a and b (b sees the partition for
+// different moments (WithPerTableCommits: what a catalog without multi-table commits gives). Offsets 1..100 go to table a; 101..200 alternate between a and b (b sees the partition for
 // the first time at 102, after the checkpoint at 100), checkpointed at 200; only a commits before the process
 // dies. The restarted router resumes after the lowest position (b's 100, committed when b first saw the
 // partition: without it b would have no position and the resume would start after 200, losing b's rows), and
@@ -315,8 +316,8 @@ func TestRouterSourceResumeExactlyOnce(t *testing.T) {
 	cat := openCatalog(t)
 	a, b := table.Identifier{"db", "a"}, table.Identifier{"db", "b"}
 	open := func() *iceberg.Router {
-		r, err := iceberg.NewRouter(cat, iceberg.WithWriterOptions(iceberg.WithWriterID("sink"), iceberg.WithCheckpoints(),
-			iceberg.WithFlushInterval(0)))
+		r, err := iceberg.NewRouter(cat, iceberg.WithPerTableCommits(),
+			iceberg.WithWriterOptions(iceberg.WithWriterID("sink"), iceberg.WithCheckpoints(), iceberg.WithFlushInterval(0)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,4 +389,135 @@ func TestRouterSourceResumeExactlyOnce(t *testing.T) {
 		}
 		compareKV(t, got, want)
 	}
+}
+
+// TestRouterRoundsAreAtomic writes one row per table into three tables per step, each step ended by a router
+// checkpoint, while commit rounds run every few milliseconds (and on Flush). A reader loads the tables one after
+// the other, in both orders, all along: a table loaded later never holds fewer steps than one loaded before it,
+// which a commit that landed in one table before another would break. The tables end with every row; the
+// rounds went out as multi-table commits (the embedded SQLite catalog commits them in one database
+// transaction).
+func TestRouterRoundsAreAtomic(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	idents := []table.Identifier{{"db", "a"}, {"db", "b"}, {"db", "c"}}
+	r, err := iceberg.NewRouter(cat, iceberg.WithWriterOptions(iceberg.WithWriterID("sink"), iceberg.WithCheckpoints(),
+		iceberg.WithFlushInterval(5*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const steps = 150
+	for _, ident := range idents { // open them before the reader starts
+		rec := kvBatch([]int64{0}, []int64{0})
+		if err := r.Write(ctx, ident, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	if err := r.Checkpoint(ctx, "0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	readerDone := make(chan error, 1)
+	seen := map[int64]bool{}
+	go func() {
+		defer close(readerDone)
+		var err error
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			order := slices.Clone(idents)
+			if i%2 == 1 {
+				slices.Reverse(order)
+			}
+			// Load them one right after the other, then scan what was loaded: the loads are what a reader sees.
+			tbls := make([]*table.Table, len(order))
+			for j, ident := range order {
+				if tbls[j], err = cat.LoadTable(ctx, ident); err != nil {
+					readerDone <- err
+					return
+				}
+			}
+			last := int64(-1)
+			for j, tbl := range tbls {
+				n, err := scanCount(tbl)
+				if err != nil {
+					readerDone <- err
+					return
+				}
+				seen[n] = true
+				if n < last {
+					readerDone <- fmt.Errorf("table %v loaded after another holds %d rows, the other %d", order[j], n, last)
+					return
+				}
+				last = n
+			}
+		}
+	}()
+	for k := int64(1); k <= steps; k++ {
+		for _, ident := range idents {
+			rec := kvBatch([]int64{k}, []int64{k})
+			if err := r.Write(ctx, ident, rec); err != nil {
+				t.Fatal(err)
+			}
+			rec.Release()
+		}
+		if err := r.Checkpoint(ctx, strconv.FormatInt(k, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if k%10 == 0 {
+			if err := r.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	if err := <-readerDone; err != nil {
+		t.Fatal(err)
+	}
+	st := r.Stats()
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !st.AtomicCommits || st.MultiTableCommits < 2 {
+		t.Fatalf("atomic %v, %d multi-table commits", st.AtomicCommits, st.MultiTableCommits)
+	}
+	if len(seen) < 3 {
+		t.Fatalf("the reader saw only the row counts %v: it never read between commits", seen)
+	}
+	for _, ident := range idents {
+		counts, _ := readRows(t, cat, ident)
+		assertIDs(t, counts, 0, steps+1)
+	}
+	t.Logf("%d multi-table commits; the reader saw %d distinct row counts", st.MultiTableCommits, len(seen))
+}
+
+// scanCount reads a loaded table with iceberg-go's scanner and returns its rows (an error, not a test failure:
+// the atomicity test's reader runs on a goroutine of its own).
+func scanCount(tbl *table.Table) (int64, error) {
+	if tbl.CurrentSnapshot() == nil {
+		return 0, nil
+	}
+	_, it, err := tbl.Scan().ToArrowRecords(context.Background())
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for rec, err := range it {
+		if err != nil {
+			return 0, err
+		}
+		n += rec.NumRows()
+		rec.Release()
+	}
+	return n, nil
 }

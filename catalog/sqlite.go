@@ -12,9 +12,11 @@ import (
 	"github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	"github.com/apache/iceberg-go/table"
 	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/icewriter/iceberg/internal/redact"
+	"github.com/icewriter/iceberg/internal/sqltx"
 
 	// The embedded default stores files in local folders (and in memory for tests) through gocloud blob.
 	_ "github.com/icewriter/iceberg/storage"
@@ -74,13 +76,21 @@ func openSQLite(ctx context.Context, u *url.URL, props iceberg.Properties) (icec
 		_ = db.Close()
 		return nil, fmt.Errorf("catalog: init sqlite catalog %s: %w", abs, err)
 	}
-	return &ownedDB{Catalog: cat, db: db}, nil
+	return &ownedDB{Catalog: cat, db: db, dialect: sqlcat.SQLite}, nil
 }
 
 // ownedDB closes the database handle it opened when the catalog is closed.
 type ownedDB struct {
 	*sqlcat.Catalog
-	db *sql.DB
+	db      *sql.DB
+	dialect sqlcat.SupportedDialect
+}
+
+// CommitTransaction commits changes to several tables in one database transaction: all of them apply or none
+// does (an error wrapping table.ErrCommitFailed when a table moved since its commit was built). It makes the
+// catalog a catalog.TransactionalCatalog, which iceberg-go's SQL catalog is not (see package sqltx).
+func (c *ownedDB) CommitTransaction(ctx context.Context, commits []table.TableCommit) error {
+	return sqltx.Commit(ctx, c.Catalog, c.db, c.dialect, commits)
 }
 
 // Close closes the catalog and its database.

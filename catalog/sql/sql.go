@@ -31,11 +31,13 @@ import (
 	"github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	"github.com/apache/iceberg-go/table"
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
 	"github.com/icewriter/iceberg/catalog"
 	"github.com/icewriter/iceberg/internal/redact"
+	"github.com/icewriter/iceberg/internal/sqltx"
 )
 
 func init() {
@@ -145,13 +147,21 @@ func open(ctx context.Context, u *url.URL, props iceberg.Properties) (icecatalog
 		_ = db.Close()
 		return nil, fail("init catalog on", err)
 	}
-	return &ownedDB{Catalog: cat, db: db}, nil
+	return &ownedDB{Catalog: cat, db: db, dialect: cfg.Dialect}, nil
 }
 
 // ownedDB closes the database handle it opened when the catalog is closed.
 type ownedDB struct {
 	*sqlcat.Catalog
-	db *sql.DB
+	db      *sql.DB
+	dialect sqlcat.SupportedDialect
+}
+
+// CommitTransaction commits changes to several tables in one database transaction: all of them apply or none
+// does (an error wrapping table.ErrCommitFailed when a table moved since its commit was built). It makes the
+// catalog a catalog.TransactionalCatalog, which iceberg-go's SQL catalog is not (see package sqltx).
+func (c *ownedDB) CommitTransaction(ctx context.Context, commits []table.TableCommit) error {
+	return sqltx.Commit(ctx, c.Catalog, c.db, c.dialect, commits)
 }
 
 // Close closes the catalog and its database handle.

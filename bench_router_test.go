@@ -186,15 +186,15 @@ func BenchmarkRouterTPCH(b *testing.B) {
 	var dRouter, dSingle, dEight time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		dSingle += timeTPCH(b, func(cat icecatalog.Catalog) (func(int, arrow.RecordBatch) error, func() error) {
+		dSingle += timeTPCH(b, func(cat icecatalog.Catalog) (func(int, arrow.RecordBatch) error, func() (int64, error)) {
 			w, err := iceberg.NewWriter(ctx, cat, table.Identifier{"tpch", "all"}, iceberg.WithCreate(tpchUnion()))
 			if err != nil {
 				b.Fatal(err)
 			}
 			return func(_ int, rec arrow.RecordBatch) error { return w.Write(ctx, rec) },
-				func() error { return w.Close(ctx) }
+				func() (int64, error) { err := w.Close(ctx); return w.Stats().RowsCommitted, err }
 		}, data)
-		dEight += timeTPCH(b, func(cat icecatalog.Catalog) (func(int, arrow.RecordBatch) error, func() error) {
+		dEight += timeTPCH(b, func(cat icecatalog.Catalog) (func(int, arrow.RecordBatch) error, func() (int64, error)) {
 			ws := make([]*iceberg.Writer, len(tpchTables))
 			for t, tt := range tpchTables {
 				var err error
@@ -203,16 +203,18 @@ func BenchmarkRouterTPCH(b *testing.B) {
 				}
 			}
 			return func(t int, rec arrow.RecordBatch) error { return ws[t].Write(ctx, rec) },
-				func() error {
+				func() (int64, error) {
+					var n int64
 					for _, w := range ws {
 						if err := w.Close(ctx); err != nil {
-							return err
+							return 0, err
 						}
+						n += w.Stats().RowsCommitted
 					}
-					return nil
+					return n, nil
 				}
 		}, data)
-		dRouter += timeTPCH(b, func(cat icecatalog.Catalog) (func(int, arrow.RecordBatch) error, func() error) {
+		dRouter += timeTPCH(b, func(cat icecatalog.Catalog) (func(int, arrow.RecordBatch) error, func() (int64, error)) {
 			r, err := iceberg.NewRouter(cat)
 			if err != nil {
 				b.Fatal(err)
@@ -220,7 +222,7 @@ func BenchmarkRouterTPCH(b *testing.B) {
 			return func(t int, rec arrow.RecordBatch) error {
 					return r.Write(ctx, table.Identifier{"tpch", tpchTables[t].name}, rec)
 				},
-				func() error { return r.Close(ctx) }
+				func() (int64, error) { err := r.Close(ctx); return r.Stats().Total.RowsCommitted, err }
 		}, data)
 	}
 	b.StopTimer()
@@ -230,9 +232,10 @@ func BenchmarkRouterTPCH(b *testing.B) {
 	b.ReportMetric(float64(rows), "rows")
 }
 
-// timeTPCH opens a fresh catalog, sets up a way of writing (write(table index, batch) and done), feeds every
-// table's batches from a goroutine of its own and returns the time until done returned.
-func timeTPCH(b *testing.B, setup func(icecatalog.Catalog) (func(int, arrow.RecordBatch) error, func() error), data [][]arrow.RecordBatch) time.Duration {
+// timeTPCH opens a fresh catalog, sets up a way of writing (write(table index, batch), and done, which closes
+// and returns the rows committed), feeds every table's batches from a goroutine of its own and returns the time
+// until done returned; every row must have been committed.
+func timeTPCH(b *testing.B, setup func(icecatalog.Catalog) (func(int, arrow.RecordBatch) error, func() (int64, error)), data [][]arrow.RecordBatch) time.Duration {
 	b.StopTimer()
 	cat := openCatalog(b)
 	write, done := setup(cat)
@@ -256,8 +259,19 @@ func timeTPCH(b *testing.B, setup func(icecatalog.Catalog) (func(int, arrow.Reco
 			b.Fatal(err)
 		}
 	}
-	if err := done(); err != nil {
+	committed, err := done()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Since(start)
+	elapsed := time.Since(start)
+	var rows int64
+	for _, bs := range data {
+		for _, r := range bs {
+			rows += r.NumRows()
+		}
+	}
+	if committed != rows {
+		b.Fatalf("%d rows committed, %d written", committed, rows)
+	}
+	return elapsed
 }

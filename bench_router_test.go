@@ -161,12 +161,14 @@ func tpchUnion() *arrow.Schema {
 // BenchmarkRouterTPCH writes the eight tables of the TPC-H shape (scale factor ICEWRITER_BENCH_TPCH_MILLI /
 // 1000, default 0.1: 866,030 rows) three ways in each iteration, every table's batches (10,000 rows) fed by a
 // goroutine of its own, default options everywhere, timed until everything is committed:
-//   - router: one Router over the eight tables (one 256 MiB budget, 2 encoders);
+//   - router: one Router over the eight tables (one 256 MiB budget, 2 encoders), committing in rounds (the
+//     embedded catalog commits the tables of a round in one database transaction);
+//   - pertable: the same Router with WithPerTableCommits;
 //   - single: one Writer writing every table's batches into one table holding all the columns;
 //   - eight: eight Writers side by side, one per table (each its own 256 MiB budget and 2 encoders).
 //
 // It reports the router's rows/s and its rate as a ratio to the single writer's (goal: at least 0.9) and to
-// the eight writers' (goal: above 1).
+// the eight writers' (goal: above 1), for both routers.
 func BenchmarkRouterTPCH(b *testing.B) {
 	sf := float64(envInt("ICEWRITER_BENCH_TPCH_MILLI", 100)) / 1000
 	data := make([][]arrow.RecordBatch, len(tpchTables))
@@ -183,7 +185,7 @@ func BenchmarkRouterTPCH(b *testing.B) {
 		}
 	})
 	ctx := context.Background()
-	var dRouter, dSingle, dEight time.Duration
+	var dRouter, dPerTable, dSingle, dEight time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		dSingle += timeTPCH(b, func(cat icecatalog.Catalog) (func(int, arrow.RecordBatch) error, func() (int64, error)) {
@@ -214,21 +216,27 @@ func BenchmarkRouterTPCH(b *testing.B) {
 					return n, nil
 				}
 		}, data)
-		dRouter += timeTPCH(b, func(cat icecatalog.Catalog) (func(int, arrow.RecordBatch) error, func() (int64, error)) {
-			r, err := iceberg.NewRouter(cat)
-			if err != nil {
-				b.Fatal(err)
+		router := func(opts ...iceberg.RouterOption) func(cat icecatalog.Catalog) (func(int, arrow.RecordBatch) error, func() (int64, error)) {
+			return func(cat icecatalog.Catalog) (func(int, arrow.RecordBatch) error, func() (int64, error)) {
+				r, err := iceberg.NewRouter(cat, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return func(t int, rec arrow.RecordBatch) error {
+						return r.Write(ctx, table.Identifier{"tpch", tpchTables[t].name}, rec)
+					},
+					func() (int64, error) { err := r.Close(ctx); return r.Stats().Total.RowsCommitted, err }
 			}
-			return func(t int, rec arrow.RecordBatch) error {
-					return r.Write(ctx, table.Identifier{"tpch", tpchTables[t].name}, rec)
-				},
-				func() (int64, error) { err := r.Close(ctx); return r.Stats().Total.RowsCommitted, err }
-		}, data)
+		}
+		dRouter += timeTPCH(b, router(), data)
+		dPerTable += timeTPCH(b, router(iceberg.WithPerTableCommits()), data)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(rows)*float64(b.N)/dRouter.Seconds(), "rows/s")
 	b.ReportMetric(dSingle.Seconds()/dRouter.Seconds(), "x-single")
 	b.ReportMetric(dEight.Seconds()/dRouter.Seconds(), "x-eight")
+	b.ReportMetric(dSingle.Seconds()/dPerTable.Seconds(), "pertable-x-single")
+	b.ReportMetric(dEight.Seconds()/dPerTable.Seconds(), "pertable-x-eight")
 	b.ReportMetric(float64(rows), "rows")
 }
 

@@ -74,6 +74,7 @@ type fileEncoder struct {
 	// partShare is the largest partition's share of the rows of the last batch written to a partitioned table
 	// (float64 bits): it sizes the next batch's key bloom filters.
 	partShare atomic.Uint64
+	bulkSize  atomic.Int64 // a Router's bulk phase (phase.go): its target file size, and no key bloom filters; 0: live
 }
 
 // write encodes one batch (partitioning, rolling and statistics included).
@@ -83,7 +84,7 @@ type fileEncoder struct {
 // files than a fanout writer would keep open never means more memory).
 func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch) ([]ice.DataFile, error) {
 	opts := []table.WriteRecordOption{
-		table.WithTargetFileSize(e.targetFileSize),
+		table.WithTargetFileSize(e.fileSize()),
 		table.WithParquetRowGroupLimit(e.rowGroupRows),
 		table.WithWriteUUID(e.names.next()),
 	}
@@ -107,7 +108,7 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 	for _, r := range b.recs {
 		rows += r.NumRows()
 	}
-	if e.keyNames != nil {
+	if e.keyNames != nil && !e.bulk() {
 		// Size the key columns' bloom filters for a file's rows: a batch's on an unpartitioned table; on a
 		// partitioned one the largest partition's share of a sample of the batch or, for partition sources
 		// the sample cannot read, twice that share in the writer's previous batch (a first batch then sizes for

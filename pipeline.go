@@ -627,6 +627,11 @@ func (p *pipeline) flush(ctx context.Context) error {
 // flushTargetLocked seals the open buffer and returns the sequence number a flush waits for.
 func (p *pipeline) flushTargetLocked() int64 {
 	p.sealLocked()
+	return p.sealedTargetLocked()
+}
+
+// sealedTargetLocked returns the sequence number a flush of the sealed batches waits for.
+func (p *pipeline) sealedTargetLocked() int64 {
 	n := len(p.queue)
 	if p.cfg.checkpoints {
 		n = coveredEnd(p.queue, n)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -52,6 +53,11 @@ type routedTable struct {
 	ready chan struct{}
 	w     *Writer
 	err   error
+	// callMu is held shared by every call on the table and exclusively by SetPhase, so that a phase change
+	// sees no call in flight.
+	callMu sync.RWMutex
+	phase  atomic.Int32 // Phase
+	live   sealPolicy   // the live phase's seal policy, kept while the table is in its bulk phase
 }
 
 // TableConfig is what the router needs to know about a table it opens, besides the options every table gets.
@@ -64,6 +70,8 @@ type TableConfig struct {
 	Options []Option
 	// NoCreate makes a missing table an error (wrapping catalog.ErrNoSuchTable) instead of creating it.
 	NoCreate bool
+	// Phase is the phase the table starts in (SetPhase switches it). Default: PhaseLive.
+	Phase Phase
 }
 
 // RouterOption configures a Router.
@@ -74,7 +82,11 @@ type routerOptions struct {
 	config   func(ctx context.Context, ident table.Identifier, first *arrow.Schema) (TableConfig, error)
 	order    func(a, b string) int
 	perTable bool
+	bulkSize int64
 }
+
+// WithBulkTargetFileSize sets the file size the bulk phase rolls at. Default: DefaultBulkTargetFileSize (512 MiB).
+func WithBulkTargetFileSize(n int64) RouterOption { return func(o *routerOptions) { o.bulkSize = n } }
 
 // WithPerTableCommits makes every table commit on its own, as separate Writers do, even on a catalog that
 // commits several tables atomically. Default: off: on such a catalog (iceberg-go's REST catalog when the server
@@ -112,7 +124,7 @@ func WithPositionOrder(cmp func(a, b string) int) RouterOption {
 // NewRouter makes a router over cat. It opens no table: each is opened on first sight (or by Open). The writer
 // options are validated here.
 func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
-	ro := routerOptions{order: ComparePositions}
+	ro := routerOptions{order: ComparePositions, bulkSize: DefaultBulkTargetFileSize}
 	for _, f := range opts {
 		f(&ro)
 	}
@@ -126,6 +138,9 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 	}
 	if ro.order == nil {
 		return nil, optionErr("WithPositionOrder", "nil order")
+	}
+	if ro.bulkSize <= 0 {
+		return nil, optionErr("WithBulkTargetFileSize", "must be positive, got %d", ro.bulkSize)
 	}
 	// Each table's options end with the router's budget: a table's own WithMemoryLimit or WithMaxInFlight
 	// cannot take it apart.
@@ -156,6 +171,15 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 // when it is missing, unless first is nil or the table's config says NoCreate. Calls that arrive while the
 // table opens wait for it; a failed open is forgotten, so the next call tries again.
 func (r *Router) writer(ctx context.Context, ident table.Identifier, first *arrow.Schema) (*Writer, error) {
+	t, err := r.table(ctx, ident, first)
+	if err != nil {
+		return nil, err
+	}
+	return t.w, nil
+}
+
+// table is writer's table: the writer and its phase.
+func (r *Router) table(ctx context.Context, ident table.Identifier, first *arrow.Schema) (*routedTable, error) {
 	if len(ident) == 0 {
 		return nil, fmt.Errorf("iceberg: router: empty table identifier")
 	}
@@ -170,31 +194,42 @@ func (r *Router) writer(ctx context.Context, ident table.Identifier, first *arro
 		t = &routedTable{ident: slices.Clone(ident), ready: make(chan struct{})}
 		r.tables[key] = t
 		r.mu.Unlock()
-		t.w, t.err = r.open(ctx, t.ident, first)
+		var phase Phase
+		t.w, phase, t.err = r.open(ctx, t.ident, first)
 		if t.err != nil {
 			r.mu.Lock()
 			delete(r.tables, key)
 			r.mu.Unlock()
+		} else if phase == PhaseBulk {
+			t.live = t.w.enterBulk(r.opts.bulkSize, r.shared.limit/2)
+			t.phase.Store(int32(PhaseBulk))
 		}
 		close(t.ready)
-		return t.w, t.err
+		if t.err != nil {
+			return nil, t.err
+		}
+		return t, nil
 	}
 	r.mu.Unlock()
 	select {
 	case <-t.ready:
-		return t.w, t.err
+		if t.err != nil {
+			return nil, t.err
+		}
+		return t, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-// open makes a table's writer: the router's writer options, the table's config, then the router's budget.
-func (r *Router) open(ctx context.Context, ident table.Identifier, first *arrow.Schema) (*Writer, error) {
+// open makes a table's writer (the router's writer options, the table's config, then the router's budget) and
+// returns the phase it starts in.
+func (r *Router) open(ctx context.Context, ident table.Identifier, first *arrow.Schema) (*Writer, Phase, error) {
 	var cfg TableConfig
 	if r.opts.config != nil {
 		var err error
 		if cfg, err = r.opts.config(ctx, ident, first); err != nil {
-			return nil, fmt.Errorf("iceberg: router: table config of %v: %w", ident, err)
+			return nil, 0, fmt.Errorf("iceberg: router: table config of %v: %w", ident, err)
 		}
 	}
 	opts := slices.Clone(r.opts.writer)
@@ -205,9 +240,9 @@ func (r *Router) open(ctx context.Context, ident table.Identifier, first *arrow.
 	opts = append(opts, r.budget)
 	w, err := NewWriter(ctx, r.wcat, ident, opts...)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return w, nil
+	return w, cfg.Phase, nil
 }
 
 // Open opens tables that exist (it creates none), so that their writers are ready and ResumePoint consults
@@ -291,10 +326,16 @@ const opApply opKind = 255
 
 // call opens the table and hands the record to its writer as the partition source's.
 func (r *Router) call(ctx context.Context, source string, ident table.Identifier, rec arrow.RecordBatch, kind opKind) error {
-	w, err := r.writer(ctx, ident, r.createSchema(rec, kind))
+	t, err := r.table(ctx, ident, r.createSchema(rec, kind))
 	if err != nil {
 		return err
 	}
+	t.callMu.RLock()
+	defer t.callMu.RUnlock()
+	if kind != opInsert && Phase(t.phase.Load()) == PhaseBulk {
+		return fmt.Errorf("%w: table %v", ErrBulkPhase, ident)
+	}
+	w := t.w
 	if source != "" {
 		if err := r.source(source).route(ctx, r, ident, w, source); err != nil {
 			return err
@@ -503,4 +544,55 @@ func isDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// SetPhase switches an open table to phase (see Phase). Calls on the table wait meanwhile. Going live commits
+// what the bulk phase sealed (a round, with atomic commits) and loads the key index from the table's files, the
+// bulk ones included, so that upserts after a bulk load become deletion vectors (format v3, merge-on-read,
+// within WithKeyIndexBytes); going to bulk turns the index off.
+func (r *Router) SetPhase(ctx context.Context, ident table.Identifier, phase Phase) error {
+	if phase != PhaseLive && phase != PhaseBulk {
+		return fmt.Errorf("iceberg: router: unknown phase %d", int(phase))
+	}
+	r.mu.Lock()
+	t, ok := r.tables[identKey(ident)]
+	r.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("iceberg: router: table %v is not open", ident)
+	}
+	<-t.ready
+	if t.err != nil {
+		return t.err
+	}
+	t.callMu.Lock()
+	defer t.callMu.Unlock()
+	if Phase(t.phase.Load()) == phase {
+		return nil
+	}
+	if phase == PhaseBulk {
+		t.live = t.w.enterBulk(r.opts.bulkSize, r.shared.limit/2)
+		t.phase.Store(int32(PhaseBulk))
+		return nil
+	}
+	if err := r.flushWriter(ctx, t.w); err != nil {
+		return fmt.Errorf("iceberg: router: table %v leaving its bulk phase: %w", ident, err)
+	}
+	// No round cuts the table while its index loads: a batch it sealed now would be encoded without the index.
+	r.cutMu.Lock()
+	defer r.cutMu.Unlock()
+	err := t.w.leaveBulk(ctx, t.live)
+	t.phase.Store(int32(PhaseLive))
+	return err
+}
+
+// Phase returns the phase of an open table, and whether the table is open.
+func (r *Router) Phase(ident table.Identifier) (Phase, bool) {
+	r.mu.Lock()
+	t, ok := r.tables[identKey(ident)]
+	r.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	<-t.ready
+	return Phase(t.phase.Load()), t.err == nil
 }

@@ -49,15 +49,19 @@ func (p *pipeline) runCtx() context.Context {
 	return p.ctx
 }
 
-// cutForRound seals the open buffer and returns the sequence number the round commits up to, and whether there
-// is anything to commit.
-func (p *pipeline) cutForRound() (int64, bool) {
+// cutForRound seals the open buffer (unless seal is false: a table in its bulk phase on a timed round keeps
+// filling its batch) and returns the sequence number the round commits up to, and whether there is anything
+// to commit.
+func (p *pipeline) cutForRound(seal bool) (int64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.failed != nil {
 		return 0, false
 	}
-	target := p.flushTargetLocked()
+	target := p.sealedTargetLocked()
+	if seal {
+		target = p.flushTargetLocked()
+	}
 	return target, target > p.committed
 }
 
@@ -341,20 +345,21 @@ func (r *Router) roundLoop(interval time.Duration, stop <-chan struct{}, done ch
 		case req := <-r.roundReqs:
 			reqs = append(reqs, req)
 		}
-		r.runRound()
+		r.runRound(len(reqs) > 0)
 		for _, req := range reqs {
 			close(req.done)
 		}
 	}
 }
 
-// runRound cuts every table, waits for their batches, releases them together and sends their run commits.
-func (r *Router) runRound() {
+// runRound cuts every table, waits for their batches, releases them together and sends their run commits. A
+// timed round (asked is false) leaves the open buffers of tables in their bulk phase alone.
+func (r *Router) runRound(asked bool) {
 	ctx := context.Background()
 	r.cutMu.Lock()
 	var members []member
 	for _, t := range r.opened() {
-		if target, ok := t.w.pipe.cutForRound(); ok {
+		if target, ok := t.w.pipe.cutForRound(asked || Phase(t.phase.Load()) != PhaseBulk); ok {
 			members = append(members, member{ident: t.ident, p: t.w.pipe, target: target})
 		}
 	}

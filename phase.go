@@ -1,0 +1,115 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+)
+
+// Phase is how a Router writes a table: a bulk phase for an initial load (a database snapshot), then a live
+// phase for the changes that follow, switched per table at runtime (Router.SetPhase).
+type Phase int
+
+const (
+	// PhaseLive is the Writer's way: the flush policy of the writer options (an interval seal, 1 s by default),
+	// every operation, the key index and the key columns' bloom filters.
+	PhaseLive Phase = iota
+	// PhaseBulk is for an initial load: append only (Upsert, Delete and Apply return ErrBulkPhase), no interval
+	// seal (batches as large as half the router's row budget, sealed by size or memory), files rolled at the bulk
+	// target file size (DefaultBulkTargetFileSize), no key index and no key bloom filters (the live phase reads the
+	// bulk rows' keys back when it starts). A batch is still the unit of a file: a file holds at most one batch,
+	// so files reach the target size only when the memory limit lets a batch grow that large.
+	PhaseBulk
+)
+
+// String returns the phase's name.
+func (p Phase) String() string {
+	switch p {
+	case PhaseLive:
+		return "live"
+	case PhaseBulk:
+		return "bulk"
+	}
+	return "unknown"
+}
+
+// DefaultBulkTargetFileSize is the size at which the bulk phase rolls files (Supermetal's snapshot file size).
+const DefaultBulkTargetFileSize = 512 << 20
+
+// ErrBulkPhase is returned by Upsert, Delete and Apply on a table in its bulk phase (append only).
+var ErrBulkPhase = errors.New("iceberg: table in its bulk phase (append only): switch it to PhaseLive first")
+
+// sealPolicy is the pipeline's seal policy: rows, bytes, interval since the first row (0: none).
+type sealPolicy struct {
+	rows, bytes int64
+	interval    time.Duration
+}
+
+// setPolicy replaces the seal policy and returns the one it replaced. The open buffer is sealed at once when the
+// new policy would have sealed it; it gets an interval timer when it has none.
+func (p *pipeline) setPolicy(sp sealPolicy) sealPolicy {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := sealPolicy{rows: p.cfg.flushRows, bytes: p.cfg.flushBytes, interval: p.cfg.flushInterval}
+	p.cfg.flushRows, p.cfg.flushBytes, p.cfg.flushInterval = sp.rows, sp.bytes, sp.interval
+	if p.open == nil || p.closed {
+		return old
+	}
+	if p.open.rows >= sp.rows || p.open.bytes >= sp.bytes {
+		p.sealLocked()
+	} else if p.timer == nil {
+		p.startTimerLocked()
+	}
+	return old
+}
+
+// queued reports whether the pipeline holds sealed batches not yet committed.
+func (p *pipeline) queued() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue) > 0
+}
+
+// fileSize is the size at which files roll: the bulk phase's, else the writer's.
+func (e *fileEncoder) fileSize() int64 {
+	if n := e.bulkSize.Load(); n > 0 {
+		return n
+	}
+	return e.targetFileSize
+}
+
+// bulk reports whether the encoder writes for the bulk phase (no key bloom filters).
+func (e *fileEncoder) bulk() bool { return e.bulkSize.Load() > 0 }
+
+// enterBulk puts the writer in the bulk phase and returns its live seal policy, for leaveBulk. batchBytes is the
+// bulk phase's batch size. The key index goes off (no rows of the load are indexed); the commit in flight, if
+// any, ends first.
+func (w *Writer) enterBulk(fileSize, batchBytes int64) sealPolicy {
+	w.files.bulkSize.Store(fileSize)
+	live := w.pipe.setPolicy(sealPolicy{rows: math.MaxInt64, bytes: batchBytes})
+	w.pipe.commitMu.Lock()
+	defer w.pipe.commitMu.Unlock()
+	w.keys.mu.Lock()
+	defer w.keys.mu.Unlock()
+	w.keys.idx.Store(nil) // a batch encoded for the index gets its equality deletes from apply
+	return live
+}
+
+// leaveBulk ends the bulk phase: the key index is loaded from the table's files, the bulk ones included, then
+// the live seal policy comes back. The caller holds every call to the table off and has committed what the
+// bulk phase sealed (no seal can happen meanwhile: the bulk policy has no timer). A batch still queued (with
+// WithCheckpoints, rows no checkpoint covers) was encoded without the index: the index then stays off, and
+// upserts and deletes use equality deletes.
+func (w *Writer) leaveBulk(ctx context.Context, live sealPolicy) error {
+	w.files.bulkSize.Store(0)
+	defer w.pipe.setPolicy(live)
+	w.pipe.commitMu.Lock()
+	defer w.pipe.commitMu.Unlock()
+	if w.pipe.queued() {
+		w.log.Info("iceberg: key index stays off after the bulk phase: batches encoded without it are not committed yet",
+			"table", w.ident)
+		return nil
+	}
+	return w.keys.load(ctx, w.view.table())
+}

@@ -1,0 +1,135 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go/table"
+)
+
+// TestRouterBulkThenLive loads two keyed format-v3 tables with the same 200-row calls, one in its bulk phase and
+// one live (a batch every 1,000 rows), under commit rounds every 5 ms and one Flush halfway: the bulk table gets
+// two files (one per Flush: timed rounds leave its batch open) without key bloom filters, the live one a file
+// per 1,000 rows, each with one; an upsert is refused during the bulk phase. Both with commit rounds and table by
+// table (the writers' interval timers then seal the live table). Once the bulk table goes
+// live, its key index covers the bulk file: upserts and deletes of bulk rows become deletion vectors, never
+// equality deletes, and the table read back holds what the model says.
+func TestRouterBulkThenLive(t *testing.T) {
+	t.Run("rounds", func(t *testing.T) { bulkThenLive(t) })
+	t.Run("per-table", func(t *testing.T) { bulkThenLive(t, WithPerTableCommits()) })
+}
+
+func bulkThenLive(t *testing.T, opts ...RouterOption) {
+	ctx := context.Background()
+	cat := openTestCatalog(t)
+	bulk, live := table.Identifier{"db", "bulk"}, table.Identifier{"db", "live"}
+	r, err := NewRouter(cat, append(opts, WithWriterOptions(WithFlushInterval(5*time.Millisecond), WithFlushRows(1000), WithSmallFileCompaction(0)),
+		WithTableConfig(func(_ context.Context, ident table.Identifier, _ *arrow.Schema) (TableConfig, error) {
+			cfg := TableConfig{Create: []CreateOption{IdentifierFields("id"), FormatVersion(3)}}
+			if ident[1] == "bulk" {
+				cfg.Phase = PhaseBulk
+			}
+			return cfg, nil
+		}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	const rows, call = 20_000, 200
+	model := map[int64][]string{}
+	for from := 0; from < rows; from += call {
+		for _, ident := range []table.Identifier{bulk, live} {
+			rec := idNameRows(from, call)
+			if err := r.Write(ctx, ident, rec); err != nil {
+				t.Fatal(err)
+			}
+			rec.Release()
+		}
+		for i := from; i < from+call; i++ {
+			model[int64(i)] = []string{"n" + strings.Repeat("x", i%7)}
+		}
+		if from == rows/2 {
+			if err := r.Flush(ctx); err != nil { // a cut of every table, the bulk one included
+				t.Fatal(err)
+			}
+		}
+	}
+	up := namedRows([]int64{1}, "u")
+	if err := r.Upsert(ctx, bulk, up); !errors.Is(err, ErrBulkPhase) {
+		t.Fatalf("Upsert during the bulk phase: %v", err)
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wb, _ := r.Writer(bulk)
+	wl, _ := r.Writer(live)
+	bulkFiles, liveFiles := dataFiles(t, wb.Table()), dataFiles(t, wl.Table())
+	if len(bulkFiles) != 2 || len(liveFiles) < rows/1000 {
+		t.Fatalf("bulk phase: %d files, live: %d", len(bulkFiles), len(liveFiles))
+	}
+	for _, f := range bulkFiles {
+		if columnBloom(t, wb.Table(), f.File.FilePath(), "id") != nil {
+			t.Fatalf("bulk file %s has a key bloom filter", f.File.FilePath())
+		}
+	}
+	if columnBloom(t, wl.Table(), liveFiles[0].File.FilePath(), "id") == nil {
+		t.Fatal("a live file has no key bloom filter")
+	}
+	if wb.keys.indexed() {
+		t.Fatal("key index on during the bulk phase")
+	}
+	t.Logf("%d rows: %d bulk files, %d live files", rows, len(bulkFiles), len(liveFiles))
+
+	if err := r.SetPhase(ctx, bulk, PhaseLive); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := r.Phase(bulk); p != PhaseLive || !wb.keys.indexed() {
+		t.Fatalf("after SetPhase: phase %v, key index on %v", p, wb.keys.indexed())
+	}
+	ups := []int64{1, 5000, 19_999, 20_001}
+	if err := r.Upsert(ctx, bulk, up); err != nil {
+		t.Fatal(err)
+	}
+	rec := namedRows(ups, "up")
+	if err := r.Upsert(ctx, bulk, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	dels := []int64{2, 3, 17_000}
+	if err := r.Delete(ctx, bulk, namedRows(dels, "")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ups {
+		model[id] = []string{"up"}
+	}
+	for _, id := range dels {
+		delete(model, id)
+	}
+	got := readNamedTable(t, wb.Table())
+	if len(got) != len(model) {
+		t.Fatalf("table has %d ids, model %d", len(got), len(model))
+	}
+	for id, names := range model {
+		if !slices.Equal(got[id], names) {
+			t.Fatalf("id %d: %v, model %v", id, got[id], names)
+		}
+	}
+	var dvs int
+	for _, task := range dataFiles(t, wb.Table()) {
+		if len(task.EqualityDeleteFiles) > 0 {
+			t.Fatalf("equality deletes on %s: the key index did not cover the bulk file", task.File.FilePath())
+		}
+		dvs += len(task.DeletionVectorFiles)
+	}
+	if dvs == 0 {
+		t.Fatal("no deletion vector after upserts and deletes of bulk rows")
+	}
+}

@@ -21,7 +21,9 @@ import (
 // Apply name the table; a table is opened on first sight, or created from the first record's schema (with the
 // partition spec, identifier fields and properties WithTableConfig gives it); each table has a Writer of its
 // own (its buffer, keys, schema evolution, commit loop and stats), while the memory limit and the encoders are
-// the router's, shared by all tables.
+// the router's, shared by all tables. On a catalog that commits several tables atomically, the tables with
+// something to commit commit together, in rounds (see Flush and WithPerTableCommits); each table can be in a
+// bulk or a live phase (see Phase).
 //
 // A Router is safe for concurrent use. Calls on one table are ordered as a Writer orders them.
 type Router struct {
@@ -122,7 +124,8 @@ func WithPositionOrder(cmp func(a, b string) int) RouterOption {
 }
 
 // NewRouter makes a router over cat. It opens no table: each is opened on first sight (or by Open). The writer
-// options are validated here.
+// options are validated here. With commit rounds it starts the goroutine that runs them, which Close or Abort
+// stops.
 func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 	ro := routerOptions{order: ComparePositions, bulkSize: DefaultBulkTargetFileSize}
 	for _, f := range opts {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -392,7 +393,8 @@ func TestRouterSourceResumeExactlyOnce(t *testing.T) {
 }
 
 // TestRouterRoundsAreAtomic writes one row per table into three tables per step, each step ended by a router
-// checkpoint, while commit rounds run every few milliseconds (and on Flush). A reader loads the tables one after
+// checkpoint, while commit rounds run every few milliseconds and on a Flush every ten steps, after which the test
+// waits for a read. A reader loads the tables one after
 // the other, in both orders, all along: a table loaded later never holds fewer steps than one loaded before it,
 // which a commit that landed in one table before another would break. The tables end with every row; the
 // rounds went out as multi-table commits (the embedded SQLite catalog commits them in one database
@@ -423,6 +425,8 @@ func TestRouterRoundsAreAtomic(t *testing.T) {
 	stop := make(chan struct{})
 	readerDone := make(chan error, 1)
 	seen := map[int64]bool{}
+	var reads atomic.Int64
+	readSignal := make(chan struct{}, 1)
 	go func() {
 		defer close(readerDone)
 		var err error
@@ -458,8 +462,23 @@ func TestRouterRoundsAreAtomic(t *testing.T) {
 				}
 				last = n
 			}
+			reads.Add(1)
+			select {
+			case readSignal <- struct{}{}:
+			default:
+			}
 		}
 	}()
+	// readBetween waits until a read that started after the call has ended: a read between two commits.
+	readBetween := func() {
+		for n := reads.Load(); reads.Load() < n+2; {
+			select {
+			case <-readSignal:
+			case err := <-readerDone:
+				t.Fatal(err)
+			}
+		}
+	}
 	for k := int64(1); k <= steps; k++ {
 		for _, ident := range idents {
 			rec := kvBatch([]int64{k}, []int64{k})
@@ -475,6 +494,7 @@ func TestRouterRoundsAreAtomic(t *testing.T) {
 			if err := r.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
+			readBetween()
 		}
 	}
 	if err := r.Flush(ctx); err != nil {
@@ -491,7 +511,7 @@ func TestRouterRoundsAreAtomic(t *testing.T) {
 	if !st.AtomicCommits || st.MultiTableCommits < 2 {
 		t.Fatalf("atomic %v, %d multi-table commits", st.AtomicCommits, st.MultiTableCommits)
 	}
-	if len(seen) < 3 {
+	if len(seen) < steps/10 {
 		t.Fatalf("the reader saw only the row counts %v: it never read between commits", seen)
 	}
 	for _, ident := range idents {

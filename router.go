@@ -156,7 +156,7 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 		sources: map[string]*routedSource{},
 	}
 	if !ro.perTable {
-		r.rounds, r.wcat = newRounds(cat, o.logger)
+		r.rounds, r.wcat = newRounds(cat, o.logger, o.commitTimeout)
 	}
 	if r.rounds != nil {
 		shared.gated = true

@@ -117,6 +117,9 @@ type rounds struct {
 	cat icecatalog.Catalog // masked (redact): commits a lone run, loads tables after a round
 	tc  icecatalog.TransactionalCatalog
 	log *slog.Logger
+	// timeout bounds one multi-table commit (WithCommitTimeout): a catalog that never answers fails the round's
+	// commits with an error, which the writers' proofs resolve, instead of holding them forever.
+	timeout time.Duration
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced when a run joins
@@ -252,7 +255,9 @@ func (rd *rounds) send(ctx context.Context, arrivals []*arrival) {
 		commits[i] = a.commit
 		names[i] = strings.Join(a.commit.Identifier, ".")
 	}
-	err := rd.tc.CommitTransaction(ctx, commits)
+	tctx, cancel := context.WithTimeout(ctx, rd.timeout)
+	err := rd.tc.CommitTransaction(tctx, commits)
+	cancel()
 	if err != nil && endpointUnsupported(err) {
 		// Nothing was sent (the REST client checks the server's advertised endpoints first): commit each alone
 		// from now on.
@@ -320,13 +325,14 @@ type roundRequest struct{ done chan struct{} }
 
 // newRounds sets up commit rounds over cat when it commits several tables atomically and perTable is off:
 // the writers' catalog and the round state; nil when the router commits table by table.
-func newRounds(cat icecatalog.Catalog, log *slog.Logger) (*rounds, icecatalog.Catalog) {
+func newRounds(cat icecatalog.Catalog, log *slog.Logger, timeout time.Duration) (*rounds, icecatalog.Catalog) {
 	masked := redact.WrapCatalog(cat, nil)
 	tc, ok := masked.(icecatalog.TransactionalCatalog)
 	if !ok {
 		return nil, masked
 	}
-	rd := &rounds{cat: masked, tc: tc, log: log, changed: make(chan struct{})}
+	log = redact.Logger(log, redact.RedactorOf(masked)) // a refusal may quote the server
+	rd := &rounds{cat: masked, tc: tc, log: log, timeout: timeout, changed: make(chan struct{})}
 	// The writers' catalog is masked as the router's is (same redactor), so NewWriter keeps it as it is.
 	return rd, redact.WrapCatalog(&roundCatalog{Catalog: masked, rd: rd}, redact.RedactorOf(masked))
 }

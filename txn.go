@@ -253,6 +253,9 @@ func nonceProof(branch, key, nonce string, found func(*table.Snapshot)) func(*ta
 func (w *Writer) txn() *txEnv {
 	e := newTxEnv(w.cat, w.tables, w.log, w.opts.commitTimeout)
 	e.minWait, e.maxWait = 20*time.Millisecond, 2*time.Second
+	if w.opts.retryWaits != nil {
+		e.minWait, e.maxWait = w.opts.retryWaits[0], w.opts.retryWaits[1]
+	}
 	return &e
 }
 

@@ -219,6 +219,9 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	w.committer = o.committer
 	if w.committer == nil {
 		w.defaultC = newCatalogCommitter(cat, tbl, w.log, o.commitTimeout, tabs)
+		if o.retryWaits != nil {
+			w.defaultC.minWait, w.defaultC.maxWait = o.retryWaits[0], o.retryWaits[1]
+		}
 		w.defaultC.cow = cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows}
 		w.committer = w.defaultC
 	}

@@ -15,6 +15,10 @@ import (
 	"github.com/twmb/avro/atype"
 )
 
+// Row lineage for the copy-on-write stage on format version 3: a rewritten file keeps its rows' _row_id
+// (withFirstRowID), and an upserted row's new version takes the _row_id of the row it replaces (rowIDs,
+// carryRowIDs, cowStage.carryLineage), as an update does.
+
 // withFirstRowID returns a copy of a data file written by iceberg-go's WriteRecords with its first_row_id set.
 //
 // On format-version 3 tables iceberg-go's ReplaceFiles takes only data files with an explicit first_row_id. A

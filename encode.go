@@ -59,6 +59,14 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 	return nil
 }
 
+// count adds files to the encoder's counters.
+func (e *fileEncoder) count(files []ice.DataFile) {
+	for _, f := range files {
+		e.files.Add(1)
+		e.bytes.Add(f.FileSizeBytes())
+	}
+}
+
 // fileEncoder writes a batch's rows as Parquet data files through iceberg-go's writer: files rolled at the
 // target size (the row-group limit lets rolling happen), the table's partitioning, and bloom filters on the key
 // columns sized for a file's rows. Encoders of several batches share it.
@@ -73,14 +81,6 @@ type fileEncoder struct {
 	// partShare is the largest partition's share of the rows of the last batch written to a partitioned table
 	// (float64 bits): it sizes the next batch's key bloom filters.
 	partShare atomic.Uint64
-}
-
-// count adds files to the encoder's counters.
-func (e *fileEncoder) count(files []ice.DataFile) {
-	for _, f := range files {
-		e.files.Add(1)
-		e.bytes.Add(f.FileSizeBytes())
-	}
 }
 
 // write encodes one batch (partitioning, rolling and statistics included).

@@ -75,7 +75,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	}
 	data := lay.project(rec)
 	defer data.Release()
-	if w.opts.evolve {
+	if w.view.evolving() {
 		if conf, err = w.evolveFor(ctx, data.Schema()); err != nil {
 			return err
 		}
@@ -92,7 +92,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 		return err
 	}
 	defer unlock()
-	vers, err := w.changes.versionsFor(ctx, tbl, w.opts.branch, ks)
+	vers, err := w.changes.versionsFor(ctx, tbl, w.env.branch, ks)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	if err != nil {
 		return err
 	}
-	del, delSize, err := deleteRecord(ctx, w.mem, ks, cb, plan)
+	del, delSize, err := deleteRecord(ctx, w.env.mem, ks, cb, plan)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	}
 	if vers != nil {
 		vers.accepted(plan)
-		w.st.skipped.Add(int64(plan.skipped))
+		w.changes.skipped.Add(int64(plan.skipped))
 	}
 	return nil
 }

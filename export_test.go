@@ -25,10 +25,10 @@ func DeadLetterWired(w *Writer) bool {
 // OrphanSweepDone returns a channel closed once the removal of the writer ID's orphans that NewWriter started
 // has returned (closed at once when it started none).
 func OrphanSweepDone(w *Writer) <-chan struct{} {
-	if w.sweep == nil {
+	if w.own.sweep == nil {
 		done := make(chan struct{})
 		close(done)
 		return done
 	}
-	return w.sweep.done
+	return w.own.sweep.done
 }

@@ -49,12 +49,13 @@ func (s *Sink) Run(ctx context.Context) error {
 		// nothing left to commit.
 		err = s.writerNow().Flush(end)
 	}
-	s.cl.Close() // leaves the group; the revoke callback commits what is left (nothing, after Flush)
 	stopOffsets()
 	<-offsetsDone
 	if err == nil {
-		s.commitGroupOffsets(end, nil)
+		// While the client is still a member: a closed client commits nothing.
+		s.commitGroupOffsets(end, s.ownedSnapshot())
 	}
+	s.cl.Close() // leaves the group; the revoke callback commits what is left (nothing, after Flush)
 	s.mu.Lock()
 	if err == nil {
 		err = s.failed
@@ -179,8 +180,7 @@ func (s *Sink) ownedSnapshot() map[string]map[int32]bool {
 	return out
 }
 
-// commitGroupOffsets commits the table's positions of the given partitions (all the table's positions of the
-// sink's topics when owned is nil) as the group's offsets. Best effort: the group's offsets are never read back.
+// commitGroupOffsets commits the table's positions of the owned partitions as the group's offsets. Best effort: the group's offsets are never read back.
 func (s *Sink) commitGroupOffsets(ctx context.Context, owned map[string]map[int32]bool) {
 	pos, err := s.writerNow().Positions(ctx)
 	if err != nil {
@@ -194,7 +194,7 @@ func (s *Sink) commitGroupOffsets(ctx context.Context, owned map[string]map[int3
 			}
 			p, err1 := strconv.ParseInt(key[len(t)+1:], 10, 32)
 			o, err2 := strconv.ParseInt(v, 10, 64)
-			if err1 != nil || err2 != nil || (owned != nil && !owned[t][int32(p)]) {
+			if err1 != nil || err2 != nil || !owned[t][int32(p)] {
 				continue
 			}
 			if offsets[t] == nil {

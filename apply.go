@@ -75,7 +75,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	}
 	data := lay.project(rec)
 	defer data.Release()
-	if w.opts.evolve {
+	if w.view.evolving() {
 		if conf, err = w.evolveFor(ctx, data.Schema()); err != nil {
 			return err
 		}
@@ -92,7 +92,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 		return err
 	}
 	defer unlock()
-	vers, err := w.changes.versionsFor(ctx, tbl, w.opts.branch, ks)
+	vers, err := w.changes.versionsFor(ctx, tbl, w.env.branch, ks)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	if err != nil {
 		return err
 	}
-	del, delSize, err := deleteRecord(ctx, w.mem, ks, cb, plan)
+	del, delSize, err := deleteRecord(ctx, w.env.mem, ks, cb, plan)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	}
 	if vers != nil {
 		vers.accepted(plan)
-		w.st.skipped.Add(int64(plan.skipped))
+		w.changes.skipped.Add(int64(plan.skipped))
 	}
 	return nil
 }
@@ -207,19 +207,20 @@ func upsertRecord(ctx context.Context, conf *conformer, data arrow.RecordBatch, 
 	if len(plan.upserts) == 0 {
 		return nil, 0, nil
 	}
-	src := data
-	if len(plan.upserts) < int(data.NumRows()) {
-		idx := int32Array(conf.mem, plan.upserts)
-		defer idx.Release()
-		out, err := compute.Take(compute.WithAllocator(ctx, conf.mem), *compute.DefaultTakeOptions(),
-			compute.NewDatumWithoutOwning(data), compute.NewDatumWithoutOwning(idx))
-		if err != nil {
-			return nil, 0, fmt.Errorf("iceberg: take the upserted rows: %w", err)
-		}
-		src = out.(*compute.RecordDatum).Value
-		defer out.Release()
+	if len(plan.upserts) == int(data.NumRows()) {
+		return conf.conform(ctx, data)
 	}
-	return conf.conform(ctx, src)
+	idx := int32Array(conf.mem, plan.upserts)
+	defer idx.Release()
+	out, err := compute.Take(compute.WithAllocator(ctx, conf.mem), *compute.DefaultTakeOptions(),
+		compute.NewDatumWithoutOwning(data), compute.NewDatumWithoutOwning(idx))
+	if err != nil {
+		return nil, 0, fmt.Errorf("iceberg: take the upserted rows: %w", err)
+	}
+	defer out.Release()
+	// Take copied the rows into the writer's memory already: the conformed record may share those buffers (a
+	// view keeps them alive) instead of copying them a second time.
+	return conf.conformView(ctx, out.(*compute.RecordDatum).Value)
 }
 
 // takeRows takes the rows of col at the given positions into mem.

@@ -87,7 +87,7 @@ func TestVersionMapLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newVersionMap(2*versionBytesPerKey*1000, "lsn", true)
-	if err := m.loadOnce(ctx, w.Table(), w.opts.branch, w.keys.spec); err != nil {
+	if err := m.loadOnce(ctx, w.Table(), w.env.branch, w.keys.spec); err != nil {
 		t.Fatal(err)
 	}
 	if m.size() != 490 {
@@ -100,7 +100,7 @@ func TestVersionMapLoad(t *testing.T) {
 		t.Fatalf("key 20: version %d, %v, want 40", v, ok)
 	}
 	small := newVersionMap(2*versionBytesPerKey*50, "lsn", true)
-	if err := small.loadOnce(ctx, w.Table(), w.opts.branch, w.keys.spec); err != nil {
+	if err := small.loadOnce(ctx, w.Table(), w.env.branch, w.keys.spec); err != nil {
 		t.Fatal(err)
 	}
 	if small.size() != 50 {

@@ -28,6 +28,7 @@ type changeStage struct {
 	sem     chan struct{} // nil without a version column
 	vers    *versionMap   // nil without a version column
 	last    atomic.Pointer[changeLayout]
+	skipped atomic.Int64 // changes older than their key's version (Stats.ChangesSkipped)
 }
 
 // withDefaults fills the empty fields of c with their defaults.

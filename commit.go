@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,14 +29,11 @@ type catalogCommitter struct {
 // commitCall is what one Commit call learns over its attempts. It lives in the call, not in the committer, so
 // that a coordinator may commit runs of different writers and tables through one committer at once.
 type commitCall struct {
-	// indexLost is set by an attempt that dropped a run's deletion vectors; rewritten counts the files the
-	// attempt's copy-on-write segments rewrote.
+	// indexLost is set by an attempt that dropped a run's deletion vectors.
 	indexLost bool
-	rewritten int
-	// written are the data files the current attempt wrote (copy-on-write rewrites, new-row files carrying row
-	// ids); replaced are the run's new-row files it replaced by the latter. Files of attempts that did not
-	// apply are deleted once the run commits, and so are the replaced files of the attempt that did.
-	written, replaced []ice.DataFile
+	// cow is the current attempt's copy-on-write stage, with the files it wrote and replaced. Files of attempts
+	// that did not apply are deleted once the run commits, and so are the replaced files of the attempt that did.
+	cow *cowStage
 	// positions is the side file of source positions the current attempt wrote ("": it changed none), and
 	// positionsTable the table it was written for (its FileIO deletes it); sentPositions and unsentPositions are
 	// the files of failed attempts that reached the catalog and of those that did not (see settlePositions).
@@ -118,12 +114,12 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 			return o
 		},
 		failed: func(sent bool) {
-			earlier = append(earlier, call.written...)
+			earlier = append(earlier, call.cow.written...)
 			call.positionsAttemptFailed(sent)
 		},
 		committed: func(ctx context.Context, _, next *table.Table) {
-			c.removeFiles(ctx, next, append(earlier, call.replaced...))
-			res.IndexLost, res.FilesRewritten = call.indexLost, call.rewritten
+			c.removeFiles(ctx, next, append(earlier, call.cow.replaced...))
+			res.IndexLost, res.FilesRewritten = call.indexLost, call.cow.rewritten
 			if s := next.Metadata().SnapshotByName(run.Branch); s != nil {
 				res.SnapshotID = s.SnapshotID
 			}
@@ -222,8 +218,7 @@ const maxBuildAttempts = 5
 // build stages the run's transaction on tbl.
 func (c *catalogCommitter) build(ctx context.Context, call *commitCall, tbl *table.Table, run *Run) (*table.Transaction, error) {
 	tx := tbl.NewTransactionOnBranch(run.Branch)
-	call.rewritten = 0
-	call.written, call.replaced = nil, nil
+	call.cow = newCowStage(c.cow, run.Branch, run.Segments)
 	stale := indexStale(tbl, run)
 	if stale {
 		call.indexLost = true
@@ -236,7 +231,6 @@ func (c *catalogCommitter) build(ctx context.Context, call *commitCall, tbl *tab
 		// Positions need a snapshot to name them.
 		segs = []Segment{{LastSeq: run.LastSeq}}
 	}
-	cr := newCowRun(segs)
 	for i := range segs {
 		seg := segs[i]
 		if stale {
@@ -244,10 +238,9 @@ func (c *catalogCommitter) build(ctx context.Context, call *commitCall, tbl *tab
 				return nil, err
 			}
 		}
-		if err := c.applySegment(ctx, call, tx, tbl, run, &seg, cr, i, i == len(segs)-1); err != nil {
+		if err := c.applySegment(ctx, call, tx, tbl, run, &seg, i, i == len(segs)-1); err != nil {
 			return nil, err
 		}
-		cr.note(seg.DataFiles)
 	}
 	// The commit record, the checkpoint mirror and the positions mirror name the snapshot this commit makes,
 	// which the transaction already knows: snapshot ids are chosen by the client.
@@ -291,8 +284,8 @@ func pendingSnapshot(tx *table.Transaction, branch string) *table.Snapshot {
 
 // applySegment stages one segment's snapshot in the transaction. The last segment's snapshot carries the run's
 // marker (its last sequence number) and names the attempt's side file of positions, if any; each carries the
-// newest token inside it.
-func (c *catalogCommitter) applySegment(ctx context.Context, call *commitCall, tx *table.Transaction, tbl *table.Table, run *Run, seg *Segment, cr *cowRun, i int, last bool) error {
+// newest token inside it. A copy-on-write segment is the attempt's cowStage's to stage.
+func (c *catalogCommitter) applySegment(ctx context.Context, call *commitCall, tx *table.Transaction, tbl *table.Table, run *Run, seg *Segment, i int, last bool) error {
 	props := ice.Properties{
 		summaryWriterID: run.WriterID,
 		summaryEpoch:    strconv.FormatInt(run.Epoch, 10),
@@ -304,83 +297,27 @@ func (c *catalogCommitter) applySegment(ctx context.Context, call *commitCall, t
 	if last && call.positions != "" {
 		props[summaryPositions] = call.positions
 	}
+	if len(seg.DVFiles) == 0 && len(seg.DeleteKeys) > 0 {
+		return call.cow.apply(ctx, tx, i, seg, props)
+	}
+	call.cow.note(seg.DataFiles)
 	if len(seg.DVFiles) > 0 {
 		return tx.NewRowDelta(props).AddRows(seg.DataFiles...).AddDeletes(seg.DeleteFiles...).
 			AddDeletes(seg.DVFiles...).RemoveDeletes(seg.RemovedDVs...).Commit(ctx)
 	}
-	if len(seg.DeleteKeys) > 0 {
-		// Planned on the transaction's staged table, so that a retry re-plans against the new head and a later
-		// segment sees the files of earlier ones.
-		staged, err := tx.StagedTable()
-		if err != nil {
-			return err
-		}
-		plan, err := cr.plan(ctx, staged.Table, run.Branch, i, seg, c.cow)
-		if err != nil {
-			return err
-		}
-		call.written = append(append(call.written, plan.newFiles...), plan.freshFiles...)
-		if staged.Table.Metadata().Version() >= 3 {
-			// An upserted row's new version keeps the _row_id of the row it replaces (found by this segment's
-			// rewrites or, for a later segment of the commit, by the first one's).
-			segKeys, err := newKeySet(seg.DeleteKeys)
-			if err != nil {
-				return err
-			}
-			orig := seg.DataFiles
-			var replaced []ice.DataFile
-			if seg.DataFiles, replaced, err = carryRowIDs(ctx, staged.Table, orig, segKeys, cr.ids, c.cow); err != nil {
-				return err
-			}
-			if len(replaced) > 0 {
-				kept := map[string]bool{}
-				for _, f := range orig {
-					kept[f.FilePath()] = true
-				}
-				for _, f := range seg.DataFiles {
-					if !kept[f.FilePath()] {
-						call.written = append(call.written, f)
-					}
-				}
-				call.replaced = append(call.replaced, replaced...)
-			}
-		}
-		if len(plan.oldFiles) > 0 {
-			call.rewritten += len(plan.oldFiles)
-			props[summaryRewritten] = strconv.Itoa(len(plan.oldFiles))
-			props[summaryCandidates] = strconv.Itoa(plan.candidates)
-			if staged.Table.Metadata().Version() < 3 {
-				return tx.ReplaceFiles(ctx, plan.oldFiles, append(plan.newFiles, seg.DataFiles...), plan.deadDeletes, props,
-					table.WithoutDuplicateCheck())
-			}
-			// Format version 3. The rewritten files keep every row's _row_id and _last_updated_sequence_number
-			// and carry an explicit first_row_id, so one overwrite snapshot replaces the old files with them. The
-			// new rows need row ids from the table, which iceberg-go's ReplaceFiles does not assign: a row delta
-			// adds them in a second snapshot of the same catalog commit. The first snapshot then holds every row
-			// but the upserted keys' new versions; it carries no sequence number or checkpoint token, so a
-			// rollback to it leaves LastCheckpoint before this batch and a replay restores them.
-			fresh := append(slices.Clone(seg.DataFiles), plan.freshFiles...)
-			if len(fresh) == 0 {
-				return tx.ReplaceFiles(ctx, plan.oldFiles, plan.newFiles, plan.deadDeletes, props, table.WithoutDuplicateCheck())
-			}
-			first := ice.Properties{summaryWriterID: run.WriterID, summaryEpoch: props[summaryEpoch],
-				summaryRewritten: props[summaryRewritten], summaryCandidates: props[summaryCandidates]}
-			if err := tx.ReplaceFiles(ctx, plan.oldFiles, plan.newFiles, plan.deadDeletes, first, table.WithoutDuplicateCheck()); err != nil {
-				return err
-			}
-			delete(props, summaryRewritten)
-			delete(props, summaryCandidates)
-			return tx.NewRowDelta(props).AddRows(fresh...).Commit(ctx)
-		}
-	}
+	return appendSegment(ctx, tx, tbl.Metadata().Version(), seg, props)
+}
+
+// appendSegment stages a segment that only adds files: data files and equality deletes, or none (a segment of
+// checkpoint-only batches still records its token: an empty snapshot carries the markers).
+func appendSegment(ctx context.Context, tx *table.Transaction, formatVersion int, seg *Segment, props ice.Properties) error {
 	switch {
-	case len(seg.DeleteFiles) > 0 || (len(seg.DataFiles) > 0 && tbl.Metadata().Version() >= 3):
+	case len(seg.DeleteFiles) > 0 || (len(seg.DataFiles) > 0 && formatVersion >= 3):
 		// v3 fast appends reject WriteRecords output ("missing first_row_id"); a row delta assigns row ids.
 		return tx.NewRowDelta(props).AddRows(seg.DataFiles...).AddDeletes(seg.DeleteFiles...).Commit(ctx)
 	case len(seg.DataFiles) > 0:
 		return tx.AddDataFiles(ctx, seg.DataFiles, props, table.WithoutDuplicateCheck())
 	default:
-		// A segment of checkpoint-only batches still records its token: an empty snapshot carries the markers.
 		return tx.AddFiles(ctx, nil, props, true)
 	}
 }

@@ -38,7 +38,7 @@ func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
 	w.pipe.commitMu.Lock()
 	defer w.pipe.commitMu.Unlock()
 	res, err := w.compactLocked(ctx, false)
-	return res, w.red.Error(err) // reads and writes data files: storage errors may quote presigned URLs
+	return res, w.env.red.Error(err) // reads and writes data files: storage errors may quote presigned URLs
 }
 
 // compactAttempts bounds the attempts of one compaction: it holds the commit queue.
@@ -64,7 +64,7 @@ func (w *Writer) compactLocked(ctx context.Context, smallOnly bool) (CompactResu
 			tx, res, rewritten, err = w.planCompaction(ctx, tbl, smallOnly, nonce)
 			return tx, err
 		},
-		prove: nonceProof(w.opts.branch, summaryNonce, nonce, nil),
+		prove: nonceProof(w.env.branch, summaryNonce, nonce, nil),
 		failed: func(sent bool) {
 			if sent {
 				w.keys.drop("a compaction's commit returned an error (its reply may be lost)", nil)
@@ -83,7 +83,7 @@ func (w *Writer) compactLocked(ctx context.Context, smallOnly bool) (CompactResu
 		return CompactResult{Attempts: r.attempts}, nil
 	}
 	res.Attempts = r.attempts
-	if s, ok := findNonce(r.table.Metadata(), w.opts.branch, summaryNonce, nonce); ok {
+	if s, ok := findNonce(r.table.Metadata(), w.env.branch, summaryNonce, nonce); ok {
 		res.SnapshotID = s.SnapshotID
 		if s.Summary != nil {
 			fmt.Sscan(s.Summary.Properties["total-delete-files"], &res.DeleteFilesRemaining)
@@ -95,11 +95,11 @@ func (w *Writer) compactLocked(ctx context.Context, smallOnly bool) (CompactResu
 // planCompaction stages a compaction on tbl: nil when there is nothing worth rewriting. It returns what the
 // rewrite does and the data files it rewrites.
 func (w *Writer) planCompaction(ctx context.Context, tbl *table.Table, smallOnly bool, nonce string) (*table.Transaction, CompactResult, map[string]struct{}, error) {
-	snap := tbl.Metadata().SnapshotByName(w.opts.branch)
+	snap := tbl.Metadata().SnapshotByName(w.env.branch)
 	if snap == nil {
 		return nil, CompactResult{}, nil, nil
 	}
-	scan, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).UseRef(w.opts.branch)
+	scan, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).UseRef(w.env.branch)
 	if err != nil {
 		return nil, CompactResult{}, nil, err
 	}
@@ -108,16 +108,16 @@ func (w *Writer) planCompaction(ctx context.Context, tbl *table.Table, smallOnly
 		return nil, CompactResult{}, nil, fmt.Errorf("iceberg: compact: plan: %w", err)
 	}
 	cfg := compaction.DefaultConfig()
-	cfg.TargetFileSizeBytes = w.opts.targetFileSize
-	cfg.MinFileSizeBytes = w.opts.targetFileSize * 3 / 4
-	cfg.MaxFileSizeBytes = w.opts.targetFileSize * 9 / 5
+	cfg.TargetFileSizeBytes = w.files.targetFileSize
+	cfg.MinFileSizeBytes = w.files.targetFileSize * 3 / 4
+	cfg.MaxFileSizeBytes = w.files.targetFileSize * 9 / 5
 	cfg.DeleteFileThreshold = 1
 	cfg.MinInputFiles = 1
 	if smallOnly {
-		if tasks = smallFileTier(tasks, w.opts.targetFileSize/8); len(tasks) < 2 {
+		if tasks = smallFileTier(tasks, w.files.targetFileSize/8); len(tasks) < 2 {
 			return nil, CompactResult{}, nil, nil
 		}
-		cfg.MinFileSizeBytes = w.opts.targetFileSize / 8
+		cfg.MinFileSizeBytes = w.files.targetFileSize / 8
 		cfg.DeleteFileThreshold = math.MaxInt32 // equality deletes alone do not pull in a right-sized file
 		cfg.MinInputFiles = 2
 	}
@@ -154,17 +154,17 @@ func (w *Writer) planCompaction(ctx context.Context, tbl *table.Table, smallOnly
 	}
 	wt := tbl
 	if keyNames := w.keys.names(); keyNames != nil {
-		if wt, err = withKeyBlooms(tbl, keyNames, min(groupRows, int64(w.opts.rowGroupRows))); err != nil {
+		if wt, err = withKeyBlooms(tbl, keyNames, min(groupRows, int64(w.files.rowGroupRows))); err != nil {
 			return nil, CompactResult{}, nil, err
 		}
 	}
-	tx := wt.NewTransactionOnBranch(w.opts.branch)
+	tx := wt.NewTransactionOnBranch(w.env.branch)
 	rr, err := tx.RewriteDataFiles(ctx, groups, table.RewriteDataFilesOptions{
-		SnapshotProps:            ice.Properties{summaryWriterID: w.id, summaryOperation: "compact", summaryNonce: nonce},
+		SnapshotProps:            ice.Properties{summaryWriterID: w.env.id, summaryOperation: "compact", summaryNonce: nonce},
 		ExtraDeleteFilesToRemove: deadEq,
 		GroupOptions: []table.CompactionGroupOption{
-			table.WithCompactionTargetFileSize(w.opts.targetFileSize),
-			table.WithCompactionParquetRowGroupLimit(w.opts.rowGroupRows),
+			table.WithCompactionTargetFileSize(w.files.targetFileSize),
+			table.WithCompactionParquetRowGroupLimit(w.files.rowGroupRows),
 		},
 	})
 	if err != nil {

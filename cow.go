@@ -5,22 +5,146 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
 	"golang.org/x/sync/errgroup"
 )
 
-// cowConfig tunes copy-on-write rewrites in the committer.
+// cowConfig tunes copy-on-write rewrites: how many files are rewritten at once, and the size of the files written.
 type cowConfig struct {
 	parallel       int
 	targetFileSize int64
 	rowGroupRows   int
+}
+
+// cowStage is copy-on-write for one attempt of a run's commit. For each segment that upserts or deletes keys
+// (Segment.DeleteKeys) it plans which data files hold them (planCopyOnWrite: candidates by pruning, confirmed by
+// reading their key columns), rewrites those files without the keys' rows (rewriteWithout), keeps row lineage on
+// format version 3 (lineage.go) and stages the segment's snapshots in the attempt's transaction. The committer
+// makes one per attempt (commitCall.cow), calls apply for each copy-on-write segment and note for the others;
+// what the stage wrote is then the committer's to keep or delete, by the attempt's outcome.
+//
+// Each file of the table is rewritten at most once per attempt. The first copy-on-write segment removes the
+// keys of every later segment from the files the table held before the attempt; each segment then rewrites,
+// for its own keys, only files this attempt added (new rows of earlier segments, and their rewrites). A
+// snapshot of an earlier segment may so miss rows that only a later segment of the same catalog commit
+// deletes: a replay from its checkpoint deletes them again.
+type cowStage struct {
+	cfg    cowConfig
+	branch string
+
+	later   [][]arrow.RecordBatch // per segment: the keys of the copy-on-write segments from it on
+	added   map[string]bool       // data files added by this attempt's segments
+	started bool
+	ids     *rowIDs // format version 3: the row ids of the rows the rewrites removed, by key
+
+	// written are the data files the attempt wrote (rewrites, new-row files carrying row ids); replaced are the
+	// run's new-row files it replaced by the latter; rewritten counts the table's files the rewrites replaced.
+	written, replaced []ice.DataFile
+	rewritten         int
+}
+
+// newCowStage starts an attempt over the segments of a run on branch.
+func newCowStage(cfg cowConfig, branch string, segs []Segment) *cowStage {
+	r := &cowStage{cfg: cfg, branch: branch, later: make([][]arrow.RecordBatch, len(segs)), added: map[string]bool{},
+		ids: &rowIDs{ids: map[string]int64{}}}
+	var acc []arrow.RecordBatch
+	for i := len(segs) - 1; i >= 0; i-- {
+		acc = append(slices.Clone(segs[i].DeleteKeys), acc...)
+		r.later[i] = acc
+	}
+	return r
+}
+
+// apply stages copy-on-write segment i (seg, with props as its snapshot summary) in tx: the files holding its
+// keys are rewritten without them and replaced, and its new rows are added. Planned on the transaction's
+// staged table, so that a retry re-plans against the new head and a later segment sees the files of earlier
+// ones. On format version 3, the segment's new files may be written again to carry row ids (seg.DataFiles is
+// updated).
+func (r *cowStage) apply(ctx context.Context, tx *table.Transaction, i int, seg *Segment, props ice.Properties) error {
+	staged, err := tx.StagedTable()
+	if err != nil {
+		return err
+	}
+	tbl := staged.Table
+	plan, err := r.plan(ctx, tbl, i, seg)
+	if err != nil {
+		return err
+	}
+	r.written = append(append(r.written, plan.newFiles...), plan.freshFiles...)
+	v3 := tbl.Metadata().Version() >= 3
+	if v3 {
+		if err := r.carryLineage(ctx, tbl, seg); err != nil {
+			return err
+		}
+	}
+	r.note(seg.DataFiles)
+	if len(plan.oldFiles) == 0 {
+		return appendSegment(ctx, tx, tbl.Metadata().Version(), seg, props)
+	}
+	r.rewritten += len(plan.oldFiles)
+	props[summaryRewritten] = strconv.Itoa(len(plan.oldFiles))
+	props[summaryCandidates] = strconv.Itoa(plan.candidates)
+	if !v3 {
+		return tx.ReplaceFiles(ctx, plan.oldFiles, append(plan.newFiles, seg.DataFiles...), plan.deadDeletes, props,
+			table.WithoutDuplicateCheck())
+	}
+	// Format version 3. The rewritten files keep every row's _row_id and _last_updated_sequence_number and carry
+	// an explicit first_row_id, so one overwrite snapshot replaces the old files with them. The new rows need row
+	// ids from the table, which iceberg-go's ReplaceFiles does not assign: a row delta adds them in a second
+	// snapshot of the same catalog commit. The first snapshot then holds every row but the upserted keys' new
+	// versions; it carries no sequence number or checkpoint token, so a rollback to it leaves LastCheckpoint
+	// before this batch and a replay restores them.
+	fresh := append(slices.Clone(seg.DataFiles), plan.freshFiles...)
+	if len(fresh) == 0 {
+		return tx.ReplaceFiles(ctx, plan.oldFiles, plan.newFiles, plan.deadDeletes, props, table.WithoutDuplicateCheck())
+	}
+	first := ice.Properties{summaryWriterID: props[summaryWriterID], summaryEpoch: props[summaryEpoch],
+		summaryRewritten: props[summaryRewritten], summaryCandidates: props[summaryCandidates]}
+	if err := tx.ReplaceFiles(ctx, plan.oldFiles, plan.newFiles, plan.deadDeletes, first, table.WithoutDuplicateCheck()); err != nil {
+		return err
+	}
+	delete(props, summaryRewritten)
+	delete(props, summaryCandidates)
+	return tx.NewRowDelta(props).AddRows(fresh...).Commit(ctx)
+}
+
+// plan plans segment i.
+func (r *cowStage) plan(ctx context.Context, tbl *table.Table, i int, seg *Segment) (*cowPlan, error) {
+	plan := &cowPlan{}
+	if !r.started {
+		r.started = true
+		base, err := planCopyOnWrite(ctx, tbl, r.branch, r.later[i], r.cfg, func(p string) bool { return !r.added[p] }, r.ids)
+		if err != nil {
+			return nil, err
+		}
+		plan.merge(base)
+	}
+	if len(r.added) > 0 {
+		own, err := planCopyOnWrite(ctx, tbl, r.branch, seg.DeleteKeys, r.cfg, func(p string) bool { return r.added[p] }, r.ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range append(slices.Clone(own.newFiles), own.freshFiles...) {
+			r.added[f.FilePath()] = true
+		}
+		plan.merge(own)
+	}
+	return plan, nil
+}
+
+// note records the files a segment added: a later copy-on-write segment of the attempt rewrites them too,
+// should they hold its keys.
+func (r *cowStage) note(files []ice.DataFile) {
+	for _, f := range files {
+		r.added[f.FilePath()] = true
+	}
 }
 
 // keySet holds the exact keys a copy-on-write segment upserts or deletes.
@@ -50,7 +174,7 @@ func newKeySet(recs []arrow.RecordBatch) (*keySet, error) {
 	return ks, nil
 }
 
-// mask marks the rows of rec whose key is in the set (true) and counts them.
+// match marks the rows of rec whose key is in the set (true) and counts them.
 func (ks *keySet) match(rec arrow.RecordBatch) ([]bool, int, error) {
 	enc, err := ks.encoder(rec)
 	if err != nil {
@@ -272,59 +396,6 @@ func (p *cowPlan) merge(o *cowPlan) {
 	p.bytesWritten += o.bytesWritten
 }
 
-// cowRun plans the copy-on-write segments of one commit attempt so that each file of the table is rewritten at
-// most once. The first copy-on-write segment removes the keys of every later segment from the files the table
-// held before the attempt; each segment then rewrites, for its own keys, only files this attempt added (new
-// rows of earlier segments, and their rewrites). A snapshot of an earlier segment may so miss rows that only a
-// later segment of the same catalog commit deletes: a replay from its checkpoint deletes them again.
-type cowRun struct {
-	later   [][]arrow.RecordBatch // per segment: the keys of the copy-on-write segments from it on
-	added   map[string]bool       // data files added by this attempt's segments
-	started bool
-	ids     *rowIDs // format version 3: the row ids of the rows the rewrites removed, by key
-}
-
-func newCowRun(segs []Segment) *cowRun {
-	r := &cowRun{later: make([][]arrow.RecordBatch, len(segs)), added: map[string]bool{}, ids: &rowIDs{ids: map[string]int64{}}}
-	var acc []arrow.RecordBatch
-	for i := len(segs) - 1; i >= 0; i-- {
-		acc = append(slices.Clone(segs[i].DeleteKeys), acc...)
-		r.later[i] = acc
-	}
-	return r
-}
-
-// plan plans segment i.
-func (r *cowRun) plan(ctx context.Context, tbl *table.Table, branch string, i int, seg *Segment, cfg cowConfig) (*cowPlan, error) {
-	plan := &cowPlan{}
-	if !r.started {
-		r.started = true
-		base, err := planCopyOnWrite(ctx, tbl, branch, r.later[i], cfg, func(p string) bool { return !r.added[p] }, r.ids)
-		if err != nil {
-			return nil, err
-		}
-		plan.merge(base)
-	}
-	if len(r.added) > 0 {
-		own, err := planCopyOnWrite(ctx, tbl, branch, seg.DeleteKeys, cfg, func(p string) bool { return r.added[p] }, r.ids)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range append(slices.Clone(own.newFiles), own.freshFiles...) {
-			r.added[f.FilePath()] = true
-		}
-		plan.merge(own)
-	}
-	return plan, nil
-}
-
-// note records the files a segment added.
-func (r *cowRun) note(files []ice.DataFile) {
-	for _, f := range files {
-		r.added[f.FilePath()] = true
-	}
-}
-
 func dedupeFiles(files []ice.DataFile) []ice.DataFile {
 	seen := map[string]bool{}
 	out := files[:0]
@@ -448,222 +519,4 @@ func rewriteWithout(ctx context.Context, tbl *table.Table, snapID int64, task ta
 		return nil, 0, filterErr
 	}
 	return files, removed, nil
-}
-
-func lineageScan(on bool) []table.ScanOption {
-	if on {
-		return []table.ScanOption{table.WithRowLineage()}
-	}
-	return nil
-}
-
-// rowIDs maps the keys of the rows copy-on-write rewrites removed to their _row_id (format version 3), so that
-// the new version of an upserted row keeps the row id of the row it replaces, as an update does.
-type rowIDs struct {
-	mu  sync.Mutex
-	ids map[string]int64
-}
-
-// record notes the _row_id of each row of rec marked in hits.
-func (r *rowIDs) record(ks *keySet, rec arrow.RecordBatch, hits []bool) error {
-	idx := rec.Schema().FieldIndices(ice.RowIDColumnName)
-	if len(idx) == 0 {
-		return nil
-	}
-	rowID, ok := rec.Column(idx[0]).(*array.Int64)
-	if !ok {
-		return fmt.Errorf("iceberg: copy-on-write: %s is %s, want int64", ice.RowIDColumnName, rec.Column(idx[0]).DataType())
-	}
-	enc, err := ks.encoder(rec)
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var buf []byte
-	for row, hit := range hits {
-		if hit && rowID.IsValid(row) {
-			buf = enc.appendKey(buf[:0], row)
-			r.ids[string(buf)] = rowID.Value(row)
-		}
-	}
-	return nil
-}
-
-// carryRowIDs gives the rows of new data files whose key a rewrite removed the removed row's _row_id, as an
-// update keeps its row id: each file holding such a row is written again, streaming, with the _row_id column set
-// for those rows and null for the others (new rows, which take ids from the table), and
-// _last_updated_sequence_number null (the commit's). Only the keys of the segment (seg: the keys it upserts or
-// deletes) carry an id, each id to one row at most; they are then forgotten: a later segment that upserts one of
-// them again finds its id in the row this one wrote. It returns the files to add in place of files, and the
-// files it replaced (no snapshot references them once the commit applies).
-func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, seg *keySet, ids *rowIDs, cfg cowConfig) (out, replaced []ice.DataFile, err error) {
-	defer ids.forget(seg)
-	if len(files) == 0 || !ids.any(seg) {
-		return files, nil, nil
-	}
-	projected := ice.SchemaWithRowLineage(tbl.Schema())
-	schema, err := table.SchemaToArrowSchemaWithOptions(projected, table.ArrowSchemaOptions{IncludeFieldIDs: true,
-		TableProperties: tbl.Metadata().Properties()})
-	if err != nil {
-		return nil, nil, err
-	}
-	out = make([]ice.DataFile, 0, len(files))
-	for _, df := range files {
-		task := table.FileScanTask{File: df, Start: 0, Length: df.FileSizeBytes()}
-		hit, err := ids.holds(ctx, tbl, task, seg)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !hit {
-			out = append(out, df)
-			continue
-		}
-		_, recs, err := tbl.Scan(table.WithRowLineage()).ReadTasks(ctx, []table.FileScanTask{task})
-		if err != nil {
-			return nil, nil, err
-		}
-		var applyErr error
-		carried := func(yield func(arrow.RecordBatch, error) bool) {
-			for rec, err := range recs {
-				if err != nil {
-					yield(nil, err)
-					return
-				}
-				next, err := ids.apply(seg, rec)
-				rec.Release()
-				if err != nil {
-					applyErr = err
-					yield(nil, err)
-					return
-				}
-				if !yield(next, nil) {
-					return
-				}
-			}
-		}
-		wt, err := withKeyBlooms(tbl, seg.names, min(df.Count(), int64(cfg.rowGroupRows)))
-		if err != nil {
-			return nil, nil, err
-		}
-		for f, err := range table.WriteRecords(ctx, wt, schema, iter.Seq2[arrow.RecordBatch, error](carried),
-			table.WithClusteredWrite(), table.WithTargetFileSize(cfg.targetFileSize),
-			table.WithParquetRowGroupLimit(cfg.rowGroupRows), table.WithRecordBatchBufferSize(2),
-			table.WithPreserveRowLineage(projected)) {
-			if err != nil {
-				return nil, nil, err
-			}
-			out = append(out, f)
-		}
-		if applyErr != nil {
-			return nil, nil, applyErr
-		}
-		replaced = append(replaced, df)
-	}
-	return out, replaced, nil
-}
-
-// any reports whether a key of ks has a recorded row id.
-func (r *rowIDs) any(ks *keySet) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	small, large := map[string]struct{}(ks.keys), r.ids
-	if len(small) > len(large) {
-		for k := range large {
-			if _, ok := small[k]; ok {
-				return true
-			}
-		}
-		return false
-	}
-	for k := range small {
-		if _, ok := large[k]; ok {
-			return true
-		}
-	}
-	return false
-}
-
-// holds reads only the key columns of a new data file and reports whether a row of it has a key of ks with a
-// recorded row id.
-func (r *rowIDs) holds(ctx context.Context, tbl *table.Table, task table.FileScanTask, ks *keySet) (bool, error) {
-	_, recs, err := tbl.Scan(table.WithSelectedFields(ks.names...)).ReadTasks(ctx, []table.FileScanTask{task})
-	if err != nil {
-		return false, err
-	}
-	var buf []byte
-	for rec, err := range recs {
-		if err != nil {
-			return false, err
-		}
-		enc, err := ks.encoder(rec)
-		if err != nil {
-			rec.Release()
-			return false, err
-		}
-		r.mu.Lock()
-		found := false
-		for row := 0; row < int(rec.NumRows()) && !found; row++ {
-			buf = enc.appendKey(buf[:0], row)
-			if _, mine := ks.keys[string(buf)]; mine {
-				_, found = r.ids[string(buf)]
-			}
-		}
-		r.mu.Unlock()
-		rec.Release()
-		if found {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// forget drops the ids of the keys in ks.
-func (r *rowIDs) forget(ks *keySet) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k := range ks.keys {
-		delete(r.ids, k)
-	}
-}
-
-// apply returns rec with _row_id set to the recorded id of each row whose key is in ks and has one (null
-// otherwise; an id goes to the first such row only) and _last_updated_sequence_number null.
-func (r *rowIDs) apply(ks *keySet, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	enc, err := ks.encoder(rec)
-	if err != nil {
-		return nil, err
-	}
-	sc := rec.Schema()
-	idIdx, seqIdx := sc.FieldIndices(ice.RowIDColumnName), sc.FieldIndices(ice.LastUpdatedSequenceNumberColumnName)
-	if len(idIdx) == 0 || len(seqIdx) == 0 {
-		return nil, fmt.Errorf("iceberg: copy-on-write: row lineage columns missing from the scan")
-	}
-	rows := int(rec.NumRows())
-	b := array.NewInt64Builder(memory.DefaultAllocator)
-	defer b.Release()
-	b.Reserve(rows)
-	var buf []byte
-	r.mu.Lock()
-	for row := 0; row < rows; row++ {
-		buf = enc.appendKey(buf[:0], row)
-		if _, mine := ks.keys[string(buf)]; !mine {
-			b.AppendNull()
-			continue
-		}
-		if id, ok := r.ids[string(buf)]; ok {
-			b.Append(id)
-			delete(r.ids, string(buf))
-		} else {
-			b.AppendNull()
-		}
-	}
-	r.mu.Unlock()
-	ids := b.NewArray()
-	defer ids.Release()
-	nulls := array.MakeArrayOfNull(memory.DefaultAllocator, arrow.PrimitiveTypes.Int64, rows)
-	defer nulls.Release()
-	cols := slices.Clone(rec.Columns())
-	cols[idIdx[0]], cols[seqIdx[0]] = ids, nulls
-	return array.NewRecordBatch(sc, cols, int64(rows)), nil
 }

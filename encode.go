@@ -33,7 +33,7 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 	var err error
 	indexed := w.keys.indexed()
 	if w.keys.spec != nil {
-		res, err = w.keys.resolve(ctx, b, w.mem)
+		res, err = w.keys.resolve(ctx, b, w.env.mem)
 		if err == nil {
 			for _, r := range b.recs {
 				r.Release()
@@ -55,17 +55,24 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 	if res != nil {
 		b.written, b.keyedSet = res.written, res.keyed
 	}
-	for _, f := range files {
-		w.st.files.Add(1)
-		w.st.fileBytes.Add(f.FileSizeBytes())
-	}
+	w.files.count(files)
 	return nil
+}
+
+// count adds files to the encoder's counters.
+func (e *fileEncoder) count(files []ice.DataFile) {
+	for _, f := range files {
+		e.files.Add(1)
+		e.bytes.Add(f.FileSizeBytes())
+	}
 }
 
 // fileEncoder writes a batch's rows as Parquet data files through iceberg-go's writer: files rolled at the
 // target size (the row-group limit lets rolling happen), the table's partitioning, and bloom filters on the key
 // columns sized for a file's rows. Encoders of several batches share it.
 type fileEncoder struct {
+	files, bytes atomic.Int64 // data files written and their bytes (Stats)
+
 	mem            memory.Allocator
 	targetFileSize int64
 	rowGroupRows   int

@@ -309,7 +309,7 @@ func (w *Writer) evolveSchema(ctx context.Context, plan func(*ice.Schema) ([]sch
 	op := &txOp{
 		what: "evolve schema", maxAttempts: evolveAttempts,
 		build: func(_ context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
-			tx, err := evolveTx(tbl, w.opts.branch, plan, &changes)
+			tx, err := evolveTx(tbl, w.env.branch, plan, &changes)
 			buildErr = err
 			return tx, err
 		},
@@ -321,7 +321,7 @@ func (w *Writer) evolveSchema(ctx context.Context, plan func(*ice.Schema) ([]sch
 	case err != nil:
 		return fmt.Errorf("%w: %w", errEvolve, err)
 	case res.how == txCommitted:
-		w.log.Info("iceberg: schema evolved", "table", w.ident, "writer", w.id, "changes", fmt.Sprint(changes))
+		w.env.log.Info("iceberg: schema evolved", "table", w.env.ident, "writer", w.env.id, "changes", fmt.Sprint(changes))
 	}
 	return nil
 }
@@ -355,8 +355,6 @@ func (w *Writer) install(tbl *table.Table) error {
 	if err := w.view.set(tbl); err != nil {
 		return err
 	}
-	if w.defaultC != nil {
-		w.defaultC.setLatest(w.ident, tbl)
-	}
+	w.runs.installed(tbl)
 	return nil
 }

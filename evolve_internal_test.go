@@ -15,7 +15,7 @@ func BenchmarkEvolveForSeen(b *testing.B) {
 		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "ts", Type: arrow.FixedWidthTypes.Timestamp_us, Nullable: true}}
 	target := arrow.NewSchema(fields, nil)
-	w := &Writer{opts: options{evolve: true}, view: newTableView(memory.DefaultAllocator, &conformHooks{})}
+	w := &Writer{view: newTableView(memory.DefaultAllocator, &conformHooks{})}
 	w.view.conf = &conformer{target: target, mem: memory.DefaultAllocator, hooks: w.view.hooks}
 	conf := w.view.conformer()
 	in := arrow.NewSchema(fields, nil)

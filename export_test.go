@@ -1,10 +1,19 @@
 package iceberg
 
+import "time"
+
 // Names the external tests need that users do not get.
 
 // WithRowGroupRowsForTest sets the Parquet row-group limit of the files the writer encodes (not an option
 // users get): small values make files of many row groups, which the key index must read in row order.
 func WithRowGroupRowsForTest(n int) Option { return func(o *options) { o.rowGroupRows = n } }
+
+// WithQuickRetriesForTest bounds the waits between commit retries at 1 to 20 ms instead of 50 ms to 5 s (20 ms
+// to 2 s for the writer's own transactions): tests that make commits conflict or lose their replies on purpose
+// retry without spending wall time, while the jitter still spreads writers that collide.
+func WithQuickRetriesForTest() Option {
+	return func(o *options) { o.retryWaits = &[2]time.Duration{time.Millisecond, 20 * time.Millisecond} }
+}
 
 // DeadLetterWired reports whether the writer's base conformer routes bad Arrow rows to WithDeadLetter without
 // schema evolution (the view must build its conformers with the writer's hooks).
@@ -16,10 +25,10 @@ func DeadLetterWired(w *Writer) bool {
 // OrphanSweepDone returns a channel closed once the removal of the writer ID's orphans that NewWriter started
 // has returned (closed at once when it started none).
 func OrphanSweepDone(w *Writer) <-chan struct{} {
-	if w.sweep == nil {
+	if w.own.sweep == nil {
 		done := make(chan struct{})
 		close(done)
 		return done
 	}
-	return w.sweep.done
+	return w.own.sweep.done
 }

@@ -175,9 +175,9 @@ func TestKeyIndexRestartModel(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				for op := 0; op < 60; op++ {
+				for op := 0; op < 40; op++ {
 					ops.apply(t, ctx, w, model)
-					if rng.IntN(15) == 0 {
+					if rng.IntN(10) == 0 {
 						if err := w.Flush(ctx); err != nil {
 							t.Fatal(err)
 						}

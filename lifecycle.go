@@ -18,7 +18,7 @@ func (w *Writer) Flush(ctx context.Context) error { return w.pipe.flush(ctx) }
 // writer's own context (for at most WithCommitTimeout, then it is cancelled too), so that no commit is cut off
 // half-way by the caller's deadline: if it lands, WithOnCommit reports it, and LastCheckpoint tells either way.
 func (w *Writer) Close(ctx context.Context) error {
-	defer w.sweep.stop(ctx)
+	defer w.own.stop(ctx)
 	s, err := w.pipe.shutdown(ctx, true)
 	switch {
 	case err != nil:
@@ -44,7 +44,7 @@ func (w *Writer) Close(ctx context.Context) error {
 // Abort returns by the time ctx ends: a commit still in flight then resolves in the background as with Close,
 // and the error wraps ctx's error and says so (batches still encoding are simply cancelled).
 func (w *Writer) Abort(ctx context.Context) error {
-	defer w.sweep.stop(ctx)
+	defer w.own.stop(ctx)
 	s, err := w.pipe.shutdown(ctx, false)
 	if err != nil {
 		return err

@@ -1,12 +1,23 @@
 package iceberg
 
 import (
+	"context"
 	"fmt"
+	"iter"
+	"slices"
+	"sync"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/avro/atype"
 )
+
+// Row lineage for the copy-on-write stage on format version 3: a rewritten file keeps its rows' _row_id
+// (withFirstRowID), and an upserted row's new version takes the _row_id of the row it replaces (rowIDs,
+// carryRowIDs, cowStage.carryLineage), as an update does.
 
 // withFirstRowID returns a copy of a data file written by iceberg-go's WriteRecords with its first_row_id set.
 //
@@ -57,4 +68,251 @@ func withFirstRowID(meta table.Metadata, df ice.DataFile, firstRowID int64) (ice
 		b.SortOrderID(*s)
 	}
 	return b.FirstRowID(firstRowID).Build(), nil
+}
+
+// carryLineage gives the new rows of copy-on-write segment seg the row ids of the rows they replace
+// (carryRowIDs), found by this segment's rewrites or, for a later segment of the attempt, by the first one's:
+// an upserted row's new version keeps the _row_id of the row it replaces. seg.DataFiles becomes the files to add;
+// the files written for it are the attempt's, the files they replace are no longer needed once it commits.
+func (r *cowStage) carryLineage(ctx context.Context, tbl *table.Table, seg *Segment) error {
+	segKeys, err := newKeySet(seg.DeleteKeys)
+	if err != nil {
+		return err
+	}
+	orig := seg.DataFiles
+	var replaced []ice.DataFile
+	if seg.DataFiles, replaced, err = carryRowIDs(ctx, tbl, orig, segKeys, r.ids, r.cfg); err != nil {
+		return err
+	}
+	if len(replaced) > 0 {
+		kept := map[string]bool{}
+		for _, f := range orig {
+			kept[f.FilePath()] = true
+		}
+		for _, f := range seg.DataFiles {
+			if !kept[f.FilePath()] {
+				r.written = append(r.written, f)
+			}
+		}
+		r.replaced = append(r.replaced, replaced...)
+	}
+	return nil
+}
+
+func lineageScan(on bool) []table.ScanOption {
+	if on {
+		return []table.ScanOption{table.WithRowLineage()}
+	}
+	return nil
+}
+
+// rowIDs maps the keys of the rows copy-on-write rewrites removed to their _row_id (format version 3), so that
+// the new version of an upserted row keeps the row id of the row it replaces, as an update does.
+type rowIDs struct {
+	mu  sync.Mutex
+	ids map[string]int64
+}
+
+// record notes the _row_id of each row of rec marked in hits.
+func (r *rowIDs) record(ks *keySet, rec arrow.RecordBatch, hits []bool) error {
+	idx := rec.Schema().FieldIndices(ice.RowIDColumnName)
+	if len(idx) == 0 {
+		return nil
+	}
+	rowID, ok := rec.Column(idx[0]).(*array.Int64)
+	if !ok {
+		return fmt.Errorf("iceberg: copy-on-write: %s is %s, want int64", ice.RowIDColumnName, rec.Column(idx[0]).DataType())
+	}
+	enc, err := ks.encoder(rec)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var buf []byte
+	for row, hit := range hits {
+		if hit && rowID.IsValid(row) {
+			buf = enc.appendKey(buf[:0], row)
+			r.ids[string(buf)] = rowID.Value(row)
+		}
+	}
+	return nil
+}
+
+// carryRowIDs gives the rows of new data files whose key a rewrite removed the removed row's _row_id, as an
+// update keeps its row id: each file holding such a row is written again, streaming, with the _row_id column set
+// for those rows and null for the others (new rows, which take ids from the table), and
+// _last_updated_sequence_number null (the commit's). Only the keys of the segment (seg: the keys it upserts or
+// deletes) carry an id, each id to one row at most; they are then forgotten: a later segment that upserts one of
+// them again finds its id in the row this one wrote. It returns the files to add in place of files, and the
+// files it replaced (no snapshot references them once the commit applies).
+func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, seg *keySet, ids *rowIDs, cfg cowConfig) (out, replaced []ice.DataFile, err error) {
+	defer ids.forget(seg)
+	if len(files) == 0 || !ids.any(seg) {
+		return files, nil, nil
+	}
+	projected := ice.SchemaWithRowLineage(tbl.Schema())
+	schema, err := table.SchemaToArrowSchemaWithOptions(projected, table.ArrowSchemaOptions{IncludeFieldIDs: true,
+		TableProperties: tbl.Metadata().Properties()})
+	if err != nil {
+		return nil, nil, err
+	}
+	out = make([]ice.DataFile, 0, len(files))
+	for _, df := range files {
+		task := table.FileScanTask{File: df, Start: 0, Length: df.FileSizeBytes()}
+		hit, err := ids.holds(ctx, tbl, task, seg)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !hit {
+			out = append(out, df)
+			continue
+		}
+		_, recs, err := tbl.Scan(table.WithRowLineage()).ReadTasks(ctx, []table.FileScanTask{task})
+		if err != nil {
+			return nil, nil, err
+		}
+		var applyErr error
+		carried := func(yield func(arrow.RecordBatch, error) bool) {
+			for rec, err := range recs {
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				next, err := ids.apply(seg, rec)
+				rec.Release()
+				if err != nil {
+					applyErr = err
+					yield(nil, err)
+					return
+				}
+				if !yield(next, nil) {
+					return
+				}
+			}
+		}
+		wt, err := withKeyBlooms(tbl, seg.names, min(df.Count(), int64(cfg.rowGroupRows)))
+		if err != nil {
+			return nil, nil, err
+		}
+		for f, err := range table.WriteRecords(ctx, wt, schema, iter.Seq2[arrow.RecordBatch, error](carried),
+			table.WithClusteredWrite(), table.WithTargetFileSize(cfg.targetFileSize),
+			table.WithParquetRowGroupLimit(cfg.rowGroupRows), table.WithRecordBatchBufferSize(2),
+			table.WithPreserveRowLineage(projected)) {
+			if err != nil {
+				return nil, nil, err
+			}
+			out = append(out, f)
+		}
+		if applyErr != nil {
+			return nil, nil, applyErr
+		}
+		replaced = append(replaced, df)
+	}
+	return out, replaced, nil
+}
+
+// any reports whether a key of ks has a recorded row id.
+func (r *rowIDs) any(ks *keySet) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	small, large := map[string]struct{}(ks.keys), r.ids
+	if len(small) > len(large) {
+		for k := range large {
+			if _, ok := small[k]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	for k := range small {
+		if _, ok := large[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// holds reads only the key columns of a new data file and reports whether a row of it has a key of ks with a
+// recorded row id.
+func (r *rowIDs) holds(ctx context.Context, tbl *table.Table, task table.FileScanTask, ks *keySet) (bool, error) {
+	_, recs, err := tbl.Scan(table.WithSelectedFields(ks.names...)).ReadTasks(ctx, []table.FileScanTask{task})
+	if err != nil {
+		return false, err
+	}
+	var buf []byte
+	for rec, err := range recs {
+		if err != nil {
+			return false, err
+		}
+		enc, err := ks.encoder(rec)
+		if err != nil {
+			rec.Release()
+			return false, err
+		}
+		r.mu.Lock()
+		found := false
+		for row := 0; row < int(rec.NumRows()) && !found; row++ {
+			buf = enc.appendKey(buf[:0], row)
+			if _, mine := ks.keys[string(buf)]; mine {
+				_, found = r.ids[string(buf)]
+			}
+		}
+		r.mu.Unlock()
+		rec.Release()
+		if found {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// forget drops the ids of the keys in ks.
+func (r *rowIDs) forget(ks *keySet) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range ks.keys {
+		delete(r.ids, k)
+	}
+}
+
+// apply returns rec with _row_id set to the recorded id of each row whose key is in ks and has one (null
+// otherwise; an id goes to the first such row only) and _last_updated_sequence_number null.
+func (r *rowIDs) apply(ks *keySet, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	enc, err := ks.encoder(rec)
+	if err != nil {
+		return nil, err
+	}
+	sc := rec.Schema()
+	idIdx, seqIdx := sc.FieldIndices(ice.RowIDColumnName), sc.FieldIndices(ice.LastUpdatedSequenceNumberColumnName)
+	if len(idIdx) == 0 || len(seqIdx) == 0 {
+		return nil, fmt.Errorf("iceberg: copy-on-write: row lineage columns missing from the scan")
+	}
+	rows := int(rec.NumRows())
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	defer b.Release()
+	b.Reserve(rows)
+	var buf []byte
+	r.mu.Lock()
+	for row := 0; row < rows; row++ {
+		buf = enc.appendKey(buf[:0], row)
+		if _, mine := ks.keys[string(buf)]; !mine {
+			b.AppendNull()
+			continue
+		}
+		if id, ok := r.ids[string(buf)]; ok {
+			b.Append(id)
+			delete(r.ids, string(buf))
+		} else {
+			b.AppendNull()
+		}
+	}
+	r.mu.Unlock()
+	ids := b.NewArray()
+	defer ids.Release()
+	nulls := array.MakeArrayOfNull(memory.DefaultAllocator, arrow.PrimitiveTypes.Int64, rows)
+	defer nulls.Release()
+	cols := slices.Clone(rec.Columns())
+	cols[idIdx[0]], cols[seqIdx[0]] = ids, nulls
+	return array.NewRecordBatch(sc, cols, int64(rows)), nil
 }

@@ -86,7 +86,7 @@ func TestLostReplyWhileAnotherWriterExpires(t *testing.T) {
 		{"copy-on-write/v3", iceberg.CopyOnWrite, true, 3, false},
 		{"copy-on-write-delete-only/v2", iceberg.CopyOnWrite, true, 2, true},
 	}
-	const rounds = 20 // 120 lost replies in all
+	const rounds = 12 // 72 lost replies in all
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -99,7 +99,7 @@ func TestLostReplyWhileAnotherWriterExpires(t *testing.T) {
 				create = append(create, iceberg.IdentifierFields("id"))
 			}
 			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, create...),
-				iceberg.WithWriterID("a"), iceberg.WithMode(tc.mode), iceberg.WithFlushInterval(0))
+				iceberg.WithWriterID("a"), iceberg.WithMode(tc.mode), iceberg.WithFlushInterval(0), iceberg.WithQuickRetriesForTest())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,7 +212,8 @@ func TestLostReplyExpiredRandomID(t *testing.T) {
 	base := openCatalog(t)
 	cat := &slowCatalog{Catalog: base}
 	ident := table.Identifier{"lost", "random"}
-	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema), iceberg.WithFlushInterval(0))
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema), iceberg.WithFlushInterval(0),
+		iceberg.WithQuickRetriesForTest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +253,8 @@ func TestCopyOnWriteBusyExpirer(t *testing.T) {
 	cat := &slowCatalog{Catalog: base}
 	ident := table.Identifier{"cow", "busy"}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")),
-		iceberg.WithWriterID("a"), iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushInterval(0))
+		iceberg.WithWriterID("a"), iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushInterval(0),
+		iceberg.WithQuickRetriesForTest())
 	if err != nil {
 		t.Fatal(err)
 	}

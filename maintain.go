@@ -41,11 +41,11 @@ type maintainer struct {
 const maintainAttempts = 3
 
 // newMaintainer schedules the writer's maintenance by its (resolved) options.
-func (w *Writer) newMaintainer() *maintainer {
+func (w *Writer) newMaintainer(o *options) *maintainer {
 	return &maintainer{
-		keep: w.opts.keepSnapshots, expireAge: w.opts.expireAge, rewriteEvery: w.opts.rewriteEvery,
-		autoCompact: w.opts.autoCompact, smallFiles: w.opts.smallFiles,
-		branch: w.opts.branch, ident: w.ident, log: w.log,
+		keep: o.keepSnapshots, expireAge: o.expireAge, rewriteEvery: o.rewriteEvery,
+		autoCompact: o.autoCompact, smallFiles: o.smallFiles,
+		branch: w.env.branch, ident: w.env.ident, log: w.env.log,
 		table: w.Table, commit: w.commitTx,
 		compact: func(ctx context.Context, smallOnly bool) error {
 			_, err := w.compactLocked(ctx, smallOnly)

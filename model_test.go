@@ -38,6 +38,7 @@ import (
 var (
 	modelSeed = flag.Uint64("model.seed", 0, "TestModel: seed of every case (0: each case's own fixed seed)")
 	modelFull = flag.Bool("model.full", false, "TestModel: every combination of the parameters, not the covering matrix")
+	modelOps  = flag.Float64("model.ops", 1, "TestModel: multiplies each case's operation count (a soak run: -model.ops=4)")
 )
 
 // modelMode is what the harness's operations may do.
@@ -293,21 +294,22 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 	// the operations of one hold seal several) over fewer keys and operations, which keeps a copy-on-write
 	// trial's rewrites within the time of the others.
 	ops := &kvOps{rng: rng, rows: modelRows, keys: modelKeys}
-	nOps, flushEvery, flushRows := 150, 25, 1+rng.IntN(60)
+	nOps, flushEvery, flushRows := 100, 20, 1+rng.IntN(60)
 	var opts []iceberg.Option
 	switch {
 	case c.mode == appendOnly:
 		ops.keySpace, ops.maxRows, ops.writes = 5000, 1+rng.IntN(800), 10
-		nOps, flushEvery, flushRows = 40, 8, 1+rng.IntN(3000)
+		nOps, flushEvery, flushRows = 30, 6, 1+rng.IntN(3000)
 		if c.coalesced {
 			flushRows = 1 + rng.IntN(ops.maxRows)
 		}
 	case c.coalesced:
 		ops.keySpace, ops.maxRows, ops.writes = int64(20+rng.IntN(40)), 5, 3
-		nOps, flushEvery, flushRows = 90, 15, 1+rng.IntN(8)
+		nOps, flushEvery, flushRows = 60, 12, 1+rng.IntN(8)
 	default:
 		ops.keySpace, ops.maxRows, ops.writes = int64(20+rng.IntN(200)), 12, 3
 	}
+	nOps = max(1, int(float64(nOps)**modelOps))
 	opts = append(opts, iceberg.WithFlushRows(flushRows),
 		iceberg.WithFlushInterval(time.Duration(rng.IntN(5))*time.Millisecond))
 	if c.mode != appendOnly {

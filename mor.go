@@ -21,12 +21,12 @@ const (
 	opDelete
 )
 
-// mode is the writer's update mode: WithMode, else the table's write.update.mode, else MergeOnRead.
-func (w *Writer) mode() Mode {
-	if w.opts.mode != nil {
-		return *w.opts.mode
+// updateMode is a writer's update mode on tbl: WithMode, else the table's write.update.mode, else MergeOnRead.
+func updateMode(o *options, tbl *table.Table) Mode {
+	if o.mode != nil {
+		return *o.mode
 	}
-	if w.view.table().Properties().Get("write.update.mode", "") == table.WriteModeCopyOnWrite {
+	if tbl.Properties().Get("write.update.mode", "") == table.WriteModeCopyOnWrite {
 		return CopyOnWrite
 	}
 	return MergeOnRead
@@ -54,7 +54,7 @@ func (w *Writer) upsert(ctx context.Context, source string, rec arrow.RecordBatc
 	if err != nil {
 		return err
 	}
-	if w.opts.evolve && rec != nil {
+	if w.view.evolving() && rec != nil {
 		if conf, err = w.evolveFor(ctx, rec.Schema()); err != nil {
 			return err
 		}

@@ -77,12 +77,12 @@ func TestFencingAcrossProcesses(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		counts, _ := readRows(t, cat, ident)
-		if len(counts) >= 2000 {
+		if len(counts) >= 1000 {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	newer, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID("job"))
+	newer, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID("job"), iceberg.WithQuickRetriesForTest())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -333,32 +333,58 @@ const DefaultOrphanWindow = time.Hour
 // orphanSweepTimeout bounds the sweep NewWriter starts.
 const orphanSweepTimeout = 10 * time.Minute
 
+// ownFiles owns the files of the writer's own ID: their names (names marks each with the ID and the epoch the
+// writer holds; nil for a random ID, whose files get random names) and the removal of the ones the ID's earlier
+// epochs left uncommitted, which NewWriter starts (sweep; nil when none runs). The file encoder and the key
+// stage name their files through names.
+type ownFiles struct {
+	env    *writerEnv
+	names  *fileNamer
+	window time.Duration // WithOrphanWindow
+	sweep  *orphanSweep
+}
+
+// newOwnFiles names the files of env's writer ID on tbl, once the fence set the epoch it holds.
+func newOwnFiles(env *writerEnv, tbl *table.Table, window time.Duration) *ownFiles {
+	o := &ownFiles{env: env, window: window}
+	if env.stableID {
+		o.names = newFileNamer(tbl.Metadata().TableUUID(), env.id, env.epoch)
+	}
+	return o
+}
+
 // orphanSweep is the removal of a writer ID's orphans that NewWriter starts on a goroutine of its own
-// (sweepOrphans). It ends when it is done, after orphanSweepTimeout, or when the writer stops: Close and Abort
-// cancel it and wait for it (within their ctx). A writer closed first leaves the rest to the next NewWriter.
+// (ownFiles.sweepOrphans). It ends when it is done, after orphanSweepTimeout, or when the writer stops: Close
+// and Abort cancel it and wait for it (within their ctx). A writer closed first leaves the rest to the next
+// NewWriter.
 type orphanSweep struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func (w *Writer) startOrphanSweep(parent context.Context, tbl *table.Table) *orphanSweep {
+// startSweep starts the removal of the ID's orphans on tbl, the table as the fence left it: only for a writer
+// ID with marked file names and a positive window.
+func (o *ownFiles) startSweep(parent context.Context, tbl *table.Table) {
+	if o.names == nil || o.window <= 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(parent, orphanSweepTimeout)
 	s := &orphanSweep{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		defer cancel()
-		w.sweepOrphans(ctx, tbl)
+		o.sweepOrphans(ctx, tbl)
 	}()
-	return s
+	o.sweep = s
 }
 
 // stop cancels the sweep and waits for it to return, or for ctx to end.
-func (s *orphanSweep) stop(ctx context.Context) {
-	if s == nil {
+func (o *ownFiles) stop(ctx context.Context) {
+	if o.sweep == nil {
 		return
 	}
-	s.cancel()
-	waitOr(ctx, s.done)
+	o.sweep.cancel()
+	waitOr(ctx, o.sweep.done)
 }
 
 // sweepOrphans deletes the files this writer ID wrote in an earlier epoch that no snapshot of tbl (the table
@@ -380,22 +406,22 @@ func (s *orphanSweep) stop(ctx context.Context) {
 // What it costs: one listing of the data location (storage.List: a flat, paginated prefix listing) per
 // NewWriter, that is once per epoch; the table's manifests are read only when the listing found a candidate,
 // that is after a crash.
-func (w *Writer) sweepOrphans(ctx context.Context, tbl *table.Table) {
+func (o *ownFiles) sweepOrphans(ctx context.Context, tbl *table.Table) {
 	fs, err := tbl.FS(ctx)
 	var rep OrphanReport
 	if err == nil {
 		scan := orphanScan{tbl: tbl, fs: fs, location: dataLocation(tbl),
-			cutoff: time.Now().Add(-w.opts.orphanWindow), only: w.names.earlier}
+			cutoff: time.Now().Add(-o.window), only: o.names.earlier}
 		rep, err = scan.run(ctx)
 	}
 	if err == nil {
 		rep.Deleted, err = deleteFiles(ctx, fs, rep.Orphans)
 	}
 	if len(rep.Deleted) > 0 {
-		w.log.Info("iceberg: removed orphan files", "table", w.ident, "writer", w.id, "files", len(rep.Deleted),
+		o.env.log.Info("iceberg: removed orphan files", "table", o.env.ident, "writer", o.env.id, "files", len(rep.Deleted),
 			"bytes", rep.Bytes)
 	}
 	if err != nil {
-		w.log.Warn("iceberg: orphan file removal", "table", w.ident, "writer", w.id, "err", err)
+		o.env.log.Warn("iceberg: orphan file removal", "table", o.env.ident, "writer", o.env.id, "err", err)
 	}
 }

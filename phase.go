@@ -107,8 +107,8 @@ func (w *Writer) leaveBulk(ctx context.Context, live sealPolicy) error {
 	w.pipe.commitMu.Lock()
 	defer w.pipe.commitMu.Unlock()
 	if w.pipe.queued() {
-		w.log.Info("iceberg: key index stays off after the bulk phase: batches encoded without it are not committed yet",
-			"table", w.ident)
+		w.env.log.Info("iceberg: key index stays off after the bulk phase: batches encoded without it are not committed yet",
+			"table", w.env.ident)
 		return nil
 	}
 	return w.keys.load(ctx, w.view.table())

@@ -434,14 +434,10 @@ func Positions(ctx context.Context, cat catalog.Catalog, ident table.Identifier)
 // Positions returns the source positions committed to the table as of the head of the writer's branch, by any
 // writer ID, as the package-level Positions does: committed ones only, freshly loaded from the catalog.
 func (w *Writer) Positions(ctx context.Context) (map[string]string, error) {
-	tbl, err := w.cat.LoadTable(ctx, w.ident)
+	tbl, err := w.env.loadTable(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("iceberg: load table %v: %w", w.ident, err)
+		return nil, err
 	}
-	var cache *positionsCache
-	if w.defaultC != nil {
-		cache = w.defaultC.sideFiles
-	}
-	m, err := tablePositions(ctx, tbl, w.opts.branch, cache)
-	return m, w.red.Error(err)
+	m, err := tablePositions(ctx, tbl, w.env.branch, w.runs.sideFiles())
+	return m, w.env.red.Error(err)
 }

@@ -88,7 +88,7 @@ func TestResolvePartialCollisions(t *testing.T) {
 				// hashPath counts batches where keyed keys never share a hash (resolve stays on the hash-keyed
 				// map) but a written row shares its hash with a key upserted or deleted after it.
 				hashPath := 0
-				for round := 0; round < 30; round++ {
+				for round := 0; round < 20; round++ {
 					type row struct {
 						id    int64
 						keyed bool

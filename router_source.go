@@ -124,7 +124,7 @@ func (s *RouterSource) Checkpoint(ctx context.Context, position string) error {
 	var errs []error
 	for _, w := range rs.routed {
 		if err := w.CheckpointPositions(ctx, map[string]string{s.name: position}); err != nil {
-			errs = append(errs, fmt.Errorf("table %v: %w", w.ident, err))
+			errs = append(errs, fmt.Errorf("table %v: %w", w.env.ident, err))
 		}
 	}
 	rs.last, rs.hasLast = position, true
@@ -152,7 +152,7 @@ func (s *RouterSource) Abort(ctx context.Context) error {
 	var errs []error
 	for key, w := range rs.routed {
 		if err := w.Source(s.name).Abort(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("table %v: %w", w.ident, err))
+			errs = append(errs, fmt.Errorf("table %v: %w", w.env.ident, err))
 			continue
 		}
 		delete(rs.routed, key)

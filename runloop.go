@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
@@ -11,15 +12,15 @@ import (
 )
 
 // commit is the pipeline's commit of one run: the run formed from the batches, placed in the key index,
-// committed by the Committer, then the index, the table and the counters brought up to date before the pipeline
-// reports the batches committed. It runs inside the commit queue, on the writer's context.
+// committed by the Committer, then the index and the table brought up to date before the pipeline reports the
+// batches committed. It runs inside the commit queue, on the writer's context.
 func (w *Writer) commit(ctx context.Context, batches []*batch) (*Run, *CommitResult, error) {
-	run := w.formRun(batches)
 	tbl := w.view.table()
+	run := w.runs.form(tbl, batches)
 	dvs, err := w.keys.apply(ctx, tbl, run, batches)
 	var res *CommitResult
 	if err == nil {
-		res, err = w.committer.Commit(ctx, run)
+		res, err = w.runs.commit(ctx, run)
 	}
 	if err != nil {
 		return run, nil, err
@@ -28,25 +29,76 @@ func (w *Writer) commit(ctx context.Context, batches []*batch) (*Run, *CommitRes
 	if res.Table != nil {
 		_ = w.view.set(res.Table) // picks up schema changes made by others at the next batch
 	}
-	w.st.commits.Add(1)
-	w.st.rowsCommitted.Add(run.Rows)
-	if res.Attempts > 1 {
-		w.st.retries.Add(int64(res.Attempts - 1))
-	}
-	w.st.conflicts.Add(int64(res.Conflicts))
-	w.st.deleteFiles.Add(int64(run.deleteFiles()))
-	w.st.rewritten.Add(int64(res.FilesRewritten))
 	return run, res, nil
 }
 
-// formRun makes the run of consecutive staged batches the pipeline cut from its queue.
-func (w *Writer) formRun(batches []*batch) *Run {
-	tbl := w.view.table()
+// runStage forms the Run of the batches the commit loop cut, hands it to the Committer and counts what the
+// commits did. The commit loop drives it, one run at a time; its counters are atomic for Stats.
+type runStage struct {
+	env       *writerEnv
+	committer Committer
+	def       *catalogCommitter // the default committer (nil when WithCommitter replaced it)
+
+	rows, commits, retries, conflicts, deleteFiles, rewritten atomic.Int64
+}
+
+// newRunStage hands runs to c or, when c is nil, to a catalog committer of its own working from tbl, the table
+// as NewWriter left it, that rewrites copy-on-write files as the writer encodes its own.
+func newRunStage(env *writerEnv, c Committer, tbl *table.Table, cow cowConfig) *runStage {
+	r := &runStage{env: env, committer: c}
+	if c == nil {
+		r.def = newCatalogCommitter(env.cat, tbl, env.log, env.timeout, env.tables)
+		r.def.cow = cow
+		if env.retryWaits != nil {
+			r.def.minWait, r.def.maxWait = env.retryWaits[0], env.retryWaits[1]
+		}
+		r.committer = r.def
+	}
+	return r
+}
+
+// commit has the Committer commit run and counts it.
+func (r *runStage) commit(ctx context.Context, run *Run) (*CommitResult, error) {
+	res, err := r.committer.Commit(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	r.commits.Add(1)
+	r.rows.Add(run.Rows)
+	if res.Attempts > 1 {
+		r.retries.Add(int64(res.Attempts - 1))
+	}
+	r.conflicts.Add(int64(res.Conflicts))
+	r.deleteFiles.Add(int64(run.deleteFiles()))
+	r.rewritten.Add(int64(res.FilesRewritten))
+	return res, nil
+}
+
+// installed tells the default committer the table a transaction of the writer's own left, so that its next
+// run builds on it.
+func (r *runStage) installed(tbl *table.Table) {
+	if r.def != nil {
+		r.def.setLatest(r.env.ident, tbl)
+	}
+}
+
+// sideFiles is the default committer's cache of position side files (nil with WithCommitter).
+func (r *runStage) sideFiles() *positionsCache {
+	if r.def == nil {
+		return nil
+	}
+	return r.def.sideFiles
+}
+
+// form makes the run of consecutive staged batches the pipeline cut from its queue, on tbl, the table as the
+// writer last saw it.
+func (r *runStage) form(tbl *table.Table, batches []*batch) *Run {
+	e := r.env
 	n := len(batches)
 	run := &Run{
-		Table: w.ident, Branch: w.opts.branch, WriterID: w.id, StableID: w.opts.stableID, Epoch: w.epoch,
+		Table: e.ident, Branch: e.branch, WriterID: e.id, StableID: e.stableID, Epoch: e.epoch,
 		FirstSeq: batches[0].seq, LastSeq: batches[n-1].seq,
-		BaseSnapshotID: headID(tbl.Metadata(), w.opts.branch),
+		BaseSnapshotID: headID(tbl.Metadata(), e.branch),
 		formatVersion:  tbl.Metadata().Version(), spec: tbl.Spec(), schema: tbl.Schema(),
 	}
 	// Batches coalesced into one snapshot share its sequence number, and an equality delete does not reach rows
@@ -89,7 +141,7 @@ func (w *Writer) formRun(batches []*batch) *Run {
 // committed follows a run's commit inside the commit queue: its callback is queued (delivered in commit order
 // outside every lock), then the maintenance due (the maintainer's schedule).
 func (w *Writer) committed(ctx context.Context, run *Run, batches []*batch, res *CommitResult, _ int64) {
-	if w.opts.onCommit != nil {
+	if w.cbs.fn != nil {
 		w.cbs.deliver(CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: run.files(),
 			Bytes: run.Bytes, FirstSeq: run.FirstSeq, LastSeq: run.LastSeq, Batches: len(batches), Attempts: res.Attempts})
 	}
@@ -123,11 +175,11 @@ func (w *Writer) Checkpoint(ctx context.Context, token string) error {
 
 // LastCheckpoint returns the newest token committed by this writer's ID on the table's current branch history.
 func (w *Writer) LastCheckpoint(ctx context.Context) (token string, ok bool, err error) {
-	tbl, err := w.cat.LoadTable(ctx, w.ident)
+	tbl, err := w.env.loadTable(ctx)
 	if err != nil {
-		return "", false, fmt.Errorf("iceberg: load table %v: %w", w.ident, err)
+		return "", false, err
 	}
-	token, _, ok = lastCheckpoint(tbl.Metadata(), w.opts.branch, w.id)
+	token, _, ok = lastCheckpoint(tbl.Metadata(), w.env.branch, w.env.id)
 	return token, ok, nil
 }
 

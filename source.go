@@ -72,7 +72,7 @@ func (s *Source) Checkpoint(ctx context.Context, position string) error {
 func (s *Source) Abort(ctx context.Context) error {
 	dropped, err := s.w.pipe.abortSource(ctx, s.name)
 	if dropped > 0 {
-		s.w.log.Info("iceberg: partition aborted", "table", s.w.ident, "writer", s.w.id, "partition", s.name,
+		s.w.env.log.Info("iceberg: partition aborted", "table", s.w.env.ident, "writer", s.w.env.id, "partition", s.name,
 			"dropped_rows", dropped)
 	}
 	return err

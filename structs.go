@@ -9,8 +9,23 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/icewriter/iceberg/shred"
 )
+
+// structStage converts Go values into record batches of the table's schema for WriteStructs and UpsertStructs:
+// one shred.Converter per Go type, cached while the table's schema stays the same. With schema evolution it
+// first has the table take the type's fields, and relaxes a required column that receives nulls; with a
+// dead-letter function it sets apart the values that cannot be converted.
+type structStage struct {
+	mem   memory.Allocator
+	view  *tableView
+	hooks *conformHooks // the view's: relax (schema evolution on) and deadLetter, each optional
+	// evolve has the table's schema take an input schema (WithSchemaEvolution; nil: off).
+	evolve func(ctx context.Context, in *arrow.Schema) (*conformer, error)
+	conv   sync.Map // reflect.Type -> *structConverter
+}
 
 // structConverter is a shred.Converter for one Go type and one table schema, guarded for concurrent callers.
 type structConverter struct {
@@ -19,23 +34,23 @@ type structConverter struct {
 	conv   any // *shred.Converter[T]
 }
 
-// converterFor returns the writer's cached converter of T into the current table schema. With schema evolution
-// the table first takes T's fields (added columns, widened types).
-func converterFor[T any](ctx context.Context, w *Writer) (*structConverter, *shred.Converter[T], error) {
-	target := w.Schema()
+// converterFor returns the cached converter of T into the current table schema. With schema evolution the
+// table first takes T's fields (added columns, widened types).
+func converterFor[T any](ctx context.Context, s *structStage) (*structConverter, *shred.Converter[T], error) {
+	target := s.view.conformer().target
 	key := reflect.TypeFor[T]()
-	if v, ok := w.structConv.Load(key); ok {
+	if v, ok := s.conv.Load(key); ok {
 		sc := v.(*structConverter)
 		if sc.schema == target {
 			return sc, sc.conv.(*shred.Converter[T]), nil
 		}
 	}
-	if w.opts.evolve {
+	if s.evolve != nil {
 		as, err := shred.SchemaOf[T]()
 		if err != nil {
 			return nil, nil, shredErr(err)
 		}
-		conf, err := w.evolveFor(ctx, as)
+		conf, err := s.evolve(ctx, as)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -46,7 +61,7 @@ func converterFor[T any](ctx context.Context, w *Writer) (*structConverter, *shr
 		return nil, nil, shredErr(err)
 	}
 	sc := &structConverter{schema: target, conv: conv}
-	w.structConv.Store(key, sc)
+	s.conv.Store(key, sc)
 	return sc, conv, nil
 }
 
@@ -59,24 +74,24 @@ type structRow struct {
 // structsToBatch converts rows into a record batch in the table's schema. With schema evolution a required
 // column that receives nulls is made optional; with a dead-letter function the rows that cannot be converted
 // are returned apart (rec is nil when no row could be).
-func structsToBatch[T any](ctx context.Context, w *Writer, rows []T) (arrow.RecordBatch, []structRow, error) {
+func structsToBatch[T any](ctx context.Context, s *structStage, rows []T) (arrow.RecordBatch, []structRow, error) {
 	fixed := map[string]bool{} // columns schema evolution could not relax
 	for range maxConformRetries {
-		sc, conv, err := converterFor[T](ctx, w)
+		sc, conv, err := converterFor[T](ctx, s)
 		if err != nil {
 			return nil, nil, err
 		}
-		rec, bad, relaxCol, err := convertRows(w, sc, conv, rows, fixed)
+		rec, bad, relaxCol, err := convertRows(s, sc, conv, rows, fixed)
 		if err != nil {
 			return nil, nil, shredErr(err)
 		}
 		if relaxCol == "" {
 			return rec, bad, nil
 		}
-		cur := w.view.conformer()
-		if _, changed, err := w.relax(ctx, cur, strings.Split(relaxCol, ".")); err != nil {
+		cur := s.view.conformer()
+		if _, changed, err := s.hooks.relax(ctx, cur, strings.Split(relaxCol, ".")); err != nil {
 			return nil, nil, err
-		} else if !changed && w.Schema() == sc.schema {
+		} else if !changed && s.view.conformer().target == sc.schema {
 			fixed[relaxCol] = true
 		}
 	}
@@ -85,7 +100,7 @@ func structsToBatch[T any](ctx context.Context, w *Writer, rows []T) (arrow.Reco
 
 // convertRows runs the converter. A row-level error is returned as relaxCol when schema evolution may relax its
 // column; else, with a dead-letter function, the row is set apart and conversion goes on after it.
-func convertRows[T any](w *Writer, sc *structConverter, conv *shred.Converter[T], rows []T, fixed map[string]bool) (
+func convertRows[T any](s *structStage, sc *structConverter, conv *shred.Converter[T], rows []T, fixed map[string]bool) (
 	rec arrow.RecordBatch, bad []structRow, relaxCol string, err error) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
@@ -105,7 +120,7 @@ func convertRows[T any](w *Writer, sc *structConverter, conv *shred.Converter[T]
 			start, end = end+1, len(rows)
 			continue
 		}
-		out, err := conv.Convert(w.mem, rows[start:end])
+		out, err := conv.Convert(s.mem, rows[start:end])
 		if err == nil {
 			parts = append(parts, out)
 			if end < len(rows) {
@@ -118,10 +133,10 @@ func convertRows[T any](w *Writer, sc *structConverter, conv *shred.Converter[T]
 		if !errors.As(err, &fe) || fe.Row < 0 || fe.Row >= end-start {
 			return nil, nil, "", err
 		}
-		if w.opts.evolve && errors.Is(err, shred.ErrNull) && !fixed[fe.Column] {
+		if s.hooks.relax != nil && errors.Is(err, shred.ErrNull) && !fixed[fe.Column] {
 			return nil, nil, fe.Column, nil
 		}
-		if w.opts.deadLetter == nil {
+		if s.hooks.deadLetter == nil {
 			return nil, nil, "", err
 		}
 		end, pending = start+fe.Row, err
@@ -133,7 +148,7 @@ func convertRows[T any](w *Writer, sc *structConverter, conv *shred.Converter[T]
 		rec, parts = parts[0], nil
 		return rec, bad, "", nil
 	}
-	rec, err = concatRecords(w.mem, conv.Schema(), parts)
+	rec, err = concatRecords(s.mem, conv.Schema(), parts)
 	return rec, bad, "", err
 }
 
@@ -153,7 +168,7 @@ func writeStructs[T any](ctx context.Context, w *Writer, rows []T, write func(co
 	if len(rows) == 0 {
 		return nil
 	}
-	rec, bad, err := structsToBatch(ctx, w, rows)
+	rec, bad, err := structsToBatch(ctx, w.structs, rows)
 	if err != nil {
 		return err
 	}
@@ -165,7 +180,7 @@ func writeStructs[T any](ctx context.Context, w *Writer, rows []T, write func(co
 		}
 	}
 	for _, b := range bad {
-		w.opts.deadLetter(rows[b.idx], b.err)
+		w.structs.hooks.deadLetter(rows[b.idx], b.err)
 	}
 	return nil
 }

@@ -250,21 +250,24 @@ func nonceProof(branch, key, nonce string, found func(*table.Snapshot)) func(*ta
 // 5 s apart, a takeover next to one lost the race for the branch head for over two minutes (measured: 35
 // attempts, 136 s; once for the whole 5 min timeout), and compaction and schema evolution hold the commit queue
 // for their 10 attempts.
-func (w *Writer) txn() *txEnv {
-	e := newTxEnv(w.cat, w.tables, w.log, w.opts.commitTimeout)
-	e.minWait, e.maxWait = 20*time.Millisecond, 2*time.Second
-	return &e
+func (e *writerEnv) txn() *txEnv {
+	t := newTxEnv(e.cat, e.tables, e.log, e.timeout)
+	t.minWait, t.maxWait = 20*time.Millisecond, 2*time.Second
+	if e.retryWaits != nil {
+		t.minWait, t.maxWait = e.retryWaits[0], e.retryWaits[1]
+	}
+	return &t
 }
 
 // commitTx commits op on the writer's table and branch, fenced when the writer ID is stable, and makes the
 // table it leaves the one the writer and its committer work from. A fenced writer stops: every later call
 // returns ErrWriterFailed wrapping ErrFenced (the run commit fails the writer the same way).
 func (w *Writer) commitTx(ctx context.Context, op *txOp) (txResult, error) {
-	op.ident, op.branch = w.ident, w.opts.branch
-	if w.opts.stableID {
-		op.fenceID, op.epoch = w.id, w.epoch
+	op.ident, op.branch = w.env.ident, w.env.branch
+	if w.env.stableID {
+		op.fenceID, op.epoch = w.env.id, w.env.epoch
 	}
-	res, err := w.txn().commit(ctx, op)
+	res, err := w.env.txn().commit(ctx, op)
 	if errors.Is(err, ErrFenced) {
 		w.pipe.fail(err)
 	}

@@ -64,10 +64,10 @@ type txFixture struct {
 
 func newTxFixture(t *testing.T) *txFixture {
 	w := idNameWriter(t, 1, 10, WithCreate(idNameSchema))
-	cat := &txCatalog{Catalog: w.cat}
+	cat := &txCatalog{Catalog: w.env.cat}
 	env := newTxEnv(cat, nil, slog.New(slog.DiscardHandler), time.Minute)
 	env.minWait, env.maxWait = time.Millisecond, 5*time.Millisecond
-	return &txFixture{env: env, cat: cat, ident: w.ident}
+	return &txFixture{env: env, cat: cat, ident: w.env.ident}
 }
 
 func (f *txFixture) load(t *testing.T) *table.Table {

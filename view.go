@@ -68,3 +68,7 @@ func (v *tableView) conformer() *conformer {
 	_, c := v.get()
 	return c
 }
+
+// evolving reports whether schema evolution is on (WithSchemaEvolution): the view's conformers may relax a
+// column, and a call has the table take its input schema first (Writer.evolveFor).
+func (v *tableView) evolving() bool { return v.hooks != nil && v.hooks.relax != nil }

@@ -13,11 +13,6 @@ package iceberg
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -33,16 +28,8 @@ import (
 // Writer writes rows into one Iceberg table. It is safe for concurrent use; concurrent calls are ordered by the
 // moment each is accepted.
 type Writer struct {
-	cat       catalog.Catalog // masks its errors (redact.WrapCatalog)
-	red       *redact.Redactor
-	ident     table.Identifier
-	opts      options
-	log       *slog.Logger // masks every record with red
-	committer Committer
-	defaultC  *catalogCommitter // nil when WithCommitter replaced it
-	id        string
-	epoch     int64
-	mem       memory.Allocator
+	// env is what every stage shares: the catalog and table, the writer ID and its epoch, masking, logging.
+	env *writerEnv
 	// keys is the key stage: the key columns, in-batch resolution and the key index. It locks its own state
 	// (see keyStage): the pipeline's commitMu before keys.mu.
 	keys *keyStage
@@ -52,19 +39,15 @@ type Writer struct {
 	// pipe moves batches from the calls to the committer: buffer, budgets, queue, encoders, commit loop.
 	pipe  *pipeline
 	files *fileEncoder // writes batches as data files
+	runs  *runStage    // forms each run and hands it to the Committer
 	cbs   *callbacks   // WithOnCommit, delivered outside the commit loop
 
 	// view is the table as the writer last saw it and the conformer for its schema.
-	view *tableView
+	view    *tableView
+	structs *structStage // WriteStructs and UpsertStructs: Go values to record batches
 
 	maint *maintainer // expiry, manifest rewrites, compactions: run by the commit loop after its commits
-
-	names *fileNamer   // names the files of a stable writer ID (nil: random names)
-	sweep *orphanSweep // removal of the ID's orphans started by NewWriter (nil: none)
-
-	structConv sync.Map // reflect.Type -> *structConverter
-	tables     *tables
-	st         stats
+	own   *ownFiles   // the files of the writer's ID: their marked names, the removal of earlier epochs' orphans
 }
 
 type batch struct {
@@ -121,11 +104,6 @@ type Stats struct {
 	Epoch              int64
 }
 
-// stats are the counters of the writer's own stages (the pipeline keeps its own).
-type stats struct {
-	rowsCommitted, files, fileBytes, commits, retries, conflicts, deleteFiles, rewritten, skipped atomic.Int64
-}
-
 // NewWriter opens a writer on an existing table (or creates it, with WithCreate).
 //
 // With WithWriterID, NewWriter takes over the ID: it bumps the ID's epoch in a table property (with an empty
@@ -173,66 +151,66 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if !o.stableID {
 		o.writerID = uuid.NewString()
 	}
-	w := &Writer{
-		cat: cat, red: red, ident: ident, opts: o, log: o.logger, id: o.writerID, tables: tabs,
-		mem: memory.NewGoAllocator(),
-	}
+	env := &writerEnv{cat: cat, red: red, log: o.logger, ident: ident, branch: o.branch, id: o.writerID,
+		stableID: o.stableID, timeout: o.commitTimeout, tables: tabs, mem: memory.NewGoAllocator(), retryWaits: o.retryWaits}
+	w := &Writer{env: env}
 	var committed int64
 	var lastToken *string
 	if o.stableID {
-		tbl, err = w.fence(ctx, tbl)
+		tbl, err = env.fence(ctx, tbl)
 		if err != nil {
 			return nil, red.Error(err) // staging the fence snapshot writes a manifest: storage errors too
 		}
-		committed = lastSeq(tbl.Metadata(), o.branch, w.id)
-		if token, _, ok := lastCheckpoint(tbl.Metadata(), o.branch, w.id); ok {
+		committed = lastSeq(tbl.Metadata(), o.branch, env.id)
+		if token, _, ok := lastCheckpoint(tbl.Metadata(), o.branch, env.id); ok {
 			lastToken = &token
 		}
-		w.names = newFileNamer(tbl.Metadata().TableUUID(), w.id, w.epoch)
 	} else {
-		w.epoch = 1
+		env.epoch = 1
 		// Through derive, as a fenced writer's table is: its file system is bound to each operation's context,
 		// not to whichever one a catalog's cached file system was first opened with (this call's, which the
 		// caller may cancel as soon as NewWriter returns).
 		tbl = tabs.derive(tbl, tbl.Metadata(), tbl.MetadataLocation(), cat)
 	}
+	w.own = newOwnFiles(env, tbl, o.orphanWindow)
 	hooks := &conformHooks{deadLetter: o.deadLetter}
 	if o.evolve {
 		hooks.relax = w.relax
 	}
-	w.view = newTableView(w.mem, hooks)
+	w.view = newTableView(env.mem, hooks)
 	if err := w.view.set(tbl); err != nil {
 		return nil, err
 	}
-	if w.keys, err = newKeyStage(tbl, w.view.conformer().target, &o, w.mode() == CopyOnWrite); err != nil {
+	w.structs = &structStage{mem: env.mem, view: w.view, hooks: hooks}
+	if o.evolve {
+		w.structs.evolve = w.evolveFor
+	}
+	if w.keys, err = newKeyStage(tbl, w.view.conformer().target, &o, updateMode(&o, tbl) == CopyOnWrite); err != nil {
 		return nil, err
 	}
 	if w.changes, err = newChangeStage(&o, w.view.conformer().target, w.keys.spec); err != nil {
 		return nil, err
 	}
-	w.files = &fileEncoder{mem: w.mem, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows,
-		keyNames: w.keys.names(), names: w.names}
-	w.keys.files = w.names
+	w.files = &fileEncoder{mem: env.mem, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows,
+		keyNames: w.keys.names(), names: w.own.names}
+	w.keys.files = w.own.names
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short
 	}
-	w.committer = o.committer
-	if w.committer == nil {
-		w.defaultC = newCatalogCommitter(cat, tbl, w.log, o.commitTimeout, tabs)
-		w.defaultC.cow = cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows}
-		w.committer = w.defaultC
-	}
-	w.cbs = newCallbacks(w.opts.onCommit)
-	w.maint = w.newMaintainer()
+	w.runs = newRunStage(env, o.committer, tbl,
+		cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows})
+	w.cbs = newCallbacks(o.onCommit)
+	w.maint = w.newMaintainer(&o)
 	w.pipe = newPipeline(ctx, w, pipelineConfig{
 		flushRows: int64(o.flushRows), flushBytes: o.flushBytes, flushInterval: o.flushInterval,
 		rowBudget: rowBudget(&o), maxUncommitted: o.maxUncommitted, maxInFlight: o.maxInFlight,
-		checkpoints: o.checkpoints, commitTimeout: o.commitTimeout, mem: w.mem, lastToken: lastToken,
+		checkpoints: o.checkpoints, commitTimeout: o.commitTimeout, mem: env.mem, lastToken: lastToken,
 		shared: o.shared,
 	}, committed)
 	w.pipe.start()
-	if w.names != nil && o.orphanWindow > 0 && o.committer == nil {
-		w.sweep = w.startOrphanSweep(w.pipe.ctx, tbl)
+	if o.committer == nil {
+		// A committer of the caller's own may not refuse a fenced epoch's runs (see sweepOrphans).
+		w.own.startSweep(w.pipe.ctx, tbl)
 	}
 	return w, nil
 }
@@ -266,7 +244,7 @@ func validateOptions(o *options) error {
 }
 
 // ID returns the writer ID (random unless WithWriterID was given).
-func (w *Writer) ID() string { return w.id }
+func (w *Writer) ID() string { return w.env.id }
 
 // Schema returns the table's schema as Arrow, the shape Write accepts without conversion.
 func (w *Writer) Schema() *arrow.Schema { return w.view.conformer().target }
@@ -290,7 +268,7 @@ func (w *Writer) write(ctx context.Context, source string, rec arrow.RecordBatch
 		return err
 	}
 	conf := w.view.conformer()
-	if w.opts.evolve && rec != nil {
+	if w.view.evolving() && rec != nil {
 		var err error
 		if conf, err = w.evolveFor(ctx, rec.Schema()); err != nil {
 			return err
@@ -330,16 +308,8 @@ func rowBudget(o *options) int64 {
 	return max(o.memoryLimit-int64(o.maxInFlight)*encoderReserve-o.changes.versionBudget(), o.memoryLimit/4)
 }
 
-// failure is the error the writer keeps once err stopped it (every later call returns it): masked, since a
-// commit or upload error may quote a server's reply or a presigned URL, and logged.
-func (w *Writer) failure(err error) error {
-	err = w.red.Error(err)
-	if !errors.Is(err, ErrWriterFailed) {
-		err = fmt.Errorf("%w: %w", ErrWriterFailed, err)
-	}
-	w.log.Error("iceberg: writer stopped", "table", w.ident, "writer", w.id, "err", err)
-	return err
-}
+// failure is the error the writer keeps once err stopped it (see writerEnv.failure).
+func (w *Writer) failure(err error) error { return w.env.failure(err) }
 
 // Stats reports counters: rows, bytes, files, commits, retries, conflicts, buffered and uncommitted amounts.
 func (w *Writer) Stats() Stats {
@@ -348,9 +318,9 @@ func (w *Writer) Stats() Stats {
 		RowsAccepted: p.rowsAccepted, BytesAccepted: p.bytesAccepted, Batches: p.batches, DiscardedRows: p.discarded,
 		BufferedRows: p.bufferedRows, BufferedBytes: p.bufferedBytes,
 		UncommittedBatches: p.uncommittedBatches, UncommittedRows: p.uncommittedRows, LastCommittedSeq: p.committed,
-		RowsCommitted: w.st.rowsCommitted.Load(), FilesWritten: w.st.files.Load(), BytesWritten: w.st.fileBytes.Load(),
-		Commits: w.st.commits.Load(), Retries: w.st.retries.Load(), Conflicts: w.st.conflicts.Load(),
-		DeleteFiles: w.st.deleteFiles.Load(), FilesRewritten: w.st.rewritten.Load(), Epoch: w.epoch,
-		ChangesSkipped: w.st.skipped.Load(),
+		RowsCommitted: w.runs.rows.Load(), FilesWritten: w.files.files.Load(), BytesWritten: w.files.bytes.Load(),
+		Commits: w.runs.commits.Load(), Retries: w.runs.retries.Load(), Conflicts: w.runs.conflicts.Load(),
+		DeleteFiles: w.runs.deleteFiles.Load(), FilesRewritten: w.runs.rewritten.Load(), Epoch: w.env.epoch,
+		ChangesSkipped: w.changes.skipped.Load(),
 	}
 }

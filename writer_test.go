@@ -57,7 +57,7 @@ func TestConcurrentWriters(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID(fmt.Sprintf("w%d", i)),
-				iceberg.WithFlushRows(700), iceberg.WithMaxInFlight(2))
+				iceberg.WithFlushRows(700), iceberg.WithMaxInFlight(2), iceberg.WithQuickRetriesForTest())
 			if err != nil {
 				errs <- err
 				return

@@ -1,0 +1,187 @@
+package iceberg
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+)
+
+// The copy-on-write stage driven on its own: a table of idNameSchema rows (written by a Writer, then closed), one
+// transaction, segments made by hand, and the stage's apply for each, as the committer calls it. The table is
+// read back with iceberg-go's scanner.
+
+// cowStageTable is a closed writer's table of files files of 10 rows each (ids 0..10*files-1) in format version
+// v, and the names its rows hold.
+func cowStageTable(t *testing.T, files, v int) (*table.Table, map[int64][]string) {
+	t.Helper()
+	w := idNameWriter(t, files, 10, WithCreate(idNameSchema, FormatVersion(v)))
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return w.Table(), readNamed(t, w)
+}
+
+// cowSegment is a copy-on-write segment that upserts ids with name: their new rows in data files written to tbl
+// (not committed), their keys as DeleteKeys.
+func cowSegment(t *testing.T, tbl *table.Table, ids []int64, name string) Segment {
+	t.Helper()
+	named := namedRows(ids, name)
+	defer named.Release()
+	schema, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := array.NewRecordBatch(schema, named.Columns(), named.NumRows()) // WriteRecords releases it
+	var files []ice.DataFile
+	for df, err := range table.WriteRecords(context.Background(), tbl, schema, func(yield func(arrow.RecordBatch, error) bool) {
+		yield(rows, nil)
+	}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, df)
+	}
+	kb := array.NewInt64Builder(memory.DefaultAllocator)
+	defer kb.Release()
+	kb.AppendValues(ids, nil)
+	col := kb.NewArray()
+	defer col.Release()
+	keys := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{idNameSchema.Field(0)}, nil), []arrow.Array{col}, int64(len(ids)))
+	return Segment{DataFiles: files, DeleteKeys: []arrow.RecordBatch{keys}, Rows: int64(len(ids))}
+}
+
+// applyCow stages segs through one cowStage in one transaction on tbl and commits it.
+func applyCow(t *testing.T, tbl *table.Table, segs []Segment) (*cowStage, *table.Table) {
+	t.Helper()
+	ctx := context.Background()
+	stage := newCowStage(cowConfig{parallel: 2, targetFileSize: DefaultTargetFileSize, rowGroupRows: DefaultRowGroupRows},
+		table.MainBranch, segs)
+	tx := tbl.NewTransactionOnBranch(table.MainBranch)
+	for i := range segs {
+		seg := segs[i]
+		props := ice.Properties{summaryWriterID: "cow-stage", summaryEpoch: "1", summarySeq: strconv.Itoa(i + 1)}
+		if err := stage.apply(ctx, tx, i, &seg, props); err != nil {
+			t.Fatalf("segment %d: %v", i, err)
+		}
+	}
+	next, err := tx.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stage, next
+}
+
+// liveDataFiles lists the data files of tbl's current snapshot by path.
+func liveDataFiles(t *testing.T, tbl *table.Table) map[string]bool {
+	t.Helper()
+	tasks, err := tbl.Scan().PlanFiles(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]bool{}
+	for _, task := range tasks {
+		live[task.File.FilePath()] = true
+	}
+	return live
+}
+
+// TestCowStageRewritesEachFileOnce: two segments of one attempt, the second upserting a key the first upserted
+// and a key of another file. The table's three files holding a key are each rewritten once (by the first
+// segment, for the keys of both), the untouched file stays, the first segment's new-row file is rewritten by the
+// second; every file the stage wrote is live after the commit, and the table holds each id once with its newest
+// name.
+func TestCowStageRewritesEachFileOnce(t *testing.T) {
+	tbl, want := cowStageTable(t, 4, 2)
+	before := liveDataFiles(t, tbl)
+	segs := []Segment{cowSegment(t, tbl, []int64{5, 25}, "a"), cowSegment(t, tbl, []int64{25, 35}, "b")}
+	stage, next := applyCow(t, tbl, segs)
+
+	want[5], want[25], want[35] = []string{"a"}, []string{"b"}, []string{"b"}
+	if got := readNamedTable(t, next); !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("table holds %v, want %v", got, want)
+	}
+	live := liveDataFiles(t, next)
+	kept := 0
+	for p := range before {
+		if live[p] {
+			kept++
+		}
+	}
+	if kept != 1 {
+		t.Fatalf("%d of the table's 4 files are still live, want 1 (ids 10-19 hold no key)", kept)
+	}
+	// Three of the table's files, and the first segment's new-row file.
+	if stage.rewritten != 4 {
+		t.Fatalf("rewritten = %d, want 4", stage.rewritten)
+	}
+	if len(stage.written) == 0 || len(stage.replaced) != 0 {
+		t.Fatalf("written %d files, replaced %d; want some and none (v2 carries no row ids)", len(stage.written), len(stage.replaced))
+	}
+	for _, f := range stage.written {
+		if !live[f.FilePath()] {
+			t.Fatalf("the stage wrote %s, which the commit does not reference", f.FilePath())
+		}
+	}
+	snap := next.CurrentSnapshot()
+	if _, ok := snap.Summary.Properties[summaryRewritten]; !ok {
+		t.Fatalf("the last snapshot's summary has no %s: %v", summaryRewritten, snap.Summary.Properties)
+	}
+}
+
+// TestCowStageKeepsRowIDs: on format version 3 an upserted row's new version keeps the _row_id of the row it
+// replaces. The segment's new-row file is written again to carry it (the stage reports the file it replaced,
+// which the commit does not reference), and the other rows keep theirs.
+func TestCowStageKeepsRowIDs(t *testing.T) {
+	tbl, want := cowStageTable(t, 2, 3)
+	ids := rowIDsByKey(t, tbl)
+	seg := cowSegment(t, tbl, []int64{5}, "a")
+	orig := seg.DataFiles[0].FilePath()
+	stage, next := applyCow(t, tbl, []Segment{seg})
+
+	want[5] = []string{"a"}
+	if got := readNamedTable(t, next); !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("table holds %v, want %v", got, want)
+	}
+	if got := rowIDsByKey(t, next); !maps.Equal(got, ids) {
+		t.Fatalf("row ids after the upsert %v, want %v", got, ids)
+	}
+	if len(stage.replaced) != 1 || stage.replaced[0].FilePath() != orig {
+		t.Fatalf("replaced %v, want the segment's new-row file %s", stage.replaced, orig)
+	}
+	if liveDataFiles(t, next)[orig] {
+		t.Fatalf("the replaced new-row file %s is live", orig)
+	}
+}
+
+// rowIDsByKey reads tbl's _row_id per id.
+func rowIDsByKey(t *testing.T, tbl *table.Table) map[int64]int64 {
+	t.Helper()
+	sc, recs, err := tbl.Scan(table.WithRowLineage()).ToArrowRecords(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	iid, irow := sc.FieldIndices("id")[0], sc.FieldIndices(ice.RowIDColumnName)[0]
+	out := map[int64]int64{}
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, rows := rec.Column(iid).(*array.Int64), rec.Column(irow).(*array.Int64)
+		for r := 0; r < int(rec.NumRows()); r++ {
+			if rows.IsNull(r) {
+				t.Fatalf("id %d has a null _row_id", ids.Value(r))
+			}
+			out[ids.Value(r)] = rows.Value(r)
+		}
+		rec.Release()
+	}
+	return out
+}

@@ -1,0 +1,272 @@
+package kafka
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/icewriter/iceberg/shred"
+)
+
+// ErrDecode is wrapped by the *RecordError of a record whose value cannot be decoded into the table's columns.
+var ErrDecode = errors.New("kafka: cannot decode record")
+
+// RecordError names the record (topic, partition, offset) a decoding error is about.
+type RecordError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Err       error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("kafka: record %s@%d: %v", partitionKey(e.Topic, e.Partition), e.Offset, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// Decoder turns record values into rows of the table's value columns: the table's columns other than the
+// metadata columns, in the schema it is given. It returns one row per value, in order; on a bad value it
+// returns an error wrapping ErrDecode and the index of the value (the sink turns it into a *RecordError).
+type Decoder interface {
+	Decode(mem memory.Allocator, values [][]byte, schema *arrow.Schema) (arrow.RecordBatch, int, error)
+	// check validates the value schema once, at New; the error names the column.
+	check(schema *arrow.Schema) error
+}
+
+// JSON decodes each value as one JSON object whose keys are column names (shred.JSONLines' rules: a missing key
+// or null is null, timestamps are RFC 3339 strings or epoch seconds, binary columns take base64). A key with no
+// column is an error.
+func JSON() Decoder { return jsonDecoder{} }
+
+type jsonDecoder struct{}
+
+func (jsonDecoder) check(*arrow.Schema) error { return nil }
+
+func (jsonDecoder) Decode(mem memory.Allocator, values [][]byte, schema *arrow.Schema) (arrow.RecordBatch, int, error) {
+	var buf bytes.Buffer
+	for i, v := range values {
+		if bytes.IndexByte(v, '\n') >= 0 { // one value per line: a pretty-printed value is compacted first
+			var c bytes.Buffer
+			if err := json.Compact(&c, v); err != nil {
+				return nil, i, fmt.Errorf("%w: %w", ErrDecode, err)
+			}
+			v = c.Bytes()
+		}
+		if len(bytes.TrimSpace(v)) == 0 { // JSONLines skips blank lines: an empty value would shift the rows
+			return nil, i, fmt.Errorf("%w: empty value", ErrDecode)
+		}
+		buf.Write(v)
+		buf.WriteByte('\n')
+	}
+	rec, err := shred.JSONLines(mem, buf.Bytes(), schema)
+	if err != nil {
+		row := 0
+		if fe := (*shred.FieldError)(nil); errors.As(err, &fe) {
+			row = fe.Row
+		}
+		return nil, row, fmt.Errorf("%w: %w", ErrDecode, err)
+	}
+	return rec, 0, nil
+}
+
+// Raw puts each value's bytes, unchanged, into the binary column named column, which must be the table's only
+// value column (the others being metadata columns).
+func Raw(column string) Decoder { return rawDecoder{column: column} }
+
+type rawDecoder struct{ column string }
+
+func (d rawDecoder) check(schema *arrow.Schema) error {
+	if schema.NumFields() != 1 || schema.Field(0).Name != d.column {
+		return fmt.Errorf("%w: Raw(%q): the table's value columns are %v, want only %q (others must be metadata columns)",
+			ErrConfig, d.column, fieldNames(schema), d.column)
+	}
+	if t := schema.Field(0).Type.ID(); t != arrow.BINARY && t != arrow.LARGE_BINARY {
+		return fmt.Errorf("%w: Raw(%q): column %q is %s, want binary", ErrConfig, d.column, d.column, schema.Field(0).Type)
+	}
+	return nil
+}
+
+func (d rawDecoder) Decode(mem memory.Allocator, values [][]byte, schema *arrow.Schema) (arrow.RecordBatch, int, error) {
+	b := array.NewBuilder(mem, schema.Field(0).Type)
+	defer b.Release()
+	switch bb := b.(type) {
+	case *array.BinaryBuilder:
+		for _, v := range values {
+			if v == nil {
+				bb.AppendNull()
+			} else {
+				bb.Append(v)
+			}
+		}
+	}
+	col := b.NewArray()
+	defer col.Release()
+	return array.NewRecordBatch(schema, []arrow.Array{col}, int64(len(values))), 0, nil
+}
+
+func fieldNames(s *arrow.Schema) []string {
+	names := make([]string, s.NumFields())
+	for i, f := range s.Fields() {
+		names[i] = f.Name
+	}
+	return names
+}
+
+// MetadataColumns names the table columns that receive each record's metadata; an empty name: not written.
+// Topic is a string column, Partition an int32 or int64 one, Offset int64, Timestamp a timestamp (any unit),
+// Key binary or string (null for a record without a key).
+type MetadataColumns struct {
+	Topic, Partition, Offset, Timestamp, Key string
+}
+
+type metaKind int
+
+const (
+	metaNone metaKind = iota
+	metaTopic
+	metaPartition
+	metaOffset
+	metaTimestamp
+	metaKey
+)
+
+// rowPlan assembles a poll's rows in the table's schema: the decoder's value columns, then the metadata
+// columns, each at its table position.
+type rowPlan struct {
+	table  *arrow.Schema
+	values *arrow.Schema // the table's columns minus the metadata ones, in table order
+	kinds  []metaKind    // per table column
+}
+
+func newRowPlan(tbl *arrow.Schema, dec Decoder, m MetadataColumns) (*rowPlan, error) {
+	names := map[string]metaKind{}
+	for kind, name := range map[metaKind]string{metaTopic: m.Topic, metaPartition: m.Partition,
+		metaOffset: m.Offset, metaTimestamp: m.Timestamp, metaKey: m.Key} {
+		if name != "" {
+			names[name] = kind
+		}
+	}
+	p := &rowPlan{table: tbl, kinds: make([]metaKind, tbl.NumFields())}
+	var values []arrow.Field
+	for i, f := range tbl.Fields() {
+		kind, ok := names[f.Name]
+		if !ok {
+			values = append(values, f)
+			continue
+		}
+		delete(names, f.Name)
+		if err := checkMetaType(kind, f); err != nil {
+			return nil, err
+		}
+		p.kinds[i] = kind
+	}
+	for name := range names {
+		return nil, fmt.Errorf("%w: metadata column %q is not a column of the table", ErrConfig, name)
+	}
+	p.values = arrow.NewSchema(values, nil)
+	if err := dec.check(p.values); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func checkMetaType(kind metaKind, f arrow.Field) error {
+	id := f.Type.ID()
+	ok := false
+	switch kind {
+	case metaTopic:
+		ok = id == arrow.STRING || id == arrow.LARGE_STRING
+	case metaPartition:
+		ok = id == arrow.INT32 || id == arrow.INT64
+	case metaOffset:
+		ok = id == arrow.INT64
+	case metaTimestamp:
+		ok = id == arrow.TIMESTAMP
+	case metaKey:
+		ok = id == arrow.BINARY || id == arrow.STRING
+	}
+	if !ok {
+		return fmt.Errorf("%w: metadata column %q is %s, a type it cannot hold", ErrConfig, f.Name, f.Type)
+	}
+	return nil
+}
+
+// build decodes one partition's records into a batch in the table's schema.
+func (p *rowPlan) build(mem memory.Allocator, dec Decoder, recs []*kgo.Record) (arrow.RecordBatch, error) {
+	values := make([][]byte, len(recs))
+	for i, r := range recs {
+		values[i] = r.Value
+	}
+	vals, bad, err := dec.Decode(mem, values, p.values)
+	if err != nil {
+		r := recs[min(bad, len(recs)-1)]
+		return nil, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
+	}
+	defer vals.Release()
+	if int(vals.NumCols()) != len(p.kinds) { // metadata columns to add
+		cols := make([]arrow.Array, len(p.kinds))
+		v := 0
+		for i, kind := range p.kinds {
+			if kind == metaNone {
+				cols[i] = vals.Column(v)
+				cols[i].Retain()
+				v++
+				continue
+			}
+			cols[i] = metaColumn(mem, kind, p.table.Field(i).Type, recs)
+		}
+		defer func() {
+			for _, c := range cols {
+				c.Release()
+			}
+		}()
+		return array.NewRecordBatch(p.table, cols, int64(len(recs))), nil
+	}
+	vals.Retain()
+	return vals, nil
+}
+
+func metaColumn(mem memory.Allocator, kind metaKind, typ arrow.DataType, recs []*kgo.Record) arrow.Array {
+	b := array.NewBuilder(mem, typ)
+	defer b.Release()
+	for _, r := range recs {
+		switch bb := b.(type) {
+		case *array.StringBuilder:
+			if kind == metaTopic {
+				bb.Append(r.Topic)
+			} else if r.Key == nil {
+				bb.AppendNull()
+			} else {
+				bb.Append(string(r.Key))
+			}
+		case *array.LargeStringBuilder:
+			bb.Append(r.Topic)
+		case *array.Int32Builder:
+			bb.Append(r.Partition)
+		case *array.Int64Builder:
+			if kind == metaPartition {
+				bb.Append(int64(r.Partition))
+			} else {
+				bb.Append(r.Offset)
+			}
+		case *array.TimestampBuilder:
+			unit := typ.(*arrow.TimestampType).Unit
+			ts, _ := arrow.TimestampFromTime(r.Timestamp, unit)
+			bb.Append(ts)
+		case *array.BinaryBuilder:
+			if r.Key == nil {
+				bb.AppendNull()
+			} else {
+				bb.Append(r.Key)
+			}
+		}
+	}
+	return b.NewArray()
+}

@@ -1,0 +1,226 @@
+package kafka
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/icewriter/iceberg"
+)
+
+// errCrashed ends Run after crash (tests).
+var errCrashed = errors.New("kafka: member crashed")
+
+// shutdownTimeout bounds the graceful end of Run once its ctx is done: the last commit and leaving the group.
+const shutdownTimeout = time.Minute
+
+// offsetsEvery is how often the group offsets follow the table when no commit signal comes (Config.Writer).
+const offsetsEvery = time.Second
+
+// Run consumes until ctx ends or the member fails, then leaves the group: it commits the rows polled so far
+// (the revoked partitions' positions with them), commits the group offsets and closes the writer. It returns nil
+// after a graceful end, else the error that stopped the member: one wrapping iceberg.ErrFenced when a newer
+// process took the member's writer ID over, a *RecordError for a record that cannot be decoded, the writer's
+// error otherwise.
+func (s *Sink) Run(ctx context.Context) error {
+	offsetsDone := make(chan struct{})
+	offsetsCtx, stopOffsets := context.WithCancel(context.WithoutCancel(ctx))
+	go func() { defer close(offsetsDone); s.followTable(offsetsCtx) }()
+	err := s.consume(ctx)
+	s.mu.Lock()
+	crashed := s.crashed
+	s.mu.Unlock()
+	if crashed {
+		stopOffsets()
+		<-offsetsDone
+		return errCrashed
+	}
+	end, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err == nil {
+		// One commit for every partition's polled rows, before leaving: the revocations that follow find
+		// nothing left to commit.
+		err = s.writerNow().Flush(end)
+	}
+	stopOffsets()
+	<-offsetsDone
+	if err == nil {
+		// While the client is still a member: a closed client commits nothing.
+		s.commitGroupOffsets(end, s.ownedSnapshot())
+	}
+	s.cl.Close() // leaves the group; the revoke callback commits what is left (nothing, after Flush)
+	s.mu.Lock()
+	if err == nil {
+		err = s.failed
+	}
+	w := s.w
+	s.mu.Unlock()
+	if err != nil {
+		_ = w.Abort(end)
+		return err
+	}
+	return w.Close(end)
+}
+
+func (s *Sink) writerNow() *iceberg.Writer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w
+}
+
+// consume is the poll loop: it returns nil when ctx ends, or the member's error.
+func (s *Sink) consume(ctx context.Context) error {
+	for {
+		fetches := s.cl.PollRecords(ctx, s.cfg.MaxPollRecords)
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			s.cl.AllowRebalance()
+			return nil
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			s.log.Warn("kafka: fetch", "topic", t, "partition", p, "err", err)
+		})
+		err := s.writePoll(ctx, fetches)
+		s.cl.AllowRebalance()
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		err = s.failed
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// writePoll writes a poll's records through their partitions' sources and checkpoints every partition's next
+// offset, so that no row is ever left after its partition's position when a rebalance comes in.
+func (s *Sink) writePoll(ctx context.Context, fetches kgo.Fetches) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.crashed {
+		return errCrashed
+	}
+	positions := map[string]string{}
+	var err error
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if err != nil || len(p.Records) == 0 {
+			return
+		}
+		key := partitionKey(p.Topic, p.Partition)
+		rec, e := s.plan.build(memory.DefaultAllocator, s.dec, p.Records)
+		if e != nil {
+			err = e
+			return
+		}
+		e = s.w.Source(key).Write(ctx, rec)
+		rec.Release()
+		if e != nil {
+			err = s.writerError(fmt.Sprintf("writing partition %s", key), e)
+			return
+		}
+		positions[key] = strconv.FormatInt(p.Records[len(p.Records)-1].Offset+1, 10)
+	})
+	if err != nil {
+		return err
+	}
+	if len(positions) == 0 {
+		return nil
+	}
+	if err := s.w.CheckpointPositions(ctx, positions); err != nil {
+		return s.writerError("checkpointing", err)
+	}
+	return nil
+}
+
+// writerError says what failed, and names fencing plainly: another process runs with this member's writer ID.
+func (s *Sink) writerError(what string, err error) error {
+	if errors.Is(err, iceberg.ErrFenced) {
+		return fmt.Errorf("kafka: member with writer ID %q stops: a newer process took the ID over: %w", s.cfg.WriterID, err)
+	}
+	return fmt.Errorf("kafka: %s: %w", what, err)
+}
+
+// followTable commits the group offsets after table commits, for monitoring (lag) only: on each commit signal,
+// and every offsetsEvery when the sink did not open the writer and so gets none.
+func (s *Sink) followTable(ctx context.Context) {
+	t := time.NewTicker(offsetsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.committed:
+		case <-t.C:
+			if s.cfg.Writer == nil {
+				continue
+			}
+		}
+		s.commitGroupOffsets(ctx, s.ownedSnapshot())
+	}
+}
+
+func (s *Sink) ownedSnapshot() map[string]map[int32]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]map[int32]bool, len(s.owned))
+	for t, ps := range s.owned {
+		out[t] = make(map[int32]bool, len(ps))
+		for p := range ps {
+			out[t][p] = true
+		}
+	}
+	return out
+}
+
+// commitGroupOffsets commits the table's positions of the owned partitions as the group's offsets. Best effort: the group's offsets are never read back.
+func (s *Sink) commitGroupOffsets(ctx context.Context, owned map[string]map[int32]bool) {
+	pos, err := s.writerNow().Positions(ctx)
+	if err != nil {
+		return
+	}
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for _, t := range s.cfg.Topics {
+		for key, v := range pos {
+			if len(key) <= len(t) || key[:len(t)] != t || key[len(t)] != '/' {
+				continue
+			}
+			p, err1 := strconv.ParseInt(key[len(t)+1:], 10, 32)
+			o, err2 := strconv.ParseInt(v, 10, 64)
+			if err1 != nil || err2 != nil || !owned[t][int32(p)] {
+				continue
+			}
+			if offsets[t] == nil {
+				offsets[t] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[t][int32(p)] = kgo.EpochOffset{Epoch: -1, Offset: o}
+		}
+	}
+	if len(offsets) > 0 {
+		s.cl.CommitOffsetsSync(ctx, offsets, nil)
+	}
+}
+
+// crash ends the member as a killed process would: its uncommitted rows are dropped (an in-flight commit
+// resolves), the rebalance callbacks do nothing and the client closes. For tests.
+func (s *Sink) crash(ctx context.Context) {
+	s.mu.Lock()
+	s.crashed = true
+	w := s.w
+	s.mu.Unlock()
+	_ = w.Abort(ctx)
+	s.cl.Close()
+}
+
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,337 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/catalog"
+	"github.com/icewriter/iceberg/kafka"
+)
+
+const (
+	topic = "orders"
+	parts = 4
+	group = "sink"
+)
+
+// eventsSchema is the test table: the value's columns (id, payload) and three metadata columns.
+var eventsSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "payload", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "_partition", Type: arrow.PrimitiveTypes.Int32},
+	{Name: "_offset", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "_topic", Type: arrow.BinaryTypes.String},
+}, nil)
+
+var meta = kafka.MetadataColumns{Topic: "_topic", Partition: "_partition", Offset: "_offset"}
+
+// harness is one kfake cluster, one table, a producer and the members started on them.
+type harness struct {
+	t       *testing.T
+	ctx     context.Context
+	cluster *kfake.Cluster
+	cat     icecatalog.Catalog
+	ident   table.Identifier
+	prod    *kgo.Client
+
+	mu       sync.Mutex
+	produced map[[2]int64]int64 // (partition, offset) -> id: the model
+	next     int64              // the next id
+	ends     [parts]int64       // each partition's next offset
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ident := table.Identifier{"kafka", "events"}
+	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(eventsSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setup.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	return &harness{t: t, ctx: ctx, cluster: c, cat: cat, ident: ident, prod: prod, produced: map[[2]int64]int64{}}
+}
+
+// produce sends n JSON records round-robin over the partitions and records them in the model.
+func (h *harness) produce(n int) {
+	h.t.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		id := h.next
+		h.next++
+		recs[i] = &kgo.Record{Topic: topic, Partition: int32(id % parts),
+			Value: fmt.Appendf(nil, `{"id": %d, "payload": "p-%d"}`, id, id)}
+	}
+	if err := h.prod.ProduceSync(h.ctx, recs...).FirstErr(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range recs {
+		var id int64
+		fmt.Sscanf(string(r.Value), `{"id": %d`, &id)
+		h.produced[[2]int64{int64(r.Partition), r.Offset}] = id
+		h.ends[r.Partition] = max(h.ends[r.Partition], r.Offset+1)
+	}
+}
+
+// member is one started sink and the end of its Run.
+type member struct {
+	sink   *kafka.Sink
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (h *harness) start(id string, opts ...iceberg.Option) *member {
+	h.t.Helper()
+	s, err := kafka.New(h.ctx, kafka.Config{
+		Brokers: h.cluster.ListenAddrs(), Group: group, Topics: []string{topic},
+		Catalog: h.cat, Table: h.ident, WriterID: id, Metadata: meta, MaxPollRecords: 50,
+		WriterOptions: append([]iceberg.Option{iceberg.WithFlushInterval(20 * time.Millisecond)}, opts...),
+		ClientOptions: []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)},
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	m := &member{sink: s, cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- s.Run(ctx) }()
+	return m
+}
+
+// stop ends the member gracefully and checks Run's result.
+func (h *harness) stop(m *member) {
+	h.t.Helper()
+	m.cancel()
+	if err := <-m.done; err != nil {
+		h.t.Fatalf("Run: %v", err)
+	}
+}
+
+// waitStable waits for the group to be stable with n members, each assigned some partitions.
+func (h *harness) waitStable(n int) {
+	h.t.Helper()
+	if _, err := h.cluster.WaitGroupInfo(h.ctx, group, func(g *kfake.GroupInfo) bool {
+		return g != nil && g.State == "Stable" && len(g.Members) == n && g.NumAssigned() == parts
+	}); err != nil {
+		h.t.Fatalf("group not stable with %d members: %v", n, err)
+	}
+}
+
+// waitCommitted waits until the table's positions reach at least the given fraction of the produced records.
+func (h *harness) waitCommitted(fraction float64) {
+	h.t.Helper()
+	h.mu.Lock()
+	ends := h.ends
+	h.mu.Unlock()
+	var want int64
+	for _, e := range ends {
+		want += int64(float64(e) * fraction)
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		pos, err := iceberg.Positions(h.ctx, h.cat, h.ident)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		var got int64
+		for p := range parts {
+			n, _ := strconv.ParseInt(pos[fmt.Sprintf("%s/%d", topic, p)], 10, 64)
+			got += min(n, ends[p])
+		}
+		if got >= want {
+			return
+		}
+		select {
+		case <-h.ctx.Done():
+			h.t.Fatalf("table positions cover %d records, want %d: %v", got, want, pos)
+		case <-tick.C:
+		}
+	}
+}
+
+// check reads the table back and compares it with the model: every produced (partition, offset) exactly once,
+// with its id and payload, and the positions at each partition's end.
+func (h *harness) check() {
+	h.t.Helper()
+	tbl, err := h.cat.LoadTable(h.ctx, h.ident)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	sc, it, err := tbl.Scan().ToArrowRecords(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	col := func(name string) int { return sc.FieldIndices(name)[0] }
+	seen := map[[2]int64]int{}
+	for rec, err := range it {
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		ids, pays := rec.Column(col("id")).(*array.Int64), rec.Column(col("payload")).(*array.String)
+		ps, offs := rec.Column(col("_partition")).(*array.Int32), rec.Column(col("_offset")).(*array.Int64)
+		tops := rec.Column(col("_topic")).(*array.String)
+		for r := range int(rec.NumRows()) {
+			k := [2]int64{int64(ps.Value(r)), offs.Value(r)}
+			seen[k]++
+			want, ok := h.produced[k]
+			switch {
+			case !ok:
+				h.t.Errorf("row of %s/%d@%d was never produced", tops.Value(r), k[0], k[1])
+			case ids.Value(r) != want || pays.Value(r) != fmt.Sprintf("p-%d", want) || tops.Value(r) != topic:
+				h.t.Errorf("row of %d@%d: id %d payload %q topic %q, want id %d", k[0], k[1], ids.Value(r),
+					pays.Value(r), tops.Value(r), want)
+			}
+		}
+		rec.Release()
+	}
+	missing, dup := 0, 0
+	for k := range h.produced {
+		switch seen[k] {
+		case 0:
+			missing++
+		case 1:
+		default:
+			dup++
+			if dup <= 5 {
+				h.t.Errorf("record %d@%d is %d times in the table", k[0], k[1], seen[k])
+			}
+		}
+	}
+	if missing > 0 || dup > 0 {
+		h.t.Errorf("%d of %d records missing, %d duplicated", missing, len(h.produced), dup)
+	}
+	pos, err := iceberg.Positions(h.ctx, h.cat, h.ident)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for p := range parts {
+		if got, want := pos[fmt.Sprintf("%s/%d", topic, p)], strconv.FormatInt(h.ends[p], 10); got != want {
+			h.t.Errorf("partition %d at position %q, want %s", p, got, want)
+		}
+	}
+}
+
+// TestSinkAcrossRebalancesAndACrash runs a group of members over four partitions: two start, a third joins
+// mid-stream (cooperative-sticky moves partitions to it: the revoked ones' rows commit before release), one is
+// killed (its uncommitted rows die with it; its partitions' new owners resume from the table), one leaves
+// gracefully. The table ends holding every produced record exactly once, and each partition's position is its
+// end offset.
+func TestSinkAcrossRebalancesAndACrash(t *testing.T) {
+	h := newHarness(t)
+	const batch = 400
+	h.produce(batch)
+	m0, m1 := h.start("member-0"), h.start("member-1")
+	h.waitStable(2)
+	h.produce(batch)
+	h.waitCommitted(0.5)
+
+	m2 := h.start("member-2") // a rebalance while records flow
+	h.produce(batch)
+	h.waitStable(3)
+	h.produce(batch)
+	h.waitCommitted(0.6)
+
+	m1.sink.Crash(h.ctx) // killed mid-stream: no commit on its way out
+	if err := <-m1.done; !errors.Is(err, kafka.ErrCrashed) {
+		t.Fatalf("crashed member's Run: %v", err)
+	}
+	h.produce(batch)
+	h.waitStable(2)
+	h.produce(batch)
+	h.waitCommitted(0.9)
+
+	h.stop(m2) // leaves gracefully: member-0 takes everything
+	h.produce(batch)
+	h.waitStable(1)
+	h.waitCommitted(1)
+	h.stop(m0)
+	h.check()
+
+	// The group offsets followed the table: for monitoring, they equal the positions.
+	g := h.cluster.GroupInfo(group)
+	for p := range parts {
+		if c := g.Commits[topic][int32(p)]; c.Offset != h.ends[p] {
+			t.Errorf("group offset of partition %d is %d, want %d", p, c.Offset, h.ends[p])
+		}
+	}
+}
+
+// TestSinkResumesFromTheTable restarts the whole group: new members (other writer IDs) resume every partition
+// from the table's positions, not from the start, and the table holds each record once.
+func TestSinkResumesFromTheTable(t *testing.T) {
+	h := newHarness(t)
+	h.produce(200)
+	m := h.start("first")
+	h.waitStable(1)
+	h.waitCommitted(1)
+	h.stop(m)
+	h.produce(200)
+	m = h.start("second")
+	h.waitStable(1)
+	h.waitCommitted(1)
+	h.stop(m)
+	h.check()
+}
+
+// TestSinkFencedMemberStops starts a second process with a member's writer ID (a restarted member while the old
+// one still runs): the old one stops with an error wrapping iceberg.ErrFenced.
+func TestSinkFencedMemberStops(t *testing.T) {
+	h := newHarness(t)
+	h.produce(40)
+	m := h.start("member-0")
+	h.waitStable(1)
+	h.waitCommitted(1)
+	newer, err := iceberg.NewWriter(h.ctx, h.cat, h.ident, iceberg.WithWriterID("member-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newer.Close(h.ctx)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		h.produce(4)
+		select {
+		case err := <-m.done:
+			if !errors.Is(err, iceberg.ErrFenced) {
+				t.Fatalf("Run: %v, want ErrFenced", err)
+			}
+			return
+		case <-h.ctx.Done():
+			t.Fatal("the fenced member did not stop")
+		case <-tick.C:
+		}
+	}
+}

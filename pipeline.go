@@ -189,10 +189,13 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 		if err := p.usableLocked(); err != nil {
 			return err
 		}
-		memFull := p.memUsed > 0 && p.memUsed+size > p.cfg.rowBudget
-		if memFull && p.sealForMemoryLocked() {
+		rowsFull := p.memUsed > 0 && p.memUsed+size > p.cfg.rowBudget
+		if rowsFull && p.sealForMemoryLocked() {
 			continue
 		}
+		// The file metadata of staged batches counts too, but only commits free it: no seal for it, a wait.
+		held := p.heldLocked()
+		memFull := rowsFull || held > 0 && p.memUsed+held+size > p.cfg.rowBudget
 		if !memFull && p.committableLocked() < p.cfg.maxUncommitted {
 			break
 		}
@@ -296,6 +299,19 @@ func (b *batch) push(rec batchRecord) {
 	b.kinds = append(b.kinds, rec.kind)
 	b.sources = append(b.sources, rec.source)
 	b.sizes = append(b.sizes, rec.size)
+}
+
+// heldLocked is the memory held by the file metadata of the batches a commit may take (batch.held): what the
+// commit loop frees without the caller. Batches that wait for a checkpoint are left out, as in
+// committableLocked: the caller's next checkpoint is what lets them go, so waiting on them would never end.
+func (p *pipeline) heldLocked() int64 {
+	var n int64
+	for _, b := range p.queue[:p.committableLocked()] {
+		if b.staged { // an encoding's batch is its own until it returns
+			n += b.held
+		}
+	}
+	return n
 }
 
 // committableLocked counts the sealed batches a commit may take. With WithCheckpoints, batches after the newest
@@ -846,6 +862,9 @@ func (p *pipeline) state() pipelineState {
 	}
 	for _, b := range p.queue {
 		s.uncommittedRows += b.rows
+		if b.staged {
+			s.bufferedBytes += b.held
+		}
 	}
 	return s
 }

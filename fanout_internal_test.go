@@ -1,0 +1,148 @@
+package iceberg
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
+)
+
+// TestGroupPartitions: a batch's rows grouped by partition through the spec's transforms: every row once, in
+// record order within its partition, one group per partition value (nulls and empty strings apart), and no
+// grouping for a partition source of a type the grouping does not read.
+func TestGroupPartitions(t *testing.T) {
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "tags", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	const rows = 10_000
+	day := int64(86_400_000_000)
+	for i := range rows {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		// 70% of the rows on one day, the rest spread over 30 others.
+		d := int64(0)
+		if i%10 >= 7 {
+			d = 1 + int64(i%30)
+		}
+		b.Field(1).(*array.TimestampBuilder).Append(arrow.Timestamp(d*day + int64(i)))
+		switch i % 3 {
+		case 0:
+			b.Field(2).(*array.StringBuilder).AppendNull()
+		case 1:
+			b.Field(2).(*array.StringBuilder).Append("")
+		default:
+			b.Field(2).(*array.StringBuilder).Append(fmt.Sprint("n", i%7))
+		}
+		if tags := b.Field(3).(*array.ListBuilder); i == 5 {
+			tags.Append(true)
+			tags.ValueBuilder().(*array.StringBuilder).Append("t")
+		} else {
+			tags.AppendNull()
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	ids := rec.Column(0).(*array.Int64)
+	ts := rec.Column(1).(*array.Timestamp)
+	names := rec.Column(2).(*array.String)
+	bucket := ice.BucketTransform{NumBuckets: 16}
+	// want is each row's partition as the test computes it, independently of the keyers.
+	for _, c := range []struct {
+		by      []string
+		want    func(r int) string
+		largest int
+	}{
+		{[]string{"day(ts)"}, func(r int) string { return fmt.Sprint(int64(ts.Value(r)) / day) }, 7000},
+		{[]string{"bucket(16, id)"}, func(r int) string {
+			return bucket.Apply(ice.Optional[ice.Literal]{Valid: true, Val: ice.NewLiteral(ids.Value(r))}).Val.String()
+		}, -1},
+		{[]string{"identity(id)"}, func(r int) string { return fmt.Sprint(ids.Value(r)) }, 1},
+		{[]string{"identity(name)", "day(ts)"}, func(r int) string {
+			n := "null"
+			if names.IsValid(r) {
+				n = fmt.Sprintf("%q", names.Value(r))
+			}
+			return fmt.Sprint(n, int64(ts.Value(r))/day)
+		}, -1},
+	} {
+		isc, spec, err := buildCreateSchema(sc, &createOptions{partitionBy: c.by})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, ok := groupPartitions(*spec, isc, rec)
+		if !ok {
+			t.Fatalf("%v: not grouped", c.by)
+		}
+		seen := make([]bool, rows)
+		parts := map[string]int{}
+		for p := range g.count() {
+			rs := g.rows(p)
+			if len(rs) == 0 || !slices.IsSorted(rs) {
+				t.Fatalf("%v: partition %d rows %v: empty or out of record order", c.by, p, rs)
+			}
+			for _, r := range rs {
+				if seen[r] {
+					t.Fatalf("%v: row %d grouped twice", c.by, r)
+				}
+				seen[r] = true
+				if want := c.want(int(rs[0])); c.want(int(r)) != want {
+					t.Fatalf("%v: row %d (%s) grouped with row %d (%s)", c.by, r, c.want(int(r)), rs[0], want)
+				}
+			}
+			key := c.want(int(rs[0]))
+			if q, dup := parts[key]; dup {
+				t.Fatalf("%v: partition %s split into groups %d and %d", c.by, key, q, p)
+			}
+			parts[key] = p
+		}
+		if slices.Contains(seen, false) {
+			t.Fatalf("%v: a row is in no group", c.by)
+		}
+		if c.largest >= 0 && g.largest() != c.largest {
+			t.Errorf("%v: largest partition %d rows, want %d", c.by, g.largest(), c.largest)
+		}
+	}
+	isc, spec, err := buildCreateSchema(sc, &createOptions{partitionBy: []string{"identity(tags)"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := groupPartitions(*spec, isc, rec); ok {
+		t.Fatal("a list partition source was grouped")
+	}
+}
+
+// TestFanoutChunks: chunks are runs of whole partitions, cut at fanoutChunkPartitions partitions or
+// fanoutChunkRows rows, a larger partition in a chunk it ends.
+func TestFanoutChunks(t *testing.T) {
+	sizes := []int{3, fanoutChunkRows + 5, 2}
+	for range fanoutChunkPartitions + 10 {
+		sizes = append(sizes, 1)
+	}
+	g := &partitionGroups{}
+	at := 0
+	for _, n := range sizes {
+		for range n {
+			g.order = append(g.order, int32(len(g.order)))
+		}
+		at += n
+		g.ends = append(g.ends, at)
+	}
+	got := fanoutChunks(g, fanoutChunkPartitions)
+	want := []fanoutChunk{
+		{from: 0, to: 1, largest: 3},
+		{from: 1, to: 2, largest: fanoutChunkRows + 5},
+		{from: 2, to: 2 + fanoutChunkPartitions, largest: 2},
+		{from: 2 + fanoutChunkPartitions, to: len(sizes), largest: 1},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("chunks %+v, want %+v", got, want)
+	}
+}

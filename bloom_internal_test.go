@@ -2,6 +2,7 @@ package iceberg
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -145,8 +146,8 @@ func checkBloomSizes(t *testing.T, w *Writer, wantFiles func(n int) bool, skip m
 }
 
 // TestBloomSizedForPartitionFile: a batch spread over 16 bucket partitions writes 16 files of about 1,000
-// rows each; every file's filter fits its rows (sized from the largest partition's share of a sample of the
-// batch), the first batch's as well as the second's.
+// rows each; every file's filter fits its rows (sized for the largest partition of the batch), the first
+// batch's as well as the second's.
 func TestBloomSizedForPartitionFile(t *testing.T) {
 	ctx := context.Background()
 	w := idNameWriter(t, 1, 16_000, WithCreate(idNameSchema, IdentifierFields("id"), PartitionBy("bucket(16, id)")))
@@ -160,6 +161,34 @@ func TestBloomSizedForPartitionFile(t *testing.T) {
 	if checked != 32 {
 		t.Fatalf("the second batch wrote %d files, want 16", checked)
 	}
+}
+
+// TestBloomSizedForSkewedPartitions: a batch of one partition of 4,000 rows and 60 of one row each, written in
+// chunks of 16 partitions: each single-row file gets a filter for its row, not the large partition's.
+func TestBloomSizedForSkewedPartitions(t *testing.T) {
+	ctx := context.Background()
+	w := idNameWriter(t, 0, 0, WithCreate(idNameSchema, IdentifierFields("id"), PartitionBy("identity(name)")),
+		WithFanoutForTest(16, 0))
+	ids := make([]int64, 4000)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	big := namedRows(ids, "big")
+	defer big.Release()
+	if err := w.Write(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(60) {
+		one := namedRows([]int64{10_000 + i}, fmt.Sprint("single", i))
+		if err := w.Write(ctx, one); err != nil {
+			t.Fatal(err)
+		}
+		one.Release()
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkBloomSizes(t, w, func(n int) bool { return n == 61 }, nil)
 }
 
 // TestBloomSizedForCompactedFile: compacting 20 files of 100 rows writes one file of 2,000 rows whose key-column

@@ -142,13 +142,8 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 	opts = append(opts, table.WithClusteredWrite())
 	spec, sc := tbl.Spec(), tbl.Schema()
 	groups, grouped := groupPartitions(spec, sc, one)
-	// Size the key columns' bloom filters for a file's rows: the batch's largest partition or, for partition
-	// sources the grouping cannot read, twice the largest share in the writer's previous batch (a first batch
-	// then sizes for all its rows). A filter too small only raises its false-positive rate.
-	est := rows
 	if grouped {
-		est = int64(groups.largest())
-		e.partShare.Store(math.Float64bits(float64(est) / float64(rows)))
+		e.partShare.Store(math.Float64bits(float64(groups.largest()) / float64(rows)))
 		if groups.count() > e.limits.warnPartitions && e.log != nil && e.warned.CompareAndSwap(false, true) {
 			e.log.Warn("iceberg: a batch fans out into many partitions; every commit adds a data file per partition "+
 				"(consider a coarser transform such as bucket(N, column), or a longer flush interval); "+
@@ -156,15 +151,18 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 				"table", tbl.Identifier(), "partition_by", partitionColumns(spec, sc), "partitions", groups.count(),
 				"rows", rows)
 		}
-	} else if share := math.Float64frombits(e.partShare.Load()); share > 0 {
+		return e.writeFanout(ctx, tbl, schema, one, groups, opts)
+	}
+	// Partition sources the grouping cannot read: the key columns' bloom filters are sized for twice the largest
+	// partition's share in the writer's previous batch (a first batch sizes them for all its rows). A filter
+	// too small only raises its false-positive rate.
+	est := rows
+	if share := math.Float64frombits(e.partShare.Load()); share > 0 {
 		est = int64(math.Ceil(float64(rows) * min(1, 2*share)))
 	}
 	bt, err := e.withBlooms(tbl, est)
 	if err != nil {
 		return nil, err
-	}
-	if grouped {
-		return e.writeFanout(ctx, bt, schema, one, groups, opts)
 	}
 	one.Retain()
 	out, err := e.writeRecord(ctx, bt, schema, one, append(opts, table.WithWriteUUID(e.names.next())))

@@ -1,10 +1,12 @@
 package iceberg
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -195,29 +197,35 @@ func partitionColumns(spec ice.PartitionSpec, sc *ice.Schema) string {
 	return strings.Join(parts, ", ")
 }
 
-// fanoutChunk is a run of whole partitions [from, to) of a batch's groups, written by one iceberg-go call.
+// fanoutChunk is a set of whole partitions of a batch's groups, written by one iceberg-go call.
 type fanoutChunk struct {
-	from, to int
-	largest  int // rows of its largest partition
+	parts   []int // the partitions, largest first
+	rows    int
+	largest int // rows of its largest partition
 }
 
 // fanoutChunks cuts the groups into chunks of at most maxParts partitions and, unless a single partition is
-// larger, fanoutChunkRows rows.
+// larger, fanoutChunkRows rows, taking the partitions largest first, a chunk's smallest at least half its
+// largest: its key bloom filters, sized for its largest partition, fit every file it writes (a batch of one
+// large partition and many single rows does not give each single-row file the large one's filter).
 func fanoutChunks(g *partitionGroups, maxParts int) []fanoutChunk {
+	parts := make([]int, g.count())
+	for p := range parts {
+		parts[p] = p
+	}
+	slices.SortStableFunc(parts, func(a, b int) int { return cmp.Compare(len(g.rows(b)), len(g.rows(a))) })
 	var out []fanoutChunk
-	c := fanoutChunk{}
-	rows := 0
-	for p := range g.count() {
+	var c fanoutChunk
+	for _, p := range parts {
 		n := len(g.rows(p))
-		if p > c.from && (p-c.from >= maxParts || rows+n > fanoutChunkRows) {
-			c.to = p
+		if len(c.parts) > 0 && (len(c.parts) >= maxParts || c.rows+n > fanoutChunkRows || 2*n < c.largest) {
 			out = append(out, c)
-			c, rows = fanoutChunk{from: p}, 0
+			c = fanoutChunk{}
 		}
-		rows += n
+		c.parts = append(c.parts, p)
+		c.rows += n
 		c.largest = max(c.largest, n)
 	}
-	c.to = g.count()
 	return append(out, c)
 }
 
@@ -225,14 +233,25 @@ func fanoutChunks(g *partitionGroups, maxParts int) []fanoutChunk {
 // chunks are written at once; each has one data file open at a time (iceberg-go's clustered writer), and the
 // rows their open files hold together stay within one row group (the chunk's largest partition, capped at the
 // row-group limit, is its weight), so a batch never buffers more for its files than a single writer would. A
-// chunk's rows are taken from the record into a record of their own, in partition order.
+// chunk's rows are taken from the record into a record of their own, partition after partition; its key bloom
+// filters are sized for its largest partition.
 func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema *arrow.Schema, rec arrow.RecordBatch,
 	g *partitionGroups, opts []table.WriteRecordOption) ([]ice.DataFile, error) {
 	chunks := fanoutChunks(g, e.limits.chunkPartitions)
+	// write writes one chunk's record (owned).
+	write := func(ctx context.Context, c fanoutChunk, part arrow.RecordBatch) ([]ice.DataFile, error) {
+		bt, err := e.withBlooms(tbl, int64(c.largest))
+		if err != nil {
+			part.Release()
+			return nil, err
+		}
+		return e.writeRecord(ctx, bt, schema, part, append(opts[:len(opts):len(opts)],
+			table.WithWriteUUID(e.names.next())))
+	}
 	if len(chunks) == 1 {
 		// One chunk: the record as it is (the clustered writer groups its rows itself).
 		rec.Retain()
-		return e.writeRecord(ctx, tbl, schema, rec, opts)
+		return write(ctx, chunks[0], rec)
 	}
 	out := make([][]ice.DataFile, len(chunks))
 	budget := int64(e.rowGroupRows)
@@ -247,18 +266,21 @@ func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema 
 		}
 		eg.Go(func() error {
 			defer rowsSem.Release(weight)
-			idx := int32Array(e.mem, g.order[g.start(c.from):g.ends[c.to-1]])
+			rows := make([]int32, 0, c.rows)
+			for _, p := range c.parts {
+				rows = append(rows, g.rows(p)...)
+			}
+			idx := int32Array(e.mem, rows)
 			taken, err := compute.Take(cctx, *compute.DefaultTakeOptions(), compute.NewDatumWithoutOwning(rec),
 				compute.NewDatumWithoutOwning(idx))
 			idx.Release()
 			if err != nil {
-				return fmt.Errorf("iceberg: take the rows of partitions %d to %d: %w", c.from, c.to-1, err)
+				return fmt.Errorf("iceberg: take the rows of %d partitions: %w", len(c.parts), err)
 			}
 			part := taken.(*compute.RecordDatum).Value
 			part.Retain()
 			taken.Release()
-			files, err := e.writeRecord(ectx, tbl, schema, part, append(opts[:len(opts):len(opts)],
-				table.WithWriteUUID(e.names.next())))
+			files, err := write(ectx, c, part)
 			out[i] = files
 			return err
 		})
@@ -269,9 +291,5 @@ func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var files []ice.DataFile
-	for _, fs := range out {
-		files = append(files, fs...)
-	}
-	return files, nil
+	return slices.Concat(out...), nil
 }

@@ -119,8 +119,8 @@ func TestGroupPartitions(t *testing.T) {
 	}
 }
 
-// TestFanoutChunks: chunks are runs of whole partitions, cut at fanoutChunkPartitions partitions or
-// fanoutChunkRows rows, a larger partition in a chunk it ends.
+// TestFanoutChunks: chunks are sets of whole partitions, largest first, cut at fanoutChunkPartitions
+// partitions, fanoutChunkRows rows (a larger partition alone) or a partition under half the chunk's largest.
 func TestFanoutChunks(t *testing.T) {
 	sizes := []int{3, fanoutChunkRows + 5, 2}
 	for range fanoutChunkPartitions + 10 {
@@ -136,13 +136,22 @@ func TestFanoutChunks(t *testing.T) {
 		g.ends = append(g.ends, at)
 	}
 	got := fanoutChunks(g, fanoutChunkPartitions)
-	want := []fanoutChunk{
-		{from: 0, to: 1, largest: 3},
-		{from: 1, to: 2, largest: fanoutChunkRows + 5},
-		{from: 2, to: 2 + fanoutChunkPartitions, largest: 2},
-		{from: 2 + fanoutChunkPartitions, to: len(sizes), largest: 1},
+	ones := func(from, to int) []int {
+		var ps []int
+		for p := from; p < to; p++ {
+			ps = append(ps, p)
+		}
+		return ps
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("chunks %+v, want %+v", got, want)
+	want := []fanoutChunk{
+		{parts: []int{1}, rows: fanoutChunkRows + 5, largest: fanoutChunkRows + 5},
+		{parts: []int{0, 2}, rows: 5, largest: 3},
+		{parts: ones(3, 3+fanoutChunkPartitions), rows: fanoutChunkPartitions, largest: 1},
+		{parts: ones(3+fanoutChunkPartitions, len(sizes)), rows: 10, largest: 1},
+	}
+	if !slices.EqualFunc(got, want, func(a, b fanoutChunk) bool {
+		return slices.Equal(a.parts, b.parts) && a.rows == b.rows && a.largest == b.largest
+	}) {
+		t.Fatalf("chunks %+v,\nwant %+v", got, want)
 	}
 }

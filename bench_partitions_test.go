@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +36,8 @@ import (
 // commit-s (Close's commit of them), and the floor: floor-files/s, the rate at which the machine writes the
 // same two-row Parquet files (zstd, the table's codec) into new partition folders with nothing else
 // (GOMAXPROCS goroutines, measured after the child), and x-floor, the writer's files/s while encoding over it.
+// On a shared machine wall-clock rates swing with the load; the CPU figures swing less: cpu-us/file (the
+// child's user and system CPU per file written), floor-cpu-us/file and rows/cpu-s.
 // ICEWRITER_BENCH_FANOUT_ROWS sets the rows.
 func BenchmarkPartitionFanout(b *testing.B) {
 	rows := envInt("ICEWRITER_BENCH_FANOUT_ROWS", benchRows)
@@ -48,7 +51,7 @@ func BenchmarkPartitionFanout(b *testing.B) {
 				got := fanoutChild(b, rows, limit, gc.env)
 				rss := got["VmHWM-KiB"] * 1024
 				encodeRate := got["files"] / got["encode-seconds"]
-				floor := smallFileFloor(b, 5000)
+				floor, floorCPU := smallFileFloor(b, 5000)
 				b.ReportMetric(float64(rows)/got["seconds"], "rows/s")
 				b.ReportMetric(rss/(1<<20), "peak-RSS-MiB")
 				b.ReportMetric(rss/limit, "rss/limit")
@@ -58,6 +61,10 @@ func BenchmarkPartitionFanout(b *testing.B) {
 				b.ReportMetric(got["seconds"]-got["encode-seconds"], "commit-s")
 				b.ReportMetric(floor, "floor-files/s")
 				b.ReportMetric(encodeRate/floor, "x-floor")
+				cpuPerFile := got["cpu-seconds"] / got["files"]
+				b.ReportMetric(cpuPerFile*1e6, "cpu-us/file")
+				b.ReportMetric(floorCPU*1e6, "floor-cpu-us/file")
+				b.ReportMetric(float64(rows)/got["cpu-seconds"], "rows/cpu-s")
 			}
 		})
 	}
@@ -75,7 +82,9 @@ func fanoutChild(b *testing.B, rows int, limit int64, env string) map[string]flo
 	if err != nil {
 		b.Fatalf("child: %v\n%s", err, out)
 	}
-	got := map[string]float64{}
+	got := map[string]float64{
+		"cpu-seconds": (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds(),
+	}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
 		if rest, ok := strings.CutPrefix(sc.Text(), "fanout "); ok {
@@ -161,8 +170,9 @@ func TestPartitionFanoutChild(t *testing.T) {
 
 // smallFileFloor returns the files/s at which GOMAXPROCS goroutines write n two-row seed files with pqarrow
 // (zstd, otherwise default properties), each into a folder of its own under a temporary name then renamed into
-// place, as the writer's local storage does: the least one file per partition costs on this machine.
-func smallFileFloor(b *testing.B, n int) float64 {
+// place, as the writer's local storage does: the least one file per partition costs on this machine. cpu is
+// the process's CPU seconds (user and system) per file meanwhile.
+func smallFileFloor(b *testing.B, n int) (rate, cpu float64) {
 	dir := b.TempDir()
 	rec := seed.New(0, 1).Batch(2)
 	defer rec.Release()
@@ -171,6 +181,7 @@ func smallFileFloor(b *testing.B, n int) float64 {
 	var wg sync.WaitGroup
 	var failed error
 	var mu sync.Mutex
+	cpu0 := processCPU()
 	start := time.Now()
 	for w := range workers {
 		wg.Add(1)
@@ -190,7 +201,16 @@ func smallFileFloor(b *testing.B, n int) float64 {
 	if failed != nil {
 		b.Fatal(failed)
 	}
-	return float64(n) / time.Since(start).Seconds()
+	return float64(n) / time.Since(start).Seconds(), (processCPU() - cpu0) / float64(n)
+}
+
+// processCPU is the CPU seconds (user and system) the process has used.
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func writeSmallFile(folder string, rec arrow.RecordBatch, props *parquet.WriterProperties) error {

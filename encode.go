@@ -6,7 +6,6 @@ import (
 	"iter"
 	"log/slog"
 	"math"
-	"slices"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -274,43 +273,4 @@ func concatRecords(mem memory.Allocator, schema *arrow.Schema, recs []arrow.Reco
 		cols[i] = c
 	}
 	return array.NewRecordBatch(schema, cols, rows), nil
-}
-
-// arrowLiteral is the Iceberg literal of a column value; ok is false for a type it does not read.
-func arrowLiteral(col arrow.Array, row int) (lit ice.Literal, ok, null bool) {
-	if col.IsNull(row) {
-		return nil, true, true
-	}
-	switch c := col.(type) {
-	case *array.Int32:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.Int64:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.Float32:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.Float64:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.Boolean:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.String:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.LargeString:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.Binary:
-		return ice.NewLiteral(slices.Clone(c.Value(row))), true, false
-	case *array.Date32:
-		return ice.NewLiteral(ice.Date(c.Value(row))), true, false
-	case *array.Timestamp:
-		v := int64(c.Value(row))
-		switch c.DataType().(*arrow.TimestampType).Unit {
-		case arrow.Second:
-			v *= 1_000_000
-		case arrow.Millisecond:
-			v *= 1_000
-		case arrow.Nanosecond:
-			v /= 1_000
-		}
-		return ice.NewLiteral(ice.Timestamp(v)), true, false
-	}
-	return nil, false, false
 }

@@ -19,15 +19,14 @@ import (
 )
 
 // Writing a batch that spans many partitions. iceberg-go's clustered writer takes one partition at a time (one
-// open data file), but it keeps per-partition state for the whole call: a location provider with a copy of the
-// table's properties, the partition's entry in its maps and its set of closed partitions, about 1 KiB each,
-// and it writes the files one after the other. A batch of 200,000 rows over 86,000 identity partitions held
-// 900 MiB of heap that way and wrote 1,500 files/s on one core. So the encoder groups the batch's rows by
-// partition itself and hands iceberg-go chunks of whole partitions, each chunk a call of its own (its state is
-// freed when it returns), several chunks at once.
+// open data file) but keeps per-partition state until the call returns (a location provider with a copy of the
+// table's properties, the partition's entries in its maps and in its set of closed partitions: about 1.5 KiB a
+// partition measured, 120 MiB for 86,000) and writes the files one after the other. So the encoder groups the batch's
+// rows by partition itself and hands iceberg-go chunks of whole partitions, each chunk a call of its own (its
+// state is freed when it returns), several chunks at once.
 const (
-	// fanoutChunkPartitions and fanoutChunkRows close a chunk: at this many partitions, or once it holds this
-	// many rows (a large partition ends the chunk it falls into).
+	// fanoutChunkPartitions and fanoutChunkRows close a chunk: at this many partitions, or before a partition
+	// that would take it over this many rows (a larger partition is a chunk of its own).
 	fanoutChunkPartitions = 512
 	fanoutChunkRows       = 32 * 1024
 	// fanoutWarnPartitions is the partitions of one batch above which the writer warns (once): every commit
@@ -80,11 +79,11 @@ func (g *partitionGroups) largest() int {
 	return n
 }
 
-// groupPartitions groups rec's rows by the partition the spec puts them in, through the spec's own transforms.
-// ok is false when a partition source is not a top-level column of a type it reads (arrowLiteral). Rows the
-// spec puts in one partition are always grouped together; the reverse may fail only where the grouping is
-// finer than iceberg-go's (identity on a nanosecond timestamp groups by nanosecond), which costs a file, never
-// a row.
+// groupPartitions groups rec's rows by the partition the spec puts them in, through the spec's own transforms
+// (on the values arrowLiteral reads). ok is false when a partition source is not a top-level column of a type it
+// reads. The grouping only decides which rows go to one iceberg-go call: that call still splits its rows by
+// partition itself, so a group that mixed partitions would cost nothing, and a partition split over two groups
+// (where arrowLiteral's conversion of a value differs from iceberg-go's) one more file, never a row.
 func groupPartitions(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBatch) (*partitionGroups, bool) {
 	rows := int(rec.NumRows())
 	keyers := make([]partitionKeyer, 0, spec.NumFields())
@@ -97,7 +96,11 @@ func groupPartitions(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBat
 		if len(idx) != 1 {
 			return nil, false
 		}
-		keyers = append(keyers, newPartitionKeyer(rec.Column(idx[0]), f.Transform))
+		field, ok := sc.FindFieldByID(f.SourceID())
+		if !ok {
+			return nil, false
+		}
+		keyers = append(keyers, newPartitionKeyer(rec.Column(idx[0]), field.Type, f.Transform))
 	}
 	ids := map[string]int32{}
 	group := make([]int32, rows)
@@ -141,12 +144,14 @@ func groupPartitions(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBat
 // partition values. ok is false for a value of a type it does not read.
 type partitionKeyer func(dst []byte, r int) ([]byte, bool)
 
-func newPartitionKeyer(col arrow.Array, tr ice.Transform) partitionKeyer {
+// newPartitionKeyer keys a column of source type src under tr: identity on the common types and the int32
+// transforms (bucket, year, month, day, hour) through iceberg-go's own transformer without a literal per row,
+// anything else through the transform's Apply on arrowLiteral's literal.
+func newPartitionKeyer(col arrow.Array, src ice.Type, tr ice.Transform) partitionKeyer {
 	if _, ok := tr.(ice.VoidTransform); ok {
 		return func(dst []byte, _ int) ([]byte, bool) { return append(dst, 0), true }
 	}
 	if _, ok := tr.(ice.IdentityTransform); ok {
-		// The common identity sources without a literal per row.
 		switch c := col.(type) {
 		case *array.Int64:
 			return nullable(col, func(dst []byte, r int) []byte { return binary.LittleEndian.AppendUint64(dst, uint64(c.Value(r))) })
@@ -157,6 +162,17 @@ func newPartitionKeyer(col arrow.Array, tr ice.Transform) partitionKeyer {
 		case *array.String:
 			return nullable(col, func(dst []byte, r int) []byte {
 				return append(binary.AppendUvarint(dst, uint64(c.ValueLen(r))), c.Value(r)...)
+			})
+		}
+	}
+	if fn := int32Transformer(tr, src); fn != nil {
+		if value := transformerValue(col, src); value != nil {
+			return nullable(col, func(dst []byte, r int) []byte {
+				out := fn(value(r))
+				if !out.Valid {
+					return append(dst, 0)
+				}
+				return binary.LittleEndian.AppendUint32(append(dst, 1), uint32(out.Val))
 			})
 		}
 	}
@@ -175,6 +191,62 @@ func newPartitionKeyer(col arrow.Array, tr ice.Transform) partitionKeyer {
 		s := out.Val.String()
 		return append(binary.AppendUvarint(append(dst, 1), uint64(len(s))), s...), true
 	}
+}
+
+// int32Transformer is iceberg-go's transformer of tr for source type src when tr yields an int32 (nil for other
+// transforms).
+func int32Transformer(tr ice.Transform, src ice.Type) func(any) ice.Optional[int32] {
+	var fn func(any) ice.Optional[int32]
+	var err error
+	switch t := tr.(type) {
+	case ice.BucketTransform:
+		fn = t.Transformer(src)
+	case ice.YearTransform:
+		fn, err = t.Transformer(src)
+	case ice.MonthTransform:
+		fn, err = t.Transformer(src)
+	case ice.DayTransform:
+		fn, err = t.Transformer(src)
+	case ice.HourTransform:
+		fn, err = t.Transformer(src)
+	}
+	if err != nil {
+		return nil
+	}
+	return fn
+}
+
+// transformerValue reads a column's values as the Go values iceberg-go's transformers take for source type src
+// (nil when the column does not hold src as the conformer writes it).
+func transformerValue(col arrow.Array, src ice.Type) func(r int) any {
+	switch c := col.(type) {
+	case *array.Int32:
+		if src.Equals(ice.PrimitiveTypes.Int32) {
+			return func(r int) any { return c.Value(r) }
+		}
+	case *array.Int64:
+		if src.Equals(ice.PrimitiveTypes.Int64) {
+			return func(r int) any { return c.Value(r) }
+		}
+	case *array.Date32:
+		if src.Equals(ice.PrimitiveTypes.Date) {
+			return func(r int) any { return ice.Date(c.Value(r)) }
+		}
+	case *array.Timestamp:
+		micros := c.DataType().(*arrow.TimestampType).Unit == arrow.Microsecond
+		if micros && (src.Equals(ice.PrimitiveTypes.Timestamp) || src.Equals(ice.PrimitiveTypes.TimestampTz)) {
+			return func(r int) any { return ice.Timestamp(c.Value(r)) }
+		}
+	case *array.String:
+		if src.Equals(ice.PrimitiveTypes.String) {
+			return func(r int) any { return c.Value(r) }
+		}
+	case *array.Binary:
+		if src.Equals(ice.PrimitiveTypes.Binary) {
+			return func(r int) any { return c.Value(r) }
+		}
+	}
+	return nil
 }
 
 // nullable keys a null as 0 and a value as 1 followed by value's bytes.
@@ -292,4 +364,43 @@ func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema 
 		return nil, err
 	}
 	return slices.Concat(out...), nil
+}
+
+// arrowLiteral is the Iceberg literal of a column value; ok is false for a type it does not read.
+func arrowLiteral(col arrow.Array, row int) (lit ice.Literal, ok, null bool) {
+	if col.IsNull(row) {
+		return nil, true, true
+	}
+	switch c := col.(type) {
+	case *array.Int32:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.Int64:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.Float32:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.Float64:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.Boolean:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.String:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.LargeString:
+		return ice.NewLiteral(c.Value(row)), true, false
+	case *array.Binary:
+		return ice.NewLiteral(slices.Clone(c.Value(row))), true, false
+	case *array.Date32:
+		return ice.NewLiteral(ice.Date(c.Value(row))), true, false
+	case *array.Timestamp:
+		v := int64(c.Value(row))
+		switch c.DataType().(*arrow.TimestampType).Unit {
+		case arrow.Second:
+			v *= 1_000_000
+		case arrow.Millisecond:
+			v *= 1_000
+		case arrow.Nanosecond:
+			v /= 1_000
+		}
+		return ice.NewLiteral(ice.Timestamp(v)), true, false
+	}
+	return nil, false, false
 }

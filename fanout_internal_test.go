@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -11,9 +12,10 @@ import (
 	ice "github.com/apache/iceberg-go"
 )
 
-// TestGroupPartitions: a batch's rows grouped by partition through the spec's transforms: every row once, in
-// record order within its partition, one group per partition value (nulls and empty strings apart), and no
-// grouping for a partition source of a type the grouping does not read.
+// TestGroupPartitions: a batch's rows grouped by partition through the spec's transforms (identity, the int32
+// transforms through iceberg-go's transformers, truncate through a literal per row): every row once, in record
+// order within its partition, one group per partition value (nulls and empty strings apart), and no grouping for
+// a partition source of a type the grouping does not read.
 func TestGroupPartitions(t *testing.T) {
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
@@ -54,6 +56,7 @@ func TestGroupPartitions(t *testing.T) {
 	ts := rec.Column(1).(*array.Timestamp)
 	names := rec.Column(2).(*array.String)
 	bucket := ice.BucketTransform{NumBuckets: 16}
+	bucket4 := ice.BucketTransform{NumBuckets: 4}
 	// want is each row's partition as the test computes it, independently of the keyers.
 	for _, c := range []struct {
 		by      []string
@@ -65,6 +68,23 @@ func TestGroupPartitions(t *testing.T) {
 			return bucket.Apply(ice.Optional[ice.Literal]{Valid: true, Val: ice.NewLiteral(ids.Value(r))}).Val.String()
 		}, -1},
 		{[]string{"identity(id)"}, func(r int) string { return fmt.Sprint(ids.Value(r)) }, 1},
+		{[]string{"hour(ts)"}, func(r int) string { return fmt.Sprint(int64(ts.Value(r)) / 3_600_000_000) }, -1},
+		{[]string{"month(ts)"}, func(r int) string {
+			at := time.UnixMicro(int64(ts.Value(r))).UTC()
+			return fmt.Sprint((at.Year()-1970)*12 + int(at.Month()) - 1)
+		}, -1},
+		{[]string{"bucket(4, name)"}, func(r int) string {
+			if names.IsNull(r) {
+				return "null"
+			}
+			return bucket4.Apply(ice.Optional[ice.Literal]{Valid: true, Val: ice.NewLiteral(names.Value(r))}).Val.String()
+		}, -1},
+		{[]string{"truncate(2, name)"}, func(r int) string {
+			if names.IsNull(r) {
+				return "null"
+			}
+			return fmt.Sprintf("%q", names.Value(r)[:min(2, len(names.Value(r)))])
+		}, -1},
 		{[]string{"identity(name)", "day(ts)"}, func(r int) string {
 			n := "null"
 			if names.IsValid(r) {

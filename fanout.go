@@ -152,13 +152,14 @@ func newPartitionKeyer(col arrow.Array, src ice.Type, tr ice.Transform) partitio
 		return func(dst []byte, _ int) ([]byte, bool) { return append(dst, 0), true }
 	}
 	if _, ok := tr.(ice.IdentityTransform); ok {
+		le := binary.LittleEndian
 		switch c := col.(type) {
 		case *array.Int64:
-			return nullable(col, func(dst []byte, r int) []byte { return binary.LittleEndian.AppendUint64(dst, uint64(c.Value(r))) })
+			return nullable(col, func(dst []byte, r int) []byte { return le.AppendUint64(dst, uint64(c.Value(r))) })
 		case *array.Int32:
-			return nullable(col, func(dst []byte, r int) []byte { return binary.LittleEndian.AppendUint32(dst, uint32(c.Value(r))) })
+			return nullable(col, func(dst []byte, r int) []byte { return le.AppendUint32(dst, uint32(c.Value(r))) })
 		case *array.Date32:
-			return nullable(col, func(dst []byte, r int) []byte { return binary.LittleEndian.AppendUint32(dst, uint32(c.Value(r))) })
+			return nullable(col, func(dst []byte, r int) []byte { return le.AppendUint32(dst, uint32(c.Value(r))) })
 		case *array.String:
 			return nullable(col, func(dst []byte, r int) []byte {
 				return append(binary.AppendUvarint(dst, uint64(c.ValueLen(r))), c.Value(r)...)

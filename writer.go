@@ -113,7 +113,7 @@ type Stats struct {
 	Retries            int64 // commit attempts beyond the first
 	Conflicts          int64 // attempts the catalog rejected as conflicts
 	BufferedRows       int64 // rows in the open buffer
-	BufferedBytes      int64 // bytes held: the open buffer, batches waiting for or in encoding, and the metadata of files not yet committed
+	BufferedBytes      int64 // bytes held: the open buffer, batches to encode, metadata of uncommitted files
 	UncommittedBatches int   // sealed batches not yet committed
 	UncommittedRows    int64
 	DiscardedRows      int64 // rows dropped by Abort, or by Close after the last checkpoint

@@ -2,6 +2,7 @@ package iceberg
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -145,8 +146,8 @@ func checkBloomSizes(t *testing.T, w *Writer, wantFiles func(n int) bool, skip m
 }
 
 // TestBloomSizedForPartitionFile: a batch spread over 16 bucket partitions writes 16 files of about 1,000
-// rows each; every file's filter fits its rows (sized from the largest partition's share of a sample of the
-// batch), the first batch's as well as the second's.
+// rows each; every file's filter fits its rows (sized for the largest partition of the batch), the first
+// batch's as well as the second's.
 func TestBloomSizedForPartitionFile(t *testing.T) {
 	ctx := context.Background()
 	w := idNameWriter(t, 1, 16_000, WithCreate(idNameSchema, IdentifierFields("id"), PartitionBy("bucket(16, id)")))
@@ -160,6 +161,34 @@ func TestBloomSizedForPartitionFile(t *testing.T) {
 	if checked != 32 {
 		t.Fatalf("the second batch wrote %d files, want 16", checked)
 	}
+}
+
+// TestBloomSizedForSkewedPartitions: a batch of one partition of 4,000 rows and 60 of one row each, written in
+// chunks of 16 partitions: each single-row file gets a filter for its row, not the large partition's.
+func TestBloomSizedForSkewedPartitions(t *testing.T) {
+	ctx := context.Background()
+	w := idNameWriter(t, 0, 0, WithCreate(idNameSchema, IdentifierFields("id"), PartitionBy("identity(name)")),
+		WithFanoutForTest(16, 0))
+	ids := make([]int64, 4000)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	big := namedRows(ids, "big")
+	defer big.Release()
+	if err := w.Write(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(60) {
+		one := namedRows([]int64{10_000 + i}, fmt.Sprint("single", i))
+		if err := w.Write(ctx, one); err != nil {
+			t.Fatal(err)
+		}
+		one.Release()
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkBloomSizes(t, w, func(n int) bool { return n == 61 }, nil)
 }
 
 // TestBloomSizedForCompactedFile: compacting 20 files of 100 rows writes one file of 2,000 rows whose key-column
@@ -265,46 +294,5 @@ func TestCopyOnWriteConfirmSkipsByBloom(t *testing.T) {
 	// The id column of 20,000 random int64 is over 100 KB however it is encoded; the filter is 32 KiB.
 	if absent >= present || absent >= off || off-absent < 50_000 {
 		t.Fatalf("the bloom filter did not spare the key column: %d B read with it, %d B without, %d B for a held key", absent, off, present)
-	}
-}
-
-// TestPartitionShare: the largest partition's share of a batch, through the spec's transforms, on a sample.
-func TestPartitionShare(t *testing.T) {
-	sc := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
-		{Name: "tags", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
-	}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	day := int64(86_400_000_000)
-	for i := 0; i < 10_000; i++ {
-		b.Field(0).(*array.Int64Builder).Append(int64(i))
-		// 70% of the rows on one day, the rest spread over 30 others.
-		d := int64(0)
-		if i%10 >= 7 {
-			d = 1 + int64(i%30)
-		}
-		b.Field(1).(*array.TimestampBuilder).Append(arrow.Timestamp(d*day + int64(i)))
-		b.Field(2).(*array.ListBuilder).AppendNull()
-	}
-	rec := b.NewRecordBatch()
-	defer rec.Release()
-	for _, c := range []struct {
-		by        string
-		lo, hi    float64
-		supported bool
-	}{
-		{"day(ts)", 0.68, 0.72, true},
-		{"bucket(16, id)", 0.05, 0.08, true},
-		{"identity(id)", 0, 0.001, true},
-	} {
-		isc, spec, err := buildCreateSchema(sc, &createOptions{partitionBy: []string{c.by}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		share, ok := partitionShare(*spec, isc, rec)
-		if ok != c.supported || share < c.lo || share > c.hi {
-			t.Errorf("%s: share %.4f ok=%v, want %.2f..%.2f", c.by, share, ok, c.lo, c.hi)
-		}
 	}
 }

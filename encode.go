@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"log/slog"
 	"math"
-	"slices"
-	"strings"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -52,6 +51,7 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 		return err
 	}
 	b.files, b.deletes = files, deletes
+	b.held = int64(len(files)+len(deletes)) * fileMetaBytes(schema)
 	if res != nil {
 		b.written, b.keyedSet = res.written, res.keyed
 	}
@@ -67,6 +67,14 @@ func (e *fileEncoder) count(files []ice.DataFile) {
 	}
 }
 
+// fileMetaBytes estimates the memory one data or delete file's metadata holds from its write to its commit:
+// iceberg-go's DataFile keeps its path, partition maps and each column's statistics (sizes, counts, bounds),
+// about 1 KiB plus 190 B a column (2.2 KiB measured on a six-column table). A batch that fans out over 86,000
+// partitions holds 190 MiB of it, so the memory limit counts it (pipeline.heldLocked).
+func fileMetaBytes(schema *arrow.Schema) int64 {
+	return 1024 + 192*int64(schema.NumFields())
+}
+
 // fileEncoder writes a batch's rows as Parquet data files through iceberg-go's writer: files rolled at the
 // target size (the row-group limit lets rolling happen), the table's partitioning, and bloom filters on the key
 // columns sized for a file's rows. Encoders of several batches share it.
@@ -78,85 +86,136 @@ type fileEncoder struct {
 	rowGroupRows   int
 	keyNames       []string   // the key columns (nil: no key, no bloom filters)
 	names          *fileNamer // the write UUID of each call: the writer ID's mark (nil: random)
+	log            *slog.Logger
+	limits         fanoutLimits
 	// partShare is the largest partition's share of the rows of the last batch written to a partitioned table
-	// (float64 bits): it sizes the next batch's key bloom filters.
+	// (float64 bits): it sizes the next batch's key bloom filters when a batch cannot be grouped.
 	partShare atomic.Uint64
+	warned    atomic.Bool  // a batch's fan-out was reported
 	bulkSize  atomic.Int64 // a Router's bulk phase (phase.go): its target file size, and no key bloom filters; 0: live
 }
 
 // write encodes one batch (partitioning, rolling and statistics included).
 //
-// On a partitioned table the batch is written as one record with iceberg-go's clustered writer, which takes one
-// partition at a time: a single data file is open at once whatever the number of partitions in the batch (more
-// files than a fanout writer would keep open never means more memory).
+// On a partitioned table the batch is joined into one record and its rows grouped by partition (fanout.go):
+// chunks of whole partitions go to iceberg-go's clustered writer, which keeps one data file open at a time, a
+// few chunks at once. A batch whose partition values the grouping cannot read is written as one record by a
+// single clustered write.
 func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch) ([]ice.DataFile, error) {
 	opts := []table.WriteRecordOption{
 		table.WithTargetFileSize(e.fileSize()),
 		table.WithParquetRowGroupLimit(e.rowGroupRows),
-		table.WithWriteUUID(e.names.next()),
 	}
-	partitioned := !tbl.Spec().IsUnpartitioned()
-	if partitioned {
-		if len(b.recs) > 1 {
-			one, err := concatRecords(e.mem, schema, b.recs)
-			if err != nil {
-				return nil, err
-			}
-			for _, r := range b.recs {
-				r.Release()
-			}
-			b.recs = []arrow.RecordBatch{one}
+	if tbl.Spec().IsUnpartitioned() {
+		if err := e.coalesce(schema, b); err != nil {
+			return nil, err
 		}
-		opts = append(opts, table.WithClusteredWrite())
-	} else if err := e.coalesce(schema, b); err != nil {
-		return nil, err
-	}
-	var rows int64
-	for _, r := range b.recs {
-		rows += r.NumRows()
-	}
-	if e.keyNames != nil && !e.bulk() {
-		// Size the key columns' bloom filters for a file's rows: a batch's on an unpartitioned table; on a
-		// partitioned one the largest partition's share of a sample of the batch or, for partition sources
-		// the sample cannot read, twice that share in the writer's previous batch (a first batch then sizes for
-		// all its rows). A filter too small only raises its false-positive rate.
-		est := rows
-		if partitioned && len(b.recs) == 1 {
-			if share, ok := partitionShare(tbl.Spec(), tbl.Schema(), b.recs[0]); ok {
-				est = int64(math.Ceil(float64(rows) * share))
-			} else if share := math.Float64frombits(e.partShare.Load()); share > 0 {
-				est = int64(math.Ceil(float64(rows) * min(1, 2*share)))
-			}
+		var rows int64
+		for _, r := range b.recs {
+			rows += r.NumRows()
 		}
-		bt, err := withKeyBlooms(tbl, e.keyNames, min(est, int64(e.rowGroupRows)))
+		bt, err := e.withBlooms(tbl, rows)
 		if err != nil {
 			return nil, err
 		}
-		tbl = bt
-	}
-	// Ownership of each record passes to WriteRecords, which releases it once encoded: the batch's memory is
-	// freed while it encodes, not after.
-	recs := func(yield func(arrow.RecordBatch, error) bool) {
-		for i, r := range b.recs {
-			b.recs[i] = nil
-			if !yield(r, nil) {
-				return
+		// Ownership of each record passes to WriteRecords, which releases it once encoded: the batch's memory
+		// is freed while it encodes, not after.
+		recs := func(yield func(arrow.RecordBatch, error) bool) {
+			for i, r := range b.recs {
+				b.recs[i] = nil
+				if !yield(r, nil) {
+					return
+				}
 			}
 		}
+		return collectFiles(table.WriteRecords(ctx, bt, schema, recs, append(opts, table.WithWriteUUID(e.names.next()))...))
 	}
+	one := b.recs[0]
+	if len(b.recs) > 1 {
+		var err error
+		if one, err = concatRecords(e.mem, schema, b.recs); err != nil {
+			return nil, err
+		}
+		for _, r := range b.recs {
+			r.Release()
+		}
+	}
+	b.recs = nil
+	defer one.Release()
+	rows := one.NumRows()
+	if rows == 0 {
+		return nil, nil
+	}
+	opts = append(opts, table.WithClusteredWrite())
+	spec, sc := tbl.Spec(), tbl.Schema()
+	groups, grouped := groupPartitions(spec, sc, one)
+	if grouped {
+		e.partShare.Store(math.Float64bits(float64(groups.largest()) / float64(rows)))
+		if groups.count() > e.limits.warnPartitions && e.log != nil && e.warned.CompareAndSwap(false, true) {
+			e.log.Warn("iceberg: a batch fans out into many partitions; every commit adds a data file per partition "+
+				"(consider a coarser transform such as bucket(N, column), or a longer flush interval); "+
+				"reported once per writer",
+				"table", tbl.Identifier(), "partition_by", partitionColumns(spec, sc), "partitions", groups.count(),
+				"rows", rows)
+		}
+		return e.writeFanout(ctx, tbl, schema, one, groups, opts)
+	}
+	// Partition sources the grouping cannot read: the key columns' bloom filters are sized for twice the largest
+	// partition's share in the writer's previous batch (a first batch sizes them for all its rows). A filter
+	// too small only raises its false-positive rate.
+	est := rows
+	if share := math.Float64frombits(e.partShare.Load()); share > 0 {
+		est = int64(math.Ceil(float64(rows) * min(1, 2*share)))
+	}
+	bt, err := e.withBlooms(tbl, est)
+	if err != nil {
+		return nil, err
+	}
+	one.Retain()
+	out, err := e.writeRecord(ctx, bt, schema, one, append(opts, table.WithWriteUUID(e.names.next())))
+	if err != nil {
+		return nil, err
+	}
+	var largest int64
+	for _, df := range out {
+		largest = max(largest, df.Count())
+	}
+	e.partShare.Store(math.Float64bits(float64(largest) / float64(rows)))
+	return out, nil
+}
+
+// withBlooms returns tbl with the key columns' bloom filters sized for files of rows rows (tbl itself without
+// key columns, and in a bulk phase).
+func (e *fileEncoder) withBlooms(tbl *table.Table, rows int64) (*table.Table, error) {
+	if e.keyNames == nil || e.bulk() {
+		return tbl, nil
+	}
+	return withKeyBlooms(tbl, e.keyNames, min(rows, int64(e.rowGroupRows)))
+}
+
+// writeRecord writes one record, whose ownership passes to iceberg-go (it releases the records it takes).
+func (e *fileEncoder) writeRecord(ctx context.Context, tbl *table.Table, schema *arrow.Schema, rec arrow.RecordBatch,
+	opts []table.WriteRecordOption) ([]ice.DataFile, error) {
+	taken := false
+	recs := func(yield func(arrow.RecordBatch, error) bool) {
+		taken = true
+		yield(rec, nil)
+	}
+	files, err := collectFiles(table.WriteRecords(ctx, tbl, schema, recs, opts...))
+	if !taken {
+		rec.Release() // refused before it read a record
+	}
+	return files, err
+}
+
+// collectFiles gathers the files of a write, or its first error.
+func collectFiles(files iter.Seq2[ice.DataFile, error]) ([]ice.DataFile, error) {
 	var out []ice.DataFile
-	for df, err := range table.WriteRecords(ctx, tbl, schema, iter.Seq2[arrow.RecordBatch, error](recs), opts...) {
+	for df, err := range files {
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, df)
-	}
-	if partitioned && rows > 0 {
-		var largest int64
-		for _, df := range out {
-			largest = max(largest, df.Count())
-		}
-		e.partShare.Store(math.Float64bits(float64(largest) / float64(rows)))
 	}
 	return out, nil
 }
@@ -222,96 +281,4 @@ func concatRecords(mem memory.Allocator, schema *arrow.Schema, recs []arrow.Reco
 		cols[i] = c
 	}
 	return array.NewRecordBatch(schema, cols, rows), nil
-}
-
-// partitionSample is the most rows partitionShare reads.
-const partitionSample = 4096
-
-// partitionShare estimates the share of rec's rows in its largest partition from up to 4,096 rows spread over
-// it, through the spec's own transforms. ok is false when a partition source is not a top-level column of a
-// type it reads (then the caller has no estimate). A small partition's share comes out high (a sample holds few
-// of its rows), so filters err on the large side.
-func partitionShare(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBatch) (float64, bool) {
-	rows := int(rec.NumRows())
-	if rows == 0 || spec.NumFields() == 0 {
-		return 1, rows > 0
-	}
-	type source struct {
-		col       arrow.Array
-		transform ice.Transform
-	}
-	var srcs []source
-	for _, f := range spec.Fields() {
-		name, ok := sc.FindColumnName(f.SourceID())
-		if !ok {
-			return 0, false
-		}
-		idx := rec.Schema().FieldIndices(name)
-		if len(idx) != 1 {
-			return 0, false
-		}
-		srcs = append(srcs, source{rec.Column(idx[0]), f.Transform})
-	}
-	n := min(rows, partitionSample)
-	counts := map[string]int{}
-	largest := 0
-	var key strings.Builder
-	for s := 0; s < n; s++ {
-		row := s * rows / n
-		key.Reset()
-		for _, src := range srcs {
-			lit, ok, null := arrowLiteral(src.col, row)
-			if !ok {
-				return 0, false
-			}
-			if !null {
-				if out := src.transform.Apply(ice.Optional[ice.Literal]{Valid: true, Val: lit}); out.Valid {
-					key.WriteString(out.Val.String())
-				}
-			}
-			key.WriteByte(0)
-		}
-		counts[key.String()]++
-		largest = max(largest, counts[key.String()])
-	}
-	return float64(largest) / float64(n), true
-}
-
-// arrowLiteral is the Iceberg literal of a column value; ok is false for a type it does not read.
-func arrowLiteral(col arrow.Array, row int) (lit ice.Literal, ok, null bool) {
-	if col.IsNull(row) {
-		return nil, true, true
-	}
-	switch c := col.(type) {
-	case *array.Int32:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.Int64:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.Float32:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.Float64:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.Boolean:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.String:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.LargeString:
-		return ice.NewLiteral(c.Value(row)), true, false
-	case *array.Binary:
-		return ice.NewLiteral(slices.Clone(c.Value(row))), true, false
-	case *array.Date32:
-		return ice.NewLiteral(ice.Date(c.Value(row))), true, false
-	case *array.Timestamp:
-		v := int64(c.Value(row))
-		switch c.DataType().(*arrow.TimestampType).Unit {
-		case arrow.Second:
-			v *= 1_000_000
-		case arrow.Millisecond:
-			v *= 1_000
-		case arrow.Nanosecond:
-			v /= 1_000
-		}
-		return ice.NewLiteral(ice.Timestamp(v)), true, false
-	}
-	return nil, false, false
 }

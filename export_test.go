@@ -32,3 +32,11 @@ func OrphanSweepDone(w *Writer) <-chan struct{} {
 	}
 	return w.own.sweep.done
 }
+
+// WithFanoutForTest lowers the partitions of a fan-out chunk and the fan-out warning's threshold (fanout.go), so
+// that a small test batch takes several chunks and is reported.
+func WithFanoutForTest(chunkPartitions, warnPartitions int) Option {
+	return func(o *options) {
+		o.fanout = fanoutLimits{chunkPartitions: chunkPartitions, warnPartitions: warnPartitions}
+	}
+}

@@ -86,6 +86,7 @@ type options struct {
 	// retryWaits, when set, replaces the commit retries' backoff bounds (the first wait and the cap; see
 	// backoff): tests of conflicts and lost replies shrink them so that their retries cost no wall time.
 	retryWaits *[2]time.Duration
+	fanout     fanoutLimits // tests only (export_test.go); zero fields: the defaults (fanout.go)
 }
 
 func defaultOptions() options {
@@ -133,10 +134,12 @@ func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.flu
 func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
 
 // WithMemoryLimit bounds the memory the writer holds: row data (the open buffer plus batches waiting for or in
-// encoding) and a reserve of 48 MiB of encoder working memory per batch in flight (at least a quarter of the
-// limit stays for rows). Write blocks while the limit is reached. Default: DefaultMemoryLimit (256 MiB). The Go
-// runtime lets the heap grow to about twice the live data between collections (GOGC=100); set GOMEMLIMIT to
-// bound the process itself.
+// encoding), the metadata of data files written and not yet committed (about 1 KiB plus 192 B a column per
+// file; a batch writes a file per partition it touches, so a batch over 86,000 identity partitions holds
+// 190 MiB of it until its commit) and a reserve of 48 MiB of encoder working memory per batch in flight (at
+// least a quarter of the limit stays for rows). Write blocks while the limit is reached. Default:
+// DefaultMemoryLimit (256 MiB). The Go runtime lets the heap grow to about twice the live data between
+// collections (GOGC=100); set GOMEMLIMIT to bound the process itself.
 func WithMemoryLimit(n int64) Option { return func(o *options) { o.memoryLimit = n } }
 
 // WithTargetFileSize sets the Parquet data file size at which files are rolled. Default: DefaultTargetFileSize

@@ -199,9 +199,18 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 		if err := p.usableLocked(); err != nil {
 			return err
 		}
-		memFull := p.memFullLocked(size)
-		if memFull && (p.sealForMemoryLocked() || p.relieveLocked()) {
+		rowsFull := p.memFullLocked(size)
+		if rowsFull && (p.sealForMemoryLocked() || p.relieveLocked()) {
 			continue
+		}
+		// The file metadata of staged batches counts too, but only commits free it: no seal for it, a wait.
+		memFull := rowsFull
+		if held := p.heldLocked(); !memFull && held > 0 {
+			if s := p.cfg.shared; s != nil {
+				memFull = s.full(held + size)
+			} else {
+				memFull = p.memUsed+held+size > p.cfg.rowBudget
+			}
 		}
 		if !memFull && p.committableLocked() < p.cfg.maxUncommitted {
 			break
@@ -306,6 +315,19 @@ func (b *batch) push(rec batchRecord) {
 	b.kinds = append(b.kinds, rec.kind)
 	b.sources = append(b.sources, rec.source)
 	b.sizes = append(b.sizes, rec.size)
+}
+
+// heldLocked is the memory held by the file metadata of the batches a commit may take (batch.held): what the
+// commit loop frees without the caller. Batches that wait for a checkpoint are left out, as in
+// committableLocked: the caller's next checkpoint is what lets them go, so waiting on them would never end.
+func (p *pipeline) heldLocked() int64 {
+	var n int64
+	for _, b := range p.queue[:p.committableLocked()] {
+		if b.staged { // an encoding's batch is its own until it returns
+			n += b.held
+		}
+	}
+	return n
 }
 
 // committableLocked counts the sealed batches a commit may take. With WithCheckpoints, batches after the newest
@@ -866,6 +888,9 @@ func (p *pipeline) state() pipelineState {
 	}
 	for _, b := range p.queue {
 		s.uncommittedRows += b.rows
+		if b.staged {
+			s.bufferedBytes += b.held
+		}
 	}
 	return s
 }

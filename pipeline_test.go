@@ -29,6 +29,7 @@ type fakeEnv struct {
 	removed    []string
 	failedWith error
 	loopEnded  bool
+	held       int64 // the file metadata each encoding leaves its batch holding (batch.held)
 }
 
 func newFakeEnv() *fakeEnv { return &fakeEnv{encodeGate: map[int64]chan error{}} }
@@ -62,6 +63,7 @@ func (e *fakeEnv) encode(ctx context.Context, b *batch) error {
 		}
 	}
 	b.files = nil // a fake encoding writes no file
+	b.held = e.held
 	return nil
 }
 
@@ -294,6 +296,68 @@ func TestPipelineMemoryBudget(t *testing.T) {
 			t.Fatalf("after flush: %+v", s)
 		}
 	})
+}
+
+// The metadata of files written and not yet committed counts against the budget: a call waits for the commit
+// that frees it (sealing would free nothing). Batches that wait for a checkpoint are not waited on: the
+// caller's next checkpoint is what lets them go.
+func TestPipelineFileMetadataBudget(t *testing.T) {
+	for _, checkpoints := range []bool{false, true} {
+		t.Run(fmt.Sprintf("checkpoints=%v", checkpoints), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				env := newFakeEnv()
+				env.held = 900
+				gate := make(chan error, 1)
+				env.commitGate = gate
+				p := testPipeline(t, env, pipelineConfig{flushRows: 10, rowBudget: 1000, checkpoints: checkpoints})
+				mustAccept(t, p, rows(10, 10)) // batch 1: encoded at once, holding 900 until its commit
+				if checkpoints {
+					if err := p.checkpoint("a"); err != nil {
+						t.Fatal(err)
+					}
+					mustAccept(t, p, rows(10, 10)) // seals batch 2, token a alone: batch 1 may commit
+				} else {
+					mustAccept(t, p, rows(2, 10))
+				}
+				synctest.Wait()
+				if s := p.state(); s.bufferedBytes != 910 {
+					t.Fatalf("buffered %d bytes, want the open rows' 10 and batch 1's file metadata 900", s.bufferedBytes)
+				}
+				accepted := make(chan error, 1)
+				go func() { accepted <- p.accept(t.Context(), rows(2, 200)) }()
+				synctest.Wait()
+				select {
+				case err := <-accepted:
+					t.Fatalf("accepted over the budget while file metadata waits for its commit: %v", err)
+				default:
+				}
+				gate <- nil // batch 1's commit frees its metadata
+				if err := <-accepted; err != nil {
+					t.Fatal(err)
+				}
+				if !checkpoints {
+					return
+				}
+				// The 12 rows open were sealed as batch 3, which no checkpoint covers: its metadata never blocks
+				// the call that may make one.
+				synctest.Wait()
+				done := make(chan error, 1)
+				go func() { done <- p.accept(t.Context(), rows(2, 200)) }()
+				synctest.Wait()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatal(err)
+					}
+				default:
+					t.Fatal("a call waits on the metadata of a batch only a checkpoint can commit")
+				}
+				if s := p.state(); s.uncommittedBatches != 1 || s.bufferedBytes != 900+200 {
+					t.Fatalf("state: %+v, want batch 3 uncommitted holding 900 and 200 bytes open", s)
+				}
+			})
+		})
+	}
 }
 
 // While a commit is slow, batches waiting for it are bounded: a call waits once maxUncommitted are queued.

@@ -70,6 +70,7 @@ type batch struct {
 	uncovered map[string]struct{}
 	files     []ice.DataFile
 	deletes   []ice.DataFile      // equality delete files
+	held      int64               // memory the metadata of files and deletes holds until the commit (fileMetaBytes)
 	cowKeys   []arrow.RecordBatch // copy-on-write: key-only records of the keys upserted or deleted
 	keyRecs   []arrow.RecordBatch // key index on: the keys upserted or deleted, for keyStage.apply
 	fileKeys  []fileKeys          // key index on: the keys of each new data file, in row order (keyStage.readKeys)
@@ -95,7 +96,7 @@ type Stats struct {
 	Retries            int64 // commit attempts beyond the first
 	Conflicts          int64 // attempts the catalog rejected as conflicts
 	BufferedRows       int64 // rows in the open buffer
-	BufferedBytes      int64 // bytes held: the open buffer and batches waiting for or in encoding
+	BufferedBytes      int64 // bytes held: the open buffer, batches to encode, metadata of uncommitted files
 	UncommittedBatches int   // sealed batches not yet committed
 	UncommittedRows    int64
 	DiscardedRows      int64 // rows dropped by Abort, or by Close after the last checkpoint
@@ -192,7 +193,8 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		return nil, err
 	}
 	w.files = &fileEncoder{mem: env.mem, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows,
-		keyNames: w.keys.names(), names: w.own.names}
+		keyNames: w.keys.names(), names: w.own.names,
+		log: env.log, limits: o.fanout.withDefaults()}
 	w.keys.files = w.own.names
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short

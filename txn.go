@@ -93,7 +93,7 @@ type txResult struct {
 	table     *table.Table // what the commit left; for txProven and txNothing, the table that showed it
 	how       txHow
 	attempts  int // attempts made, including the one that ended the call
-	conflicts int // attempts the catalog rejected as conflicts (table.ErrCommitFailed)
+	conflicts int // attempts the catalog rejected because the table moved (conflictCause)
 }
 
 // commit builds and commits op's transaction until it applies, is proven applied, has nothing left to do, or
@@ -196,7 +196,7 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 			return res, nil
 		}
 		lastErr = err
-		if errors.Is(err, table.ErrCommitFailed) {
+		if conflictCause(err) != "" {
 			res.conflicts++
 		}
 		builtOn = ""

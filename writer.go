@@ -93,7 +93,7 @@ type Stats struct {
 	Batches            int64 // batches sealed
 	Commits            int64
 	Retries            int64 // commit attempts beyond the first
-	Conflicts          int64 // attempts the catalog rejected as conflicts
+	Conflicts          int64 // attempts the catalog rejected because the table moved, however worded (ConflictCause)
 	BufferedRows       int64 // rows in the open buffer
 	BufferedBytes      int64 // bytes held: the open buffer and batches waiting for or in encoding
 	UncommittedBatches int   // sealed batches not yet committed

@@ -98,6 +98,10 @@ type pipelineConfig struct {
 	// lastToken is the token committed last by the writer's ID, if any: the same token again with no rows is
 	// not a new checkpoint.
 	lastToken *string
+	// What the pipeline reports to the writer's hooks (nil when no hook wants it); each only queues an event.
+	sealed  func(b *batch)                                       // b was sealed (called with mu held)
+	encoded func(b *batch, start time.Time)                      // b's files were written
+	waited  func(d time.Duration, memory bool, rows, size int64) // a call waited d for room
 }
 
 // pipelineEnv is what the pipeline asks of the writer.
@@ -183,6 +187,16 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 	for _, r := range recs {
 		size += r.size
 	}
+	var waitFrom time.Time // the first wait for room, reported after mu is released
+	var waitMem bool
+	if p.cfg.waited != nil {
+		rows := recRows(recs)
+		defer func() {
+			if !waitFrom.IsZero() {
+				p.cfg.waited(time.Since(waitFrom), waitMem, rows, size)
+			}
+		}()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
@@ -195,6 +209,9 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 		}
 		if !memFull && p.committableLocked() < p.cfg.maxUncommitted {
 			break
+		}
+		if waitFrom.IsZero() && p.cfg.waited != nil {
+			waitFrom, waitMem = time.Now(), memFull
 		}
 		if err := p.waitLocked(ctx); err != nil {
 			return err
@@ -415,6 +432,9 @@ func (p *pipeline) sealLocked() {
 	p.nextSeq++
 	p.queue = append(p.queue, b)
 	p.batches++
+	if p.cfg.sealed != nil {
+		p.cfg.sealed(b)
+	}
 	if len(b.recs) == 0 {
 		b.staged = true
 		p.kickLoop()
@@ -478,8 +498,15 @@ func (p *pipeline) encode(b *batch) {
 	}
 	// No retry here: the rows were handed to the encoder. Object stores retry requests themselves; a batch that
 	// still fails stops the writer, and the caller replays from its last checkpoint.
+	var start time.Time
+	if p.cfg.encoded != nil {
+		start = time.Now()
+	}
 	err := p.env.encode(ctx, b)
 	p.encSem.Release(1)
+	if err == nil && p.cfg.encoded != nil {
+		p.cfg.encoded(b, start)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range b.recs {

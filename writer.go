@@ -40,7 +40,7 @@ type Writer struct {
 	pipe  *pipeline
 	files *fileEncoder // writes batches as data files
 	runs  *runStage    // forms each run and hands it to the Committer
-	cbs   *callbacks   // WithOnCommit, delivered outside the commit loop
+	cbs   *callbacks   // WithOnCommit and WithHooks, delivered outside the commit loop
 
 	// view is the table as the writer last saw it and the conformer for its schema.
 	view    *tableView
@@ -197,15 +197,20 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short
 	}
+	w.cbs = newCallbacks(o.onCommit, newHookSet(o.hooks), red)
+	env.events = w.cbs
 	w.runs = newRunStage(env, o.committer, tbl,
 		cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows})
-	w.cbs = newCallbacks(o.onCommit)
 	w.maint = w.newMaintainer(&o)
 	w.pipe = newPipeline(ctx, w, pipelineConfig{
 		flushRows: int64(o.flushRows), flushBytes: o.flushBytes, flushInterval: o.flushInterval,
 		rowBudget: rowBudget(&o), maxUncommitted: o.maxUncommitted, maxInFlight: o.maxInFlight,
 		checkpoints: o.checkpoints, commitTimeout: o.commitTimeout, mem: env.mem, lastToken: lastToken,
+		sealed: w.sealedHook(), encoded: w.encodedHook(), waited: w.waitedHook(),
 	}, committed)
+	if w.cbs.wants(hookNewWriter) {
+		w.cbs.emit(writerOpened{w})
+	}
 	w.pipe.start()
 	if o.committer == nil {
 		// A committer of the caller's own may not refuse a fenced epoch's runs (see sweepOrphans).
@@ -238,6 +243,9 @@ func validateOptions(o *options) error {
 		return optionErr("WithOrphanWindow", "must not be negative, got %s", o.orphanWindow)
 	case o.mode != nil && *o.mode != MergeOnRead && *o.mode != CopyOnWrite:
 		return optionErr("WithMode", "unknown mode %d", int(*o.mode))
+	}
+	if err := validateHooks(o.hooks); err != nil {
+		return err
 	}
 	return o.changes.validate(o.memoryLimit)
 }

@@ -141,10 +141,13 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) *Run {
 	return run
 }
 
-// committed follows a run's commit inside the commit queue: its callback is queued (delivered in commit order
-// outside every lock), then the maintenance due (the maintainer's schedule).
+// committed follows a run's commit inside the commit queue: it is logged, its callback is queued (delivered in
+// commit order outside every lock), then the maintenance due (the maintainer's schedule).
 func (w *Writer) committed(ctx context.Context, run *Run, batches []*batch, res *CommitResult, _ int64) {
-	w.cbs.deliver(w.commitInfo(run, len(batches), res))
+	ci := w.commitInfo(run, len(batches), res)
+	w.env.log.Info("iceberg: committed", "table", w.env.ident, "snapshot", ci.SnapshotID, "rows", ci.Rows,
+		"files", ci.Files, "duration", ci.Duration, "attempts", ci.Attempts)
+	w.cbs.deliver(ci)
 	w.maint.afterCommit(ctx, run.deleteFiles())
 }
 

@@ -60,6 +60,8 @@ type pipeline struct {
 	closed       bool
 	stopping     bool // Close/Abort: the loop starts no new run
 	timer        *time.Timer
+	// committedPos is the newest position committed per partition (PositionLags).
+	committedPos map[string]string
 	// Counters reported by Stats.
 	rowsAccepted, bytesAccepted, batches, discarded int64
 }
@@ -82,6 +84,7 @@ type mark struct {
 	token  bool
 	source string
 	value  string
+	when   time.Time // a position's: when it was marked (PositionLags)
 }
 
 // pipelineConfig is the pipeline's share of the options.
@@ -378,7 +381,7 @@ func (p *pipeline) checkpointPositions(positions map[string]string) error {
 		if last, ok := p.lastPos[src]; ok && last == pos && !p.dirtySrc[src] {
 			continue // nothing new for this partition
 		}
-		p.markLocked(mark{source: src, value: pos})
+		p.markLocked(mark{source: src, value: pos, when: time.Now()})
 		p.lastPos[src] = pos
 		delete(p.dirtySrc, src)
 	}
@@ -453,9 +456,12 @@ func (p *pipeline) takeMarks(b *batch) {
 			continue
 		}
 		if b.positions == nil {
-			b.positions = map[string]string{}
+			b.positions, b.posSince = map[string]string{}, map[string]time.Time{}
 		}
 		b.positions[m.source] = m.value
+		if _, ok := b.posSince[m.source]; !ok {
+			b.posSince[m.source] = m.when
+		}
 	}
 }
 
@@ -590,6 +596,7 @@ func (p *pipeline) commitNext() bool {
 		return false
 	}
 	p.queue = p.queue[len(batches):]
+	p.positionsCommittedLocked(batches)
 	p.committed = batches[len(batches)-1].seq
 	p.commits++
 	n := p.commits
@@ -861,6 +868,7 @@ type pipelineState struct {
 	committed                                    int64
 	rowsAccepted, bytesAccepted, batches         int64
 	discarded                                    int64
+	oldest                                       time.Time // the first row of the oldest buffer with rows
 }
 
 func (p *pipeline) state() pipelineState {
@@ -870,9 +878,11 @@ func (p *pipeline) state() pipelineState {
 		rowsAccepted: p.rowsAccepted, bytesAccepted: p.bytesAccepted, batches: p.batches, discarded: p.discarded}
 	if p.open != nil {
 		s.bufferedRows = p.open.rows
+		s.oldest = older(s.oldest, p.open)
 	}
 	for _, b := range p.queue {
 		s.uncommittedRows += b.rows
+		s.oldest = older(s.oldest, b)
 	}
 	return s
 }

@@ -41,6 +41,8 @@ type runStage struct {
 	def       *catalogCommitter // the default committer (nil when WithCommitter replaced it)
 
 	rows, commits, retries, conflicts, deleteFiles, rewritten atomic.Int64
+	// lastAt is the latest commit's time (Unix ns), for Stats.LastCommit.
+	lastAt atomic.Int64
 }
 
 // newRunStage hands runs to c or, when c is nil, to a catalog committer of its own working from tbl, the table
@@ -66,6 +68,7 @@ func (r *runStage) commit(ctx context.Context, run *Run) (*CommitResult, error) 
 		return nil, err
 	}
 	run.committed = time.Now()
+	r.lastAt.Store(run.committed.UnixNano())
 	r.commits.Add(1)
 	r.rows.Add(run.Rows)
 	if res.Attempts > 1 {

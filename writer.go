@@ -65,6 +65,8 @@ type batch struct {
 	// positions are the source positions (partition -> position) the batch's checkpoints recorded, the newest
 	// per partition; with WithCheckpoints they cover every row of those partitions in the batch and before it.
 	positions map[string]string
+	// posSince is when the batch's oldest checkpoint of each partition in positions was marked (PositionLags).
+	posSince map[string]time.Time
 	// uncovered (WithCheckpoints) lists the partitions of a batch sealed without a checkpoint (the memory limit
 	// was reached first): a run may end after it only once later checkpoints cover them.
 	uncovered map[string]struct{}
@@ -102,6 +104,12 @@ type Stats struct {
 	ChangesSkipped     int64 // Apply's changes older than their key's version (ChangeColumns.Version)
 	LastCommittedSeq   int64
 	Epoch              int64
+	// OldestUncommitted is when the oldest row accepted and not yet committed (or discarded) was accepted,
+	// zero when there is none: time.Since(it) is how far the table trails the writer (its freshness). It is the
+	// first row of the oldest batch or buffer holding such rows, so an age read from it is never too low.
+	OldestUncommitted time.Time
+	// LastCommit is when the writer's latest commit returned (zero: none yet).
+	LastCommit time.Time
 }
 
 // NewWriter opens a writer on an existing table (or creates it, with WithCreate).
@@ -328,6 +336,6 @@ func (w *Writer) Stats() Stats {
 		RowsCommitted: w.runs.rows.Load(), FilesWritten: w.files.files.Load(), BytesWritten: w.files.bytes.Load(),
 		Commits: w.runs.commits.Load(), Retries: w.runs.retries.Load(), Conflicts: w.runs.conflicts.Load(),
 		DeleteFiles: w.runs.deleteFiles.Load(), FilesRewritten: w.runs.rewritten.Load(), Epoch: w.env.epoch,
-		ChangesSkipped: w.changes.skipped.Load(),
+		ChangesSkipped: w.changes.skipped.Load(), OldestUncommitted: p.oldest, LastCommit: w.runs.lastCommit(),
 	}
 }

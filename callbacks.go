@@ -18,9 +18,10 @@ import (
 // callback; Close called from a callback does not wait for the callbacks after it (they are delivered once it
 // returns). Queueing takes only mu, a leaf: events are queued from under the pipeline's locks too.
 type callbacks struct {
-	fn    func(CommitInfo)
-	hooks hookSet
-	red   *redact.Redactor // masks the errors events carry
+	fn       func(CommitInfo)
+	hooks    hookSet
+	red      *redact.Redactor // masks the errors events carry
+	writerID string           // the writer the events name
 
 	mu     sync.Mutex
 	queue  []any // CommitInfo and the hooks' events
@@ -31,8 +32,9 @@ type callbacks struct {
 }
 
 // newCallbacks starts the delivering goroutine; without fn and hooks it delivers nothing and starts nothing.
-func newCallbacks(fn func(CommitInfo), hooks hookSet, red *redact.Redactor) *callbacks {
-	c := &callbacks{fn: fn, hooks: hooks, red: red, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newCallbacks(fn func(CommitInfo), hooks hookSet, red *redact.Redactor, writerID string) *callbacks {
+	c := &callbacks{fn: fn, hooks: hooks, red: red, writerID: writerID, wake: make(chan struct{}, 1),
+		done: make(chan struct{})}
 	if c.idle() {
 		close(c.done)
 		return c

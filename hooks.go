@@ -24,7 +24,8 @@ import (
 // HookWriterClosed last, once Close or Abort stopped the commit loop (events of encoders cancelled after that
 // are dropped). A writer without hooks pays nothing for them: no event is even built.
 //
-// Errors in events are masked as the writer's errors are: they carry no secret.
+// Every event names its writer (Table, WriterID). Errors in events are masked as the writer's errors are: they
+// carry no secret.
 type Hook any
 
 // WithHooks adds hooks (see Hook). Each must implement at least one Hook* interface; NewWriter refuses one that
@@ -87,22 +88,25 @@ const (
 // BatchSealed describes a batch sealed: the open buffer cut by a flush policy (rows, bytes, interval), a Flush,
 // the memory limit, or a checkpoint with WithCheckpoints.
 type BatchSealed struct {
-	Table table.Identifier
-	Seq   int64 // the batch's sequence number
-	Rows  int64
-	Bytes int64         // Arrow bytes, what the memory limit counts
-	Open  time.Duration // from the batch's first row to its seal
-	At    time.Time     // when it was sealed
+	Table    table.Identifier
+	WriterID string
+	Seq      int64 // the batch's sequence number
+	Rows     int64
+	Bytes    int64         // Arrow bytes, what the memory limit counts
+	Open     time.Duration // from the batch's first row to its seal
+	At       time.Time     // when it was sealed
 }
 
 // FileWritten describes a file an encoder wrote for a batch.
 type FileWritten struct {
-	Table   table.Identifier
-	Seq     int64 // the batch whose rows it holds
-	Path    string
-	Deletes bool  // an equality delete file (false: a data file)
-	Rows    int64 // records in the file
-	Bytes   int64 // the file's size
+	Table    table.Identifier
+	WriterID string
+	Seq      int64 // the batch whose rows it holds
+	Path     string
+	Index    int   // the file's place among the batch's files, data files first (0: the first)
+	Deletes  bool  // an equality delete file (false: a data file)
+	Rows     int64 // records in the file
+	Bytes    int64 // the file's size
 	// Encode is the encoding of the whole batch, every file of it: iceberg-go writes a batch's files in one
 	// call, so a file's own share is not known.
 	Encode time.Duration
@@ -112,6 +116,7 @@ type FileWritten struct {
 // CommitAttempt describes one attempt of a catalog transaction: reload, build and the catalog's commit.
 type CommitAttempt struct {
 	Table    table.Identifier
+	WriterID string
 	Kind     CommitKind
 	What     string // names the transaction as logs and errors do ("commit run 3..5", "compact")
 	Attempt  int    // 1 for the first
@@ -128,31 +133,33 @@ type CommitAttempt struct {
 
 // Conflict describes an attempt the catalog rejected because the table moved (another commit landed first).
 type Conflict struct {
-	Table   table.Identifier
-	Kind    CommitKind
-	What    string
-	Attempt int
-	Cause   ConflictCause
-	Err     error
+	Table    table.Identifier
+	WriterID string
+	Kind     CommitKind
+	What     string
+	Attempt  int
+	Cause    ConflictCause
+	Err      error
 }
 
 // Retry describes the retry of a transaction after a failed attempt.
 type Retry struct {
-	Table   table.Identifier
-	Kind    CommitKind
-	What    string
-	Attempt int           // the attempt about to start (2 for the first retry)
-	Wait    time.Duration // the backoff before it
-	Cause   ConflictCause // the failed attempt's conflict ("": it failed otherwise, see Err)
-	Err     error         // why the attempt before failed
+	Table    table.Identifier
+	WriterID string
+	Kind     CommitKind
+	What     string
+	Attempt  int           // the attempt about to start (2 for the first retry)
+	Wait     time.Duration // the backoff before it
+	Cause    ConflictCause // the failed attempt's conflict ("": it failed otherwise, see Err)
+	Err      error         // why the attempt before failed
 }
 
 // Fenced describes the writer finding its ID taken over: it stops (ErrFenced).
 type Fenced struct {
 	Table      table.Identifier
+	WriterID   string
 	Kind       CommitKind // the transaction that found it
 	What       string
-	WriterID   string
 	Epoch      int64 // the epoch this writer held
 	TableEpoch int64 // the newer epoch the table holds for the ID
 }
@@ -160,6 +167,7 @@ type Fenced struct {
 // Compaction describes a compaction: Compact's, or the writer's automatic or small-file one.
 type Compaction struct {
 	Table     table.Identifier
+	WriterID  string
 	Automatic bool // run by the writer's maintenance (WithAutoCompact, WithSmallFileCompaction), not Compact
 	SmallOnly bool // the small-file policy
 	Result    CompactResult
@@ -170,6 +178,7 @@ type Compaction struct {
 // Expiry describes a snapshot expiry of the writer's maintenance (WithKeepSnapshots, WithExpireOlderThan).
 type Expiry struct {
 	Table    table.Identifier
+	WriterID string
 	Expired  int  // snapshots expired (0 when it failed)
 	Full     bool // iceberg-go's full cleanup ran (some expired snapshot removed files), not the manifest-only one
 	Attempts int
@@ -188,6 +197,7 @@ const (
 // BackpressureWait describes a call that waited for room before its rows were accepted (or it gave up).
 type BackpressureWait struct {
 	Table    table.Identifier
+	WriterID string
 	Reason   BackpressureReason // the limit that made it wait first
 	Duration time.Duration
 	Rows     int64 // the call's rows

@@ -16,13 +16,14 @@ func (e *txEnv) attempted(op *txOp, attempt int, start time.Time, sent bool, err
 	if sent {
 		cause = conflictCause(err)
 	}
-	if e.events.wants(hookAttempt) {
-		e.events.emit(CommitAttempt{Table: op.ident, Kind: op.kind, What: op.what, Attempt: attempt + 1, Start: start,
-			Duration: time.Since(start), Sent: sent, Err: e.events.masked(err), Cause: cause})
+	c := e.events
+	if c.wants(hookAttempt) {
+		c.emit(CommitAttempt{Table: op.ident, WriterID: c.writerID, Kind: op.kind, What: op.what,
+			Attempt: attempt + 1, Start: start, Duration: time.Since(start), Sent: sent, Err: c.masked(err), Cause: cause})
 	}
-	if cause != "" && e.events.wants(hookConflict) {
-		e.events.emit(Conflict{Table: op.ident, Kind: op.kind, What: op.what, Attempt: attempt + 1, Cause: cause,
-			Err: e.events.masked(err)})
+	if cause != "" && c.wants(hookConflict) {
+		c.emit(Conflict{Table: op.ident, WriterID: c.writerID, Kind: op.kind, What: op.what, Attempt: attempt + 1,
+			Cause: cause, Err: c.masked(err)})
 	}
 	return cause
 }
@@ -34,9 +35,9 @@ func (e *txEnv) retrying(op *txOp, attempt int, wait time.Duration, err error) {
 	cause := conflictCause(err)
 	e.log.Warn("iceberg: commit attempt failed; retrying", "table", op.ident, "what", op.what, "attempt", attempt,
 		"cause", retryCause(cause), "wait", wait, "err", err)
-	if e.events.wants(hookRetry) {
-		e.events.emit(Retry{Table: op.ident, Kind: op.kind, What: op.what, Attempt: attempt + 1, Wait: wait,
-			Cause: cause, Err: e.events.masked(err)})
+	if c := e.events; c.wants(hookRetry) {
+		c.emit(Retry{Table: op.ident, WriterID: c.writerID, Kind: op.kind, What: op.what, Attempt: attempt + 1,
+			Wait: wait, Cause: cause, Err: c.masked(err)})
 	}
 }
 
@@ -50,8 +51,8 @@ func retryCause(c ConflictCause) string {
 
 // fenced reports that op found the writer's ID taken over (the table holds epoch tableEpoch for it).
 func (e *txEnv) fenced(op *txOp, tableEpoch int64) {
-	if e.events.wants(hookFenced) {
-		e.events.emit(Fenced{Table: op.ident, Kind: op.kind, What: op.what, WriterID: op.fenceID, Epoch: op.epoch,
+	if c := e.events; c.wants(hookFenced) {
+		c.emit(Fenced{Table: op.ident, WriterID: op.fenceID, Kind: op.kind, What: op.what, Epoch: op.epoch,
 			TableEpoch: tableEpoch})
 	}
 }
@@ -63,7 +64,8 @@ func (w *Writer) sealedHook() func(b *batch) {
 	}
 	return func(b *batch) {
 		now := time.Now()
-		w.cbs.emit(BatchSealed{Table: w.env.ident, Seq: b.seq, Rows: b.rows, Bytes: b.bytes, Open: now.Sub(b.firstAt), At: now})
+		w.cbs.emit(BatchSealed{Table: w.env.ident, WriterID: w.env.id, Seq: b.seq, Rows: b.rows, Bytes: b.bytes,
+			Open: now.Sub(b.firstAt), At: now})
 	}
 }
 
@@ -75,8 +77,8 @@ func (w *Writer) encodedHook() func(b *batch, start time.Time) {
 	return func(b *batch, start time.Time) {
 		now := time.Now()
 		for i, f := range append(b.files[:len(b.files):len(b.files)], b.deletes...) {
-			w.cbs.emit(FileWritten{Table: w.env.ident, Seq: b.seq, Path: f.FilePath(), Deletes: i >= len(b.files),
-				Rows: f.Count(), Bytes: f.FileSizeBytes(), Encode: now.Sub(start), At: now})
+			w.cbs.emit(FileWritten{Table: w.env.ident, WriterID: w.env.id, Seq: b.seq, Path: f.FilePath(), Index: i,
+				Deletes: i >= len(b.files), Rows: f.Count(), Bytes: f.FileSizeBytes(), Encode: now.Sub(start), At: now})
 		}
 	}
 }
@@ -91,7 +93,8 @@ func (w *Writer) waitedHook() func(d time.Duration, memory bool, rows, size int6
 		if memory {
 			reason = BackpressureMemory
 		}
-		w.cbs.emit(BackpressureWait{Table: w.env.ident, Reason: reason, Duration: d, Rows: rows, Bytes: size})
+		w.cbs.emit(BackpressureWait{Table: w.env.ident, WriterID: w.env.id, Reason: reason, Duration: d,
+			Rows: rows, Bytes: size})
 	}
 }
 
@@ -108,7 +111,7 @@ func recRows(recs []batchRecord) int64 {
 func (w *Writer) commitInfo(run *Run, n int, res *CommitResult) CommitInfo {
 	ci := CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: run.files(), Bytes: run.Bytes,
 		FirstSeq: run.FirstSeq, LastSeq: run.LastSeq, Batches: n, Attempts: res.Attempts, Conflicts: res.Conflicts,
-		Duration: run.committed.Sub(run.formed), CommitTime: run.committed, Table: w.env.ident}
+		Duration: run.committed.Sub(run.formed), CommitTime: run.committed, Table: w.env.ident, WriterID: w.env.id}
 	for _, s := range run.Segments {
 		for _, fs := range [][]ice.DataFile{s.DataFiles, s.DeleteFiles, s.DVFiles} {
 			for _, f := range fs {
@@ -122,20 +125,21 @@ func (w *Writer) commitInfo(run *Run, n int, res *CommitResult) CommitInfo {
 // compacted reports a compaction that started at start: Compact's, or the maintainer's (automatic).
 func (w *Writer) compacted(start time.Time, automatic, smallOnly bool, res CompactResult, err error) {
 	if w.cbs.wants(hookCompaction) {
-		w.cbs.emit(Compaction{Table: w.env.ident, Automatic: automatic, SmallOnly: smallOnly, Result: res,
-			Duration: time.Since(start), Err: w.cbs.masked(err)})
+		w.cbs.emit(Compaction{Table: w.env.ident, WriterID: w.env.id, Automatic: automatic, SmallOnly: smallOnly,
+			Result: res, Duration: time.Since(start), Err: w.cbs.masked(err)})
 	}
 }
 
 // expired reports an expiry that started at start, when it expired snapshots or failed (n: the snapshots its
 // last build would expire).
 func (m *maintainer) expired(start time.Time, r txResult, n int, full bool, err error) {
-	if !m.events.wants(hookExpiry) || (err == nil && r.how != txCommitted) {
+	c := m.events
+	if !c.wants(hookExpiry) || (err == nil && r.how != txCommitted) {
 		return
 	}
 	if err != nil {
 		n, full = 0, false
 	}
-	m.events.emit(Expiry{Table: m.ident, Expired: n, Full: full, Attempts: r.attempts, Duration: time.Since(start),
-		Err: m.events.masked(err)})
+	c.emit(Expiry{Table: m.ident, WriterID: c.writerID, Expired: n, Full: full, Attempts: r.attempts,
+		Duration: time.Since(start), Err: c.masked(err)})
 }

@@ -178,6 +178,7 @@ type CommitInfo struct {
 	// committer's, in the table's metadata).
 	CommitTime time.Time
 	Table      table.Identifier
+	WriterID   string
 }
 
 // Checkpoint marks everything accepted so far with an opaque token (source offsets, a log position) and ends the

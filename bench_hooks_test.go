@@ -8,24 +8,9 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/nophook"
 	"github.com/icewriter/iceberg/internal/seed"
 )
-
-// noopHook is a hook of every kind that does nothing.
-type noopHook struct{}
-
-func (noopHook) OnNewWriter(*iceberg.Writer)                 {}
-func (noopHook) OnWriterClosed(*iceberg.Writer)              {}
-func (noopHook) OnBatchSealed(iceberg.BatchSealed)           {}
-func (noopHook) OnFileWritten(iceberg.FileWritten)           {}
-func (noopHook) OnCommitAttempt(iceberg.CommitAttempt)       {}
-func (noopHook) OnCommitted(iceberg.CommitInfo)              {}
-func (noopHook) OnConflict(iceberg.Conflict)                 {}
-func (noopHook) OnRetry(iceberg.Retry)                       {}
-func (noopHook) OnFenced(iceberg.Fenced)                     {}
-func (noopHook) OnCompaction(iceberg.Compaction)             {}
-func (noopHook) OnExpiry(iceberg.Expiry)                     {}
-func (noopHook) OnBackpressureWait(iceberg.BackpressureWait) {}
 
 // BenchmarkWriterAppendHooks appends benchRows events in 1,000-row calls, sealing every 10,000 rows (many
 // batches and commits, so many events), with no hook and with a no-op hook of every kind, alternately in each
@@ -42,7 +27,7 @@ func BenchmarkWriterAppendHooks(b *testing.B) {
 			withHook := (k == 1) != (i%2 == 1)
 			opts := []iceberg.Option{iceberg.WithCreate(seed.Schema), iceberg.WithFlushRows(10_000)}
 			if withHook {
-				opts = append(opts, iceberg.WithHooks(noopHook{}))
+				opts = append(opts, iceberg.WithHooks(nophook.Hook{}))
 			}
 			start := time.Now()
 			w, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", fmt.Sprintf("hooks_%d_%d", i, k)}, opts...)

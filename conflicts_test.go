@@ -4,65 +4,16 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
-	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/collide"
 	"github.com/icewriter/iceberg/internal/seed"
 )
 
-// conflictRound is a catalog whose first n commits meet before any goes through: the first to arrive commits,
-// then the others, all built on the head it moved, so each of them is rejected because the table moved. It
-// records every commit the catalog rejects.
-type conflictRound struct {
-	icecatalog.Catalog
-	n int
-
-	mu         sync.Mutex
-	arrived    int
-	all        chan struct{} // closed when n commits arrived
-	leaderDone chan struct{} // closed when the first commit to arrive has returned
-	rejected   []error
-}
-
-func newConflictRound(cat icecatalog.Catalog, n int) *conflictRound {
-	return &conflictRound{Catalog: cat, n: n, all: make(chan struct{}), leaderDone: make(chan struct{})}
-}
-
-func (c *conflictRound) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
-	c.mu.Lock()
-	c.arrived++
-	k := c.arrived
-	if k == c.n {
-		close(c.all)
-	}
-	c.mu.Unlock()
-	if k <= c.n {
-		wait := []chan struct{}{c.all, c.leaderDone}
-		if k == 1 {
-			wait = wait[:1] // the leader waits for the others to arrive, not for itself
-		}
-		for _, ch := range wait {
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return nil, "", ctx.Err()
-			}
-		}
-	}
-	meta, loc, err := c.Catalog.CommitTable(ctx, ident, reqs, updates)
-	if k == 1 {
-		close(c.leaderDone)
-	}
-	if err != nil {
-		c.mu.Lock()
-		c.rejected = append(c.rejected, err)
-		c.mu.Unlock()
-	}
-	return meta, loc, err
-}
+// quickRetries is the option list collide.Writers adds to every writer: retries that cost no wall time.
+func quickRetries(int) []iceberg.Option { return []iceberg.Option{iceberg.WithQuickRetriesForTest()} }
 
 // TestStatsConflictsCountEveryRejectedAttempt: with several writers on one SQLite table, Stats.Conflicts counts
 // every attempt the catalog rejected because the table moved, whichever way the catalog words it (iceberg-go's
@@ -75,53 +26,17 @@ func TestStatsConflictsCountEveryRejectedAttempt(t *testing.T) {
 	base := openCatalog(t)
 	ident := table.Identifier{"conflicts", "events"}
 	createTable(t, ctx, base, ident, seed.Schema)
-	cat := newConflictRound(base, writers)
-
-	stats := make([]iceberg.Stats, writers)
-	errs := make(chan error, writers)
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0), iceberg.WithQuickRetriesForTest())
-			if err != nil {
-				errs <- err
-				return
-			}
-			g := seed.New(int64(i*commits*rows), uint64(i))
-			for range commits {
-				rec := g.Batch(rows)
-				err := w.Write(ctx, rec)
-				rec.Release()
-				if err == nil {
-					err = w.Flush(ctx)
-				}
-				if err != nil {
-					errs <- err
-					break
-				}
-			}
-			if err := w.Close(ctx); err != nil {
-				errs <- err
-			}
-			stats[i] = w.Stats()
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	cat := collide.NewCatalog(base, writers)
+	stats, err := collide.Writers(ctx, cat, ident, writers, commits, rows, quickRetries)
+	if err != nil {
 		t.Fatal(err)
 	}
-
 	var conflicts, retries int64
 	for _, st := range stats {
 		conflicts += st.Conflicts
 		retries += st.Retries
 	}
-	cat.mu.Lock()
-	rejected := cat.rejected
-	cat.mu.Unlock()
+	rejected := cat.Rejected()
 	worded := 0 // rejections that wrap no sentinel: only their wording says the table moved
 	for _, err := range rejected {
 		if !errors.Is(err, table.ErrCommitFailed) {

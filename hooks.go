@@ -20,9 +20,11 @@ import (
 // and durations. A writer makes one commit at a time (runs, compactions, schema changes and maintenance all
 // commit inside its commit queue), so a transaction's CommitAttempt, Conflict and Retry events come before the
 // event that ends it (HookCommitted for a run, HookCompaction, HookExpiry), and none of another transaction in
-// between. Events of NewWriter's own fence (WithWriterID) are not delivered: HookNewWriter comes first, and
-// HookWriterClosed last, once Close or Abort stopped the commit loop (events of encoders cancelled after that
-// are dropped). A writer without hooks pays nothing for them: no event is even built.
+// between. Events of NewWriter's own fence (WithWriterID) are not delivered. HookNewWriter is the exception to
+// the rule: NewWriter calls it on its own goroutine before it returns, so that a hook knows the writer before
+// any of its events (and can read its Stats at once). HookWriterClosed comes last, once Close or Abort stopped
+// the commit loop (events of encoders cancelled after that are dropped). A writer without hooks pays nothing for
+// them: no event is even built.
 //
 // Every event names its writer (Table, WriterID). Errors in events are masked as the writer's errors are: they
 // carry no secret.
@@ -34,7 +36,8 @@ func WithHooks(hooks ...Hook) Option {
 	return func(o *options) { o.hooks = append(o.hooks, hooks...) }
 }
 
-// HookNewWriter is called once a writer is made, before any other of its events.
+// HookNewWriter is called by NewWriter, on its goroutine, once the writer is ready and before NewWriter returns:
+// before any other event of the writer.
 type HookNewWriter interface{ OnNewWriter(w *Writer) }
 
 // HookWriterClosed is called once Close or Abort stopped the writer's commit loop: the writer's last event.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/collide"
 	"github.com/icewriter/iceberg/internal/seed"
 )
 
@@ -173,38 +174,19 @@ func TestHooksReportWhatTheWriterDid(t *testing.T) {
 // each retry: as many as their Stats count.
 func TestHooksReportConflictsAndRetries(t *testing.T) {
 	ctx := context.Background()
-	const writers, commits, rows = 3, 3, 100
+	const writers = 3
 	base := openCatalog(t)
 	ident := table.Identifier{"hooks", "conflicts"}
 	createTable(t, ctx, base, ident, seed.Schema)
-	cat := newConflictRound(base, writers)
 	recs := make([]*recorder, writers)
-	stats := make([]iceberg.Stats, writers)
-	errs := make(chan error, writers)
-	var wg sync.WaitGroup
-	for i := range writers {
+	for i := range recs {
 		recs[i] = &recorder{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0), iceberg.WithQuickRetriesForTest(),
-				iceberg.WithHooks(recs[i]))
-			if err == nil {
-				err = commitRows(ctx, w, seed.New(int64(i*commits*rows), uint64(i)), commits, rows)
-				if cerr := w.Close(ctx); err == nil {
-					err = cerr
-				}
-				stats[i] = w.Stats()
-			}
-			errs <- err
-		}()
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+	stats, err := collide.Writers(ctx, collide.NewCatalog(base, writers), ident, writers, 3, 100, func(i int) []iceberg.Option {
+		return []iceberg.Option{iceberg.WithQuickRetriesForTest(), iceberg.WithHooks(recs[i])}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	var conflicts int
 	for i, r := range recs {
@@ -238,22 +220,6 @@ func TestHooksReportConflictsAndRetries(t *testing.T) {
 	if conflicts < writers-1 {
 		t.Errorf("%d conflicts reported, the first round makes %d", conflicts, writers-1)
 	}
-}
-
-// commitRows makes commits commits of rows rows each from g (Write, then Flush).
-func commitRows(ctx context.Context, w *iceberg.Writer, g *seed.Generator, commits, rows int) error {
-	for range commits {
-		rec := g.Batch(rows)
-		err := w.Write(ctx, rec)
-		rec.Release()
-		if err == nil {
-			err = w.Flush(ctx)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // TestHooksMayCallWriter: hooks run outside the writer's locks: one that calls Stats, Flush and Compact on its

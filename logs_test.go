@@ -3,11 +3,11 @@ package iceberg_test
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/collide"
 	"github.com/icewriter/iceberg/internal/seed"
 )
 
@@ -19,34 +19,15 @@ func TestLogsOneLinePerCommitAndPerRetry(t *testing.T) {
 	base := openCatalog(t)
 	ident := table.Identifier{"logs", "events"}
 	createTable(t, ctx, base, ident, seed.Schema)
-	cat := newConflictRound(base, writers)
 	logs := make([]*logRecords, writers)
-	stats := make([]iceberg.Stats, writers)
-	errs := make(chan error, writers)
-	var wg sync.WaitGroup
-	for i := range writers {
+	for i := range logs {
 		logs[i] = &logRecords{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0), iceberg.WithQuickRetriesForTest(),
-				iceberg.WithLogger(slog.New(logs[i])))
-			if err == nil {
-				err = commitRows(ctx, w, seed.New(int64(i*commits*rows), uint64(i)), commits, rows)
-				if cerr := w.Close(ctx); err == nil {
-					err = cerr
-				}
-				stats[i] = w.Stats()
-			}
-			errs <- err
-		}()
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+	stats, err := collide.Writers(ctx, collide.NewCatalog(base, writers), ident, writers, commits, rows, func(i int) []iceberg.Option {
+		return []iceberg.Option{iceberg.WithQuickRetriesForTest(), iceberg.WithLogger(slog.New(logs[i]))}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	var retries int64
 	for i, l := range logs {

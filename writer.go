@@ -216,13 +216,13 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		checkpoints: o.checkpoints, commitTimeout: o.commitTimeout, mem: env.mem, lastToken: lastToken,
 		sealed: w.sealedHook(), encoded: w.encodedHook(), waited: w.waitedHook(),
 	}, committed)
-	if w.cbs.wants(hookNewWriter) {
-		w.cbs.emit(writerOpened{w})
-	}
 	w.pipe.start()
 	if o.committer == nil {
 		// A committer of the caller's own may not refuse a fenced epoch's runs (see sweepOrphans).
 		w.own.startSweep(w.pipe.ctx, tbl)
+	}
+	if w.cbs.wants(hookNewWriter) {
+		w.cbs.hooks.dispatch(writerOpened{w}) // before NewWriter returns: before any other event of the writer
 	}
 	return w, nil
 }

@@ -17,25 +17,10 @@ import (
 
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/catalog"
+	"github.com/icewriter/iceberg/internal/nophook"
 	"github.com/icewriter/iceberg/internal/seed"
 	iceotel "github.com/icewriter/iceberg/otel"
 )
-
-// noop is a hook of every kind that does nothing: what the hooks cost the writer by themselves.
-type noop struct{}
-
-func (noop) OnNewWriter(*iceberg.Writer)                 {}
-func (noop) OnWriterClosed(*iceberg.Writer)              {}
-func (noop) OnBatchSealed(iceberg.BatchSealed)           {}
-func (noop) OnFileWritten(iceberg.FileWritten)           {}
-func (noop) OnCommitAttempt(iceberg.CommitAttempt)       {}
-func (noop) OnCommitted(iceberg.CommitInfo)              {}
-func (noop) OnConflict(iceberg.Conflict)                 {}
-func (noop) OnRetry(iceberg.Retry)                       {}
-func (noop) OnFenced(iceberg.Fenced)                     {}
-func (noop) OnCompaction(iceberg.Compaction)             {}
-func (noop) OnExpiry(iceberg.Expiry)                     {}
-func (noop) OnBackpressureWait(iceberg.BackpressureWait) {}
 
 // BenchmarkHooksCost appends 400,000 seed events in 1,000-row calls, sealing every 10,000 rows (40 batches, and
 // commits as often as the loop cuts them: many events per second), through three writers measured alternately
@@ -69,7 +54,7 @@ func BenchmarkHooksCost(b *testing.B) {
 	setups := []struct {
 		name  string
 		hooks []iceberg.Hook
-	}{{"none", nil}, {"noop", []iceberg.Hook{noop{}}}, {"otel", []iceberg.Hook{otelHooks}}}
+	}{{"none", nil}, {"noop", []iceberg.Hook{nophook.Hook{}}}, {"otel", []iceberg.Hook{otelHooks}}}
 	took := make([]time.Duration, len(setups))
 	var commits int64
 	run := func(i, s int) {

@@ -3,7 +3,6 @@ package iceotel_test
 import (
 	"context"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	icecatalog "github.com/apache/iceberg-go/catalog"
@@ -17,6 +16,7 @@ import (
 
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/catalog"
+	"github.com/icewriter/iceberg/internal/collide"
 	"github.com/icewriter/iceberg/internal/seed"
 	iceotel "github.com/icewriter/iceberg/otel"
 )
@@ -254,45 +254,12 @@ func TestMetricsOfARealWrite(t *testing.T) {
 	}
 }
 
-// conflictRound is a catalog whose first n commits meet before any goes through: the first to arrive commits,
-// then the others, each rejected because the table moved.
-type conflictRound struct {
-	icecatalog.Catalog
-	n int
-
-	mu         sync.Mutex
-	arrived    int
-	all        chan struct{}
-	leaderDone chan struct{}
-}
-
-func (c *conflictRound) CommitTable(ctx context.Context, ident table.Identifier, reqs []table.Requirement, updates []table.Update) (table.Metadata, string, error) {
-	c.mu.Lock()
-	c.arrived++
-	k := c.arrived
-	if k == c.n {
-		close(c.all)
-	}
-	c.mu.Unlock()
-	if k <= c.n {
-		<-c.all
-		if k > 1 {
-			<-c.leaderDone
-		}
-	}
-	meta, loc, err := c.Catalog.CommitTable(ctx, ident, reqs, updates)
-	if k == 1 {
-		close(c.leaderDone)
-	}
-	return meta, loc, err
-}
-
 // TestConflictsByCause: writers sharing one Hooks collide on a table; the conflicts, retries and attempts the
 // metrics count by cause and outcome add up to the writers' Stats, and each conflicting attempt is a failed
 // child span of its commit's span.
 func TestConflictsByCause(t *testing.T) {
 	ctx := context.Background()
-	const writers, commits, rows = 3, 3, 50
+	const writers = 3
 	tel := newTelemetry(t)
 	base := openCatalog(t)
 	ident := table.Identifier{"otel", "conflicts"}
@@ -301,44 +268,11 @@ func TestConflictsByCause(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = setup.Close(ctx)
-	cat := &conflictRound{Catalog: base, n: writers, all: make(chan struct{}), leaderDone: make(chan struct{})}
-	stats := make([]iceberg.Stats, writers)
-	errs := make(chan error, writers)
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0), iceberg.WithHooks(tel.hooks))
-			if err != nil {
-				errs <- err
-				return
-			}
-			g := seed.New(int64(i*commits*rows), uint64(i))
-			for range commits {
-				rec := g.Batch(rows)
-				err = w.Write(ctx, rec)
-				rec.Release()
-				if err == nil {
-					err = w.Flush(ctx)
-				}
-				if err != nil {
-					break
-				}
-			}
-			if cerr := w.Close(ctx); err == nil {
-				err = cerr
-			}
-			stats[i] = w.Stats()
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+	stats, err := collide.Writers(ctx, collide.NewCatalog(base, writers), ident, writers, 3, 50, func(int) []iceberg.Option {
+		return []iceberg.Option{iceberg.WithHooks(tel.hooks)}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	var conflicts, retries, nCommits int64
 	for _, st := range stats {

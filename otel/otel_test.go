@@ -2,6 +2,8 @@ package iceotel_test
 
 import (
 	"context"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -20,6 +22,12 @@ import (
 	"github.com/icewriter/iceberg/internal/seed"
 	iceotel "github.com/icewriter/iceberg/otel"
 )
+
+// TestMain keeps the writers' Info lines (one per commit) out of the output of tests and benchmarks.
+func TestMain(m *testing.M) {
+	slog.SetLogLoggerLevel(slog.LevelWarn)
+	os.Exit(m.Run())
+}
 
 // telemetry is an SDK that keeps what it gets: metrics read on demand, spans ended.
 type telemetry struct {

@@ -8,32 +8,54 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/icewriter/iceberg/internal/redact"
 )
 
-// callbacks delivers WithOnCommit callbacks in commit order on a goroutine of their own, outside the commit
-// loop and every lock of the writer, so that a callback may call any Writer method: Compact and Flush wait for
-// the commit loop, which no longer waits for the callback; Close called from a callback does not wait for the
-// callbacks after it (they are delivered once it returns).
+// callbacks delivers WithOnCommit callbacks and the events of WithHooks in the order they happened, on a
+// goroutine of their own, outside the commit loop and every lock of the writer, so that a callback or a hook
+// may call any Writer method: Compact and Flush wait for the commit loop, which no longer waits for the
+// callback; Close called from a callback does not wait for the callbacks after it (they are delivered once it
+// returns). Queueing takes only mu, a leaf: events are queued from under the pipeline's locks too.
 type callbacks struct {
-	fn func(CommitInfo)
+	fn       func(CommitInfo)
+	hooks    hookSet
+	red      *redact.Redactor // masks the errors events carry
+	writerID string           // the writer the events name
 
 	mu     sync.Mutex
-	queue  []CommitInfo
+	queue  []any // CommitInfo and the hooks' events
 	closed bool
 	wake   chan struct{} // capacity 1: something was queued, or closed was set
 	done   chan struct{} // closed when the goroutine has delivered everything after close
 	gid    atomic.Uint64 // the delivering goroutine's id
 }
 
-// newCallbacks starts the delivering goroutine; a nil fn delivers nothing and starts nothing.
-func newCallbacks(fn func(CommitInfo)) *callbacks {
-	c := &callbacks{fn: fn, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	if fn == nil {
+// newCallbacks starts the delivering goroutine; without fn and hooks it delivers nothing and starts nothing.
+func newCallbacks(fn func(CommitInfo), hooks hookSet, red *redact.Redactor, writerID string) *callbacks {
+	c := &callbacks{fn: fn, hooks: hooks, red: red, writerID: writerID, wake: make(chan struct{}, 1),
+		done: make(chan struct{})}
+	if c.idle() {
 		close(c.done)
 		return c
 	}
 	go c.run()
 	return c
+}
+
+// idle reports that there is nothing to deliver to.
+func (c *callbacks) idle() bool { return c.fn == nil && len(c.hooks.hooks) == 0 }
+
+// wants reports whether a hook wants events of kind k: the caller builds the event only then. A nil c (before
+// NewWriter made it: the fence) wants nothing.
+func (c *callbacks) wants(k hookKind) bool { return c != nil && c.hooks.wants&(1<<k) != 0 }
+
+// masked is err as events carry it: masked like the writer's errors.
+func (c *callbacks) masked(err error) error {
+	if err == nil || c.red == nil {
+		return err
+	}
+	return c.red.Error(err)
 }
 
 func (c *callbacks) run() {
@@ -45,8 +67,11 @@ func (c *callbacks) run() {
 		c.queue = nil
 		closed := c.closed
 		c.mu.Unlock()
-		for _, ci := range next {
-			c.fn(ci)
+		for _, ev := range next {
+			if ci, ok := ev.(CommitInfo); ok && c.fn != nil {
+				c.fn(ci)
+			}
+			c.hooks.dispatch(ev)
 		}
 		if len(next) > 0 {
 			continue
@@ -58,19 +83,31 @@ func (c *callbacks) run() {
 	}
 }
 
-// deliver queues a commit's callback (the commit loop calls it in commit order).
+// deliver queues a commit's callback and HookCommitted (the commit loop calls it in commit order).
 func (c *callbacks) deliver(ci CommitInfo) {
-	if c.fn == nil {
+	if c.fn != nil || c.wants(hookCommitted) {
+		c.emit(ci)
+	}
+}
+
+// emit queues an event; after close it is dropped (an encoder cancelled by Close, say).
+func (c *callbacks) emit(ev any) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
 		return
 	}
-	c.mu.Lock()
-	c.queue = append(c.queue, ci)
+	c.queue = append(c.queue, ev)
 	c.mu.Unlock()
 	c.signal()
 }
 
-// close lets the goroutine exit once it has delivered what is queued; nothing is queued after it.
-func (c *callbacks) close() {
+// close queues HookWriterClosed, the last event, and lets the goroutine exit once it has delivered what is
+// queued; nothing is queued after it.
+func (c *callbacks) close(w *Writer) {
+	if c.wants(hookWriterClosed) {
+		c.emit(writerClosed{w})
+	}
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
@@ -88,7 +125,7 @@ func (c *callbacks) signal() {
 // delivered, in order). Called from a callback it returns at once: the callbacks after the running one cannot
 // start before it returns.
 func (c *callbacks) wait(ctx context.Context) error {
-	if c.fn == nil || c.gid.Load() == goid() {
+	if c.idle() || c.gid.Load() == goid() {
 		return nil
 	}
 	select {

@@ -89,7 +89,8 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 	// stay (orphans, never missing files).
 	var earlier []ice.DataFile
 	op := &txOp{
-		ident: run.Table, branch: run.Branch, what: fmt.Sprintf("commit run %d..%d", run.FirstSeq, run.LastSeq),
+		ident: run.Table, branch: run.Branch, kind: KindRun,
+		what: fmt.Sprintf("commit run %d..%d", run.FirstSeq, run.LastSeq),
 		// Staging the snapshot reads and writes manifests: a build is retried a few times on one head (a
 		// storage hiccup), then the run fails (a file the table refuses will not change).
 		maxBuilds: maxBuildAttempts,

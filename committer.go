@@ -57,6 +57,8 @@ type Run struct {
 	formatVersion int
 	spec          ice.PartitionSpec
 	schema        *ice.Schema
+	// formed and committed are when the writer formed the run and when its commit returned (CommitInfo).
+	formed, committed time.Time
 }
 
 // Segment is one snapshot of a run: files added and the newest batch sequence number and token in it.

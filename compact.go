@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -37,8 +38,11 @@ func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
 	}
 	w.pipe.commitMu.Lock()
 	defer w.pipe.commitMu.Unlock()
+	start := time.Now()
 	res, err := w.compactLocked(ctx, false)
-	return res, w.env.red.Error(err) // reads and writes data files: storage errors may quote presigned URLs
+	err = w.env.red.Error(err) // reads and writes data files: storage errors may quote presigned URLs
+	w.compacted(start, false, false, res, err)
+	return res, err
 }
 
 // compactAttempts bounds the attempts of one compaction: it holds the commit queue.
@@ -57,7 +61,7 @@ func (w *Writer) compactLocked(ctx context.Context, smallOnly bool) (CompactResu
 	var res CompactResult
 	var rewritten map[string]struct{}
 	op := &txOp{
-		what: "compact", maxAttempts: compactAttempts, maxBuilds: maxBuildAttempts,
+		what: "compact", kind: KindCompaction, maxAttempts: compactAttempts, maxBuilds: maxBuildAttempts,
 		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			var tx *table.Transaction
 			var err error

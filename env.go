@@ -33,6 +33,8 @@ type writerEnv struct {
 	mem      memory.Allocator
 	// retryWaits, when set, replaces the backoff bounds of every commit retry (see options.retryWaits).
 	retryWaits *[2]time.Duration
+	// events delivers WithOnCommit and the hooks' events (set by NewWriter once it fenced: nil before).
+	events *callbacks
 }
 
 // failure is the error the writer keeps once err stopped it (every later call returns it): masked, since a

@@ -307,7 +307,7 @@ func (w *Writer) evolveSchema(ctx context.Context, plan func(*ice.Schema) ([]sch
 	}
 	var buildErr error
 	op := &txOp{
-		what: "evolve schema", maxAttempts: evolveAttempts,
+		what: "evolve schema", kind: KindSchema, maxAttempts: evolveAttempts,
 		build: func(_ context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			tx, err := evolveTx(tbl, w.env.branch, plan, &changes)
 			buildErr = err

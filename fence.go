@@ -18,7 +18,7 @@ func (e *writerEnv) fence(ctx context.Context, tbl *table.Table) (*table.Table, 
 	nonce := uuid.NewString()
 	var epoch int64
 	op := &txOp{
-		ident: e.ident, branch: e.branch, what: fmt.Sprintf("fence writer %q", e.id), start: tbl,
+		ident: e.ident, branch: e.branch, what: fmt.Sprintf("fence writer %q", e.id), kind: KindFence, start: tbl,
 		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			epoch = tableEpoch(tbl.Metadata(), e.id) + 1
 			tx := tbl.NewTransactionOnBranch(e.branch)

@@ -29,6 +29,13 @@ import (
 // writes and its random operations, and reading a table back with iceberg-go's scanner. Fakes that inject
 // faults live in slowcatalog_test.go.
 
+// TestMain keeps the writers' Info lines (one per commit) out of the output of tests and benchmarks; the tests
+// of what is logged give their writers loggers of their own.
+func TestMain(m *testing.M) {
+	slog.SetLogLoggerLevel(slog.LevelWarn)
+	os.Exit(m.Run())
+}
+
 // Catalogs and tables.
 
 // openCatalog opens a fresh embedded catalog in a temporary folder.

@@ -26,6 +26,7 @@ type maintainer struct {
 	branch       string
 	ident        table.Identifier
 	log          *slog.Logger
+	events       *callbacks // HookExpiry
 
 	// The writer's side: the table as its last commit left it, a transaction of the writer, a compaction.
 	table   func() *table.Table
@@ -45,10 +46,12 @@ func (w *Writer) newMaintainer(o *options) *maintainer {
 	return &maintainer{
 		keep: o.keepSnapshots, expireAge: o.expireAge, rewriteEvery: o.rewriteEvery,
 		autoCompact: o.autoCompact, smallFiles: o.smallFiles,
-		branch: w.env.branch, ident: w.env.ident, log: w.env.log,
+		branch: w.env.branch, ident: w.env.ident, log: w.env.log, events: w.cbs,
 		table: w.Table, commit: w.commitTx,
 		compact: func(ctx context.Context, smallOnly bool) error {
-			_, err := w.compactLocked(ctx, smallOnly)
+			start := time.Now()
+			res, err := w.compactLocked(ctx, smallOnly)
+			w.compacted(start, true, smallOnly, res, err)
 			return err
 		},
 	}
@@ -118,8 +121,9 @@ func (m *maintainer) expire(ctx context.Context) error {
 	}
 	var expired []*table.Snapshot
 	full := false
-	_, err := m.commit(ctx, &txOp{
-		what: "expire snapshots", start: m.table(), maxAttempts: maintainAttempts,
+	start := time.Now()
+	r, err := m.commit(ctx, &txOp{
+		what: "expire snapshots", kind: KindExpiry, start: m.table(), maxAttempts: maintainAttempts,
 		build: func(_ context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			var tx *table.Transaction
 			var err error
@@ -133,6 +137,7 @@ func (m *maintainer) expire(ctx context.Context) error {
 			m.deleteExpiredPositions(ctx, next, expired)
 		},
 	})
+	m.expired(start, r, len(expired), full, err)
 	return err
 }
 
@@ -182,7 +187,7 @@ func expireTx(tbl *table.Table, branch string, opts []table.ExpireSnapshotsOpt) 
 // manifests).
 func (m *maintainer) rewriteManifests(ctx context.Context) error {
 	_, err := m.commit(ctx, &txOp{
-		what: "rewrite manifests", start: m.table(), maxAttempts: maintainAttempts,
+		what: "rewrite manifests", kind: KindManifests, start: m.table(), maxAttempts: maintainAttempts,
 		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			tx := tbl.NewTransactionOnBranch(m.branch)
 			_, err := tx.RewriteManifests(ctx)

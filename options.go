@@ -83,6 +83,7 @@ type options struct {
 	deadLetter     func(row any, err error) // WithDeadLetter (evolve.go)
 	changes        ChangeColumns            // WithChangeColumns (apply.go); empty fields: their defaults
 	shared         *sharedBudget            // a Router's budget and encode pool (router.go); nil: the writer's own
+	hooks          []Hook                   // WithHooks (hooks.go)
 	// retryWaits, when set, replaces the commit retries' backoff bounds (the first wait and the cap; see
 	// backoff): tests of conflicts and lost replies shrink them so that their retries cost no wall time.
 	retryWaits *[2]time.Duration

@@ -61,6 +61,8 @@ type pipeline struct {
 	closed       bool
 	stopping     bool // Close/Abort: the loop starts no new run
 	timer        *time.Timer
+	// committedPos is the newest position committed per partition (PositionLags).
+	committedPos map[string]string
 	// Counters reported by Stats.
 	rowsAccepted, bytesAccepted, batches, discarded int64
 }
@@ -83,6 +85,7 @@ type mark struct {
 	token  bool
 	source string
 	value  string
+	when   time.Time // a position's: when it was marked (PositionLags)
 }
 
 // pipelineConfig is the pipeline's share of the options.
@@ -102,6 +105,10 @@ type pipelineConfig struct {
 	// shared is a Router's budget and encode pool, used in place of rowBudget and maxInFlight (nil: the
 	// writer's own).
 	shared *sharedBudget
+	// What the pipeline reports to the writer's hooks (nil when no hook wants it); each only queues an event.
+	sealed  func(b *batch)                                       // b was sealed (called with mu held)
+	encoded func(b *batch, start time.Time)                      // b's files were written
+	waited  func(d time.Duration, memory bool, rows, size int64) // a call waited d for room
 }
 
 // pipelineEnv is what the pipeline asks of the writer.
@@ -193,6 +200,16 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 	for _, r := range recs {
 		size += r.size
 	}
+	var waitFrom time.Time // the first wait for room, reported after mu is released
+	var waitMem bool
+	if p.cfg.waited != nil {
+		rows := recRows(recs)
+		defer func() {
+			if !waitFrom.IsZero() {
+				p.cfg.waited(time.Since(waitFrom), waitMem, rows, size)
+			}
+		}()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
@@ -214,6 +231,9 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 		}
 		if !memFull && p.committableLocked() < p.cfg.maxUncommitted {
 			break
+		}
+		if waitFrom.IsZero() && p.cfg.waited != nil {
+			waitFrom, waitMem = time.Now(), memFull
 		}
 		if err := p.waitLocked(ctx); err != nil {
 			return err
@@ -393,7 +413,7 @@ func (p *pipeline) checkpointPositions(positions map[string]string) error {
 		if last, ok := p.lastPos[src]; ok && last == pos && !p.dirtySrc[src] {
 			continue // nothing new for this partition
 		}
-		p.markLocked(mark{source: src, value: pos})
+		p.markLocked(mark{source: src, value: pos, when: time.Now()})
 		p.lastPos[src] = pos
 		delete(p.dirtySrc, src)
 	}
@@ -447,6 +467,9 @@ func (p *pipeline) sealLocked() {
 	p.nextSeq++
 	p.queue = append(p.queue, b)
 	p.batches++
+	if p.cfg.sealed != nil {
+		p.cfg.sealed(b)
+	}
 	if len(b.recs) == 0 {
 		b.staged = true
 		p.kickLoop()
@@ -465,9 +488,12 @@ func (p *pipeline) takeMarks(b *batch) {
 			continue
 		}
 		if b.positions == nil {
-			b.positions = map[string]string{}
+			b.positions, b.posSince = map[string]string{}, map[string]time.Time{}
 		}
 		b.positions[m.source] = m.value
+		if _, ok := b.posSince[m.source]; !ok {
+			b.posSince[m.source] = m.when
+		}
 	}
 }
 
@@ -510,8 +536,15 @@ func (p *pipeline) encode(b *batch) {
 	}
 	// No retry here: the rows were handed to the encoder. Object stores retry requests themselves; a batch that
 	// still fails stops the writer, and the caller replays from its last checkpoint.
+	var start time.Time
+	if p.cfg.encoded != nil {
+		start = time.Now()
+	}
 	err := p.env.encode(ctx, b)
 	p.encSem.Release(1)
+	if err == nil && p.cfg.encoded != nil {
+		p.cfg.encoded(b, start)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range b.recs {
@@ -595,6 +628,7 @@ func (p *pipeline) commitNext() bool {
 		return false
 	}
 	p.queue = p.queue[len(batches):]
+	p.positionsCommittedLocked(batches)
 	p.committed = batches[len(batches)-1].seq
 	p.commits++
 	n := p.commits
@@ -876,6 +910,7 @@ type pipelineState struct {
 	committed                                    int64
 	rowsAccepted, bytesAccepted, batches         int64
 	discarded                                    int64
+	oldest                                       time.Time // the first row of the oldest buffer with rows
 }
 
 func (p *pipeline) state() pipelineState {
@@ -885,12 +920,14 @@ func (p *pipeline) state() pipelineState {
 		rowsAccepted: p.rowsAccepted, bytesAccepted: p.bytesAccepted, batches: p.batches, discarded: p.discarded}
 	if p.open != nil {
 		s.bufferedRows = p.open.rows
+		s.oldest = older(s.oldest, p.open)
 	}
 	for _, b := range p.queue {
 		s.uncommittedRows += b.rows
 		if b.staged {
 			s.bufferedBytes += b.held
 		}
+		s.oldest = older(s.oldest, b)
 	}
 	return s
 }

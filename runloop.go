@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
@@ -40,6 +41,8 @@ type runStage struct {
 	def       *catalogCommitter // the default committer (nil when WithCommitter replaced it)
 
 	rows, commits, retries, conflicts, deleteFiles, rewritten atomic.Int64
+	// lastAt is the latest commit's time (Unix ns), for Stats.LastCommit.
+	lastAt atomic.Int64
 }
 
 // newRunStage hands runs to c or, when c is nil, to a catalog committer of its own working from tbl, the table
@@ -52,6 +55,7 @@ func newRunStage(env *writerEnv, c Committer, tbl *table.Table, cow cowConfig) *
 		if env.retryWaits != nil {
 			r.def.minWait, r.def.maxWait = env.retryWaits[0], env.retryWaits[1]
 		}
+		r.def.events = env.events
 		r.committer = r.def
 	}
 	return r
@@ -63,6 +67,8 @@ func (r *runStage) commit(ctx context.Context, run *Run) (*CommitResult, error) 
 	if err != nil {
 		return nil, err
 	}
+	run.committed = time.Now()
+	r.lastAt.Store(run.committed.UnixNano())
 	r.commits.Add(1)
 	r.rows.Add(run.Rows)
 	if res.Attempts > 1 {
@@ -99,7 +105,7 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) *Run {
 		Table: e.ident, Branch: e.branch, WriterID: e.id, StableID: e.stableID, Epoch: e.epoch,
 		FirstSeq: batches[0].seq, LastSeq: batches[n-1].seq,
 		BaseSnapshotID: headID(tbl.Metadata(), e.branch),
-		formatVersion:  tbl.Metadata().Version(), spec: tbl.Spec(), schema: tbl.Schema(),
+		formatVersion:  tbl.Metadata().Version(), spec: tbl.Spec(), schema: tbl.Schema(), formed: time.Now(),
 	}
 	// Batches coalesced into one snapshot share its sequence number, and an equality delete does not reach rows
 	// of its own sequence number: a batch that upserts or deletes a key written earlier in the run starts a new
@@ -138,20 +144,20 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) *Run {
 	return run
 }
 
-// committed follows a run's commit inside the commit queue: its callback is queued (delivered in commit order
-// outside every lock), then the maintenance due (the maintainer's schedule).
+// committed follows a run's commit inside the commit queue: it is logged, its callback is queued (delivered in
+// commit order outside every lock), then the maintenance due (the maintainer's schedule).
 func (w *Writer) committed(ctx context.Context, run *Run, batches []*batch, res *CommitResult, _ int64) {
-	if w.cbs.fn != nil {
-		w.cbs.deliver(CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: run.files(),
-			Bytes: run.Bytes, FirstSeq: run.FirstSeq, LastSeq: run.LastSeq, Batches: len(batches), Attempts: res.Attempts})
-	}
+	ci := w.commitInfo(run, len(batches), res)
+	w.env.log.Info("iceberg: committed", "table", w.env.ident, "snapshot", ci.SnapshotID, "rows", ci.Rows,
+		"files", ci.Files, "duration", ci.Duration, "attempts", ci.Attempts)
+	w.cbs.deliver(ci)
 	w.maint.afterCommit(ctx, run.deleteFiles())
 }
 
 // loopDone: nothing is delivered after the commit loop; the callback goroutine ends once it is drained.
-func (w *Writer) loopDone() { w.cbs.close() }
+func (w *Writer) loopDone() { w.cbs.close(w) }
 
-// CommitInfo describes one successful commit, as WithOnCommit reports it.
+// CommitInfo describes one successful commit, as WithOnCommit and HookCommitted report it.
 type CommitInfo struct {
 	SnapshotID int64
 	Token      string // newest checkpoint token in the commit, "" if none
@@ -162,6 +168,17 @@ type CommitInfo struct {
 	LastSeq    int64  // last batch sequence number in the commit
 	Batches    int    // batches coalesced into the commit
 	Attempts   int    // catalog attempts it took
+	Conflicts  int    // attempts the catalog rejected because the table moved
+	// FileBytes is the size of the files the commit adds: data files, delete files and deletion vectors.
+	FileBytes int64
+	// Duration is the commit's time, from forming the run to its commit returning: the key index's deletion
+	// vectors, every attempt and the backoffs between them.
+	Duration time.Duration
+	// CommitTime is when the commit returned, by the writer's clock (the snapshot's own timestamp is the
+	// committer's, in the table's metadata).
+	CommitTime time.Time
+	Table      table.Identifier
+	WriterID   string
 }
 
 // Checkpoint marks everything accepted so far with an opaque token (source offsets, a log position) and ends the

@@ -29,6 +29,7 @@ type txEnv struct {
 	timeout time.Duration // no retry starts later than this after the call began (WithCommitTimeout)
 	minWait time.Duration // the backoff before the first retry; it doubles up to maxWait (see backoff)
 	maxWait time.Duration
+	events  *callbacks // the writer's hooks (nil: none, as for NewCatalogCommitter's)
 }
 
 func newTxEnv(cat catalog.Catalog, tabs *tables, log *slog.Logger, timeout time.Duration) txEnv {
@@ -43,6 +44,7 @@ type txOp struct {
 	ident  table.Identifier
 	branch string
 	what   string // names the transaction in errors and logs
+	kind   CommitKind
 
 	// fenceID is a stable writer ID and epoch the epoch it holds: an attempt built on metadata whose epoch for
 	// fenceID is newer stops with ErrFenced before anything is sent. Empty for random writer IDs (which no one
@@ -93,7 +95,7 @@ type txResult struct {
 	table     *table.Table // what the commit left; for txProven and txNothing, the table that showed it
 	how       txHow
 	attempts  int // attempts made, including the one that ended the call
-	conflicts int // attempts the catalog rejected as conflicts (table.ErrCommitFailed)
+	conflicts int // attempts the catalog rejected because the table moved (conflictCause)
 }
 
 // commit builds and commits op's transaction until it applies, is proven applied, has nothing left to do, or
@@ -122,15 +124,19 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 				}
 				return res, fmt.Errorf("iceberg: %s gave up after %d attempts: %w", op.what, attempt, lastErr)
 			}
-			if err := sleepCtx(ctx, backoff(attempt, e.minWait, e.maxWait)); err != nil {
+			wait := backoff(attempt, e.minWait, e.maxWait)
+			e.retrying(op, attempt, wait, lastErr)
+			if err := sleepCtx(ctx, wait); err != nil {
 				continue
 			}
 			tbl = nil
 		}
+		start := time.Now()
 		if tbl == nil {
 			fresh, err := e.cat.LoadTable(ctx, op.ident)
 			if err != nil {
 				lastErr = err
+				e.attempted(op, attempt, start, false, err)
 				if attempt > 0 {
 					e.log.Warn("iceberg: reload before retry failed", "table", op.ident, "what", op.what, "attempt", attempt, "err", err)
 				}
@@ -161,6 +167,7 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 		}
 		if op.fenceID != "" {
 			if ep := tableEpoch(tbl.Metadata(), op.fenceID); ep > op.epoch {
+				e.fenced(op, ep)
 				return res, fmt.Errorf("%w: %s: table epoch %d, this writer's %d", ErrFenced, op.what, ep, op.epoch)
 			}
 		}
@@ -171,6 +178,7 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 		}
 		if err != nil {
 			lastErr = err
+			e.attempted(op, attempt, start, false, err)
 			if op.failed != nil {
 				op.failed(false)
 			}
@@ -186,6 +194,7 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 			return res, nil
 		}
 		meta, loc, err := e.cat.CommitTable(ctx, op.ident, tc.Requirements, tc.Updates)
+		cause := e.attempted(op, attempt, start, true, err)
 		if err == nil {
 			next := e.tables.derive(tbl, meta, loc, e.cat)
 			postCommit(ctx, e.log, tbl, next, tc.Updates)
@@ -196,7 +205,7 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 			return res, nil
 		}
 		lastErr = err
-		if errors.Is(err, table.ErrCommitFailed) {
+		if cause != "" {
 			res.conflicts++
 		}
 		builtOn = ""
@@ -210,7 +219,6 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 		if op.failed != nil {
 			op.failed(true)
 		}
-		e.log.Debug("iceberg: commit attempt failed", "table", op.ident, "what", op.what, "attempt", attempt, "err", err)
 	}
 }
 
@@ -253,6 +261,7 @@ func nonceProof(branch, key, nonce string, found func(*table.Snapshot)) func(*ta
 func (e *writerEnv) txn() *txEnv {
 	t := newTxEnv(e.cat, e.tables, e.log, e.timeout)
 	t.minWait, t.maxWait = 20*time.Millisecond, 2*time.Second
+	t.events = e.events
 	if e.retryWaits != nil {
 		t.minWait, t.maxWait = e.retryWaits[0], e.retryWaits[1]
 	}

@@ -40,7 +40,7 @@ type Writer struct {
 	pipe  *pipeline
 	files *fileEncoder // writes batches as data files
 	runs  *runStage    // forms each run and hands it to the Committer
-	cbs   *callbacks   // WithOnCommit, delivered outside the commit loop
+	cbs   *callbacks   // WithOnCommit and WithHooks, delivered outside the commit loop
 
 	// view is the table as the writer last saw it and the conformer for its schema.
 	view    *tableView
@@ -65,6 +65,8 @@ type batch struct {
 	// positions are the source positions (partition -> position) the batch's checkpoints recorded, the newest
 	// per partition; with WithCheckpoints they cover every row of those partitions in the batch and before it.
 	positions map[string]string
+	// posSince is when the batch's oldest checkpoint of each partition in positions was marked (PositionLags).
+	posSince map[string]time.Time
 	// uncovered (WithCheckpoints) lists the partitions of a batch sealed without a checkpoint (the memory limit
 	// was reached first): a run may end after it only once later checkpoints cover them.
 	uncovered map[string]struct{}
@@ -94,7 +96,7 @@ type Stats struct {
 	Batches            int64 // batches sealed
 	Commits            int64
 	Retries            int64 // commit attempts beyond the first
-	Conflicts          int64 // attempts the catalog rejected as conflicts
+	Conflicts          int64 // attempts the catalog rejected because the table moved, however worded (ConflictCause)
 	BufferedRows       int64 // rows in the open buffer
 	BufferedBytes      int64 // bytes held: the open buffer, batches to encode, metadata of uncommitted files
 	UncommittedBatches int   // sealed batches not yet committed
@@ -103,6 +105,12 @@ type Stats struct {
 	ChangesSkipped     int64 // Apply's changes older than their key's version (ChangeColumns.Version)
 	LastCommittedSeq   int64
 	Epoch              int64
+	// OldestUncommitted is when the oldest row accepted and not yet committed (or discarded) was accepted,
+	// zero when there is none: time.Since(it) is how far the table trails the writer (its freshness). It is the
+	// first row of the oldest batch or buffer holding such rows, so an age read from it is never too low.
+	OldestUncommitted time.Time
+	// LastCommit is when the writer's latest commit returned (zero: none yet).
+	LastCommit time.Time
 }
 
 // NewWriter opens a writer on an existing table (or creates it, with WithCreate).
@@ -199,20 +207,25 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short
 	}
+	w.cbs = newCallbacks(o.onCommit, newHookSet(o.hooks), red, env.id)
+	env.events = w.cbs
 	w.runs = newRunStage(env, o.committer, tbl,
 		cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows})
-	w.cbs = newCallbacks(o.onCommit)
 	w.maint = w.newMaintainer(&o)
 	w.pipe = newPipeline(ctx, w, pipelineConfig{
 		flushRows: int64(o.flushRows), flushBytes: o.flushBytes, flushInterval: o.flushInterval,
 		rowBudget: rowBudget(&o), maxUncommitted: o.maxUncommitted, maxInFlight: o.maxInFlight,
 		checkpoints: o.checkpoints, commitTimeout: o.commitTimeout, mem: env.mem, lastToken: lastToken,
 		shared: o.shared,
+		sealed: w.sealedHook(), encoded: w.encodedHook(), waited: w.waitedHook(),
 	}, committed)
 	w.pipe.start()
 	if o.committer == nil {
 		// A committer of the caller's own may not refuse a fenced epoch's runs (see sweepOrphans).
 		w.own.startSweep(w.pipe.ctx, tbl)
+	}
+	if w.cbs.wants(hookNewWriter) {
+		w.cbs.hooks.dispatch(writerOpened{w}) // before NewWriter returns: before any other event of the writer
 	}
 	return w, nil
 }
@@ -241,6 +254,9 @@ func validateOptions(o *options) error {
 		return optionErr("WithOrphanWindow", "must not be negative, got %s", o.orphanWindow)
 	case o.mode != nil && *o.mode != MergeOnRead && *o.mode != CopyOnWrite:
 		return optionErr("WithMode", "unknown mode %d", int(*o.mode))
+	}
+	if err := validateHooks(o.hooks); err != nil {
+		return err
 	}
 	return o.changes.validate(o.memoryLimit)
 }
@@ -323,6 +339,6 @@ func (w *Writer) Stats() Stats {
 		RowsCommitted: w.runs.rows.Load(), FilesWritten: w.files.files.Load(), BytesWritten: w.files.bytes.Load(),
 		Commits: w.runs.commits.Load(), Retries: w.runs.retries.Load(), Conflicts: w.runs.conflicts.Load(),
 		DeleteFiles: w.runs.deleteFiles.Load(), FilesRewritten: w.runs.rewritten.Load(), Epoch: w.env.epoch,
-		ChangesSkipped: w.changes.skipped.Load(),
+		ChangesSkipped: w.changes.skipped.Load(), OldestUncommitted: p.oldest, LastCommit: w.runs.lastCommit(),
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,7 @@ import (
 var subcommands = []string{"cpu", "inflight", "cow", "cow-mem", "mor"}
 
 func main() {
+	slog.SetLogLoggerLevel(slog.LevelWarn) // the writers' Info line per commit would drown the progress and report
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "icebench:", err)
 		os.Exit(1)

@@ -1,17 +1,24 @@
-// Command quickstart writes 1,000,000 seed events into an Iceberg table kept in a local folder (an embedded
-// SQLite catalog and a local warehouse), then reads the table back and prints what it holds.
+// Command quickstart writes 1,000,000 seed events into the Iceberg table quickstart.events, kept in a local
+// folder (an embedded SQLite catalog and a local warehouse), committing every 200 ms as it goes, then reads the
+// table back and says where it is and how to read it. Each run replaces the table the previous run left.
 //
 //	go run ./examples/quickstart            # writes into ./data
-//	go run ./examples/quickstart -rows 5000000 -batch 10000 -dir /tmp/ice
+//	go run ./examples/quickstart -rows 5000000 -dir /tmp/ice -v
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	icecatalog "github.com/apache/iceberg-go/catalog"
@@ -22,54 +29,82 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", "data", "folder for the catalog database and the warehouse")
-	rows := flag.Int("rows", 1_000_000, "events to write")
-	batch := flag.Int("batch", 1000, "rows per Write call")
+	var cfg config
+	flag.StringVar(&cfg.dir, "dir", "data", "folder for the catalog database and the warehouse")
+	flag.IntVar(&cfg.rows, "rows", 1_000_000, "events to write")
+	flag.IntVar(&cfg.batch, "batch", 10_000, "rows per Write call")
+	flag.DurationVar(&cfg.interval, "interval", 200*time.Millisecond, "commit interval (WithFlushInterval)")
+	flag.BoolVar(&cfg.verbose, "v", false, "log each commit (snapshot, rows, files, duration, attempts)")
 	flag.Parse()
-	if err := run(context.Background(), *dir, *rows, *batch); err != nil {
+	if err := run(context.Background(), cfg, os.Stdout, os.Stderr); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, dir string, rows, batchRows int) error {
-	abs, err := filepath.Abs(dir)
+type config struct {
+	dir           string
+	rows, batch   int
+	interval      time.Duration
+	verbose       bool
+	progressEvery time.Duration // how often the progress line is redrawn (0: 100 ms)
+}
+
+// ident is the table every run writes: the run replaces what the previous one left.
+var ident = table.Identifier{"quickstart", "events"}
+
+func run(ctx context.Context, cfg config, out, status io.Writer) error {
+	abs, err := filepath.Abs(cfg.dir)
 	if err != nil {
 		return err
 	}
-	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(abs, "catalog.db"))
+	dbPath := filepath.Join(abs, "catalog.db")
+	cat, err := catalog.Open(ctx, "sqlite://"+dbPath)
 	if err != nil {
 		return err
 	}
 	defer cat.(icecatalog.Closer).Close()
+	if err := clearEarlierRuns(ctx, cat, abs, out); err != nil {
+		return err
+	}
 
-	ident := table.Identifier{"quickstart", fmt.Sprintf("events_%d", time.Now().Unix())}
-	w, err := iceberg.NewWriter(ctx, cat, ident,
+	level := slog.LevelWarn // the progress line says what happens; -v logs each commit
+	if cfg.verbose {
+		level = slog.LevelInfo
+	}
+	opts := []iceberg.Option{
 		iceberg.WithCreate(seed.Schema, iceberg.PartitionBy("day(ts)")),
-		iceberg.WithFlushInterval(500*time.Millisecond))
+		iceberg.WithFlushInterval(cfg.interval), // a commit every interval while rows arrive
+		iceberg.WithFlushRows(100_000),          // and batches small enough to encode within one
+		iceberg.WithLogger(slog.New(slog.NewTextHandler(status, &slog.HandlerOptions{Level: level}))),
+	}
+	w, err := iceberg.NewWriter(ctx, cat, ident, opts...)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(out, "writing %d events into %s, committing every %s\n", cfg.rows, strings.Join(ident, "."), cfg.interval)
+
+	bar := newProgress(status, cfg.rows, w, cfg.progressEvery, cfg.verbose)
 	gen := seed.New(0, 42)
 	start := time.Now()
-	bar := newProgress(os.Stderr, rows)
-	for written := 0; written < rows; {
-		n := min(batchRows, rows-written)
+	for written := 0; written < cfg.rows; {
+		n := min(cfg.batch, cfg.rows-written)
 		rec := gen.Batch(n)
 		err := w.Write(ctx, rec)
 		rec.Release()
 		if err != nil {
+			bar.stop()
 			return err
 		}
 		written += n
-		bar.set(written, w.Stats().RowsCommitted)
 	}
-	if err := w.Close(ctx); err != nil {
+	err = w.Close(ctx)
+	elapsed := time.Since(start)
+	bar.stop()
+	if err != nil {
 		return err
 	}
-	elapsed := time.Since(start)
-	bar.done(rows)
 	st := w.Stats()
-	fmt.Printf("wrote %d rows in %s: %.0f rows/s, %d commits, %d files (%.1f MiB of Parquet)\n",
+	fmt.Fprintf(out, "committed %d rows in %s: %.0f rows/s, %d commits, %d files (%.1f MiB of Parquet)\n",
 		st.RowsCommitted, elapsed.Round(time.Millisecond), float64(st.RowsCommitted)/elapsed.Seconds(),
 		st.Commits, st.FilesWritten, float64(st.BytesWritten)/(1<<20))
 
@@ -89,41 +124,127 @@ func run(ctx context.Context, dir string, rows, batchRows int) error {
 		count += rec.NumRows()
 		rec.Release()
 	}
-	fmt.Printf("table %s at %s holds %d rows\n", ident, tbl.Location(), count)
-	if count != int64(rows) {
-		return fmt.Errorf("read back %d rows, wrote %d", count, rows)
+	if count != int64(cfg.rows) {
+		return fmt.Errorf("read back %d rows, wrote %d", count, cfg.rows)
+	}
+	fmt.Fprintf(out, `read back %d rows with iceberg-go's scanner.
+
+The table %s is in %s:
+  catalog    %s (SQLite; catalog name "default")
+  data       %s
+  metadata   %s
+Read it from Go as this program does (catalog.Open, LoadTable, Scan), or for instance with
+  DuckDB     SELECT count(*) FROM iceberg_scan('%s');
+  PyIceberg  SqlCatalog("default", uri="sqlite:///%s", warehouse="file://%s").load_table("%s")
+The next run replaces the table.
+`, count, strings.Join(ident, "."), abs, dbPath, strings.TrimPrefix(tbl.Location(), "file://"),
+		strings.TrimPrefix(tbl.MetadataLocation(), "file://"), strings.TrimPrefix(tbl.MetadataLocation(), "file://"),
+		dbPath, filepath.Join(abs, "warehouse"), strings.Join(ident, "."))
+	return nil
+}
+
+// earlierTable matches the tables earlier versions of the quickstart made, one per run (events_<unix time>).
+var earlierTable = regexp.MustCompile(`^events(_[0-9]+)?$`)
+
+// clearEarlierRuns drops the table of the previous run and its files, and the per-run tables earlier versions
+// of the quickstart left behind; a table's folder inside dir goes too (files of a run that was killed before it
+// committed them included).
+func clearEarlierRuns(ctx context.Context, cat icecatalog.Catalog, dir string, out io.Writer) error {
+	var names []table.Identifier
+	for id, err := range cat.ListTables(ctx, table.Identifier{ident[0]}) {
+		if errors.Is(err, icecatalog.ErrNoSuchNamespace) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if earlierTable.MatchString(id[len(id)-1]) {
+			names = append(names, id)
+		}
+	}
+	for _, id := range names {
+		tbl, err := cat.LoadTable(ctx, id)
+		if err == nil {
+			if purger, ok := cat.(icecatalog.PurgeableTable); ok {
+				err = purger.PurgeTable(ctx, id) // the catalog entry and the files the table references
+			} else {
+				err = cat.DropTable(ctx, id)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("remove the table of an earlier run %s: %w", strings.Join(id, "."), err)
+		}
+		if loc, ok := strings.CutPrefix(tbl.Location(), "file://"); ok && strings.HasPrefix(loc, dir+string(filepath.Separator)) {
+			if err := os.RemoveAll(loc); err != nil {
+				return err
+			}
+		}
+	}
+	switch {
+	case len(names) == 1 && slices.Equal(names[0], ident):
+		fmt.Fprintf(out, "replacing the table of the previous run\n")
+	case len(names) == 1:
+		fmt.Fprintf(out, "removed the table of an earlier run\n")
+	case len(names) > 1:
+		fmt.Fprintf(out, "removed %d tables of earlier runs\n", len(names))
 	}
 	return nil
 }
 
-// progress draws a one-line progress bar on a terminal.
+// progress redraws one status line from the writer's Stats: rows committed (the bar), commits, rows accepted,
+// time so far.
 type progress struct {
-	out   *os.File
+	out   io.Writer
 	total int
-	last  time.Time
+	w     *iceberg.Writer
+	start time.Time
+	quit  chan struct{}
+	done  chan struct{}
+	lines bool // one line per redraw instead of redrawing in place (-v: log lines come in between)
 }
 
-func newProgress(out *os.File, total int) *progress { return &progress{out: out, total: total} }
-
-func (p *progress) set(n int, committed int64) {
-	if time.Since(p.last) < 100*time.Millisecond {
-		return
+func newProgress(out io.Writer, total int, w *iceberg.Writer, every time.Duration, lines bool) *progress {
+	if every <= 0 {
+		every = 100 * time.Millisecond
 	}
-	p.last = time.Now()
-	const width = 40
-	filled := width * n / p.total
-	bar := make([]byte, width)
-	for i := range bar {
-		bar[i] = ' '
-		if i < filled {
-			bar[i] = '='
+	p := &progress{out: out, total: total, w: w, start: time.Now(), quit: make(chan struct{}),
+		done: make(chan struct{}), lines: lines}
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.quit:
+				p.draw()
+				if !p.lines {
+					fmt.Fprintln(p.out)
+				}
+				return
+			case <-t.C:
+				p.draw()
+			}
 		}
-	}
-	fmt.Fprintf(p.out, "\r[%s] %3d%%  %d written, %d committed", bar, 100*n/p.total, n, committed)
+	}()
+	return p
 }
 
-func (p *progress) done(n int) {
-	p.last = time.Time{}
-	p.set(n, int64(n))
-	fmt.Fprintln(p.out)
+func (p *progress) draw() {
+	st := p.w.Stats()
+	const width = 40
+	filled := int(int64(width) * st.RowsCommitted / int64(p.total))
+	line := fmt.Sprintf("[%s%s] %3d%%  %d rows committed in %d commits, %d accepted, %.1fs",
+		strings.Repeat("=", filled), strings.Repeat(" ", width-filled), 100*st.RowsCommitted/int64(p.total),
+		st.RowsCommitted, st.Commits, st.RowsAccepted, time.Since(p.start).Seconds())
+	if p.lines {
+		fmt.Fprintln(p.out, line)
+	} else {
+		fmt.Fprint(p.out, "\r"+line)
+	}
+}
+
+// stop draws the last line and ends the redraws.
+func (p *progress) stop() {
+	close(p.quit)
+	<-p.done
 }

@@ -1,0 +1,83 @@
+package iceberg
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// PositionLag is how far a source partition's committed position trails the positions the writer accepted for
+// it (Source.Checkpoint, CheckpointPositions).
+type PositionLag struct {
+	Partition string
+	Accepted  string // the newest position checkpointed
+	Committed string // the newest position this writer committed ("": none since NewWriter)
+	// Since is when the oldest checkpoint of the partition not committed yet was made, zero when every one is
+	// (Committed is Accepted): time.Since(Since) is how long the table's position has trailed the source's.
+	Since time.Time
+}
+
+// PositionLags reports, for each source partition the writer has accepted positions for, how far its committed
+// position trails, sorted by partition. A writer without source positions returns none.
+func (w *Writer) PositionLags() []PositionLag { return w.pipe.positionLags() }
+
+func (p *pipeline) positionLags() []PositionLag {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.lastPos) == 0 {
+		return nil
+	}
+	byPart := make(map[string]*PositionLag, len(p.lastPos))
+	out := make([]PositionLag, 0, len(p.lastPos))
+	for part, pos := range p.lastPos {
+		out = append(out, PositionLag{Partition: part, Accepted: pos, Committed: p.committedPos[part]})
+	}
+	for i := range out {
+		byPart[out[i].Partition] = &out[i]
+	}
+	pending := func(part string, when time.Time) {
+		if l := byPart[part]; l != nil && (l.Since.IsZero() || when.Before(l.Since)) {
+			l.Since = when
+		}
+	}
+	for _, b := range p.queue {
+		for part, when := range b.posSince {
+			pending(part, when)
+		}
+	}
+	for _, m := range p.marks {
+		if !m.token {
+			pending(m.source, m.when)
+		}
+	}
+	slices.SortFunc(out, func(a, b PositionLag) int { return strings.Compare(a.Partition, b.Partition) })
+	return out
+}
+
+// positionsCommittedLocked records the positions of the batches just committed, in sequence order.
+func (p *pipeline) positionsCommittedLocked(batches []*batch) {
+	for _, b := range batches {
+		for part, pos := range b.positions {
+			if p.committedPos == nil {
+				p.committedPos = map[string]string{}
+			}
+			p.committedPos[part] = pos
+		}
+	}
+}
+
+// older returns the earlier of t and the first row of b, a batch or buffer, when b holds rows.
+func older(t time.Time, b *batch) time.Time {
+	if b.rows > 0 && (t.IsZero() || b.firstAt.Before(t)) {
+		return b.firstAt
+	}
+	return t
+}
+
+// lastCommit is when the latest commit returned (zero: none yet).
+func (r *runStage) lastCommit() time.Time {
+	if ns := r.lastAt.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}

@@ -1,0 +1,145 @@
+package iceberg
+
+import (
+	"time"
+
+	ice "github.com/apache/iceberg-go"
+)
+
+// What the stages report to the writer's hooks and logs. Each report builds its event only when a hook wants
+// it (callbacks.wants), so a writer without hooks pays a nil check.
+
+// attempted reports an attempt of op's transaction (attempt counts from 0) that started at start: sent when it
+// reached the catalog's commit, err nil when it applied. It returns the conflict err is ("": none).
+func (e *txEnv) attempted(op *txOp, attempt int, start time.Time, sent bool, err error) ConflictCause {
+	var cause ConflictCause
+	if sent {
+		cause = conflictCause(err)
+	}
+	c := e.events
+	if c.wants(hookAttempt) {
+		c.emit(CommitAttempt{Table: op.ident, WriterID: c.writerID, Kind: op.kind, What: op.what,
+			Attempt: attempt + 1, Start: start, Duration: time.Since(start), Sent: sent, Err: c.masked(err), Cause: cause})
+	}
+	if cause != "" && c.wants(hookConflict) {
+		c.emit(Conflict{Table: op.ident, WriterID: c.writerID, Kind: op.kind, What: op.what, Attempt: attempt + 1,
+			Cause: cause, Err: c.masked(err)})
+	}
+	return cause
+}
+
+// retrying reports the retry that starts after wait, attempt (counting from 0) being the failed one's number
+// plus one: a Warn line with the failure's cause, and HookRetry. The error is masked by the logger and for the
+// hook.
+func (e *txEnv) retrying(op *txOp, attempt int, wait time.Duration, err error) {
+	cause := conflictCause(err)
+	e.log.Warn("iceberg: commit attempt failed; retrying", "table", op.ident, "what", op.what, "attempt", attempt,
+		"cause", retryCause(cause), "wait", wait, "err", err)
+	if c := e.events; c.wants(hookRetry) {
+		c.emit(Retry{Table: op.ident, WriterID: c.writerID, Kind: op.kind, What: op.what, Attempt: attempt + 1,
+			Wait: wait, Cause: cause, Err: c.masked(err)})
+	}
+}
+
+// retryCause names why an attempt failed in a log line: the conflict, or "error" (its err says which).
+func retryCause(c ConflictCause) string {
+	if c == "" {
+		return "error"
+	}
+	return "conflict: " + string(c)
+}
+
+// fenced reports that op found the writer's ID taken over (the table holds epoch tableEpoch for it).
+func (e *txEnv) fenced(op *txOp, tableEpoch int64) {
+	if c := e.events; c.wants(hookFenced) {
+		c.emit(Fenced{Table: op.ident, WriterID: op.fenceID, Kind: op.kind, What: op.what, Epoch: op.epoch,
+			TableEpoch: tableEpoch})
+	}
+}
+
+// sealedHook is the pipeline's report of a sealed batch (nil when no hook wants it).
+func (w *Writer) sealedHook() func(b *batch) {
+	if !w.cbs.wants(hookSealed) {
+		return nil
+	}
+	return func(b *batch) {
+		now := time.Now()
+		w.cbs.emit(BatchSealed{Table: w.env.ident, WriterID: w.env.id, Seq: b.seq, Rows: b.rows, Bytes: b.bytes,
+			Open: now.Sub(b.firstAt), At: now})
+	}
+}
+
+// encodedHook is the pipeline's report of a batch's files written (nil when no hook wants it).
+func (w *Writer) encodedHook() func(b *batch, start time.Time) {
+	if !w.cbs.wants(hookFileWritten) {
+		return nil
+	}
+	return func(b *batch, start time.Time) {
+		now := time.Now()
+		for i, f := range append(b.files[:len(b.files):len(b.files)], b.deletes...) {
+			w.cbs.emit(FileWritten{Table: w.env.ident, WriterID: w.env.id, Seq: b.seq, Path: f.FilePath(), Index: i,
+				Deletes: i >= len(b.files), Rows: f.Count(), Bytes: f.FileSizeBytes(), Encode: now.Sub(start), At: now})
+		}
+	}
+}
+
+// waitedHook is the pipeline's report of a call that waited for room (nil when no hook wants it).
+func (w *Writer) waitedHook() func(d time.Duration, memory bool, rows, size int64) {
+	if !w.cbs.wants(hookBackpressure) {
+		return nil
+	}
+	return func(d time.Duration, memory bool, rows, size int64) {
+		reason := BackpressureUncommitted
+		if memory {
+			reason = BackpressureMemory
+		}
+		w.cbs.emit(BackpressureWait{Table: w.env.ident, WriterID: w.env.id, Reason: reason, Duration: d,
+			Rows: rows, Bytes: size})
+	}
+}
+
+// recRows counts the rows of one call's records.
+func recRows(recs []batchRecord) int64 {
+	var n int64
+	for _, r := range recs {
+		n += r.rec.NumRows()
+	}
+	return n
+}
+
+// commitInfo is what WithOnCommit and HookCommitted get about a committed run of n batches.
+func (w *Writer) commitInfo(run *Run, n int, res *CommitResult) CommitInfo {
+	ci := CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: run.files(), Bytes: run.Bytes,
+		FirstSeq: run.FirstSeq, LastSeq: run.LastSeq, Batches: n, Attempts: res.Attempts, Conflicts: res.Conflicts,
+		Duration: run.committed.Sub(run.formed), CommitTime: run.committed, Table: w.env.ident, WriterID: w.env.id}
+	for _, s := range run.Segments {
+		for _, fs := range [][]ice.DataFile{s.DataFiles, s.DeleteFiles, s.DVFiles} {
+			for _, f := range fs {
+				ci.FileBytes += f.FileSizeBytes()
+			}
+		}
+	}
+	return ci
+}
+
+// compacted reports a compaction that started at start: Compact's, or the maintainer's (automatic).
+func (w *Writer) compacted(start time.Time, automatic, smallOnly bool, res CompactResult, err error) {
+	if w.cbs.wants(hookCompaction) {
+		w.cbs.emit(Compaction{Table: w.env.ident, WriterID: w.env.id, Automatic: automatic, SmallOnly: smallOnly,
+			Result: res, Duration: time.Since(start), Err: w.cbs.masked(err)})
+	}
+}
+
+// expired reports an expiry that started at start, when it expired snapshots or failed (n: the snapshots its
+// last build would expire).
+func (m *maintainer) expired(start time.Time, r txResult, n int, full bool, err error) {
+	c := m.events
+	if !c.wants(hookExpiry) || (err == nil && r.how != txCommitted) {
+		return
+	}
+	if err != nil {
+		n, full = 0, false
+	}
+	c.emit(Expiry{Table: m.ident, WriterID: c.writerID, Expired: n, Full: full, Attempts: r.attempts,
+		Duration: time.Since(start), Err: c.masked(err)})
+}

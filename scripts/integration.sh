@@ -64,12 +64,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # free_port prints a TCP port on 127.0.0.1 that nothing listens on, nor on port+10000 (SeaweedFS puts each
-# gRPC port 10000 above its HTTP port), and that no earlier call returned.
+# gRPC port 10000 above its HTTP port), and that no earlier call returned. Both stay below the kernel's
+# ephemeral range (from 32768 by default): a port picked inside it can be taken by any outgoing connection
+# before the server binds it (SeaweedFS once failed to start so: "port ... is not available").
 TAKEN=" "
 free_port() {
-	local p
+	local p lo
+	lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 	for _ in $(seq 1 200); do
-		p=$((20000 + RANDOM % 20000))
+		p=$((10000 + RANDOM % (lo - 20000)))
 		[[ "$TAKEN" == *" $p "* || "$TAKEN" == *" $((p + 10000)) "* ]] && continue
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && ! (exec 3<>"/dev/tcp/127.0.0.1/$((p + 10000))") 2>/dev/null; then
 			TAKEN+="$p $((p + 10000)) "

@@ -222,7 +222,7 @@ func traced(kind func(*http.Request) string) func(*http.Request) string {
 	}
 	return func(r *http.Request) string {
 		k := kind(r)
-		fmt.Fprintf(os.Stderr, "request %-24s %s %s\n", k, r.Method, r.URL.RequestURI())
+		fmt.Fprintf(os.Stderr, "request %-24s %s %s %s\n", k, r.Method, r.URL.RequestURI(), r.Header.Get("Range"))
 		return k
 	}
 }

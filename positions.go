@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -317,6 +318,9 @@ func (c *catalogCommitter) stagePositions(ctx context.Context, call *commitCall,
 			return err
 		}
 	}
+	if err := checkPositionBases(run, base); err != nil {
+		return err
+	}
 	changed := false
 	for p, v := range run.Positions {
 		if cur, ok := base[p]; !ok || cur != v {
@@ -338,6 +342,28 @@ func (c *catalogCommitter) stagePositions(ctx context.Context, call *commitCall,
 	}
 	c.sideFiles.put(path, merged)
 	return nil
+}
+
+// checkPositionBases refuses a run whose partitions moved on the table (head, the positions of the head the
+// attempt builds on) since the writer resumed or last committed them: another writer committed them, and this
+// run's rows of them are already on the table or were skipped by it. The error names the partition (the first
+// in name order, so that retries report the same one) and wraps ErrPositionMoved.
+func checkPositionBases(run *Run, head map[string]string) error {
+	for _, p := range slices.Sorted(maps.Keys(run.PositionBases)) {
+		if want, got := run.PositionBases[p], head[p]; got != want {
+			return fmt.Errorf("%w: partition %s is at %s on the table, this writer (%s) resumed or last committed "+
+				"it at %s", ErrPositionMoved, quoteShort(p), quotePosition(got), run.WriterID, quotePosition(want))
+		}
+	}
+	return nil
+}
+
+// quotePosition quotes a position for an error message; the empty one is "no position".
+func quotePosition(p string) string {
+	if p == "" {
+		return "no position"
+	}
+	return quoteShort(p)
 }
 
 // positionsMirrorProp is the mirror property the attempt sets beside its snapshot (pending, the branch head

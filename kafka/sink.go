@@ -191,13 +191,21 @@ func partitionKey(topic string, partition int32) string {
 }
 
 // resume replaces the group's committed offsets of newly assigned partitions with the table's positions: the
-// table is the truth, whichever member wrote them. A partition without a position starts where kgo's reset
-// offset says (ConsumeResetOffset; default: the start).
+// table is the truth, whichever member wrote them. A partition without a position starts at the start. It
+// resumes the partitions on the writer (Writer.ResumePositions): should another member commit one of them
+// before this one does (this member was paused past its session timeout and the group moved the partition),
+// this member's commit fails with iceberg.ErrPositionMoved instead of writing the records a second time.
 func (s *Sink) resume(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	s.mu.Lock()
 	w := s.w
 	s.mu.Unlock()
-	pos, err := w.Positions(ctx)
+	var keys []string
+	for t, ps := range offsets {
+		for p := range ps {
+			keys = append(keys, partitionKey(t, p))
+		}
+	}
+	pos, err := w.ResumePositions(ctx, keys...)
 	if err != nil {
 		// Returning an error makes kgo leave this group session and rejoin: the partitions are not consumed
 		// from a guess.

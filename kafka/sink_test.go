@@ -58,7 +58,8 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, topic))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, topic),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,12 +116,22 @@ type member struct {
 
 func (h *harness) start(id string, opts ...iceberg.Option) *member {
 	h.t.Helper()
-	s, err := kafka.New(h.ctx, kafka.Config{
+	return h.startWith(id, func(c *kafka.Config) { c.WriterOptions = append(c.WriterOptions, opts...) })
+}
+
+// startWith starts a member whose config edit changed from the harness's (client ID: the writer ID).
+func (h *harness) startWith(id string, edit func(*kafka.Config)) *member {
+	h.t.Helper()
+	cfg := kafka.Config{
 		Brokers: h.cluster.ListenAddrs(), Group: group, Topics: []string{topic},
 		Catalog: h.cat, Table: h.ident, WriterID: id, Metadata: meta, MaxPollRecords: 50,
-		WriterOptions: append([]iceberg.Option{iceberg.WithFlushInterval(20 * time.Millisecond)}, opts...),
-		ClientOptions: []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)},
-	})
+		WriterOptions: []iceberg.Option{iceberg.WithFlushInterval(20 * time.Millisecond)},
+		ClientOptions: []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond), kgo.ClientID(id)},
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := kafka.New(h.ctx, cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}

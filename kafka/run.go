@@ -122,7 +122,11 @@ func (s *Sink) writePoll(ctx context.Context, fetches kgo.Fetches) error {
 			err = e
 			return
 		}
-		e = s.w.Source(key).Write(ctx, rec)
+		if s.cfg.Upsert {
+			e = s.w.Source(key).Upsert(ctx, rec)
+		} else {
+			e = s.w.Source(key).Write(ctx, rec)
+		}
 		rec.Release()
 		if e != nil {
 			err = s.writerError(fmt.Sprintf("writing partition %s", key), e)

@@ -66,6 +66,12 @@ type Config struct {
 	MaxPollRecords int
 	// Logger receives the sink's events. Default: slog.Default().
 	Logger *slog.Logger
+
+	// Upsert makes each record replace the table's row with the same key (the table's identifier fields, or
+	// iceberg.WithKeys in WriterOptions) instead of appending: a later record of a key wins. Keys must not span
+	// partitions (produce with the key as the Kafka key): the order of two partitions' records is not defined.
+	// Without a key, the first poll fails and Run returns the error. Default: false (append).
+	Upsert bool
 }
 
 // target is where records go: the table's writer. It is the seam for routing (a multi-table Router): a route

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -44,17 +45,23 @@ type harness struct {
 	t       *testing.T
 	ctx     context.Context
 	cluster *kfake.Cluster
+	catURI  string // the catalog's URI, for member processes
 	cat     icecatalog.Catalog
 	ident   table.Identifier
 	prod    *kgo.Client
 
+	// keys, when not 0, makes records keyed: record n has id n % keys (its key, which also picks its
+	// partition) and payload "p-n"; the table is then upserted by id. Otherwise record n has id n.
+	keys int64
+
 	mu       sync.Mutex
-	produced map[[2]int64]int64 // (partition, offset) -> id: the model
-	next     int64              // the next id
+	produced map[[2]int64]int64 // (partition, offset) -> record number: the model
+	next     int64              // the next record number
 	ends     [parts]int64       // each partition's next offset
 }
 
-func newHarness(t *testing.T) *harness {
+// newHarness starts a cluster and creates the table (with create's options) in an embedded catalog.
+func newHarness(t *testing.T, create ...iceberg.CreateOption) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -64,12 +71,13 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "catalog.db"))
+	catURI := "sqlite://" + filepath.Join(t.TempDir(), "catalog.db")
+	cat, err := catalog.Open(ctx, catURI)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ident := table.Identifier{"kafka", "events"}
-	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(eventsSchema))
+	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(eventsSchema, create...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,18 +89,30 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(prod.Close)
-	return &harness{t: t, ctx: ctx, cluster: c, cat: cat, ident: ident, prod: prod, produced: map[[2]int64]int64{}}
+	return &harness{t: t, ctx: ctx, cluster: c, catURI: catURI, cat: cat, ident: ident, prod: prod,
+		produced: map[[2]int64]int64{}}
 }
 
-// produce sends n JSON records round-robin over the partitions and records them in the model.
+// idOf is the id of record n.
+func (h *harness) idOf(n int64) int64 {
+	if h.keys > 0 {
+		return n % h.keys
+	}
+	return n
+}
+
+// produce sends n JSON records, spread over the partitions by id, and records them in the model.
 func (h *harness) produce(n int) {
 	h.t.Helper()
 	recs := make([]*kgo.Record, n)
+	nums := make(map[*kgo.Record]int64, n)
 	for i := range recs {
-		id := h.next
+		num := h.next
 		h.next++
+		id := h.idOf(num)
 		recs[i] = &kgo.Record{Topic: topic, Partition: int32(id % parts),
-			Value: fmt.Appendf(nil, `{"id": %d, "payload": "p-%d"}`, id, id)}
+			Value: fmt.Appendf(nil, `{"id": %d, "payload": "p-%d"}`, id, num)}
+		nums[recs[i]] = num
 	}
 	if err := h.prod.ProduceSync(h.ctx, recs...).FirstErr(); err != nil {
 		h.t.Fatal(err)
@@ -100,9 +120,7 @@ func (h *harness) produce(n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range recs {
-		var id int64
-		fmt.Sscanf(string(r.Value), `{"id": %d`, &id)
-		h.produced[[2]int64{int64(r.Partition), r.Offset}] = id
+		h.produced[[2]int64{int64(r.Partition), r.Offset}] = nums[r]
 		h.ends[r.Partition] = max(h.ends[r.Partition], r.Offset+1)
 	}
 }
@@ -193,10 +211,33 @@ func (h *harness) waitCommitted(fraction float64) {
 	}
 }
 
-// check reads the table back and compares it with the model: every produced (partition, offset) exactly once,
-// with its id and payload, and the positions at each partition's end.
+// want is the model of the table: the records it must hold, by (partition, offset) -> record number. Appended:
+// every record produced; upserted (keys): the last record of each key.
+func (h *harness) want() map[[2]int64]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.keys == 0 {
+		return maps.Clone(h.produced)
+	}
+	last := map[int64][2]int64{} // id -> (partition, offset) of its last record: one partition per key
+	for k, num := range h.produced {
+		id := h.idOf(num)
+		if l, ok := last[id]; !ok || k[1] > l[1] {
+			last[id] = k
+		}
+	}
+	out := make(map[[2]int64]int64, len(last))
+	for _, k := range last {
+		out[k] = h.produced[k]
+	}
+	return out
+}
+
+// check reads the table back and compares it with the model (want): each record it must hold exactly once, with
+// its id and payload, no other row, and the positions at each partition's end.
 func (h *harness) check() {
 	h.t.Helper()
+	want := h.want()
 	tbl, err := h.cat.LoadTable(h.ctx, h.ident)
 	if err != nil {
 		h.t.Fatal(err)
@@ -207,6 +248,7 @@ func (h *harness) check() {
 	}
 	col := func(name string) int { return sc.FieldIndices(name)[0] }
 	seen := map[[2]int64]int{}
+	bad := 0
 	for rec, err := range it {
 		if err != nil {
 			h.t.Fatal(err)
@@ -217,19 +259,23 @@ func (h *harness) check() {
 		for r := range int(rec.NumRows()) {
 			k := [2]int64{int64(ps.Value(r)), offs.Value(r)}
 			seen[k]++
-			want, ok := h.produced[k]
+			num, ok := want[k]
 			switch {
 			case !ok:
-				h.t.Errorf("row of %s/%d@%d was never produced", tops.Value(r), k[0], k[1])
-			case ids.Value(r) != want || pays.Value(r) != fmt.Sprintf("p-%d", want) || tops.Value(r) != topic:
-				h.t.Errorf("row of %d@%d: id %d payload %q topic %q, want id %d", k[0], k[1], ids.Value(r),
-					pays.Value(r), tops.Value(r), want)
+				bad++
+				if bad <= 5 {
+					h.t.Errorf("row of %s/%d@%d (id %d, payload %q) should not be in the table", tops.Value(r), k[0],
+						k[1], ids.Value(r), pays.Value(r))
+				}
+			case ids.Value(r) != h.idOf(num) || pays.Value(r) != fmt.Sprintf("p-%d", num) || tops.Value(r) != topic:
+				h.t.Errorf("row of %d@%d: id %d payload %q topic %q, want id %d payload p-%d", k[0], k[1], ids.Value(r),
+					pays.Value(r), tops.Value(r), h.idOf(num), num)
 			}
 		}
 		rec.Release()
 	}
 	missing, dup := 0, 0
-	for k := range h.produced {
+	for k := range want {
 		switch seen[k] {
 		case 0:
 			missing++
@@ -241,8 +287,9 @@ func (h *harness) check() {
 			}
 		}
 	}
-	if missing > 0 || dup > 0 {
-		h.t.Errorf("%d of %d records missing, %d duplicated", missing, len(h.produced), dup)
+	if missing > 0 || dup > 0 || bad > 0 {
+		h.t.Errorf("%d of %d records missing, %d duplicated, %d rows that should not be there", missing, len(want),
+			dup, bad)
 	}
 	pos, err := iceberg.Positions(h.ctx, h.cat, h.ident)
 	if err != nil {

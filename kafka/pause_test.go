@@ -160,7 +160,7 @@ func TestSinkPausedMemberIsFenced(t *testing.T) {
 	b := h.startWith("member-b", func(c *kafka.Config) { c.ClientOptions = append(c.ClientOptions, short...) })
 	if _, err := h.cluster.WaitGroupInfo(h.ctx, group, func(g *kfake.GroupInfo) bool {
 		return g != nil && g.State == "Stable" && len(g.Members) == 1 && g.Members[0].ClientID == "member-b" &&
-			g.NumAssigned() == parts
+			g.NumAssigned() == int(h.partitions())
 	}); err != nil {
 		t.Fatalf("member-b never took every partition: %v", err)
 	}

@@ -25,8 +25,10 @@ import (
 
 const (
 	topic = "orders"
-	parts = 4
-	group = "sink"
+	parts = 4 // the topic's partitions at the start
+	// maxParts bounds the partitions a test may add.
+	maxParts = 8
+	group    = "sink"
 )
 
 // eventsSchema is the test table: the value's columns (id, payload) and three metadata columns.
@@ -57,7 +59,8 @@ type harness struct {
 	mu       sync.Mutex
 	produced map[[2]int64]int64 // (partition, offset) -> record number: the model
 	next     int64              // the next record number
-	ends     [parts]int64       // each partition's next offset
+	ends     [maxParts]int64    // each partition's next offset
+	parts    int64              // the topic's partitions now (addPartitions)
 }
 
 // newHarness starts a cluster and creates the table (with create's options) in an embedded catalog.
@@ -90,7 +93,14 @@ func newHarness(t *testing.T, create ...iceberg.CreateOption) *harness {
 	}
 	t.Cleanup(prod.Close)
 	return &harness{t: t, ctx: ctx, cluster: c, catURI: catURI, cat: cat, ident: ident, prod: prod,
-		produced: map[[2]int64]int64{}}
+		produced: map[[2]int64]int64{}, parts: parts}
+}
+
+// partitions is the topic's number of partitions now.
+func (h *harness) partitions() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.parts
 }
 
 // idOf is the id of record n.
@@ -110,7 +120,7 @@ func (h *harness) produce(n int) {
 		num := h.next
 		h.next++
 		id := h.idOf(num)
-		recs[i] = &kgo.Record{Topic: topic, Partition: int32(id % parts),
+		recs[i] = &kgo.Record{Topic: topic, Partition: int32(id % h.partitions()),
 			Value: fmt.Appendf(nil, `{"id": %d, "payload": "p-%d"}`, id, num)}
 		nums[recs[i]] = num
 	}
@@ -172,7 +182,7 @@ func (h *harness) stop(m *member) {
 func (h *harness) waitStable(n int) {
 	h.t.Helper()
 	if _, err := h.cluster.WaitGroupInfo(h.ctx, group, func(g *kfake.GroupInfo) bool {
-		return g != nil && g.State == "Stable" && len(g.Members) == n && g.NumAssigned() == parts
+		return g != nil && g.State == "Stable" && len(g.Members) == n && g.NumAssigned() == int(h.partitions())
 	}); err != nil {
 		h.t.Fatalf("group not stable with %d members: %v", n, err)
 	}
@@ -196,7 +206,7 @@ func (h *harness) waitCommitted(fraction float64) {
 			h.t.Fatal(err)
 		}
 		var got int64
-		for p := range parts {
+		for p := range h.partitions() {
 			n, _ := strconv.ParseInt(pos[fmt.Sprintf("%s/%d", topic, p)], 10, 64)
 			got += min(n, ends[p])
 		}
@@ -295,7 +305,7 @@ func (h *harness) check() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	for p := range parts {
+	for p := range h.partitions() {
 		if got, want := pos[fmt.Sprintf("%s/%d", topic, p)], strconv.FormatInt(h.ends[p], 10); got != want {
 			h.t.Errorf("partition %d at position %q, want %s", p, got, want)
 		}
@@ -340,7 +350,7 @@ func TestSinkAcrossRebalancesAndACrash(t *testing.T) {
 
 	// The group offsets followed the table: for monitoring, they equal the positions.
 	g := h.cluster.GroupInfo(group)
-	for p := range parts {
+	for p := range h.partitions() {
 		if c := g.Commits[topic][int32(p)]; c.Offset != h.ends[p] {
 			t.Errorf("group offset of partition %d is %d, want %d", p, c.Offset, h.ends[p])
 		}

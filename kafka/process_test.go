@@ -45,8 +45,12 @@ type memberReport struct {
 	Commits   int64 `json:"commits"`
 	Conflicts int64 `json:"conflicts"`
 	Rows      int64 `json:"rows"`
-	// CommitNanos is the sum of the commits' durations (forming the run to the commit's return).
-	CommitNanos int64 `json:"commit-nanos"`
+	// CommitNanos is the sum of the commits' durations (forming the run to the commit's return, retries
+	// included); AppliedNanos the sum of the durations of the attempts that applied (one per commit: build and
+	// catalog commit), Attempts the run attempts in all.
+	CommitNanos  int64 `json:"commit-nanos"`
+	AppliedNanos int64 `json:"applied-nanos"`
+	Attempts     int64 `json:"attempts"`
 }
 
 func TestMain(m *testing.M) {
@@ -69,6 +73,18 @@ func (c *counters) OnCommitted(ci iceberg.CommitInfo) {
 	c.r.Conflicts += int64(ci.Conflicts)
 	c.r.Rows += ci.Rows
 	c.r.CommitNanos += int64(ci.Duration)
+}
+
+func (c *counters) OnCommitAttempt(a iceberg.CommitAttempt) {
+	if a.Kind != iceberg.KindRun {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.r.Attempts++
+	if a.Err == nil {
+		c.r.AppliedNanos += int64(a.Duration)
+	}
 }
 
 // runMember is a member process: it consumes until SIGTERM, then leaves the group gracefully (exit 0). SIGKILL

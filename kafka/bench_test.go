@@ -23,12 +23,23 @@ import (
 	"github.com/icewriter/iceberg/catalog"
 )
 
-// benchBackend is where a benchmark's table lives: the catalog member processes open (URI and properties)
-// and the benchmark's own handle on it.
-type benchBackend struct {
+// backend is where a test's table lives: the catalog member processes open (URI and properties) and the
+// test's own handle on it.
+type backend struct {
 	uri   string
 	props map[string]string
 	cat   icecatalog.Catalog
+}
+
+// embedded is a fresh embedded catalog (SQLite, local folder).
+func embedded(t testing.TB) backend {
+	t.Helper()
+	uri := "sqlite://" + filepath.Join(t.TempDir(), "catalog.db")
+	cat, err := catalog.Open(context.Background(), uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return backend{uri: uri, cat: cat}
 }
 
 // benchParts is the topic's partitions in the benchmarks: an even share for 1, 2 and 4 members.
@@ -70,14 +81,7 @@ func benchFlush() time.Duration {
 // BenchmarkSinkMembers is the embedded-catalog variant of the scale-out benchmark (SQLite catalog, local
 // folder): see benchMembers. Run with -benchtime 1x.
 func BenchmarkSinkMembers(b *testing.B) {
-	benchMembers(b, func(b *testing.B) benchBackend {
-		uri := "sqlite://" + filepath.Join(b.TempDir(), "catalog.db")
-		cat, err := catalog.Open(context.Background(), uri)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return benchBackend{uri: uri, cat: cat}
-	})
+	benchMembers(b, func(b *testing.B) backend { return embedded(b) })
 }
 
 // benchMembers runs 1, 2 and 4 member processes (this test binary, re-executed) writing one table. The
@@ -90,7 +94,7 @@ func BenchmarkSinkMembers(b *testing.B) {
 //     records;
 //   - commit-ms: mean duration of a commit (run formed to committed, retries included); attempt-ms: mean
 //     duration of the attempt that applied (build and catalog commit).
-func benchMembers(b *testing.B, open func(b *testing.B) benchBackend) {
+func benchMembers(b *testing.B, open func(b *testing.B) backend) {
 	for _, n := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
 			for range b.N {
@@ -100,7 +104,7 @@ func benchMembers(b *testing.B, open func(b *testing.B) benchBackend) {
 	}
 }
 
-func runMembersBench(b *testing.B, be benchBackend, members int) {
+func runMembersBench(b *testing.B, be backend, members int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	records := benchRecords()

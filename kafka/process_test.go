@@ -214,7 +214,7 @@ func (p *process) stop(ctx context.Context) {
 
 // spec is the harness's member spec for a member process with writer ID id.
 func (h *harness) spec(id string) memberSpec {
-	return memberSpec{Brokers: h.cluster.ListenAddrs(), Catalog: h.catURI, Table: h.ident, WriterID: id,
+	return memberSpec{Brokers: h.cluster.ListenAddrs(), Catalog: h.be.uri, CatalogProps: h.be.props, Table: h.ident, WriterID: id,
 		Upsert: h.keys > 0, MaxPoll: 100, FlushInterval: 20 * time.Millisecond, SessionTimeout: time.Second}
 }
 
@@ -228,14 +228,22 @@ func TestSinkMemberProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
+	memberProcesses(t, func(t *testing.T) (backend, table.Identifier) {
+		return embedded(t), table.Identifier{"kafka", "events"}
+	})
+}
+
+// memberProcesses runs TestSinkMemberProcesses's scenario, in append then upsert mode, on the table open names.
+func memberProcesses(t *testing.T, open func(t *testing.T) (backend, table.Identifier)) {
 	for _, mode := range []string{"append", "upsert"} {
 		t.Run(mode, func(t *testing.T) {
+			be, ident := open(t)
 			var h *harness
 			if mode == "upsert" {
-				h = newHarness(t, iceberg.IdentifierFields("id"))
+				h = newHarnessOn(t, be, ident, iceberg.IdentifierFields("id"))
 				h.keys = 64
 			} else {
-				h = newHarness(t)
+				h = newHarnessOn(t, be, ident)
 			}
 			const batch = 300
 			h.produce(batch)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -19,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/icewriter/iceberg"
-	"github.com/icewriter/iceberg/catalog"
 	"github.com/icewriter/iceberg/kafka"
 )
 
@@ -47,7 +45,7 @@ type harness struct {
 	t       *testing.T
 	ctx     context.Context
 	cluster *kfake.Cluster
-	catURI  string // the catalog's URI, for member processes
+	be      backend // the catalog, for member processes too
 	cat     icecatalog.Catalog
 	ident   table.Identifier
 	prod    *kgo.Client
@@ -66,6 +64,12 @@ type harness struct {
 // newHarness starts a cluster and creates the table (with create's options) in an embedded catalog.
 func newHarness(t *testing.T, create ...iceberg.CreateOption) *harness {
 	t.Helper()
+	return newHarnessOn(t, embedded(t), table.Identifier{"kafka", "events"}, create...)
+}
+
+// newHarnessOn starts a cluster and creates the table ident (with create's options) in be's catalog.
+func newHarnessOn(t *testing.T, be backend, ident table.Identifier, create ...iceberg.CreateOption) *harness {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, topic),
@@ -74,12 +78,7 @@ func newHarness(t *testing.T, create ...iceberg.CreateOption) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	catURI := "sqlite://" + filepath.Join(t.TempDir(), "catalog.db")
-	cat, err := catalog.Open(ctx, catURI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ident := table.Identifier{"kafka", "events"}
+	cat := be.cat
 	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(eventsSchema, create...))
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +91,7 @@ func newHarness(t *testing.T, create ...iceberg.CreateOption) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(prod.Close)
-	return &harness{t: t, ctx: ctx, cluster: c, catURI: catURI, cat: cat, ident: ident, prod: prod,
+	return &harness{t: t, ctx: ctx, cluster: c, be: be, cat: cat, ident: ident, prod: prod,
 		produced: map[[2]int64]int64{}, parts: parts}
 }
 

@@ -59,7 +59,7 @@ func main() {
 	sink, err := kafka.New(ctx, kafka.Config{
 		Brokers: strings.Split(*brokers, ","), Group: *group, Topics: strings.Split(*topics, ","),
 		Catalog: cat, Table: table.Identifier(strings.Split(*ident, ".")), WriterID: *id, WriterOptions: opts,
-		Upsert: *upsert,
+		Upsert:   *upsert,
 		Metadata: kafka.MetadataColumns{Topic: "_topic", Partition: "_partition", Offset: "_offset", Timestamp: "_timestamp"},
 	})
 	if err != nil {

@@ -5,7 +5,9 @@
 // The table is the truth. A partition's position (key "topic/partition", value the next offset to read, in
 // decimal) commits atomically with the rows it covers; a member that is assigned a partition resumes from the
 // table's position, whichever member wrote it, and the group's committed offsets follow the table commits for
-// monitoring only (lag dashboards), never for resuming.
+// monitoring only (lag dashboards), never for resuming. The table also fences: a member paused past its session
+// timeout, whose partitions another member has committed since, finds its commit refused
+// (iceberg.ErrPositionMoved) instead of writing those records twice.
 package kafka
 
 import (

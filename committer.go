@@ -53,6 +53,12 @@ type Run struct {
 	// table: a partition here replaces its value there, the others are kept (see Positions). A run with
 	// positions and no rows still commits them (an empty snapshot carries them). Nil: the run changes none.
 	Positions map[string]string
+	// PositionBases holds, for partitions of Positions, the position the table must still hold for the run to
+	// commit: the one the writer resumed the partition from (Source.Resume, Writer.ResumePositions) or last
+	// committed for it. An attempt that finds another value on the head it builds on fails with
+	// ErrPositionMoved, atomically with the commit (the attempt asserts that head). "" stands for no position
+	// (or the empty one). A partition not here is not checked (the writer never resumed nor committed it).
+	PositionBases map[string]string
 
 	formatVersion int
 	spec          ice.PartitionSpec

@@ -23,6 +23,13 @@ var (
 	// ErrInvalidPosition is returned for a source position that cannot be recorded: a partition key or a position
 	// over 1 KiB, or not valid UTF-8. The error names the partition.
 	ErrInvalidPosition = errors.New("iceberg: invalid source position")
+	// ErrPositionMoved means a commit carried a source partition's position while the table's position of that
+	// partition was no longer the one the writer resumed from or last committed: another writer committed the
+	// partition meanwhile (a consumer paused past its session timeout whose partitions a group moved, then
+	// resumed). The commit is refused inside the attempt that would have applied it, so nothing of the run lands;
+	// the writer stops (ErrWriterFailed wraps it), and the partition's rows must be read again from the table's
+	// position by whoever owns it now. Beside ErrFenced, not wrapping it: the writer ID was not taken over.
+	ErrPositionMoved = errors.New("iceberg: source position moved by another writer")
 	// ErrNotSupported is returned for an operation the table or mode does not support yet.
 	ErrNotSupported = errors.New("iceberg: not supported")
 )

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -15,6 +16,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/puffin"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
@@ -29,9 +31,10 @@ import (
 // where the old one stopped (Positions), whichever writer committed it.
 //
 // Where they live. The merged map of every position on the table (all writer IDs, the newest value per
-// partition) is one side file, gzipped JSON, under the table's metadata location
-// (icewriter-positions-<uuid>.json.gz, written through the table's FileIO). A commit that changes positions
-// writes a new file holding the whole merged map and names it in its snapshot's summary (icewriter.positions);
+// partition) is one side file, gzipped JSON in the one blob of a Puffin file, under the table's metadata
+// location (icewriter-positions-<uuid>.puffin, written through the table's FileIO; stores that take only the
+// Iceberg layout in a table's folder refuse other names; older .json.gz side files are still read). A commit
+// that changes positions writes a new file holding the whole merged map and names it in its snapshot's summary (icewriter.positions);
 // snapshots that change no position name none. So table metadata grows per positions commit by one path, never
 // by the partitions: 10,000 partitions cost it what one does (bench_positions_test.go). The same transaction
 // sets the table property icewriter.positions.<branch> to the file, its snapshot id and sequence number: a
@@ -168,7 +171,11 @@ type positionsFile struct {
 	Positions map[string]string `json:"positions"`
 }
 
-// readPositionsFile reads and parses a side file (gzipped or plain JSON). Errors name the file.
+// positionsBlobType is the type of the Puffin blob that holds a side file's positions.
+const positionsBlobType puffin.BlobType = "icewriter-positions-v1"
+
+// readPositionsFile reads and parses a side file: a Puffin file whose blob holds the gzipped JSON, or (written
+// before side files were Puffin files) the gzipped or plain JSON itself. Errors name the file.
 func readPositionsFile(ctx context.Context, tbl *table.Table, path string) (map[string]string, error) {
 	fail := func(err error) (map[string]string, error) {
 		return nil, fmt.Errorf("iceberg: read positions file %s: %w", path, err)
@@ -182,13 +189,17 @@ func readPositionsFile(ctx context.Context, tbl *table.Table, path string) (map[
 		return fail(err)
 	}
 	defer f.Close()
-	head := make([]byte, 2)
-	n, err := io.ReadFull(f, head)
-	if err != nil && err != io.ErrUnexpectedEOF {
+	raw, err := io.ReadAll(io.LimitReader(f, maxPositionsFileBytes+1))
+	if err != nil {
 		return fail(err)
 	}
-	r := io.MultiReader(bytes.NewReader(head[:n]), f)
-	if n == 2 && head[0] == 0x1f && head[1] == 0x8b {
+	if bytes.HasPrefix(raw, []byte("PFA1")) {
+		if raw, err = positionsBlob(raw); err != nil {
+			return fail(err)
+		}
+	}
+	var r io.Reader = bytes.NewReader(raw)
+	if len(raw) >= 2 && raw[0] == 0x1f && raw[1] == 0x8b {
 		zr, err := gzip.NewReader(r)
 		if err != nil {
 			return fail(err)
@@ -217,30 +228,67 @@ func readPositionsFile(ctx context.Context, tbl *table.Table, path string) (map[
 	return pf.Positions, nil
 }
 
+// positionsBlob returns the positions blob of a Puffin side file.
+func positionsBlob(file []byte) ([]byte, error) {
+	pr, err := puffin.NewReader(bytes.NewReader(file))
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range pr.Blobs() {
+		if b.Type == positionsBlobType {
+			return pr.ReadBlobByMetadata(b)
+		}
+	}
+	return nil, fmt.Errorf("no %s blob", positionsBlobType)
+}
+
 // writePositionsFile writes positions as a new side file under the table's metadata location and returns its
 // path. The path is returned with an error too once the upload began: the file may exist.
+//
+// The file is a Puffin file (Iceberg's container for blobs beside a table's metadata) holding one blob, the
+// gzipped JSON: stores that accept only the Iceberg layout in a table's folder (SeaweedFS's table buckets take
+// metadata/*.metadata.json, *.avro, *.stats and *.puffin, nothing else) refused the plain .json.gz.
 func writePositionsFile(ctx context.Context, tbl *table.Table, positions map[string]string) (string, error) {
 	lp, err := tbl.LocationProvider()
 	if err != nil {
 		return "", fmt.Errorf("iceberg: write positions file: %w", err)
 	}
-	path := lp.NewMetadataLocation(positionsFilePrefix + uuid.NewString() + ".json.gz")
+	path := lp.NewMetadataLocation(positionsFilePrefix + uuid.NewString() + ".puffin")
+	fail := func(err error) (string, error) {
+		return "", fmt.Errorf("iceberg: write positions file %s: %w", path, err)
+	}
 	fs, err := tbl.FS(ctx)
 	if err != nil {
-		return "", fmt.Errorf("iceberg: write positions file %s: %w", path, err)
+		return fail(err)
 	}
 	wfs, ok := fs.(iceio.WriteFileIO)
 	if !ok {
-		return "", fmt.Errorf("iceberg: write positions file %s: the table's FileIO (%T) cannot write files", path, fs)
+		return fail(fmt.Errorf("the table's FileIO (%T) cannot write files", fs))
 	}
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	var blob bytes.Buffer
+	zw := gzip.NewWriter(&blob)
 	if err := json.NewEncoder(zw).Encode(positionsFile{Format: positionsFileFormat, Version: positionsFileVersion,
 		Positions: positions}); err != nil {
-		return "", fmt.Errorf("iceberg: write positions file %s: %w", path, err)
+		return fail(err)
 	}
 	if err := zw.Close(); err != nil {
-		return "", fmt.Errorf("iceberg: write positions file %s: %w", path, err)
+		return fail(err)
+	}
+	var buf bytes.Buffer
+	pw, err := puffin.NewWriter(&buf)
+	if err != nil {
+		return fail(err)
+	}
+	if err := pw.SetCreatedBy("icewriter"); err != nil {
+		return fail(err)
+	}
+	// Not a statistic of a snapshot (-1) nor of any column: the blob is ours alone.
+	if _, err := pw.AddBlob(puffin.BlobMetadataInput{Type: positionsBlobType, SnapshotID: -1, SequenceNumber: -1,
+		Fields: []int32{}}, blob.Bytes()); err != nil {
+		return fail(err)
+	}
+	if err := pw.Finish(); err != nil {
+		return fail(err)
 	}
 	if err := wfs.WriteFile(path, buf.Bytes()); err != nil {
 		return path, fmt.Errorf("iceberg: write positions file %s: %w", path, err)
@@ -317,6 +365,9 @@ func (c *catalogCommitter) stagePositions(ctx context.Context, call *commitCall,
 			return err
 		}
 	}
+	if err := checkPositionBases(run, base); err != nil {
+		return err
+	}
 	changed := false
 	for p, v := range run.Positions {
 		if cur, ok := base[p]; !ok || cur != v {
@@ -338,6 +389,28 @@ func (c *catalogCommitter) stagePositions(ctx context.Context, call *commitCall,
 	}
 	c.sideFiles.put(path, merged)
 	return nil
+}
+
+// checkPositionBases refuses a run whose partitions moved on the table (head, the positions of the head the
+// attempt builds on) since the writer resumed or last committed them: another writer committed them, and this
+// run's rows of them are already on the table or were skipped by it. The error names the partition (the first
+// in name order, so that retries report the same one) and wraps ErrPositionMoved.
+func checkPositionBases(run *Run, head map[string]string) error {
+	for _, p := range slices.Sorted(maps.Keys(run.PositionBases)) {
+		if want, got := run.PositionBases[p], head[p]; got != want {
+			return fmt.Errorf("%w: partition %s is at %s on the table, this writer (%s) resumed or last committed "+
+				"it at %s", ErrPositionMoved, quoteShort(p), quotePosition(got), run.WriterID, quotePosition(want))
+		}
+	}
+	return nil
+}
+
+// quotePosition quotes a position for an error message; the empty one is "no position".
+func quotePosition(p string) string {
+	if p == "" {
+		return "no position"
+	}
+	return quoteShort(p)
 }
 
 // positionsMirrorProp is the mirror property the attempt sets beside its snapshot (pending, the branch head

@@ -521,3 +521,104 @@ func TestPositionsTooLarge(t *testing.T) {
 		t.Fatalf("1 KiB each is allowed: %v", err)
 	}
 }
+
+// sourceRows writes the generator's next n rows through partition src and checkpoints src at position pos.
+func sourceRows(t *testing.T, w *iceberg.Writer, src string, g *seed.Generator, n int, pos string) {
+	t.Helper()
+	rec := g.Batch(n)
+	defer rec.Release()
+	if err := w.Source(src).Write(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Source(src).Checkpoint(context.Background(), pos); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resumeAt resumes partition src on w and fails unless the table holds want there ("" for none).
+func resumeAt(t *testing.T, w *iceberg.Writer, src, want string) {
+	t.Helper()
+	got, ok, err := w.Source(src).Resume(context.Background())
+	if err != nil || got != want || ok != (want != "") {
+		t.Fatalf("resume %s: %q, %v (%v), want %q", src, got, ok, err, want)
+	}
+}
+
+// TestPositionMovedFencesPausedWriter hands a partition from writer a to writer b while a still holds rows of
+// it (a consumer paused past its session timeout): b resumes from the table and commits the same records, and
+// a's commit then fails with ErrPositionMoved instead of adding them again and moving the position back. A
+// writer that only resumed a partition, never committed it, is fenced the same way; one that released its
+// partition with Abort and resumed it again commits as usual.
+func TestPositionMovedFencesPausedWriter(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"pos", "handover"}
+	a := positionsWriter(t, cat, ident, iceberg.WithWriterID("member-a"), iceberg.WithCheckpoints())
+	b := positionsWriter(t, cat, ident, iceberg.WithWriterID("member-b"), iceberg.WithCheckpoints())
+
+	// t/2 goes a -> b -> a properly: a releases it, b resumes and commits, a resumes again and commits.
+	resumeAt(t, a, "t/2", "")
+	sourceRows(t, a, "t/2", seed.New(200, 1), 5, "5")
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Source("t/2").Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resumeAt(t, b, "t/2", "5")
+	sourceRows(t, b, "t/2", seed.New(205, 2), 5, "10")
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resumeAt(t, a, "t/2", "10")
+	sourceRows(t, a, "t/2", seed.New(210, 3), 5, "15")
+	if err := a.Flush(ctx); err != nil {
+		t.Fatalf("a commits t/2 after resuming it again: %v", err)
+	}
+
+	// t/0: a commits records 0..9, holds 10..19 uncommitted when the group hands t/0 to b.
+	resumeAt(t, a, "t/0", "")
+	sourceRows(t, a, "t/0", seed.New(0, 4), 10, "10")
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sourceRows(t, a, "t/0", seed.New(10, 5), 10, "20")
+	resumeAt(t, b, "t/0", "10")
+	sourceRows(t, b, "t/0", seed.New(10, 5), 10, "20")
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := a.Flush(ctx)
+	if !errors.Is(err, iceberg.ErrPositionMoved) || !errors.Is(err, iceberg.ErrWriterFailed) {
+		t.Fatalf("paused writer's commit: %v, want ErrPositionMoved and ErrWriterFailed", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `"t/0"`) || !strings.Contains(msg, `"20"`) {
+		t.Errorf("error %q does not name the partition and the table's position", msg)
+	}
+
+	// t/1: c resumes it (no position yet) and holds rows; d resumes it too and commits first.
+	c := positionsWriter(t, cat, ident, iceberg.WithWriterID("member-c"), iceberg.WithCheckpoints())
+	d := positionsWriter(t, cat, ident, iceberg.WithWriterID("member-d"), iceberg.WithCheckpoints())
+	resumeAt(t, c, "t/1", "")
+	sourceRows(t, c, "t/1", seed.New(100, 6), 7, "7")
+	resumeAt(t, d, "t/1", "")
+	sourceRows(t, d, "t/1", seed.New(100, 6), 7, "7")
+	if err := d.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); !errors.Is(err, iceberg.ErrPositionMoved) {
+		t.Fatalf("writer that resumed t/1 before another committed it: %v, want ErrPositionMoved", err)
+	}
+
+	counts, _ := readRows(t, cat, ident)
+	want := map[int64]int{}
+	for _, r := range [][2]int64{{0, 20}, {100, 107}, {200, 215}} {
+		for id := r[0]; id < r[1]; id++ {
+			want[id] = 1
+		}
+	}
+	if !maps.Equal(counts, want) {
+		t.Fatalf("table ids %v, want each of %v once", counts, want)
+	}
+	assertPositions(t, cat, ident, map[string]string{"t/0": "20", "t/1": "7", "t/2": "15"})
+}

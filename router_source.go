@@ -189,7 +189,7 @@ func (s *RouterSource) Resume(ctx context.Context) (ResumePoint, error) {
 	p := ResumePoint{Tables: map[string]string{}, idents: map[string]string{}, order: s.r.opts.order, FromStart: true}
 	first := true
 	for _, t := range s.r.opened() {
-		all, err := t.w.Positions(ctx)
+		all, err := t.w.ResumePositions(ctx, s.name)
 		if err != nil {
 			return ResumePoint{}, fmt.Errorf("table %v: %w", t.ident, err)
 		}

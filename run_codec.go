@@ -31,6 +31,7 @@ type runEnvelope struct {
 	IndexBase      *int64            `json:"index-base,omitempty"`
 	KeyFieldIDs    []int             `json:"key-field-ids,omitempty"`
 	Positions      map[string]string `json:"positions,omitempty"`
+	PositionBases  map[string]string `json:"position-bases,omitempty"`
 	Segments       []segmentEnvelope `json:"segments"`
 }
 
@@ -62,6 +63,7 @@ func (r *Run) MarshalBinary() ([]byte, error) {
 		FirstSeq: r.FirstSeq, LastSeq: r.LastSeq, Token: r.Token, HasToken: r.HasToken,
 		BaseSnapshotID: r.BaseSnapshotID, Rows: r.Rows, Bytes: r.Bytes, FormatVersion: r.formatVersion,
 		SpecID: r.spec.ID(), IndexBase: r.IndexBase, KeyFieldIDs: r.KeyFieldIDs, Positions: r.Positions,
+		PositionBases: r.PositionBases,
 	}
 	for _, seg := range r.Segments {
 		se := segmentEnvelope{LastSeq: seg.LastSeq, Token: seg.Token, HasToken: seg.HasToken, Rows: seg.Rows,
@@ -127,6 +129,7 @@ func (r *Run) UnmarshalBinary(data []byte) error {
 		Epoch: env.Epoch, FirstSeq: env.FirstSeq, LastSeq: env.LastSeq, Token: env.Token, HasToken: env.HasToken,
 		BaseSnapshotID: env.BaseSnapshotID, Rows: env.Rows, Bytes: env.Bytes, formatVersion: env.FormatVersion,
 		IndexBase: env.IndexBase, KeyFieldIDs: env.KeyFieldIDs, Positions: env.Positions,
+		PositionBases: env.PositionBases,
 	}
 	for _, se := range env.Segments {
 		seg := Segment{LastSeq: se.LastSeq, Token: se.Token, HasToken: se.HasToken, Rows: se.Rows}

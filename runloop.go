@@ -3,6 +3,8 @@ package iceberg
 import (
 	"context"
 	"fmt"
+	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +45,46 @@ type runStage struct {
 	rows, commits, retries, conflicts, deleteFiles, rewritten atomic.Int64
 	// lastAt is the latest commit's time (Unix ns), for Stats.LastCommit.
 	lastAt atomic.Int64
+
+	// bases are the positions the writer expects the table to hold per source partition (Run.PositionBases):
+	// the one it resumed a partition from, then the one each of its commits left. basesMu guards them: resumes
+	// come from the caller's goroutines (a rebalance callback), commits from the commit loop.
+	basesMu sync.Mutex
+	bases   map[string]string
+}
+
+// rebase makes positions (partition -> position, "" for none) the bases of their partitions.
+func (r *runStage) rebase(positions map[string]string) {
+	r.basesMu.Lock()
+	defer r.basesMu.Unlock()
+	if r.bases == nil {
+		r.bases = map[string]string{}
+	}
+	maps.Copy(r.bases, positions)
+}
+
+// forget drops a partition's base: the writer released it (Source.Abort), so its next owner's commits are no
+// longer this writer's business, and a later resume sets a new base.
+func (r *runStage) forget(partition string) {
+	r.basesMu.Lock()
+	defer r.basesMu.Unlock()
+	delete(r.bases, partition)
+}
+
+// basesOf returns the bases of the partitions of positions that have one (nil: none).
+func (r *runStage) basesOf(positions map[string]string) map[string]string {
+	r.basesMu.Lock()
+	defer r.basesMu.Unlock()
+	var out map[string]string
+	for p := range positions {
+		if b, ok := r.bases[p]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[p] = b
+		}
+	}
+	return out
 }
 
 // newRunStage hands runs to c or, when c is nil, to a catalog committer of its own working from tbl, the table
@@ -67,6 +109,7 @@ func (r *runStage) commit(ctx context.Context, run *Run) (*CommitResult, error) 
 	if err != nil {
 		return nil, err
 	}
+	r.rebase(run.Positions)
 	run.committed = time.Now()
 	r.lastAt.Store(run.committed.UnixNano())
 	r.commits.Add(1)
@@ -141,6 +184,7 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) *Run {
 			run.Positions[p] = v
 		}
 	}
+	run.PositionBases = r.basesOf(run.Positions)
 	return run
 }
 

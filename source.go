@@ -75,6 +75,9 @@ func (s *Source) Abort(ctx context.Context) error {
 		s.w.env.log.Info("iceberg: partition aborted", "table", s.w.env.ident, "writer", s.w.env.id, "partition", s.name,
 			"dropped_rows", dropped)
 	}
+	if err == nil {
+		s.w.runs.forget(s.name)
+	}
 	return err
 }
 
@@ -90,8 +93,43 @@ func (w *Writer) CheckpointPositions(ctx context.Context, positions map[string]s
 	return w.pipe.checkpointPositions(positions)
 }
 
+// Resume returns the partition's committed position on the table, as Position does, and makes it the position
+// the writer's next commit of the partition must find there: if another writer commits the partition first
+// (this writer was paused while a consumer group moved the partition), that commit fails with
+// ErrPositionMoved instead of committing rows the other writer already committed. Each commit of the
+// partition then moves the expectation to the position it committed, and Abort drops it. Call it when the
+// partition is assigned, before reading the source from the position returned.
+func (s *Source) Resume(ctx context.Context) (string, bool, error) {
+	all, err := s.w.ResumePositions(ctx, s.name)
+	if err != nil {
+		return "", false, err
+	}
+	pos, ok := all[s.name]
+	return pos, ok, nil
+}
+
+// ResumePositions is Source.Resume for several partitions with one read of the table: it returns the
+// positions the table holds of them (a partition without one is absent) and makes each the position the
+// writer's next commit of the partition must find (none, for an absent one).
+func (w *Writer) ResumePositions(ctx context.Context, partitions ...string) (map[string]string, error) {
+	all, err := w.Positions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(partitions))
+	bases := make(map[string]string, len(partitions))
+	for _, p := range partitions {
+		bases[p] = all[p]
+		if v, ok := all[p]; ok {
+			out[p] = v
+		}
+	}
+	w.runs.rebase(bases)
+	return out, nil
+}
+
 // Position returns the partition's committed position on the table, whichever writer committed it, and whether
-// it has one: where a new owner of the partition resumes.
+// it has one. It only reads: a new owner of the partition resumes with Resume, which also fences the old one.
 func (s *Source) Position(ctx context.Context) (string, bool, error) {
 	all, err := s.w.Positions(ctx)
 	if err != nil {

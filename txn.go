@@ -139,6 +139,7 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 			tbl = nil
 		}
 		start := time.Now()
+		loaded := tbl == nil // the attempt builds on the head as the catalog has it now, not a cached one
 		if tbl == nil {
 			fresh, err := e.cat.LoadTable(ctx, op.ident)
 			if err != nil {
@@ -191,7 +192,9 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 			}
 			buildFails++
 			builtOn = tbl.MetadataLocation()
-			if buildFails >= max(op.maxBuilds, 1) {
+			// A position moved on a freshly loaded head is the table's answer, not a hiccup: a later head has it
+			// moved too. On a cached head it may only be stale: the next attempt reloads.
+			if buildFails >= max(op.maxBuilds, 1) || (loaded && errors.Is(err, ErrPositionMoved)) {
 				return res, err
 			}
 			continue

@@ -27,7 +27,9 @@ const offsetsEvery = time.Second
 // Run consumes until ctx ends or the member fails, then leaves the group: it commits the rows polled so far
 // (the revoked partitions' positions with them), commits the group offsets and closes the writer. It returns nil
 // after a graceful end, else the error that stopped the member: one wrapping iceberg.ErrFenced when a newer
-// process took the member's writer ID over, a *RecordError for a record that cannot be decoded, the writer's
+// process took the member's writer ID over, one wrapping iceberg.ErrPositionMoved when the member was paused
+// past its session timeout and another member committed its partitions meanwhile (nothing of the paused
+// member's uncommitted rows lands; start the member again to rejoin), a *RecordError for a record that cannot be decoded, the writer's
 // error otherwise.
 func (s *Sink) Run(ctx context.Context) error {
 	offsetsDone := make(chan struct{})
@@ -120,7 +122,11 @@ func (s *Sink) writePoll(ctx context.Context, fetches kgo.Fetches) error {
 			err = e
 			return
 		}
-		e = s.w.Source(key).Write(ctx, rec)
+		if s.cfg.Upsert {
+			e = s.w.Source(key).Upsert(ctx, rec)
+		} else {
+			e = s.w.Source(key).Write(ctx, rec)
+		}
 		rec.Release()
 		if e != nil {
 			err = s.writerError(fmt.Sprintf("writing partition %s", key), e)
@@ -142,6 +148,11 @@ func (s *Sink) writePoll(ctx context.Context, fetches kgo.Fetches) error {
 
 // writerError says what failed, and names fencing plainly: another process runs with this member's writer ID.
 func (s *Sink) writerError(what string, err error) error {
+	if errors.Is(err, iceberg.ErrPositionMoved) {
+		return fmt.Errorf("kafka: member with writer ID %q stops: another member committed one of its partitions "+
+			"while it was paused (its session expired and the group moved the partition); its uncommitted rows "+
+			"are dropped: %w", s.cfg.WriterID, err)
+	}
 	if errors.Is(err, iceberg.ErrFenced) {
 		return fmt.Errorf("kafka: member with writer ID %q stops: a newer process took the ID over: %w", s.cfg.WriterID, err)
 	}

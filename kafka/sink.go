@@ -5,7 +5,9 @@
 // The table is the truth. A partition's position (key "topic/partition", value the next offset to read, in
 // decimal) commits atomically with the rows it covers; a member that is assigned a partition resumes from the
 // table's position, whichever member wrote it, and the group's committed offsets follow the table commits for
-// monitoring only (lag dashboards), never for resuming.
+// monitoring only (lag dashboards), never for resuming. The table also fences: a member paused past its session
+// timeout, whose partitions another member has committed since, finds its commit refused
+// (iceberg.ErrPositionMoved) instead of writing those records twice.
 package kafka
 
 import (
@@ -66,6 +68,12 @@ type Config struct {
 	MaxPollRecords int
 	// Logger receives the sink's events. Default: slog.Default().
 	Logger *slog.Logger
+
+	// Upsert makes each record replace the table's row with the same key (the table's identifier fields, or
+	// iceberg.WithKeys in WriterOptions) instead of appending: a later record of a key wins. Keys must not span
+	// partitions (produce with the key as the Kafka key): the order of two partitions' records is not defined.
+	// Without a key, the first poll fails and Run returns the error. Default: false (append).
+	Upsert bool
 }
 
 // target is where records go: the table's writer. It is the seam for routing (a multi-table Router): a route
@@ -191,13 +199,21 @@ func partitionKey(topic string, partition int32) string {
 }
 
 // resume replaces the group's committed offsets of newly assigned partitions with the table's positions: the
-// table is the truth, whichever member wrote them. A partition without a position starts where kgo's reset
-// offset says (ConsumeResetOffset; default: the start).
+// table is the truth, whichever member wrote them. A partition without a position starts at the start. It
+// resumes the partitions on the writer (Writer.ResumePositions): should another member commit one of them
+// before this one does (this member was paused past its session timeout and the group moved the partition),
+// this member's commit fails with iceberg.ErrPositionMoved instead of writing the records a second time.
 func (s *Sink) resume(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	s.mu.Lock()
 	w := s.w
 	s.mu.Unlock()
-	pos, err := w.Positions(ctx)
+	var keys []string
+	for t, ps := range offsets {
+		for p := range ps {
+			keys = append(keys, partitionKey(t, p))
+		}
+	}
+	pos, err := w.ResumePositions(ctx, keys...)
 	if err != nil {
 		// Returning an error makes kgo leave this group session and rejoin: the partitions are not consumed
 		// from a guess.

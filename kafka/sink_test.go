@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"maps"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,14 +18,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/icewriter/iceberg"
-	"github.com/icewriter/iceberg/catalog"
 	"github.com/icewriter/iceberg/kafka"
 )
 
 const (
 	topic = "orders"
-	parts = 4
-	group = "sink"
+	parts = 4 // the topic's partitions at the start
+	// maxParts bounds the partitions a test may add.
+	maxParts = 8
+	group    = "sink"
 )
 
 // eventsSchema is the test table: the value's columns (id, payload) and three metadata columns.
@@ -44,31 +45,41 @@ type harness struct {
 	t       *testing.T
 	ctx     context.Context
 	cluster *kfake.Cluster
+	be      backend // the catalog, for member processes too
 	cat     icecatalog.Catalog
 	ident   table.Identifier
 	prod    *kgo.Client
 
+	// keys, when not 0, makes records keyed: record n has id n % keys (its key, which also picks its
+	// partition) and payload "p-n"; the table is then upserted by id. Otherwise record n has id n.
+	keys int64
+
 	mu       sync.Mutex
-	produced map[[2]int64]int64 // (partition, offset) -> id: the model
-	next     int64              // the next id
-	ends     [parts]int64       // each partition's next offset
+	produced map[[2]int64]int64 // (partition, offset) -> record number: the model
+	next     int64              // the next record number
+	ends     [maxParts]int64    // each partition's next offset
+	parts    int64              // the topic's partitions now (addPartitions)
 }
 
-func newHarness(t *testing.T) *harness {
+// newHarness starts a cluster and creates the table (with create's options) in an embedded catalog.
+func newHarness(t *testing.T, create ...iceberg.CreateOption) *harness {
+	t.Helper()
+	return newHarnessOn(t, embedded(t), table.Identifier{"kafka", "events"}, create...)
+}
+
+// newHarnessOn starts a cluster and creates the table ident (with create's options) in be's catalog.
+func newHarnessOn(t *testing.T, be backend, ident table.Identifier, create ...iceberg.CreateOption) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, topic))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, topic),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ident := table.Identifier{"kafka", "events"}
-	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(eventsSchema))
+	cat := be.cat
+	setup, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(eventsSchema, create...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,18 +91,37 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(prod.Close)
-	return &harness{t: t, ctx: ctx, cluster: c, cat: cat, ident: ident, prod: prod, produced: map[[2]int64]int64{}}
+	return &harness{t: t, ctx: ctx, cluster: c, be: be, cat: cat, ident: ident, prod: prod,
+		produced: map[[2]int64]int64{}, parts: parts}
 }
 
-// produce sends n JSON records round-robin over the partitions and records them in the model.
+// partitions is the topic's number of partitions now.
+func (h *harness) partitions() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.parts
+}
+
+// idOf is the id of record n.
+func (h *harness) idOf(n int64) int64 {
+	if h.keys > 0 {
+		return n % h.keys
+	}
+	return n
+}
+
+// produce sends n JSON records, spread over the partitions by id, and records them in the model.
 func (h *harness) produce(n int) {
 	h.t.Helper()
 	recs := make([]*kgo.Record, n)
+	nums := make(map[*kgo.Record]int64, n)
 	for i := range recs {
-		id := h.next
+		num := h.next
 		h.next++
-		recs[i] = &kgo.Record{Topic: topic, Partition: int32(id % parts),
-			Value: fmt.Appendf(nil, `{"id": %d, "payload": "p-%d"}`, id, id)}
+		id := h.idOf(num)
+		recs[i] = &kgo.Record{Topic: topic, Partition: int32(id % h.partitions()),
+			Value: fmt.Appendf(nil, `{"id": %d, "payload": "p-%d"}`, id, num)}
+		nums[recs[i]] = num
 	}
 	if err := h.prod.ProduceSync(h.ctx, recs...).FirstErr(); err != nil {
 		h.t.Fatal(err)
@@ -99,9 +129,7 @@ func (h *harness) produce(n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range recs {
-		var id int64
-		fmt.Sscanf(string(r.Value), `{"id": %d`, &id)
-		h.produced[[2]int64{int64(r.Partition), r.Offset}] = id
+		h.produced[[2]int64{int64(r.Partition), r.Offset}] = nums[r]
 		h.ends[r.Partition] = max(h.ends[r.Partition], r.Offset+1)
 	}
 }
@@ -115,12 +143,22 @@ type member struct {
 
 func (h *harness) start(id string, opts ...iceberg.Option) *member {
 	h.t.Helper()
-	s, err := kafka.New(h.ctx, kafka.Config{
+	return h.startWith(id, func(c *kafka.Config) { c.WriterOptions = append(c.WriterOptions, opts...) })
+}
+
+// startWith starts a member whose config edit changed from the harness's (client ID: the writer ID).
+func (h *harness) startWith(id string, edit func(*kafka.Config)) *member {
+	h.t.Helper()
+	cfg := kafka.Config{
 		Brokers: h.cluster.ListenAddrs(), Group: group, Topics: []string{topic},
 		Catalog: h.cat, Table: h.ident, WriterID: id, Metadata: meta, MaxPollRecords: 50,
-		WriterOptions: append([]iceberg.Option{iceberg.WithFlushInterval(20 * time.Millisecond)}, opts...),
-		ClientOptions: []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)},
-	})
+		WriterOptions: []iceberg.Option{iceberg.WithFlushInterval(20 * time.Millisecond)},
+		ClientOptions: []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond), kgo.ClientID(id)},
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := kafka.New(h.ctx, cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -143,7 +181,7 @@ func (h *harness) stop(m *member) {
 func (h *harness) waitStable(n int) {
 	h.t.Helper()
 	if _, err := h.cluster.WaitGroupInfo(h.ctx, group, func(g *kfake.GroupInfo) bool {
-		return g != nil && g.State == "Stable" && len(g.Members) == n && g.NumAssigned() == parts
+		return g != nil && g.State == "Stable" && len(g.Members) == n && g.NumAssigned() == int(h.partitions())
 	}); err != nil {
 		h.t.Fatalf("group not stable with %d members: %v", n, err)
 	}
@@ -167,7 +205,7 @@ func (h *harness) waitCommitted(fraction float64) {
 			h.t.Fatal(err)
 		}
 		var got int64
-		for p := range parts {
+		for p := range h.partitions() {
 			n, _ := strconv.ParseInt(pos[fmt.Sprintf("%s/%d", topic, p)], 10, 64)
 			got += min(n, ends[p])
 		}
@@ -182,10 +220,33 @@ func (h *harness) waitCommitted(fraction float64) {
 	}
 }
 
-// check reads the table back and compares it with the model: every produced (partition, offset) exactly once,
-// with its id and payload, and the positions at each partition's end.
+// want is the model of the table: the records it must hold, by (partition, offset) -> record number. Appended:
+// every record produced; upserted (keys): the last record of each key.
+func (h *harness) want() map[[2]int64]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.keys == 0 {
+		return maps.Clone(h.produced)
+	}
+	last := map[int64][2]int64{} // id -> (partition, offset) of its last record: one partition per key
+	for k, num := range h.produced {
+		id := h.idOf(num)
+		if l, ok := last[id]; !ok || k[1] > l[1] {
+			last[id] = k
+		}
+	}
+	out := make(map[[2]int64]int64, len(last))
+	for _, k := range last {
+		out[k] = h.produced[k]
+	}
+	return out
+}
+
+// check reads the table back and compares it with the model (want): each record it must hold exactly once, with
+// its id and payload, no other row, and the positions at each partition's end.
 func (h *harness) check() {
 	h.t.Helper()
+	want := h.want()
 	tbl, err := h.cat.LoadTable(h.ctx, h.ident)
 	if err != nil {
 		h.t.Fatal(err)
@@ -196,6 +257,7 @@ func (h *harness) check() {
 	}
 	col := func(name string) int { return sc.FieldIndices(name)[0] }
 	seen := map[[2]int64]int{}
+	bad := 0
 	for rec, err := range it {
 		if err != nil {
 			h.t.Fatal(err)
@@ -206,19 +268,23 @@ func (h *harness) check() {
 		for r := range int(rec.NumRows()) {
 			k := [2]int64{int64(ps.Value(r)), offs.Value(r)}
 			seen[k]++
-			want, ok := h.produced[k]
+			num, ok := want[k]
 			switch {
 			case !ok:
-				h.t.Errorf("row of %s/%d@%d was never produced", tops.Value(r), k[0], k[1])
-			case ids.Value(r) != want || pays.Value(r) != fmt.Sprintf("p-%d", want) || tops.Value(r) != topic:
-				h.t.Errorf("row of %d@%d: id %d payload %q topic %q, want id %d", k[0], k[1], ids.Value(r),
-					pays.Value(r), tops.Value(r), want)
+				bad++
+				if bad <= 5 {
+					h.t.Errorf("row of %s/%d@%d (id %d, payload %q) should not be in the table", tops.Value(r), k[0],
+						k[1], ids.Value(r), pays.Value(r))
+				}
+			case ids.Value(r) != h.idOf(num) || pays.Value(r) != fmt.Sprintf("p-%d", num) || tops.Value(r) != topic:
+				h.t.Errorf("row of %d@%d: id %d payload %q topic %q, want id %d payload p-%d", k[0], k[1], ids.Value(r),
+					pays.Value(r), tops.Value(r), h.idOf(num), num)
 			}
 		}
 		rec.Release()
 	}
 	missing, dup := 0, 0
-	for k := range h.produced {
+	for k := range want {
 		switch seen[k] {
 		case 0:
 			missing++
@@ -230,14 +296,15 @@ func (h *harness) check() {
 			}
 		}
 	}
-	if missing > 0 || dup > 0 {
-		h.t.Errorf("%d of %d records missing, %d duplicated", missing, len(h.produced), dup)
+	if missing > 0 || dup > 0 || bad > 0 {
+		h.t.Errorf("%d of %d records missing, %d duplicated, %d rows that should not be there", missing, len(want),
+			dup, bad)
 	}
 	pos, err := iceberg.Positions(h.ctx, h.cat, h.ident)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	for p := range parts {
+	for p := range h.partitions() {
 		if got, want := pos[fmt.Sprintf("%s/%d", topic, p)], strconv.FormatInt(h.ends[p], 10); got != want {
 			h.t.Errorf("partition %d at position %q, want %s", p, got, want)
 		}
@@ -282,7 +349,7 @@ func TestSinkAcrossRebalancesAndACrash(t *testing.T) {
 
 	// The group offsets followed the table: for monitoring, they equal the positions.
 	g := h.cluster.GroupInfo(group)
-	for p := range parts {
+	for p := range h.partitions() {
 		if c := g.Commits[topic][int32(p)]; c.Offset != h.ends[p] {
 			t.Errorf("group offset of partition %d is %d, want %d", p, c.Offset, h.ends[p])
 		}

@@ -8,7 +8,8 @@
 # then runs `go test -race -tags integration -count=1` on the packages that hold integration tests (files
 # tagged `integration`; the hermetic suite, `go test -race ./...`, covers the rest) plus any arguments given to
 # this script (e.g. scripts/integration.sh -run REST -v), and stops every server it started, by PID, on any exit.
-# `scripts/integration.sh bench` runs the REST+S3 vs embedded throughput benchmark instead.
+# `scripts/integration.sh bench` runs the REST+S3 vs embedded throughput benchmark instead;
+# `scripts/integration.sh bench-kafka` the consumer-group benchmark (kafka/, 1, 2 and 4 member processes).
 #
 # Environment: ICEWRITER_SKIP_SQL=1 skips PostgreSQL and MariaDB; ICEWRITER_KEEP=1 keeps the temporary folder;
 # ICEWRITER_EXEC='command' runs that command instead of go test while the servers are up (the endpoints are
@@ -286,9 +287,29 @@ elif [[ "${1:-}" == bench ]]; then
 	# The throughput benchmark: REST+S3 against the embedded catalog, same run, no race detector.
 	shift
 	go test -tags integration -count=1 -run '^$' -bench . -benchtime 1x ./internal/integration "$@"
+elif [[ "${1:-}" == bench-kafka ]]; then
+	# The consumer-group scale-out benchmark: 1, 2 and 4 member processes on one table, embedded catalog and
+	# REST+S3 in the same run (ICEWRITER_KAFKA_BENCH_RECORDS, ICEWRITER_KAFKA_BENCH_FLUSH tune it).
+	shift
+	(cd kafka && go test -tags integration -count=1 -run '^$' -bench 'BenchmarkSinkMembers' -benchtime 1x . "$@")
 else
 	# Only the packages with integration-tagged files: the others' tests are the hermetic suite's, which CI has
-	# run already (a second root-package run under -race would double the job's time).
-	mapfile -t pkgs < <(grep -rl --include='*_test.go' '^//go:build integration' . | xargs -n1 dirname | sort -u)
+	# run already (a second root-package run under -race would double the job's time). Nested modules (own
+	# go.mod: kafka/, otel/, ...) are tested from their own folder.
+	mapfile -t mods < <(find . -name go.mod -not -path ./go.mod -not -path '*/testdata/*' | xargs -n1 dirname | sort)
+	pkgs=()
+	while read -r d; do
+		nested=""
+		for m in "${mods[@]}"; do
+			[[ "$d" == "$m" || "$d" == "$m"/* ]] && nested=1
+		done
+		[[ -z "$nested" ]] && pkgs+=("$d")
+	done < <(grep -rl --include='*_test.go' '^//go:build integration' . | xargs -n1 dirname | sort -u)
 	go test -race -tags integration -count=1 "${pkgs[@]}" "$@"
+	for m in "${mods[@]}"; do
+		if grep -rlq --include='*_test.go' '^//go:build integration' "$m"; then
+			log "integration tests of the nested module $m"
+			(cd "$m" && go test -race -tags integration -count=1 ./... "$@")
+		fi
+	done
 fi

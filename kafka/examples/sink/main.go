@@ -30,6 +30,7 @@ func main() {
 	ident := flag.String("table", "kafka.events", "table identifier, dot-separated")
 	id := flag.String("id", "", "this member's writer ID, stable across its restarts (default: random)")
 	create := flag.Bool("create", false, "create the table (id int64, payload string, plus metadata columns) if missing")
+	upsert := flag.Bool("upsert", false, "upsert by id (the table's identifier field) instead of appending")
 	flag.Parse()
 	if *topics == "" {
 		log.Fatal("-topics is required")
@@ -42,18 +43,23 @@ func main() {
 	}
 	var opts []iceberg.Option
 	if *create {
+		var keys []iceberg.CreateOption
+		if *upsert {
+			keys = append(keys, iceberg.IdentifierFields("id"))
+		}
 		opts = append(opts, iceberg.WithCreate(arrow.NewSchema([]arrow.Field{
-			{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+			{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: !*upsert}, // a key column is required
 			{Name: "payload", Type: arrow.BinaryTypes.String, Nullable: true},
 			{Name: "_topic", Type: arrow.BinaryTypes.String},
 			{Name: "_partition", Type: arrow.PrimitiveTypes.Int32},
 			{Name: "_offset", Type: arrow.PrimitiveTypes.Int64},
 			{Name: "_timestamp", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
-		}, nil)))
+		}, nil), keys...))
 	}
 	sink, err := kafka.New(ctx, kafka.Config{
 		Brokers: strings.Split(*brokers, ","), Group: *group, Topics: strings.Split(*topics, ","),
 		Catalog: cat, Table: table.Identifier(strings.Split(*ident, ".")), WriterID: *id, WriterOptions: opts,
+		Upsert:   *upsert,
 		Metadata: kafka.MetadataColumns{Topic: "_topic", Partition: "_partition", Offset: "_offset", Timestamp: "_timestamp"},
 	})
 	if err != nil {

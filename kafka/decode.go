@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -121,9 +122,12 @@ func fieldNames(s *arrow.Schema) []string {
 
 // MetadataColumns names the table columns that receive each record's metadata; an empty name: not written.
 // Topic is a string column, Partition an int32 or int64 one, Offset int64, Timestamp a timestamp (any unit),
-// Key binary or string (null for a record without a key).
+// Key binary or string (null for a record without a key). Headers is map<string, binary> (a key given twice:
+// its last value) or list<struct<key: string, value: binary>> (every header, in order); a value may be binary
+// or string, and a record without headers has an empty map or list.
 type MetadataColumns struct {
 	Topic, Partition, Offset, Timestamp, Key string
+	Headers                                  string
 }
 
 type metaKind int
@@ -135,6 +139,7 @@ const (
 	metaOffset
 	metaTimestamp
 	metaKey
+	metaHeaders
 )
 
 // rowPlan assembles a poll's rows in the table's schema: the decoder's value columns, then the metadata
@@ -148,7 +153,7 @@ type rowPlan struct {
 func newRowPlan(tbl *arrow.Schema, dec Decoder, m MetadataColumns) (*rowPlan, error) {
 	names := map[string]metaKind{}
 	for kind, name := range map[metaKind]string{metaTopic: m.Topic, metaPartition: m.Partition,
-		metaOffset: m.Offset, metaTimestamp: m.Timestamp, metaKey: m.Key} {
+		metaOffset: m.Offset, metaTimestamp: m.Timestamp, metaKey: m.Key, metaHeaders: m.Headers} {
 		if name != "" {
 			names[name] = kind
 		}
@@ -191,6 +196,8 @@ func checkMetaType(kind metaKind, f arrow.Field) error {
 		ok = id == arrow.TIMESTAMP
 	case metaKey:
 		ok = id == arrow.BINARY || id == arrow.STRING
+	case metaHeaders:
+		ok = headersType(f.Type)
 	}
 	if !ok {
 		return fmt.Errorf("%w: metadata column %q is %s, a type it cannot hold", ErrConfig, f.Name, f.Type)
@@ -198,7 +205,10 @@ func checkMetaType(kind metaKind, f arrow.Field) error {
 	return nil
 }
 
-// build decodes one partition's records into a batch in the table's schema.
+// build decodes one partition's records into a batch in the table's schema or, for a decoder whose values
+// carry their own schema (Avro, Protobuf), into the values' columns followed by the metadata columns: the
+// writer matches columns by name. A bad value is a *RecordError wrapping ErrDecode; any other error (a
+// registry that cannot be reached) is the decoder's.
 func (p *rowPlan) build(mem memory.Allocator, dec Decoder, recs []*kgo.Record) (arrow.RecordBatch, error) {
 	values := make([][]byte, len(recs))
 	for i, r := range recs {
@@ -206,10 +216,16 @@ func (p *rowPlan) build(mem memory.Allocator, dec Decoder, recs []*kgo.Record) (
 	}
 	vals, bad, err := dec.Decode(mem, values, p.values)
 	if err != nil {
+		if !errors.Is(err, ErrDecode) {
+			return nil, err
+		}
 		r := recs[min(bad, len(recs)-1)]
 		return nil, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
 	}
 	defer vals.Release()
+	if !vals.Schema().Equal(p.values) {
+		return p.appendMeta(mem, vals, recs), nil
+	}
 	if int(vals.NumCols()) != len(p.kinds) { // metadata columns to add
 		cols := make([]arrow.Array, len(p.kinds))
 		v := 0
@@ -222,20 +238,44 @@ func (p *rowPlan) build(mem memory.Allocator, dec Decoder, recs []*kgo.Record) (
 			}
 			cols[i] = metaColumn(mem, kind, p.table.Field(i).Type, recs)
 		}
-		defer func() {
-			for _, c := range cols {
-				c.Release()
-			}
-		}()
+		defer releaseAll(cols)
 		return array.NewRecordBatch(p.table, cols, int64(len(recs))), nil
 	}
 	vals.Retain()
 	return vals, nil
 }
 
+// appendMeta is vals' columns followed by the metadata columns (those vals lacks).
+func (p *rowPlan) appendMeta(mem memory.Allocator, vals arrow.RecordBatch, recs []*kgo.Record) arrow.RecordBatch {
+	fields := slices.Clone(vals.Schema().Fields())
+	cols := slices.Clone(vals.Columns())
+	for _, c := range cols {
+		c.Retain()
+	}
+	for i, kind := range p.kinds {
+		if kind == metaNone || vals.Schema().HasField(p.table.Field(i).Name) {
+			continue
+		}
+		fields = append(fields, p.table.Field(i))
+		cols = append(cols, metaColumn(mem, kind, p.table.Field(i).Type, recs))
+	}
+	defer releaseAll(cols)
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(recs)))
+}
+
+func releaseAll(cols []arrow.Array) {
+	for _, c := range cols {
+		c.Release()
+	}
+}
+
 func metaColumn(mem memory.Allocator, kind metaKind, typ arrow.DataType, recs []*kgo.Record) arrow.Array {
 	b := array.NewBuilder(mem, typ)
 	defer b.Release()
+	if kind == metaHeaders {
+		appendHeaders(b, recs)
+		return b.NewArray()
+	}
 	for _, r := range recs {
 		switch bb := b.(type) {
 		case *array.StringBuilder:

@@ -24,6 +24,8 @@ type RecordError struct {
 	Partition int32
 	Offset    int64
 	Err       error
+
+	index int // of the record in the records build was given
 }
 
 func (e *RecordError) Error() string {
@@ -33,8 +35,11 @@ func (e *RecordError) Error() string {
 func (e *RecordError) Unwrap() error { return e.Err }
 
 // Decoder turns record values into rows of the table's value columns: the table's columns other than the
-// metadata columns, in the schema it is given. It returns one row per value, in order; on a bad value it
-// returns an error wrapping ErrDecode and the index of the value (the sink turns it into a *RecordError).
+// metadata columns, in the schema it is given, or, for values that carry their own schema (Avro, Protobuf), in
+// that schema (the writer matches columns by name). It returns one row per value, in order, for the values or a
+// prefix of them (at least one value), with the number of values it decoded: the sink calls it again with the
+// rest (a registry decoder stops where the writer schema changes). On a bad value it returns an error wrapping
+// ErrDecode and the index of the value (the sink turns it into a *RecordError); any other error stops the sink.
 type Decoder interface {
 	Decode(mem memory.Allocator, values [][]byte, schema *arrow.Schema) (arrow.RecordBatch, int, error)
 	// check validates the value schema once, at New; the error names the column.
@@ -74,7 +79,7 @@ func (jsonDecoder) Decode(mem memory.Allocator, values [][]byte, schema *arrow.S
 		}
 		return nil, row, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
-	return rec, 0, nil
+	return rec, len(values), nil
 }
 
 // Raw puts each value's bytes, unchanged, into the binary column named column, which must be the table's only
@@ -109,7 +114,7 @@ func (d rawDecoder) Decode(mem memory.Allocator, values [][]byte, schema *arrow.
 	}
 	col := b.NewArray()
 	defer col.Release()
-	return array.NewRecordBatch(schema, []arrow.Array{col}, int64(len(values))), 0, nil
+	return array.NewRecordBatch(schema, []arrow.Array{col}, int64(len(values))), len(values), nil
 }
 
 func fieldNames(s *arrow.Schema) []string {
@@ -205,26 +210,29 @@ func checkMetaType(kind metaKind, f arrow.Field) error {
 	return nil
 }
 
-// build decodes one partition's records into a batch in the table's schema or, for a decoder whose values
-// carry their own schema (Avro, Protobuf), into the values' columns followed by the metadata columns: the
-// writer matches columns by name. A bad value is a *RecordError wrapping ErrDecode; any other error (a
-// registry that cannot be reached) is the decoder's.
-func (p *rowPlan) build(mem memory.Allocator, dec Decoder, recs []*kgo.Record) (arrow.RecordBatch, error) {
+// build decodes one partition's records, or a prefix of them, into a batch in the table's schema or, for a
+// decoder whose values carry their own schema (Avro, Protobuf), into the values' columns followed by the
+// metadata columns: the writer matches columns by name. It returns the number of records the batch holds. A
+// bad value is a *RecordError wrapping ErrDecode; any other error (a registry that cannot be reached) is the
+// decoder's.
+func (p *rowPlan) build(mem memory.Allocator, dec Decoder, recs []*kgo.Record) (arrow.RecordBatch, int, error) {
 	values := make([][]byte, len(recs))
 	for i, r := range recs {
 		values[i] = r.Value
 	}
-	vals, bad, err := dec.Decode(mem, values, p.values)
+	vals, n, err := dec.Decode(mem, values, p.values)
 	if err != nil {
 		if !errors.Is(err, ErrDecode) {
-			return nil, err
+			return nil, 0, err
 		}
-		r := recs[min(bad, len(recs)-1)]
-		return nil, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
+		bad := min(max(n, 0), len(recs)-1)
+		r := recs[bad]
+		return nil, 0, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err, index: bad}
 	}
 	defer vals.Release()
+	recs = recs[:n]
 	if !vals.Schema().Equal(p.values) {
-		return p.appendMeta(mem, vals, recs), nil
+		return p.appendMeta(mem, vals, recs), n, nil
 	}
 	if int(vals.NumCols()) != len(p.kinds) { // metadata columns to add
 		cols := make([]arrow.Array, len(p.kinds))
@@ -239,10 +247,10 @@ func (p *rowPlan) build(mem memory.Allocator, dec Decoder, recs []*kgo.Record) (
 			cols[i] = metaColumn(mem, kind, p.table.Field(i).Type, recs)
 		}
 		defer releaseAll(cols)
-		return array.NewRecordBatch(p.table, cols, int64(len(recs))), nil
+		return array.NewRecordBatch(p.table, cols, int64(n)), n, nil
 	}
 	vals.Retain()
-	return vals, nil
+	return vals, n, nil
 }
 
 // appendMeta is vals' columns followed by the metadata columns (those vals lacks).

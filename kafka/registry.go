@@ -1,12 +1,10 @@
 package kafka
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -66,16 +64,14 @@ func newRegistryDecoder(cl *sr.Client, f schemaFormat) *registryDecoder {
 // check accepts any table: the values bring their own schema, matched to the table's columns by name.
 func (d *registryDecoder) check(*arrow.Schema) error { return nil }
 
-// Decode decodes values written with any registered schemas into one batch whose columns are the union of
-// their schemas' fields (by name, in the order of first appearance; a field some schemas lack is nullable).
-// Where two schemas give a field different types, the schema with the higher ID (the newer one) wins, and the
-// other's values are converted to it or fail as bad values. The batch's schema is the values', not the
-// table's: the writer matches columns by name, evolves the table when it may, and fills absent optional
-// columns with nulls.
+// Decode decodes the values up to the first one written with another schema (or another message of it) than
+// the first value's: its batch's schema is that writer schema's, not the table's. The writer matches columns by
+// name, evolves the table when it may, and fills absent optional columns with nulls.
 func (d *registryDecoder) Decode(mem memory.Allocator, values [][]byte, _ *arrow.Schema) (arrow.RecordBatch, int, error) {
 	var header sr.ConfluentHeader
-	rows := make([]map[string]any, len(values))
-	used := map[schemaKey]*writerSchema{}
+	rows := make([]map[string]any, 0, len(values))
+	var first schemaKey
+	var ws *writerSchema
 	for i, v := range values {
 		id, payload, err := header.DecodeID(v)
 		var sel string
@@ -86,18 +82,21 @@ func (d *registryDecoder) Decode(mem memory.Allocator, values [][]byte, _ *arrow
 			return nil, i, fmt.Errorf("%w: %s: not in the schema registry's wire format: %w", ErrDecode, d.format.name(), err)
 		}
 		key := schemaKey{id, sel}
-		ws, err := d.schema(key)
-		if err != nil {
-			return nil, i, err
+		if i == 0 {
+			first = key
+			if ws, err = d.schema(key); err != nil {
+				return nil, i, err
+			}
+		} else if key != first {
+			break
 		}
 		row, err := ws.decode(payload)
 		if err != nil {
 			return nil, i, fmt.Errorf("%w: %s value of schema %d: %w", ErrDecode, d.format.name(), id, err)
 		}
-		rows[i], used[key] = row, ws
+		rows = append(rows, row)
 	}
-	schema := mergeFields(used)
-	rec, err := shred.Maps(mem, rows, schema)
+	rec, err := shred.Maps(mem, rows, arrow.NewSchema(ws.fields, nil))
 	if err != nil {
 		row := 0
 		if fe := (*shred.FieldError)(nil); errors.As(err, &fe) {
@@ -105,7 +104,7 @@ func (d *registryDecoder) Decode(mem memory.Allocator, values [][]byte, _ *arrow
 		}
 		return nil, row, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
-	return rec, 0, nil
+	return rec, len(rows), nil
 }
 
 // schema returns the writer schema of an ID, fetching and compiling it on first sight. A schema the registry
@@ -140,38 +139,6 @@ func (d *registryDecoder) schema(key schemaKey) (*writerSchema, error) {
 func isNotFound(err error) bool {
 	var re *sr.ResponseError
 	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
-}
-
-// mergeFields is the union of the schemas' top-level fields, in ascending ID order.
-func mergeFields(used map[schemaKey]*writerSchema) *arrow.Schema {
-	ids := make([]schemaKey, 0, len(used))
-	for k := range used {
-		ids = append(ids, k)
-	}
-	slices.SortFunc(ids, func(a, b schemaKey) int { return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.sel, b.sel)) })
-	var fields []arrow.Field
-	at := map[string]int{}
-	seen := map[string]int{}
-	for _, id := range ids {
-		for _, f := range used[id].fields {
-			seen[f.Name]++
-			i, ok := at[f.Name]
-			if !ok {
-				at[f.Name] = len(fields)
-				fields = append(fields, f)
-				continue
-			}
-			nullable := fields[i].Nullable || f.Nullable
-			fields[i] = f
-			fields[i].Nullable = nullable
-		}
-	}
-	for i := range fields {
-		if seen[fields[i].Name] < len(ids) {
-			fields[i].Nullable = true
-		}
-	}
-	return arrow.NewSchema(fields, nil)
 }
 
 // RegistrySchema returns the Arrow schema the values of a subject's latest version decode into (Avro or

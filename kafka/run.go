@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/icewriter/iceberg"
@@ -115,15 +114,8 @@ func (s *Sink) writePoll(ctx context.Context, fetches kgo.Fetches) error {
 			return
 		}
 		key := partitionKey(p.Topic, p.Partition)
-		rec, e := s.plan.build(memory.DefaultAllocator, s.dec, p.Records)
-		if e != nil {
+		if e := s.writeRecords(ctx, key, p.Records); e != nil {
 			err = e
-			return
-		}
-		e = s.w.Source(key).Write(ctx, rec)
-		rec.Release()
-		if e != nil {
-			err = s.writerError(fmt.Sprintf("writing partition %s", key), e)
 			return
 		}
 		positions[key] = strconv.FormatInt(p.Records[len(p.Records)-1].Offset+1, 10)

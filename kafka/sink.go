@@ -66,6 +66,15 @@ type Config struct {
 	MaxPollRecords int
 	// Logger receives the sink's events. Default: slog.Default().
 	Logger *slog.Logger
+
+	// DeadLetterTopic, when set, receives every record that cannot be decoded (ErrDecode) or whose row the
+	// table rejects (a *iceberg.ColumnError: a value of the wrong type, a null in a required column, an unknown
+	// column without schema evolution), instead of the sink stopping on it: its key, value and headers, plus the
+	// headers HeaderError, HeaderTopic, HeaderPartition and HeaderOffset. It is produced (and acknowledged)
+	// before the table's position of its partition covers it, so it is never lost and never retried forever;
+	// a member that dies between the two produces it again on replay (the dead-letter topic is at least once).
+	// Default: "" (a bad record stops the sink with a *RecordError or the writer's error).
+	DeadLetterTopic string
 }
 
 // target is where records go: the table's writer. It is the seam for routing (a multi-table Router): a route

@@ -43,7 +43,7 @@ func (s *Sink) writeRecords(ctx context.Context, key string, recs []*kgo.Record)
 		if err != nil {
 			return err
 		}
-		err = s.put(ctx, key, batch, recs[:n])
+		err = s.put(ctx, key, batch)
 		batch.Release()
 		if rejected(err) && s.cfg.DeadLetterTopic != "" {
 			d, err := s.putEach(ctx, key, recs[:n])
@@ -76,7 +76,7 @@ func (s *Sink) putEach(ctx context.Context, key string, recs []*kgo.Record) ([]*
 	for _, r := range recs {
 		batch, _, err := s.plan.build(memory.DefaultAllocator, s.dec, []*kgo.Record{r})
 		if err == nil {
-			err = s.put(ctx, key, batch, []*kgo.Record{r})
+			err = s.put(ctx, key, batch)
 			batch.Release()
 		}
 		switch {
@@ -97,9 +97,19 @@ func rejected(err error) bool {
 	return errors.As(err, &ce) && !errors.Is(err, iceberg.ErrWriterFailed) && !errors.Is(err, iceberg.ErrClosed)
 }
 
-// put writes a batch of a partition's records (recs: the records the batch holds) into the table.
-func (s *Sink) put(ctx context.Context, key string, batch arrow.RecordBatch, recs []*kgo.Record) error {
-	return s.w.Source(key).Write(ctx, batch)
+// put writes a batch of a partition's records into the table: Source.Write, or Source.Apply for a change
+// decoder's rows (tombstones dropped).
+func (s *Sink) put(ctx context.Context, key string, batch arrow.RecordBatch) error {
+	cd, ok := s.dec.(changeDecoder)
+	if !ok {
+		return s.w.Source(key).Write(ctx, batch)
+	}
+	changes, err := dropNullOps(batch, cd.opColumn())
+	if err != nil || changes == nil {
+		return err
+	}
+	defer changes.Release()
+	return s.w.Source(key).Apply(ctx, changes)
 }
 
 // deadLetter is the record for the dead-letter topic: the original's key, value and headers, and the error.

@@ -153,9 +153,10 @@ type rowPlan struct {
 	table  *arrow.Schema
 	values *arrow.Schema // the table's columns minus the metadata ones, in table order
 	kinds  []metaKind    // per table column
+	keys   []string      // the table's key columns, for change decoders
 }
 
-func newRowPlan(tbl *arrow.Schema, dec Decoder, m MetadataColumns) (*rowPlan, error) {
+func newRowPlan(tbl *arrow.Schema, keys []string, dec Decoder, m MetadataColumns) (*rowPlan, error) {
 	names := map[string]metaKind{}
 	for kind, name := range map[metaKind]string{metaTopic: m.Topic, metaPartition: m.Partition,
 		metaOffset: m.Offset, metaTimestamp: m.Timestamp, metaKey: m.Key, metaHeaders: m.Headers} {
@@ -163,7 +164,7 @@ func newRowPlan(tbl *arrow.Schema, dec Decoder, m MetadataColumns) (*rowPlan, er
 			names[name] = kind
 		}
 	}
-	p := &rowPlan{table: tbl, kinds: make([]metaKind, tbl.NumFields())}
+	p := &rowPlan{table: tbl, keys: keys, kinds: make([]metaKind, tbl.NumFields())}
 	var values []arrow.Field
 	for i, f := range tbl.Fields() {
 		kind, ok := names[f.Name]
@@ -220,7 +221,14 @@ func (p *rowPlan) build(mem memory.Allocator, dec Decoder, recs []*kgo.Record) (
 	for i, r := range recs {
 		values[i] = r.Value
 	}
-	vals, n, err := dec.Decode(mem, values, p.values)
+	var vals arrow.RecordBatch
+	var n int
+	var err error
+	if cd, ok := dec.(changeDecoder); ok {
+		vals, n, err = cd.decodeChanges(mem, recs, p.values, p.keys)
+	} else {
+		vals, n, err = dec.Decode(mem, values, p.values)
+	}
 	if err != nil {
 		if !errors.Is(err, ErrDecode) {
 			return nil, 0, err

@@ -140,7 +140,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		}
 		s.w = w
 	}
-	plan, err := newRowPlan(s.w.Schema(), s.dec, cfg.Metadata)
+	plan, err := newRowPlan(s.w.Schema(), tableKeys(s.w), s.dec, cfg.Metadata)
 	if err != nil {
 		_ = s.closeOwnWriter(ctx)
 		return nil, err
@@ -170,7 +170,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 }
 
 func (s *Sink) openWriter(ctx context.Context) (*iceberg.Writer, error) {
-	opts := append(append([]iceberg.Option{}, s.cfg.WriterOptions...), iceberg.WithWriterID(s.cfg.WriterID),
+	opts := append(append(decoderOptions(s.dec), s.cfg.WriterOptions...), iceberg.WithWriterID(s.cfg.WriterID),
 		iceberg.WithCheckpoints(), iceberg.WithOnCommit(s.onCommit))
 	w, err := iceberg.NewWriter(ctx, s.cfg.Catalog, s.cfg.Table, opts...)
 	if err != nil {

@@ -269,3 +269,21 @@ func decoderOptions(dec Decoder) []iceberg.Option {
 	}
 	return nil
 }
+
+// field returns a field of the event's after image (the before image for a delete).
+func (d *debeziumDecoder) field(value []byte, name string) (any, error) {
+	if value == nil {
+		return nil, nil // a tombstone: routed by topic or Default
+	}
+	row, err := d.row(&kgo.Record{Value: value, Offset: -1}, nil)
+	if err != nil && d.o.Version != "" {
+		// The version is not needed to route: only the images are.
+		o := d.o
+		o.Version = ""
+		row, err = (&debeziumDecoder{o: o}).row(&kgo.Record{Value: value}, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return row[name], nil
+}

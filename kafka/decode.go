@@ -25,7 +25,8 @@ type RecordError struct {
 	Offset    int64
 	Err       error
 
-	index int // of the record in the records build was given
+	index  int         // of the record in the records build was given
+	record *kgo.Record // the record, for a dead letter
 }
 
 func (e *RecordError) Error() string {
@@ -235,7 +236,7 @@ func (p *rowPlan) build(mem memory.Allocator, dec Decoder, recs []*kgo.Record) (
 		}
 		bad := min(max(n, 0), len(recs)-1)
 		r := recs[bad]
-		return nil, 0, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err, index: bad}
+		return nil, 0, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err, index: bad, record: r}
 	}
 	defer vals.Release()
 	recs = recs[:n]
@@ -325,4 +326,21 @@ func metaColumn(mem memory.Allocator, kind metaKind, typ arrow.DataType, recs []
 		}
 	}
 	return b.NewArray()
+}
+
+// field reads one top-level field of a JSON object (numbers as json.Number).
+func (jsonDecoder) field(value []byte, name string) (any, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(value, &m); err != nil {
+		return nil, err
+	}
+	raw, ok := m[name]
+	if !ok {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
 }

@@ -68,20 +68,15 @@ func (d *registryDecoder) check(*arrow.Schema) error { return nil }
 // the first value's: its batch's schema is that writer schema's, not the table's. The writer matches columns by
 // name, evolves the table when it may, and fills absent optional columns with nulls.
 func (d *registryDecoder) Decode(mem memory.Allocator, values [][]byte, _ *arrow.Schema) (arrow.RecordBatch, int, error) {
-	var header sr.ConfluentHeader
 	rows := make([]map[string]any, 0, len(values))
 	var first schemaKey
 	var ws *writerSchema
 	for i, v := range values {
-		id, payload, err := header.DecodeID(v)
-		var sel string
-		if err == nil {
-			sel, payload, err = d.format.split(payload)
-		}
+		key, payload, err := d.header(v)
 		if err != nil {
-			return nil, i, fmt.Errorf("%w: %s: not in the schema registry's wire format: %w", ErrDecode, d.format.name(), err)
+			return nil, i, err
 		}
-		key := schemaKey{id, sel}
+		id := key.id
 		if i == 0 {
 			first = key
 			if ws, err = d.schema(key); err != nil {
@@ -163,4 +158,35 @@ func RegistrySchema(ctx context.Context, cl *sr.Client, subject string) (*arrow.
 		return nil, fmt.Errorf("kafka: subject %q: %w", subject, err)
 	}
 	return arrow.NewSchema(ws.fields, nil), nil
+}
+
+// header reads the wire format's header: the writer schema's key, and the value after it.
+func (d *registryDecoder) header(value []byte) (schemaKey, []byte, error) {
+	var header sr.ConfluentHeader
+	id, payload, err := header.DecodeID(value)
+	var sel string
+	if err == nil {
+		sel, payload, err = d.format.split(payload)
+	}
+	if err != nil {
+		return schemaKey{}, nil, fmt.Errorf("%w: %s: not in the schema registry's wire format: %w", ErrDecode, d.format.name(), err)
+	}
+	return schemaKey{id, sel}, payload, nil
+}
+
+// field decodes the value and returns one of its top-level fields.
+func (d *registryDecoder) field(value []byte, name string) (any, error) {
+	key, payload, err := d.header(value)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := d.schema(key)
+	if err != nil {
+		return nil, err
+	}
+	row, err := ws.decode(payload)
+	if err != nil {
+		return nil, err
+	}
+	return row[name], nil
 }

@@ -68,7 +68,7 @@ func (s *Sink) Run(ctx context.Context) error {
 	return w.Close(end)
 }
 
-func (s *Sink) writerNow() *iceberg.Writer {
+func (s *Sink) writerNow() target {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w

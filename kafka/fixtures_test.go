@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -134,14 +135,14 @@ func (e *valuesEnv) stop(r *sinkRun) {
 	}
 }
 
-// waitPositions waits until the table's positions of the given topics' partitions reach their ends.
+// waitPositions waits until the table exists and its positions of the given topics' partitions reach their ends.
 func (e *valuesEnv) waitPositions(ident table.Identifier, topics ...string) {
 	e.t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		pos, err := iceberg.Positions(e.ctx, e.cat, ident)
-		if err != nil {
+		if err != nil && !errors.Is(err, icecatalog.ErrNoSuchTable) { // a routed table is created on first sight
 			e.t.Fatal(err)
 		}
 		e.mu.Lock()

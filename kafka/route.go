@@ -60,7 +60,7 @@ type routeTarget struct {
 	meta  MetadataColumns
 
 	mu      sync.Mutex
-	plans   map[string]*rowPlan             // by table, for tables open in the router
+	plans   map[string]*rowPlan            // by table, for tables open in the router
 	resumes map[string]iceberg.ResumePoint // by partition key, from the partition's first write since assignment
 }
 

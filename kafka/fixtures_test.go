@@ -122,7 +122,13 @@ func (e *valuesEnv) start(cfg kafka.Config) *sinkRun {
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	r := &sinkRun{sink: s, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- s.Run(ctx) }()
+	go func() {
+		err := s.Run(ctx)
+		if err != nil && ctx.Err() == nil { // a member that stops by itself: say why at once, not at stop
+			e.t.Logf("member %q: Run: %v", cfg.WriterID, err)
+		}
+		r.done <- err
+	}()
 	return r
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/shred"
@@ -33,10 +34,13 @@ type DebeziumOptions struct {
 	// Op and BeforePrefix name the op column and prefix the before-image key columns, as
 	// iceberg.ChangeColumns does. Default: "op" and "before_".
 	Op, BeforePrefix string
+	// Registry, when set, makes the events Avro through this schema registry (the AvroConverter's output, in
+	// the Confluent wire format) instead of JSON; logical types map as for Avro. Default: nil (JSON).
+	Registry *sr.Client
 }
 
 // Debezium decodes Debezium change events in JSON (the JsonConverter's output, with or without its
-// schema/payload envelope) into rows for the writer's Apply: the after image of a create ("c"), a snapshot read
+// schema/payload envelope) or Avro (DebeziumOptions.Registry) into rows for the writer's Apply: the after image of a create ("c"), a snapshot read
 // ("r") or an update ("u"), the before image of a delete ("d"), with the op, the before image's key columns
 // and the version. The sink then applies them (upsert or delete by key) instead of appending, so the table
 // must have a key (identifier fields, or Keys). The writer is opened with the matching
@@ -54,10 +58,17 @@ func Debezium(o DebeziumOptions) Decoder {
 	if o.BeforePrefix == "" {
 		o.BeforePrefix = iceberg.DefaultBeforePrefix
 	}
-	return &debeziumDecoder{o: o}
+	d := &debeziumDecoder{o: o}
+	if o.Registry != nil {
+		d.avro = newRegistryDecoder(o.Registry, avroFormat{})
+	}
+	return d
 }
 
-type debeziumDecoder struct{ o DebeziumOptions }
+type debeziumDecoder struct {
+	o    DebeziumOptions
+	avro *registryDecoder // nil: JSON events
+}
 
 // changeDecoder is a decoder of change events: the sink applies its rows (Writer.Apply) instead of writing
 // them, and opens the writer with its options first.
@@ -106,6 +117,9 @@ func (d *debeziumDecoder) decodeChanges(mem memory.Allocator, recs []*kgo.Record
 	rows := make([]map[string]any, len(recs))
 	for i, r := range recs {
 		if rows[i], err = d.row(r, keys); err != nil {
+			if errors.Is(err, ErrRegistry) {
+				return nil, i, err // the registry is down: the event is not bad
+			}
 			return nil, i, fmt.Errorf("%w: Debezium event: %w", ErrDecode, err)
 		}
 	}
@@ -155,10 +169,8 @@ func (d *debeziumDecoder) row(r *kgo.Record, keys []string) (map[string]any, err
 	if r.Value == nil {
 		return map[string]any{}, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(r.Value))
-	dec.UseNumber()
-	var ev map[string]any
-	if err := dec.Decode(&ev); err != nil {
+	ev, err := d.event(r.Value)
+	if err != nil {
 		return nil, err
 	}
 	if p, ok := ev["payload"].(map[string]any); ok && ev["op"] == nil { // the JsonConverter's schema envelope
@@ -196,6 +208,28 @@ func (d *debeziumDecoder) row(r *kgo.Record, keys []string) (map[string]any, err
 		row[d.o.Version] = v
 	}
 	return row, nil
+}
+
+// event decodes an event into its fields: JSON (numbers as json.Number), or Avro through the registry.
+func (d *debeziumDecoder) event(value []byte) (map[string]any, error) {
+	if d.avro != nil {
+		key, payload, err := d.avro.header(value)
+		if err != nil {
+			return nil, err
+		}
+		ws, err := d.avro.schema(key)
+		if err != nil {
+			return nil, err
+		}
+		return ws.decode(payload)
+	}
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.UseNumber()
+	var ev map[string]any
+	if err := dec.Decode(&ev); err != nil {
+		return nil, err
+	}
+	return ev, nil
 }
 
 func maps(m map[string]any) map[string]any {

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/kafka"
@@ -31,13 +32,17 @@ type debeziumStream struct {
 	n     int
 }
 
-func (s *debeziumStream) event(topic string) []*kgo.Record {
+func (s *debeziumStream) event(topic string, encode func(ev map[string]any, n int) []byte) []*kgo.Record {
 	s.n++
 	id := s.rng.Int64N(24)
 	row, live := s.model[id]
 	s.lsn += 1 + s.rng.Int64N(3)
 	img := func(id int64, r cdcRow) map[string]any {
-		return map[string]any{"id": id, "name": r.Name, "qty": r.Qty}
+		m := map[string]any{"id": id, "name": r.Name, "qty": nil}
+		if r.Qty != nil {
+			m["qty"] = *r.Qty
+		}
+		return m
 	}
 	var op string
 	var before, after map[string]any
@@ -65,16 +70,9 @@ func (s *debeziumStream) event(topic string) []*kgo.Record {
 		op, before = "d", img(id, row)
 		delete(s.model, id)
 	}
-	ev := map[string]any{"before": before, "after": after, "op": op, "ts_ms": 1,
+	ev := map[string]any{"before": nilMap(before), "after": nilMap(after), "op": op, "ts_ms": int64(1),
 		"source": map[string]any{"lsn": s.lsn, "connector": "postgresql"}}
-	var v any = ev
-	if s.n%3 == 0 {
-		v = map[string]any{"schema": map[string]any{"type": "struct"}, "payload": ev}
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
+	b := encode(ev, s.n)
 	key := []byte(strconv.FormatInt(id, 10))
 	recs := []*kgo.Record{{Topic: topic, Partition: int32(id % valuesParts), Key: key, Value: b}}
 	if op == "d" {
@@ -83,11 +81,48 @@ func (s *debeziumStream) event(topic string) []*kgo.Record {
 	return recs
 }
 
+// nilMap is m, or an untyped nil for a nil map (no image), which encoders take as null.
+func nilMap(m map[string]any) any {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+// jsonEvent encodes an event as the JsonConverter does, every third one in its schema envelope.
+func jsonEvent(ev map[string]any, n int) []byte {
+	var v any = ev
+	if n%3 == 0 {
+		v = map[string]any{"schema": map[string]any{"type": "struct"}, "payload": ev}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// debeziumAvro is the Avro envelope of the items table, as Debezium's AvroConverter registers it (trimmed).
+const debeziumAvro = `{"type":"record","name":"Envelope","namespace":"pg.public.items","fields":[
+ {"name":"before","type":["null",{"type":"record","name":"Value","fields":[
+   {"name":"id","type":"long"},{"name":"name","type":["null","string"],"default":null},
+   {"name":"qty","type":["null","long"],"default":null}]}],"default":null},
+ {"name":"after","type":["null","Value"],"default":null},
+ {"name":"source","type":{"type":"record","name":"Source","namespace":"io.debezium.connector.postgresql","fields":[
+   {"name":"connector","type":"string"},{"name":"lsn","type":["null","long"],"default":null}]}},
+ {"name":"op","type":"string"},
+ {"name":"ts_ms","type":["null","long"],"default":null}]}`
+
 // TestDebeziumEnvelopesApplyToTheModel streams creates, updates (some changing the key), deletes and tombstones
 // through a sink whose decoder is Debezium (versions from source.lsn, keys from the table's identifier field),
-// restarts the member half-way (another writer ID: it resumes from the table), and reads the table back: it
-// holds exactly the model's final state.
+// in JSON and in Avro through the schema registry, restarts the member half-way (another writer ID: it resumes
+// from the table), and reads the table back: it holds exactly the model's final state.
 func TestDebeziumEnvelopesApplyToTheModel(t *testing.T) {
+	t.Run("json", func(t *testing.T) { testDebezium(t, false) })
+	t.Run("avro", func(t *testing.T) { testDebezium(t, true) })
+}
+
+func testDebezium(t *testing.T, avro bool) {
 	const topic = "pg.public.items"
 	e := newValuesEnv(t, topic)
 	ident := table.Identifier{"kafka", "items"}
@@ -97,15 +132,28 @@ func TestDebeziumEnvelopesApplyToTheModel(t *testing.T) {
 		{Name: "qty", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 	}, nil), iceberg.IdentifierFields("id"))
 	s := &debeziumStream{rng: rand.New(rand.NewPCG(16, 4)), model: map[int64]cdcRow{}}
+	opts := kafka.DebeziumOptions{Version: "lsn"}
+	encode := jsonEvent
+	if avro {
+		serde := new(sr.Serde)
+		e.registerAvro(serde, topic+"-value", debeziumAvro)
+		encode = func(ev map[string]any, _ int) []byte {
+			b, err := serde.Encode(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		opts.Registry = e.sr
+	}
 	produce := func(n int) {
 		var recs []*kgo.Record
 		for range n {
-			recs = append(recs, s.event(topic)...)
+			recs = append(recs, s.event(topic, encode)...)
 		}
 		e.produce(recs...)
 	}
-	cfg := kafka.Config{Topics: []string{topic}, Catalog: e.cat, Table: ident,
-		Decoder: kafka.Debezium(kafka.DebeziumOptions{Version: "lsn"})}
+	cfg := kafka.Config{Topics: []string{topic}, Catalog: e.cat, Table: ident, Decoder: kafka.Debezium(opts)}
 	produce(300)
 	cfg.WriterID = "first"
 	run := e.start(cfg)

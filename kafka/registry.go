@@ -42,6 +42,7 @@ type schemaKey struct {
 // writerSchema is a registered schema, ready to decode the values written with it.
 type writerSchema struct {
 	fields []arrow.Field
+	schema *arrow.Schema // of fields
 	// decode turns a value's bytes after the wire format's header into one row, keyed by column name, with
 	// values shred.Maps takes.
 	decode func(payload []byte) (map[string]any, error)
@@ -68,6 +69,9 @@ func (d *registryDecoder) check(*arrow.Schema) error { return nil }
 // the first value's: its batch's schema is that writer schema's, not the table's. The writer matches columns by
 // name, evolves the table when it may, and fills absent optional columns with nulls.
 func (d *registryDecoder) Decode(mem memory.Allocator, values [][]byte, _ *arrow.Schema) (arrow.RecordBatch, int, error) {
+	if len(values) == 0 {
+		return nil, 0, fmt.Errorf("kafka: %s: no values to decode", d.format.name())
+	}
 	rows := make([]map[string]any, 0, len(values))
 	var first schemaKey
 	var ws *writerSchema
@@ -91,7 +95,7 @@ func (d *registryDecoder) Decode(mem memory.Allocator, values [][]byte, _ *arrow
 		}
 		rows = append(rows, row)
 	}
-	rec, err := shred.Maps(mem, rows, arrow.NewSchema(ws.fields, nil))
+	rec, err := shred.Maps(mem, rows, ws.schema)
 	if err != nil {
 		row := 0
 		if fe := (*shred.FieldError)(nil); errors.As(err, &fe) {
@@ -125,6 +129,7 @@ func (d *registryDecoder) schema(key schemaKey) (*writerSchema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s schema %d: %w", ErrDecode, d.format.name(), id, err)
 	}
+	ws.schema = arrow.NewSchema(ws.fields, nil)
 	d.mu.Lock()
 	d.byID[key] = ws
 	d.mu.Unlock()
@@ -157,7 +162,7 @@ func RegistrySchema(ctx context.Context, cl *sr.Client, subject string) (*arrow.
 	if err != nil {
 		return nil, fmt.Errorf("kafka: subject %q: %w", subject, err)
 	}
-	return arrow.NewSchema(ws.fields, nil), nil
+	return arrow.NewSchema(ws.fields, nil), nil // compile leaves schema to the decoder's cache
 }
 
 // header reads the wire format's header: the writer schema's key, and the value after it.

@@ -39,8 +39,8 @@ func main() {
 	ident := flag.String("table", "kafka.events", "table identifier, dot-separated (without a route)")
 	id := flag.String("id", "", "this member's writer ID, stable across its restarts (default: random)")
 	create := flag.Bool("create", false, "create the table if missing (JSON: id, payload; Avro/Protobuf: the registry's schema of <first topic>-value)")
-	decoder := flag.String("decoder", "json", "value format: json, avro, protobuf, debezium or raw")
-	registry := flag.String("registry", "http://localhost:8081", "schema registry URL (avro, protobuf)")
+	decoder := flag.String("decoder", "json", "value format: json, avro, protobuf, debezium, debezium-avro or raw")
+	registry := flag.String("registry", "http://localhost:8081", "schema registry URL (avro, protobuf, debezium-avro)")
 	version := flag.String("debezium-version", "", "debezium: a version column name, filled from source.lsn")
 	dlq := flag.String("dlq", "", "dead-letter topic for records that cannot be decoded or written (default: stop on them)")
 	routeTopics := flag.String("route-topics", "", "route topics to tables: topic=ns.table,... (tables created on first sight)")
@@ -89,14 +89,20 @@ func main() {
 				log.Fatal(err)
 			}
 		}
-	case "debezium":
-		dec = kafka.Debezium(kafka.DebeziumOptions{Version: *version})
+	case "debezium", "debezium-avro":
+		opts := kafka.DebeziumOptions{Version: *version}
+		if *decoder == "debezium-avro" {
+			if opts.Registry, err = sr.NewClient(sr.URLs(*registry)); err != nil {
+				log.Fatal(err)
+			}
+		}
+		dec = kafka.Debezium(opts)
 		meta = kafka.MetadataColumns{} // the table is the source table's copy
 	case "raw":
 		dec = kafka.Raw("value")
 		valueSchema = arrow.NewSchema([]arrow.Field{{Name: "value", Type: arrow.BinaryTypes.Binary, Nullable: true}}, nil)
 	default:
-		log.Fatalf("-decoder %q: want json, avro, protobuf, debezium or raw", *decoder)
+		log.Fatalf("-decoder %q: want json, avro, protobuf, debezium, debezium-avro or raw", *decoder)
 	}
 
 	cfg := kafka.Config{

@@ -53,7 +53,7 @@ func (avroFormat) compile(ctx context.Context, cl *sr.Client, s sr.Schema, _ str
 	if err != nil {
 		return nil, err
 	}
-	return &writerSchema{fields: typ.(*arrow.StructType).Fields(), decode: func(payload []byte) (map[string]any, error) {
+	return newWriterSchema(typ.(*arrow.StructType).Fields(), func(payload []byte) (map[string]any, error) {
 		var v any
 		rest, err := sch.Decode(payload, &v)
 		if err != nil {
@@ -70,7 +70,7 @@ func (avroFormat) compile(ctx context.Context, cl *sr.Client, s sr.Schema, _ str
 			fix(row)
 		}
 		return row, nil
-	}}, nil
+	}), nil
 }
 
 // parseAvroReferences parses the schemas a schema references (depth first, each once) into cache, so that

@@ -86,13 +86,13 @@ func (protoFormat) compile(ctx context.Context, cl *sr.Client, s sr.Schema, sel 
 	if err != nil {
 		return nil, err
 	}
-	return &writerSchema{fields: typ.Fields(), decode: func(payload []byte) (map[string]any, error) {
+	return newWriterSchema(typ.Fields(), func(payload []byte) (map[string]any, error) {
 		msg := dynamicpb.NewMessage(md)
 		if err := proto.Unmarshal(payload, msg); err != nil {
 			return nil, err
 		}
 		return protoRow(msg)
-	}}, nil
+	}), nil
 }
 
 // fetchProtoImports adds the source of every file the schema imports, by import path, to files.

@@ -41,11 +41,14 @@ type schemaKey struct {
 
 // writerSchema is a registered schema, ready to decode the values written with it.
 type writerSchema struct {
-	fields []arrow.Field
-	schema *arrow.Schema // of fields
+	schema *arrow.Schema // the columns: the record's or message's top-level fields
 	// decode turns a value's bytes after the wire format's header into one row, keyed by column name, with
 	// values shred.Maps takes.
 	decode func(payload []byte) (map[string]any, error)
+}
+
+func newWriterSchema(fields []arrow.Field, decode func([]byte) (map[string]any, error)) *writerSchema {
+	return &writerSchema{schema: arrow.NewSchema(fields, nil), decode: decode}
 }
 
 // registryDecoder decodes values in the Confluent wire format (a zero byte, the schema ID as a big-endian
@@ -129,7 +132,6 @@ func (d *registryDecoder) schema(key schemaKey) (*writerSchema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s schema %d: %w", ErrDecode, d.format.name(), id, err)
 	}
-	ws.schema = arrow.NewSchema(ws.fields, nil)
 	d.mu.Lock()
 	d.byID[key] = ws
 	d.mu.Unlock()
@@ -162,7 +164,7 @@ func RegistrySchema(ctx context.Context, cl *sr.Client, subject string) (*arrow.
 	if err != nil {
 		return nil, fmt.Errorf("kafka: subject %q: %w", subject, err)
 	}
-	return arrow.NewSchema(ws.fields, nil), nil // compile leaves schema to the decoder's cache
+	return ws.schema, nil
 }
 
 // header reads the wire format's header: the writer schema's key, and the value after it.

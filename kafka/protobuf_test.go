@@ -43,7 +43,7 @@ message Shipment {
 var shipmentV2 = strings.Replace(shipmentV1, "uint32 qty = 9;", "uint32 qty = 9;\n  string note = 10;", 1)
 
 // compileProto compiles a .proto source (the test's own compile, independent of the decoder's).
-func compileProto(t *testing.T, src string) protoreflect.MessageDescriptor {
+func compileProto(t testing.TB, src string) protoreflect.MessageDescriptor {
 	t.Helper()
 	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
 		Accessor: func(path string) (io.ReadCloser, error) {

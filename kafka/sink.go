@@ -1,6 +1,8 @@
-// Package kafka writes Kafka (or Redpanda) topics into an Iceberg table, scaled out over a consumer group: the
-// group protocol spreads the partitions over the members, each member writes its partitions through its own
-// iceberg.Writer, and the table holds every record once through rebalances and crashes.
+// Package kafka writes Kafka (or Redpanda) topics into an Iceberg table (or, with a Route, many), scaled out
+// over a consumer group: the group protocol spreads the partitions over the members, each member writes its
+// partitions through its own iceberg.Writer (iceberg.Router), and the table holds every record once through
+// rebalances and crashes. Values decode from JSON, Avro or Protobuf through a schema registry, Debezium change
+// events, or raw bytes; bad records can go to a dead-letter topic.
 //
 // The table is the truth. A partition's position (key "topic/partition", value the next offset to read, in
 // decimal) commits atomically with the rows it covers; a member that is assigned a partition resumes from the

@@ -940,7 +940,10 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, error) {
 	if err := p.usableLocked(); err != nil {
 		return 0, err
 	}
-	if p.cfg.checkpoints {
+	// A checkpoint of the partition still in the open buffer covers the sealed batches before it: the policy
+	// may seal a poll's rows before the poll's checkpoint is placed. Sealing the open buffer below takes it along.
+	openCovers := slices.ContainsFunc(p.marks, func(m mark) bool { return m.token || m.source == src })
+	if p.cfg.checkpoints && !openCovers {
 		for i, b := range p.queue {
 			if slices.Contains(b.sources, src) && !coversLater(p.queue[i:], src) {
 				return 0, fmt.Errorf("%w: partition %q, batch %d", ErrPartitionUncovered, src, b.seq)
@@ -983,7 +986,7 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, error) {
 		}
 		o.recs, o.kinds, o.sources, o.sizes = keep.recs, keep.kinds, keep.sources, keep.sizes
 		o.rows, o.bytes, o.keyed = keep.rows, keep.bytes, keep.keyed
-		if slices.Contains(o.sources, src) {
+		if slices.Contains(o.sources, src) || openCovers {
 			p.sealLocked() // the covered rows go now, with the position that covers them
 		}
 	}

@@ -120,3 +120,39 @@ func TestSourcesAsAConsumerGroupMember(t *testing.T) {
 	}
 
 }
+
+// TestSourceAbortAfterASealBeforeItsCheckpoint revokes a partition whose rows the flush policy sealed before
+// the poll's checkpoint was placed (a seal without a checkpoint; the checkpoint then sits in the open buffer):
+// the checkpoint covers them, so Abort commits them with it instead of failing with ErrPartitionUncovered.
+func TestSourceAbortAfterASealBeforeItsCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"sources", "sealed"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema), iceberg.WithWriterID("member-0"),
+		iceberg.WithCheckpoints(), iceberg.WithFlushRows(100), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	src := w.Source("orders/0")
+	ids, vs := partitionRows(0, 0, 150)
+	rec := kvBatch(ids, vs)
+	defer rec.Release()
+	if err := src.Write(ctx, rec); err != nil { // 150 rows: past the flush policy, sealed without a checkpoint
+		t.Fatal(err)
+	}
+	if err := src.Checkpoint(ctx, "150"); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Abort(ctx); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	want := kvModel{}
+	for i := range ids {
+		want.insert(ids[i], vs[i])
+	}
+	compareKV(t, readKV(t, cat, ident), want)
+	if pos, ok, err := src.Position(ctx); err != nil || !ok || pos != "150" {
+		t.Errorf("position %q (%v, %v), want 150", pos, ok, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -23,6 +24,9 @@ type RecordError struct {
 	Partition int32
 	Offset    int64
 	Err       error
+
+	index  int         // of the record in the records build was given
+	record *kgo.Record // the record, for a dead letter
 }
 
 func (e *RecordError) Error() string {
@@ -32,8 +36,11 @@ func (e *RecordError) Error() string {
 func (e *RecordError) Unwrap() error { return e.Err }
 
 // Decoder turns record values into rows of the table's value columns: the table's columns other than the
-// metadata columns, in the schema it is given. It returns one row per value, in order; on a bad value it
-// returns an error wrapping ErrDecode and the index of the value (the sink turns it into a *RecordError).
+// metadata columns, in the schema it is given, or, for values that carry their own schema (Avro, Protobuf), in
+// that schema (the writer matches columns by name). It returns one row per value, in order, for the values or a
+// prefix of them (at least one value), with the number of values it decoded: the sink calls it again with the
+// rest (a registry decoder stops where the writer schema changes). On a bad value it returns an error wrapping
+// ErrDecode and the index of the value (the sink turns it into a *RecordError); any other error stops the sink.
 type Decoder interface {
 	Decode(mem memory.Allocator, values [][]byte, schema *arrow.Schema) (arrow.RecordBatch, int, error)
 	// check validates the value schema once, at New; the error names the column.
@@ -73,7 +80,7 @@ func (jsonDecoder) Decode(mem memory.Allocator, values [][]byte, schema *arrow.S
 		}
 		return nil, row, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
-	return rec, 0, nil
+	return rec, len(values), nil
 }
 
 // Raw puts each value's bytes, unchanged, into the binary column named column, which must be the table's only
@@ -108,7 +115,7 @@ func (d rawDecoder) Decode(mem memory.Allocator, values [][]byte, schema *arrow.
 	}
 	col := b.NewArray()
 	defer col.Release()
-	return array.NewRecordBatch(schema, []arrow.Array{col}, int64(len(values))), 0, nil
+	return array.NewRecordBatch(schema, []arrow.Array{col}, int64(len(values))), len(values), nil
 }
 
 func fieldNames(s *arrow.Schema) []string {
@@ -121,9 +128,12 @@ func fieldNames(s *arrow.Schema) []string {
 
 // MetadataColumns names the table columns that receive each record's metadata; an empty name: not written.
 // Topic is a string column, Partition an int32 or int64 one, Offset int64, Timestamp a timestamp (any unit),
-// Key binary or string (null for a record without a key).
+// Key binary or string (null for a record without a key). Headers is map<string, binary> (a key given twice:
+// its last value) or list<struct<key: string, value: binary>> (every header, in order); a value may be binary
+// or string, and a record without headers has an empty map or list.
 type MetadataColumns struct {
 	Topic, Partition, Offset, Timestamp, Key string
+	Headers                                  string
 }
 
 type metaKind int
@@ -135,6 +145,7 @@ const (
 	metaOffset
 	metaTimestamp
 	metaKey
+	metaHeaders
 )
 
 // rowPlan assembles a poll's rows in the table's schema: the decoder's value columns, then the metadata
@@ -143,17 +154,18 @@ type rowPlan struct {
 	table  *arrow.Schema
 	values *arrow.Schema // the table's columns minus the metadata ones, in table order
 	kinds  []metaKind    // per table column
+	keys   []string      // the table's key columns, for change decoders
 }
 
-func newRowPlan(tbl *arrow.Schema, dec Decoder, m MetadataColumns) (*rowPlan, error) {
+func newRowPlan(tbl *arrow.Schema, keys []string, dec Decoder, m MetadataColumns) (*rowPlan, error) {
 	names := map[string]metaKind{}
 	for kind, name := range map[metaKind]string{metaTopic: m.Topic, metaPartition: m.Partition,
-		metaOffset: m.Offset, metaTimestamp: m.Timestamp, metaKey: m.Key} {
+		metaOffset: m.Offset, metaTimestamp: m.Timestamp, metaKey: m.Key, metaHeaders: m.Headers} {
 		if name != "" {
 			names[name] = kind
 		}
 	}
-	p := &rowPlan{table: tbl, kinds: make([]metaKind, tbl.NumFields())}
+	p := &rowPlan{table: tbl, keys: keys, kinds: make([]metaKind, tbl.NumFields())}
 	var values []arrow.Field
 	for i, f := range tbl.Fields() {
 		kind, ok := names[f.Name]
@@ -191,6 +203,8 @@ func checkMetaType(kind metaKind, f arrow.Field) error {
 		ok = id == arrow.TIMESTAMP
 	case metaKey:
 		ok = id == arrow.BINARY || id == arrow.STRING
+	case metaHeaders:
+		ok = headersType(f.Type)
 	}
 	if !ok {
 		return fmt.Errorf("%w: metadata column %q is %s, a type it cannot hold", ErrConfig, f.Name, f.Type)
@@ -198,18 +212,37 @@ func checkMetaType(kind metaKind, f arrow.Field) error {
 	return nil
 }
 
-// build decodes one partition's records into a batch in the table's schema.
-func (p *rowPlan) build(mem memory.Allocator, dec Decoder, recs []*kgo.Record) (arrow.RecordBatch, error) {
+// build decodes one partition's records, or a prefix of them, into a batch in the table's schema or, for a
+// decoder whose values carry their own schema (Avro, Protobuf), into the values' columns followed by the
+// metadata columns: the writer matches columns by name. It returns the number of records the batch holds. A
+// bad value is a *RecordError wrapping ErrDecode; any other error (a registry that cannot be reached) is the
+// decoder's.
+func (p *rowPlan) build(mem memory.Allocator, dec Decoder, recs []*kgo.Record) (arrow.RecordBatch, int, error) {
 	values := make([][]byte, len(recs))
 	for i, r := range recs {
 		values[i] = r.Value
 	}
-	vals, bad, err := dec.Decode(mem, values, p.values)
+	var vals arrow.RecordBatch
+	var n int
+	var err error
+	if cd, ok := dec.(changeDecoder); ok {
+		vals, n, err = cd.decodeChanges(mem, recs, p.values, p.keys)
+	} else {
+		vals, n, err = dec.Decode(mem, values, p.values)
+	}
 	if err != nil {
-		r := recs[min(bad, len(recs)-1)]
-		return nil, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
+		if !errors.Is(err, ErrDecode) {
+			return nil, 0, err
+		}
+		bad := min(max(n, 0), len(recs)-1)
+		r := recs[bad]
+		return nil, 0, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err, index: bad, record: r}
 	}
 	defer vals.Release()
+	recs = recs[:n]
+	if !vals.Schema().Equal(p.values) {
+		return p.appendMeta(mem, vals, recs), n, nil
+	}
 	if int(vals.NumCols()) != len(p.kinds) { // metadata columns to add
 		cols := make([]arrow.Array, len(p.kinds))
 		v := 0
@@ -222,20 +255,44 @@ func (p *rowPlan) build(mem memory.Allocator, dec Decoder, recs []*kgo.Record) (
 			}
 			cols[i] = metaColumn(mem, kind, p.table.Field(i).Type, recs)
 		}
-		defer func() {
-			for _, c := range cols {
-				c.Release()
-			}
-		}()
-		return array.NewRecordBatch(p.table, cols, int64(len(recs))), nil
+		defer releaseAll(cols)
+		return array.NewRecordBatch(p.table, cols, int64(n)), n, nil
 	}
 	vals.Retain()
-	return vals, nil
+	return vals, n, nil
+}
+
+// appendMeta is vals' columns followed by the metadata columns (those vals lacks).
+func (p *rowPlan) appendMeta(mem memory.Allocator, vals arrow.RecordBatch, recs []*kgo.Record) arrow.RecordBatch {
+	fields := slices.Clone(vals.Schema().Fields())
+	cols := slices.Clone(vals.Columns())
+	for _, c := range cols {
+		c.Retain()
+	}
+	for i, kind := range p.kinds {
+		if kind == metaNone || vals.Schema().HasField(p.table.Field(i).Name) {
+			continue
+		}
+		fields = append(fields, p.table.Field(i))
+		cols = append(cols, metaColumn(mem, kind, p.table.Field(i).Type, recs))
+	}
+	defer releaseAll(cols)
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(recs)))
+}
+
+func releaseAll(cols []arrow.Array) {
+	for _, c := range cols {
+		c.Release()
+	}
 }
 
 func metaColumn(mem memory.Allocator, kind metaKind, typ arrow.DataType, recs []*kgo.Record) arrow.Array {
 	b := array.NewBuilder(mem, typ)
 	defer b.Release()
+	if kind == metaHeaders {
+		appendHeaders(b, recs)
+		return b.NewArray()
+	}
 	for _, r := range recs {
 		switch bb := b.(type) {
 		case *array.StringBuilder:
@@ -269,4 +326,21 @@ func metaColumn(mem memory.Allocator, kind metaKind, typ arrow.DataType, recs []
 		}
 	}
 	return b.NewArray()
+}
+
+// field reads one top-level field of a JSON object (numbers as json.Number).
+func (jsonDecoder) field(value []byte, name string) (any, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(value, &m); err != nil {
+		return nil, err
+	}
+	raw, ok := m[name]
+	if !ok {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
 }

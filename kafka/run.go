@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/icewriter/iceberg"
@@ -71,7 +70,7 @@ func (s *Sink) Run(ctx context.Context) error {
 	return w.Close(end)
 }
 
-func (s *Sink) writerNow() *iceberg.Writer {
+func (s *Sink) writerNow() target {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w
@@ -117,18 +116,7 @@ func (s *Sink) writePoll(ctx context.Context, fetches kgo.Fetches) error {
 			return
 		}
 		key := partitionKey(p.Topic, p.Partition)
-		rec, e := s.plan.build(memory.DefaultAllocator, s.dec, p.Records)
-		if e != nil {
-			err = e
-			return
-		}
-		if s.cfg.Upsert {
-			e = s.w.Source(key).Upsert(ctx, rec)
-		} else {
-			e = s.w.Source(key).Write(ctx, rec)
-		}
-		rec.Release()
-		if e != nil {
+		if e := s.writeRecords(ctx, key, p.Records); e != nil {
 			err = s.writerError(fmt.Sprintf("writing partition %s", key), e)
 			return
 		}

@@ -1,6 +1,8 @@
-// Package kafka writes Kafka (or Redpanda) topics into an Iceberg table, scaled out over a consumer group: the
-// group protocol spreads the partitions over the members, each member writes its partitions through its own
-// iceberg.Writer, and the table holds every record once through rebalances and crashes.
+// Package kafka writes Kafka (or Redpanda) topics into an Iceberg table (or, with a Route, many), scaled out
+// over a consumer group: the group protocol spreads the partitions over the members, each member writes its
+// partitions through its own iceberg.Writer (iceberg.Router), and the table holds every record once through
+// rebalances and crashes. Values decode from JSON, Avro or Protobuf through a schema registry, Debezium change
+// events, or raw bytes; bad records can go to a dead-letter topic.
 //
 // The table is the truth. A partition's position (key "topic/partition", value the next offset to read, in
 // decimal) commits atomically with the rows it covers; a member that is assigned a partition resumes from the
@@ -74,14 +76,39 @@ type Config struct {
 	// partitions (produce with the key as the Kafka key): the order of two partitions' records is not defined.
 	// Without a key, the first poll fails and Run returns the error. Default: false (append).
 	Upsert bool
+	// DeadLetterTopic, when set, receives every record that cannot be decoded (ErrDecode) or whose row the
+	// table rejects (a *iceberg.ColumnError: a value of the wrong type, a null in a required column, an unknown
+	// column without schema evolution), instead of the sink stopping on it: its key, value and headers, plus the
+	// headers HeaderError, HeaderTopic, HeaderPartition and HeaderOffset. It is produced (and acknowledged)
+	// before the table's position of its partition covers it, so it is never lost and never retried forever;
+	// a member that dies between the two produces it again on replay (the dead-letter topic is at least once).
+	// Default: "" (a bad record stops the sink with a *RecordError or the writer's error).
+	DeadLetterTopic string
+	// Route, instead of Table or Writer, spreads the records over many tables of Catalog (see Route).
+	// Default: nil.
+	Route *Route
 }
 
-// target is where records go: the table's writer. It is the seam for routing (a multi-table Router): a route
-// will pick a target per record, by topic or by a field, each target with its own writer and positions.
+// target is where records go: one table's writer (writerTarget), or the tables of a Route through an
+// iceberg.Router (routeTarget, route.go). Positions are by partition key, the next offset to read; a route's
+// are the lowest over its tables, where the partition resumes.
 type target interface {
-	// writer returns the writer that takes the record's rows.
-	writer() *iceberg.Writer
+	Positions(ctx context.Context) (map[string]string, error)
+	// ResumePositions resumes newly assigned partitions (see iceberg.Writer.ResumePositions) and returns where
+	// each resumes (absent: from its start).
+	ResumePositions(ctx context.Context, partitions ...string) (map[string]string, error)
+	CheckpointPositions(ctx context.Context, positions map[string]string) error
+	Flush(ctx context.Context) error
+	Close(ctx context.Context) error
+	Abort(ctx context.Context) error
+	// release commits a revoked partition's rows up to its position and drops the rest (Source.Abort).
+	release(ctx context.Context, key string) error
 }
+
+// writerTarget is the target of a sink without a route: one table's writer.
+type writerTarget struct{ *iceberg.Writer }
+
+func (t writerTarget) release(ctx context.Context, key string) error { return t.Source(key).Abort(ctx) }
 
 // Sink consumes the configured topics as a member of the group and writes them into the table.
 type Sink struct {
@@ -91,7 +118,7 @@ type Sink struct {
 	plan *rowPlan
 
 	mu      sync.Mutex // guards w, owned and failed; rebalance callbacks and the poll loop both take it
-	w       *iceberg.Writer
+	w       target
 	owned   map[string]map[int32]bool
 	failed  error
 	crashed bool // set by crash (tests): the callbacks do nothing, as in a killed process
@@ -99,8 +126,6 @@ type Sink struct {
 	cl        *kgo.Client
 	committed chan struct{} // a table commit happened: the group offsets may follow
 }
-
-func (s *Sink) writer() *iceberg.Writer { return s.w }
 
 // New validates cfg, opens the writer when cfg names a catalog and table, and creates the member's Kafka client.
 // Consuming starts with Run.
@@ -112,7 +137,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("%w: Group is empty", ErrConfig)
 	case len(cfg.Topics) == 0:
 		return nil, fmt.Errorf("%w: Topics is empty", ErrConfig)
-	case cfg.Writer == nil && (cfg.Catalog == nil || len(cfg.Table) == 0):
+	case cfg.Route != nil && (cfg.Catalog == nil || cfg.Writer != nil || len(cfg.Table) != 0):
+		return nil, fmt.Errorf("%w: Route needs Catalog, and neither Table nor Writer", ErrConfig)
+	case cfg.Route == nil && cfg.Writer == nil && (cfg.Catalog == nil || len(cfg.Table) == 0):
 		return nil, fmt.Errorf("%w: set Writer, or Catalog and Table", ErrConfig)
 	case cfg.Writer != nil && cfg.Catalog != nil:
 		return nil, fmt.Errorf("%w: set Writer or Catalog, not both", ErrConfig)
@@ -131,20 +158,23 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if s.cfg.WriterID == "" {
 		s.cfg.WriterID = cfg.Group + "-" + randomSuffix()
 	}
-	s.w = cfg.Writer
-	if s.w == nil {
+	if cfg.Writer != nil {
+		s.w = writerTarget{cfg.Writer}
+	} else {
 		w, err := s.openWriter(ctx)
 		if err != nil {
 			return nil, err
 		}
 		s.w = w
 	}
-	plan, err := newRowPlan(s.w.Schema(), s.dec, cfg.Metadata)
-	if err != nil {
-		_ = s.closeOwnWriter(ctx)
-		return nil, err
+	if wt, ok := s.w.(writerTarget); ok {
+		plan, err := newRowPlan(wt.Schema(), tableKeys(wt.Writer), s.dec, cfg.Metadata)
+		if err != nil {
+			_ = s.closeOwnWriter(ctx)
+			return nil, err
+		}
+		s.plan = plan
 	}
-	s.plan = plan
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumerGroup(cfg.Group),
@@ -168,14 +198,17 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	return s, nil
 }
 
-func (s *Sink) openWriter(ctx context.Context) (*iceberg.Writer, error) {
-	opts := append(append([]iceberg.Option{}, s.cfg.WriterOptions...), iceberg.WithWriterID(s.cfg.WriterID),
+func (s *Sink) openWriter(ctx context.Context) (target, error) {
+	opts := append(append(decoderOptions(s.dec), s.cfg.WriterOptions...), iceberg.WithWriterID(s.cfg.WriterID),
 		iceberg.WithCheckpoints(), iceberg.WithOnCommit(s.onCommit))
+	if s.cfg.Route != nil {
+		return newRouteTarget(ctx, s.cfg, s.dec, opts)
+	}
 	w, err := iceberg.NewWriter(ctx, s.cfg.Catalog, s.cfg.Table, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: open table %v: %w", s.cfg.Table, err)
 	}
-	return w, nil
+	return writerTarget{w}, nil
 }
 
 func (s *Sink) closeOwnWriter(ctx context.Context) error {
@@ -266,7 +299,7 @@ func (s *Sink) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]
 	}
 	for t, ps := range revoked {
 		for _, p := range ps {
-			if err := s.w.Source(partitionKey(t, p)).Abort(ctx); err != nil {
+			if err := s.w.release(ctx, partitionKey(t, p)); err != nil {
 				s.fail(fmt.Errorf("kafka: releasing partition %s: %w", partitionKey(t, p), err))
 				return
 			}

@@ -1,0 +1,200 @@
+package kafka_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go/table"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/kafka"
+)
+
+// cdcRow is a row of the model: the table's state of a key.
+type cdcRow struct {
+	Name string `json:"name"`
+	Qty  *int64 `json:"qty"`
+}
+
+// debeziumStream generates Debezium events over keys (creates, updates, updates that change the key, deletes
+// followed by tombstones, every third event in the JsonConverter's schema envelope) and applies each to the
+// model as the table must; events of a key stay in one partition (id % valuesParts), as Debezium keys them.
+type debeziumStream struct {
+	rng   *rand.Rand
+	lsn   int64
+	model map[int64]cdcRow
+	n     int
+}
+
+func (s *debeziumStream) event(topic string, encode func(ev map[string]any, n int) []byte) []*kgo.Record {
+	s.n++
+	id := s.rng.Int64N(24)
+	row, live := s.model[id]
+	s.lsn += 1 + s.rng.Int64N(3)
+	img := func(id int64, r cdcRow) map[string]any {
+		m := map[string]any{"id": id, "name": r.Name, "qty": nil}
+		if r.Qty != nil {
+			m["qty"] = *r.Qty
+		}
+		return m
+	}
+	var op string
+	var before, after map[string]any
+	qty := s.lsn
+	next := cdcRow{Name: fmt.Sprintf("n-%d-%d", id, s.n), Qty: &qty}
+	if s.n%5 == 0 {
+		next.Qty = nil
+	}
+	switch r := s.rng.IntN(10); {
+	case !live:
+		op, after = "c", img(id, next)
+		s.model[id] = next
+	case r < 5:
+		op, before, after = "u", img(id, row), img(id, next)
+		s.model[id] = next
+	case r < 7: // the key changes (REPLICA IDENTITY FULL: the before image names the old key)
+		to := id + valuesParts*(1+s.rng.Int64N(3))
+		if _, taken := s.model[to]; taken {
+			return nil
+		}
+		op, before, after = "u", img(id, row), img(to, next)
+		delete(s.model, id)
+		s.model[to] = next
+	default:
+		op, before = "d", img(id, row)
+		delete(s.model, id)
+	}
+	ev := map[string]any{"before": nilMap(before), "after": nilMap(after), "op": op, "ts_ms": int64(1),
+		"source": map[string]any{"lsn": s.lsn, "connector": "postgresql"}}
+	b := encode(ev, s.n)
+	key := []byte(strconv.FormatInt(id, 10))
+	recs := []*kgo.Record{{Topic: topic, Partition: int32(id % valuesParts), Key: key, Value: b}}
+	if op == "d" {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(id % valuesParts), Key: key}) // tombstone
+	}
+	return recs
+}
+
+// nilMap is m, or an untyped nil for a nil map (no image), which encoders take as null.
+func nilMap(m map[string]any) any {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+// jsonEvent encodes an event as the JsonConverter does, every third one in its schema envelope.
+func jsonEvent(ev map[string]any, n int) []byte {
+	var v any = ev
+	if n%3 == 0 {
+		v = map[string]any{"schema": map[string]any{"type": "struct"}, "payload": ev}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// debeziumAvro is the Avro envelope of the items table, as Debezium's AvroConverter registers it (trimmed).
+const debeziumAvro = `{"type":"record","name":"Envelope","namespace":"pg.public.items","fields":[
+ {"name":"before","type":["null",{"type":"record","name":"Value","fields":[
+   {"name":"id","type":"long"},{"name":"name","type":["null","string"],"default":null},
+   {"name":"qty","type":["null","long"],"default":null}]}],"default":null},
+ {"name":"after","type":["null","Value"],"default":null},
+ {"name":"source","type":{"type":"record","name":"Source","namespace":"io.debezium.connector.postgresql","fields":[
+   {"name":"connector","type":"string"},{"name":"lsn","type":["null","long"],"default":null}]}},
+ {"name":"op","type":"string"},
+ {"name":"ts_ms","type":["null","long"],"default":null}]}`
+
+// TestDebeziumEnvelopesApplyToTheModel streams creates, updates (some changing the key), deletes and tombstones
+// through a sink whose decoder is Debezium (versions from source.lsn, keys from the table's identifier field),
+// in JSON and in Avro through the schema registry, restarts the member half-way (another writer ID: it resumes
+// from the table), and reads the table back: it holds exactly the model's final state.
+func TestDebeziumEnvelopesApplyToTheModel(t *testing.T) {
+	t.Run("json", func(t *testing.T) { testDebezium(t, false) })
+	t.Run("avro", func(t *testing.T) { testDebezium(t, true) })
+}
+
+func testDebezium(t *testing.T, avro bool) {
+	const topic = "pg.public.items"
+	e := newValuesEnv(t, topic)
+	ident := table.Identifier{"kafka", "items"}
+	e.createTable(ident, arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "qty", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}, nil), iceberg.IdentifierFields("id"))
+	s := &debeziumStream{rng: rand.New(rand.NewPCG(16, 4)), model: map[int64]cdcRow{}}
+	opts := kafka.DebeziumOptions{Version: "lsn"}
+	encode := jsonEvent
+	if avro {
+		serde := new(sr.Serde)
+		e.registerAvro(serde, topic+"-value", debeziumAvro)
+		encode = func(ev map[string]any, _ int) []byte {
+			b, err := serde.Encode(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		opts.Registry = e.sr
+	}
+	produce := func(n int) {
+		var recs []*kgo.Record
+		for range n {
+			recs = append(recs, s.event(topic, encode)...)
+		}
+		e.produce(recs...)
+	}
+	cfg := kafka.Config{Topics: []string{topic}, Catalog: e.cat, Table: ident, Decoder: kafka.Debezium(opts)}
+	produce(300)
+	cfg.WriterID = "first"
+	run := e.start(cfg)
+	e.waitPositions(ident, topic)
+	e.stop(run)
+	produce(300)
+	cfg.WriterID = "second"
+	run = e.start(cfg)
+	e.waitPositions(ident, topic)
+	e.stop(run)
+
+	got := map[int64]cdcRow{}
+	for _, r := range e.rows(ident) {
+		id, _ := strconv.ParseInt(fmt.Sprint(r["id"]), 10, 64)
+		if _, dup := got[id]; dup {
+			t.Errorf("key %d twice in the table", id)
+		}
+		row := cdcRow{Name: fmt.Sprint(r["name"])}
+		if r["qty"] != nil {
+			q, _ := strconv.ParseInt(fmt.Sprint(r["qty"]), 10, 64)
+			row.Qty = &q
+		}
+		got[id] = row
+	}
+	show := func(r cdcRow) string {
+		if r.Qty == nil {
+			return r.Name + "/null"
+		}
+		return fmt.Sprintf("%s/%d", r.Name, *r.Qty)
+	}
+	for id, want := range s.model {
+		if g, ok := got[id]; !ok || show(g) != show(want) {
+			t.Errorf("key %d: table %v (present %v), model %s", id, show(g), ok, show(want))
+		}
+	}
+	for id, g := range got {
+		if _, ok := s.model[id]; !ok {
+			t.Errorf("key %d: in the table (%s), deleted in the model", id, show(g))
+		}
+	}
+	if len(s.model) == 0 || len(s.model) == 24 {
+		t.Fatalf("model holds %d keys: the stream exercised nothing", len(s.model))
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -247,10 +246,4 @@ func releaseArrays(cols []arrow.Array) {
 			c.Release()
 		}
 	}
-}
-
-// sortedRows returns the rows in ascending order (they are gathered per key).
-func sortedRows(rows []int32) []int32 {
-	slices.Sort(rows)
-	return rows
 }

@@ -78,7 +78,7 @@ type batch struct {
 	fileKeys  []fileKeys          // key index on: the keys of each new data file, in row order (keyStage.readKeys)
 	segIdx    int                 // the segment of the run the batch went into
 	written   map[uint64]struct{} // key hashes of the rows written (writers with keys only)
-	keyedSet  map[uint64]int32    // key hashes upserted or deleted (resolved.keyed)
+	keyedSet  map[uint64]struct{} // key hashes upserted or deleted (resolved.keyed)
 	staged    bool
 	handed    bool // given to the committer: its files may be referenced, so they are never deleted
 	firstAt   time.Time

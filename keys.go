@@ -13,7 +13,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -299,7 +298,7 @@ var resolveHash = keyHash
 // resolve applies the sequential model inside one batch: a key's rows before its last upsert or delete are
 // dropped (a delete of the batch's commit would not reach rows of that same commit), and the batch's deletes
 // (stageDeletes) cover every key it upserts or deletes. It reads b.recs; what it returns holds references of
-// its own. mem allocates the filter masks.
+// its own. mem allocates the records of the rows kept (rowSelection).
 //
 // Each row's key is encoded and hashed once; one pass from the last row to the first then finds the rows a
 // later upsert or delete supersedes, with one table lookup per row: the table holds, per key, the last row that
@@ -339,7 +338,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	if b.keyed {
 		// lasts is an open-addressing table of the last row that upserts or deletes each key (slot: ordinal+1, 0
 		// empty), probed from the key's hash and checked against the hash, then the key's bytes: keys sharing a
-		// hash only probe further. A Go map keyed by the hash took twice as long for the lookup a row costs.
+		// hash only probe further. A Go map keyed by the hash took about twice as long per row (BenchmarkApply).
 		lasts := make([]int32, tableSize(keyedRows))
 		mask := uint64(len(lasts) - 1)
 		distinct := make([]int32, 0, min(keyedRows, 1<<16))
@@ -363,6 +362,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 		}
 	}
 	r.written = make(map[uint64]struct{}, min(total, len(r.keyed)+total-keyedRows))
+	sel := newRowSelection(ctx, mem)
 	ord := 0
 	for i, rec := range b.recs {
 		n := int(rec.NumRows())
@@ -376,33 +376,21 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 			keyRec := array.NewRecordBatch(ks.schema, keyColumns(rec, ks, false), rec.NumRows())
 			r.deletes = append(r.deletes, keyRec)
 		}
-		kept := 0
 		for row := ord; row < ord+n; row++ {
 			if !dropped[row] {
 				r.written[hashes[row]] = struct{}{}
-				kept++
 			}
 		}
-		switch {
-		case kept == n:
-			rec.Retain()
-			r.data = append(r.data, rec)
-		case kept > 0:
-			keep := array.NewBooleanBuilder(mem)
-			keep.Reserve(n)
-			for row := ord; row < ord+n; row++ {
-				keep.UnsafeAppend(!dropped[row])
-			}
-			mask := keep.NewBooleanArray()
-			keep.Release()
-			filtered, err := compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
-			mask.Release()
-			if err != nil {
-				return nil, err
-			}
-			r.data = append(r.data, filtered)
+		if err := sel.add(rec, dropped[ord:ord+n]); err != nil {
+			sel.release()
+			return nil, err
 		}
 		ord += n
+	}
+	var err error
+	if r.data, err = sel.records(); err != nil {
+		sel.release()
+		return nil, err
 	}
 	return r, nil
 }

@@ -413,3 +413,13 @@ func intersects[A, B any](a map[uint64]A, b map[uint64]B) bool {
 	}
 	return false
 }
+
+// intersectsAny reports whether a shares a key with any of sets.
+func intersectsAny[A, B any](a map[uint64]A, sets []map[uint64]B) bool {
+	for _, b := range sets {
+		if intersects(a, b) {
+			return true
+		}
+	}
+	return false
+}

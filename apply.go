@@ -37,7 +37,8 @@ var ErrUnknownOperation = errors.New("not a change operation")
 // null), a change whose version is lower than the version of the last change accepted for its key is skipped
 // (Stats.ChangesSkipped); equal versions apply (the changes of one transaction often share its LSN). The
 // versions are kept in memory: loaded on the first Apply from the committed rows' key and version columns when
-// the version column is a table column, then updated as changes are accepted, deletes included. Deleted keys'
+// the version column is a table column, then updated as changes are accepted, deletes included (a change whose
+// row goes to the dead letter handler is not applied and records none). Deleted keys'
 // versions do not survive a restart (the table holds no row for them): after one, a replayed change older than
 // a key's delete is applied again, and the replay's later changes of that key (its delete) set it right. Past
 // ChangeColumns.VersionBytes the keys changed least recently lose their versions, with the same effect.
@@ -103,7 +104,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	if err != nil {
 		return err
 	}
-	ups, upSize, err := upsertRecord(ctx, conf, data, plan)
+	ups, upSize, dead, err := upsertRecord(ctx, conf, data, plan)
 	if err != nil {
 		releaseRecords(del)
 		return err
@@ -112,7 +113,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 		return err
 	}
 	if vers != nil {
-		vers.accepted(plan)
+		vers.accepted(plan, dead)
 		w.changes.skipped.Add(int64(plan.skipped))
 	}
 	return nil
@@ -200,26 +201,40 @@ func deleteRecord(ctx context.Context, mem memory.Allocator, ks *keySpec, cb *ch
 	return array.NewRecordBatch(ks.schema, cols, int64(n)), size, nil
 }
 
-// upsertRecord conforms the rows a call upserts (nil when none) into the table's schema, in the writer's memory.
-// Only those rows are conformed: a delete row's other columns may be null even where the table requires them.
-func upsertRecord(ctx context.Context, conf *conformer, data arrow.RecordBatch, plan *changePlan) (arrow.RecordBatch, int64, error) {
+// upsertRecord conforms the rows a call upserts (nil when none) into the table's schema, in the writer's memory,
+// and returns the rows of data routed to the dead letter handler (ascending). Only the upserted rows are
+// conformed: a delete row's other columns may be null even where the table requires them.
+func upsertRecord(ctx context.Context, conf *conformer, data arrow.RecordBatch, plan *changePlan) (arrow.RecordBatch, int64, []int32, error) {
 	if len(plan.upserts) == 0 {
-		return nil, 0, nil
+		return nil, 0, nil, nil
 	}
+	var out arrow.RecordBatch
+	var size int64
+	var dead []int64
+	var err error
 	if len(plan.upserts) == int(data.NumRows()) {
-		return conf.conform(ctx, data)
+		out, size, dead, err = conf.conform(ctx, data)
+	} else {
+		idx := int32Array(conf.mem, plan.upserts)
+		defer idx.Release()
+		taken, terr := compute.Take(compute.WithAllocator(ctx, conf.mem), *compute.DefaultTakeOptions(),
+			compute.NewDatumWithoutOwning(data), compute.NewDatumWithoutOwning(idx))
+		if terr != nil {
+			return nil, 0, nil, fmt.Errorf("iceberg: take the upserted rows: %w", terr)
+		}
+		defer taken.Release()
+		// Take copied the rows into the writer's memory already: the conformed record may share those buffers
+		// (a view keeps them alive) instead of copying them a second time.
+		out, size, dead, err = conf.conformView(ctx, taken.(*compute.RecordDatum).Value)
 	}
-	idx := int32Array(conf.mem, plan.upserts)
-	defer idx.Release()
-	out, err := compute.Take(compute.WithAllocator(ctx, conf.mem), *compute.DefaultTakeOptions(),
-		compute.NewDatumWithoutOwning(data), compute.NewDatumWithoutOwning(idx))
 	if err != nil {
-		return nil, 0, fmt.Errorf("iceberg: take the upserted rows: %w", err)
+		return nil, 0, nil, err
 	}
-	defer out.Release()
-	// Take copied the rows into the writer's memory already: the conformed record may share those buffers (a
-	// view keeps them alive) instead of copying them a second time.
-	return conf.conformView(ctx, out.(*compute.RecordDatum).Value)
+	var rows []int32
+	for _, d := range dead {
+		rows = append(rows, plan.upserts[d]) // the conformed rows are plan.upserts, in order
+	}
+	return out, size, rows, nil
 }
 
 // takeRows takes the rows of col at the given positions into mem.

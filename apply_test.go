@@ -466,3 +466,64 @@ func TestApplyConcurrent(t *testing.T) {
 		t.Fatal("no replayed change skipped")
 	}
 }
+
+// TestApplyVersionDeadLetter: a change whose row goes to the dead letter handler is not applied, so it records
+// no version: an older change of its key in a later call (a replay from before it) still applies, while an
+// older change of a key whose newer change was applied is skipped.
+func TestApplyVersionDeadLetter(t *testing.T) {
+	ctx := context.Background()
+	required := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "v", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	in := arrow.NewSchema([]arrow.Field{
+		{Name: "op", Type: arrow.BinaryTypes.String},
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "seq", Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+	// change upserts id with v at seq; v < 0: a null v, which the table's required v sends to the dead letters.
+	type change struct{ id, v, seq int64 }
+	apply := func(w *iceberg.Writer, chs ...change) {
+		t.Helper()
+		b := array.NewRecordBuilder(memory.NewGoAllocator(), in)
+		defer b.Release()
+		for _, c := range chs {
+			b.Field(0).(*array.StringBuilder).Append("u")
+			b.Field(1).(*array.Int64Builder).Append(c.id)
+			if c.v < 0 {
+				b.Field(2).AppendNull()
+			} else {
+				b.Field(2).(*array.Int64Builder).Append(c.v)
+			}
+			b.Field(3).(*array.StringBuilder).Append(fmt.Sprintf("row-%d-%d", c.id, c.v))
+			b.Field(4).(*array.Int64Builder).Append(c.seq)
+		}
+		rec := b.NewRecordBatch()
+		defer rec.Release()
+		if err := w.Apply(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range applyCases {
+		t.Run(c.String(), func(t *testing.T) {
+			var dl deadLetters
+			defer dl.release()
+			cat, ident := openCatalog(t), table.Identifier{"apply", "dead_versions"}
+			w := openApplyWriter(t, cat, ident, c, required,
+				iceberg.WithChangeColumns(iceberg.ChangeColumns{Version: "seq"}), iceberg.WithDeadLetter(dl.fn))
+			apply(w, change{id: 1, v: -1, seq: 10}, change{id: 2, v: 20, seq: 10})
+			apply(w, change{id: 1, v: 5, seq: 5}, change{id: 2, v: 7, seq: 5})
+			flush(t, w)
+			compareKV(t, readKV(t, cat, ident), kvModel{1: {5}, 2: {20}})
+			if len(dl.rows) != 1 {
+				t.Fatalf("%d rows dead-lettered, want 1", len(dl.rows))
+			}
+			if s := w.Stats().ChangesSkipped; s != 1 {
+				t.Fatalf("%d changes skipped, want 1 (id 2's older change)", s)
+			}
+		})
+	}
+}

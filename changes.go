@@ -415,6 +415,7 @@ type changePlan struct {
 	upserts, delKeys, delBefore []int32
 	keys                        []xxh3.Uint128 // the hashes of the keys changed, for the versions
 	vers                        []int64        // the version of each key's last change (with a version column)
+	upRows                      []int32        // the row each key's last change upserts, -1 for a delete (with vers)
 	skipped                     int            // changes older than their key's version
 }
 
@@ -523,6 +524,7 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 	}
 	if cb.vers != nil {
 		plan.vers = make([]int64, len(ents))
+		plan.upRows = make([]int32, len(ents))
 	}
 	// The upserted rows in row order (ents are in the order keys first appeared): marked, then collected.
 	upserted := make([]bool, cb.n)
@@ -538,7 +540,10 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 			plan.delKeys = append(plan.delKeys, e.row)
 		}
 		if plan.vers != nil {
-			plan.vers[i] = e.ver
+			plan.vers[i], plan.upRows[i] = e.ver, -1
+			if !e.del {
+				plan.upRows[i] = e.row
+			}
 		}
 	}
 	if ups > 0 {

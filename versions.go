@@ -55,9 +55,16 @@ func (m *versionMap) set(h xxh3.Uint128, v int64) {
 	}
 }
 
-// accepted records the versions of the keys an accepted call changed.
-func (m *versionMap) accepted(plan *changePlan) {
+// accepted records the versions of the keys an accepted call changed, but for keys whose last change upserts
+// a row routed to the dead letter handler (dead, ascending): that change was not applied, so it must not make
+// an older replayed change of the key look stale.
+func (m *versionMap) accepted(plan *changePlan, dead []int32) {
 	for i, h := range plan.keys {
+		if len(dead) > 0 && plan.upRows[i] >= 0 {
+			if _, found := slices.BinarySearch(dead, plan.upRows[i]); found {
+				continue
+			}
+		}
 		m.set(h, plan.vers[i])
 	}
 }

@@ -38,10 +38,10 @@ var ErrUnknownOperation = errors.New("not a change operation")
 // (Stats.ChangesSkipped); equal versions apply (the changes of one transaction often share its LSN). The
 // versions are kept in memory: loaded on the first Apply from the committed rows' key and version columns when
 // the version column is a table column, then updated as changes are accepted, deletes included (a change whose
-// row goes to the dead letter handler is not applied and records none). Deleted keys'
-// versions do not survive a restart (the table holds no row for them): after one, a replayed change older than
-// a key's delete is applied again, and the replay's later changes of that key (its delete) set it right. Past
-// ChangeColumns.VersionBytes the keys changed least recently lose their versions, with the same effect.
+// row goes to the dead letter handler is not applied and records none). Deleted keys' versions do not survive a
+// restart (the table holds no row for them): after one, a replayed change older than a key's delete is applied
+// again, and the replay's later changes of that key (its delete) set it right. Past ChangeColumns.VersionBytes
+// the keys changed least recently lose their versions, with the same effect.
 //
 // Within one call the changes are resolved per key (the last applied change of a key wins), so the call hands
 // at most one row per key to the writer: Apply costs about what Upsert of the surviving rows costs. Columns are

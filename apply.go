@@ -109,25 +109,36 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 		releaseRecords(del)
 		return err
 	}
-	if err := w.acceptChanges(ctx, source, del, delSize, ups, upSize); err != nil {
+	var undo *callUndo
+	if vers != nil && source != "" {
+		undo = &callUndo{&versionUndo{}, &versionUndo{}} // filled below, under the lock restore takes
+	}
+	if err := w.acceptChanges(ctx, source, del, delSize, ups, upSize, undo); err != nil {
 		return err
 	}
 	if vers != nil {
-		vers.accepted(plan, dead)
+		vers.accepted(plan, dead, undo)
 		w.changes.skipped.Add(int64(plan.skipped))
 	}
 	return nil
 }
 
 // acceptChanges hands one Apply call's records to the pipeline together, all or none: the keys it deletes, then
-// the rows it upserts (the two hold distinct keys; either may be nil). On an error they are released.
-func (w *Writer) acceptChanges(ctx context.Context, source string, del arrow.RecordBatch, delSize int64, ups arrow.RecordBatch, upSize int64) error {
+// the rows it upserts (the two hold distinct keys; either may be nil), each with its part of undo (nil: none).
+// On an error they are released.
+func (w *Writer) acceptChanges(ctx context.Context, source string, del arrow.RecordBatch, delSize int64, ups arrow.RecordBatch, upSize int64, undo *callUndo) error {
 	recs := make([]batchRecord, 0, 2)
 	if del != nil {
 		recs = append(recs, batchRecord{rec: del, size: delSize, kind: opDelete, source: source})
+		if undo != nil {
+			recs[len(recs)-1].undo = []*versionUndo{undo.del}
+		}
 	}
 	if ups != nil {
 		recs = append(recs, batchRecord{rec: ups, size: upSize, kind: opUpsert, source: source})
+		if undo != nil {
+			recs[len(recs)-1].undo = []*versionUndo{undo.ups}
+		}
 	}
 	if len(recs) == 0 {
 		return nil

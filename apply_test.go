@@ -527,3 +527,52 @@ func TestApplyVersionDeadLetter(t *testing.T) {
 		})
 	}
 }
+
+// TestSourceAbortVersions: Source.Abort forgets the versions of the changes it drops, so the partition's replay
+// from its committed position applies changes older than the dropped ones (which were never committed); a key
+// that another partition changed since keeps that partition's version.
+func TestSourceAbortVersions(t *testing.T) {
+	cc := changeColumns{version: "seq"}
+	for _, c := range applyCases {
+		t.Run(c.String(), func(t *testing.T) {
+			ctx := context.Background()
+			cat, ident := openCatalog(t), table.Identifier{"apply", "abort_versions"}
+			w := openApplyWriter(t, cat, ident, c, kvSchema, iceberg.WithChangeColumns(iceberg.ChangeColumns{Version: "seq"}),
+				iceberg.WithWriterID("abort-versions"), iceberg.WithCheckpoints())
+			p, q := w.Source("p"), w.Source("q")
+			apply := func(s *iceberg.Source, chs ...kvChange) {
+				t.Helper()
+				rec := changeBatch(chs, cc)
+				defer rec.Release()
+				if err := s.Apply(ctx, rec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkpoint := func(s *iceberg.Source, pos string) {
+				t.Helper()
+				if err := s.Checkpoint(ctx, pos); err != nil {
+					t.Fatal(err)
+				}
+			}
+			apply(p, kvChange{op: "c", id: 1, v: 1, before: -1, ver: 1}, kvChange{op: "c", id: 2, v: 1, before: -1, ver: 1})
+			checkpoint(p, "1")
+			// Dropped by the abort: p's changes after its position 1.
+			apply(p, kvChange{op: "u", id: 1, v: 5, before: -1, ver: 5}, kvChange{op: "d", id: 2, before: -1, ver: 5},
+				kvChange{op: "c", id: 3, v: 5, before: -1, ver: 5}, kvChange{op: "c", id: 4, v: 5, before: -1, ver: 5})
+			apply(q, kvChange{op: "u", id: 4, v: 6, before: -1, ver: 6})
+			checkpoint(q, "q1")
+			if err := p.Abort(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The replay from position 1 holds other changes, older than the dropped ones.
+			apply(p, kvChange{op: "u", id: 1, v: 3, before: -1, ver: 3}, kvChange{op: "u", id: 2, v: 3, before: -1, ver: 3},
+				kvChange{op: "c", id: 3, v: 3, before: -1, ver: 3}, kvChange{op: "u", id: 4, v: 3, before: -1, ver: 3})
+			checkpoint(p, "3")
+			flush(t, w)
+			compareKV(t, readKV(t, cat, ident), kvModel{1: {3}, 2: {3}, 3: {3}, 4: {6}})
+			if s := w.Stats().ChangesSkipped; s != 1 {
+				t.Fatalf("%d changes skipped, want 1 (p's replayed change of id 4, older than q's)", s)
+			}
+		})
+	}
+}

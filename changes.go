@@ -131,6 +131,17 @@ func (st *changeStage) lock(ctx context.Context) (unlock func(), err error) {
 	}
 }
 
+// restore undoes the versions of Apply calls whose rows Source.Abort dropped (oldest first), waiting for an
+// Apply under way to end whatever ctx says: versions left behind would make a replay skip changes.
+func (st *changeStage) restore(ctx context.Context, undos []*versionUndo) {
+	if st.vers == nil || len(undos) == 0 {
+		return
+	}
+	unlock, _ := st.lock(context.WithoutCancel(ctx))
+	defer unlock()
+	st.vers.restore(undos)
+}
+
 // versionsFor returns the versions of keys (nil without a version column), loading them from the table on
 // first use. Call it under lock.
 func (st *changeStage) versionsFor(ctx context.Context, tbl *table.Table, branch string, ks *keySpec) (*versionMap, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -38,10 +37,11 @@ var ErrUnknownOperation = errors.New("not a change operation")
 // null), a change whose version is lower than the version of the last change accepted for its key is skipped
 // (Stats.ChangesSkipped); equal versions apply (the changes of one transaction often share its LSN). The
 // versions are kept in memory: loaded on the first Apply from the committed rows' key and version columns when
-// the version column is a table column, then updated as changes are accepted, deletes included. Deleted keys'
-// versions do not survive a restart (the table holds no row for them): after one, a replayed change older than
-// a key's delete is applied again, and the replay's later changes of that key (its delete) set it right. Past
-// ChangeColumns.VersionBytes the keys changed least recently lose their versions, with the same effect.
+// the version column is a table column, then updated as changes are accepted, deletes included (a change whose
+// row goes to the dead letter handler is not applied and records none). Deleted keys' versions do not survive a
+// restart (the table holds no row for them): after one, a replayed change older than a key's delete is applied
+// again, and the replay's later changes of that key (its delete) set it right. Past ChangeColumns.VersionBytes
+// the keys changed least recently lose their versions, with the same effect.
 //
 // Within one call the changes are resolved per key (the last applied change of a key wins), so the call hands
 // at most one row per key to the writer: Apply costs about what Upsert of the surviving rows costs. Columns are
@@ -104,30 +104,41 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	if err != nil {
 		return err
 	}
-	ups, upSize, err := upsertRecord(ctx, conf, data, plan)
+	ups, upSize, dead, err := upsertRecord(ctx, conf, data, plan)
 	if err != nil {
 		releaseRecords(del)
 		return err
 	}
-	if err := w.acceptChanges(ctx, source, del, delSize, ups, upSize); err != nil {
+	var undo *callUndo
+	if vers != nil && source != "" {
+		undo = &callUndo{&versionUndo{}, &versionUndo{}} // filled below, under the lock restore takes
+	}
+	if err := w.acceptChanges(ctx, source, del, delSize, ups, upSize, undo); err != nil {
 		return err
 	}
 	if vers != nil {
-		vers.accepted(plan)
+		vers.accepted(plan, dead, undo)
 		w.changes.skipped.Add(int64(plan.skipped))
 	}
 	return nil
 }
 
 // acceptChanges hands one Apply call's records to the pipeline together, all or none: the keys it deletes, then
-// the rows it upserts (the two hold distinct keys; either may be nil). On an error they are released.
-func (w *Writer) acceptChanges(ctx context.Context, source string, del arrow.RecordBatch, delSize int64, ups arrow.RecordBatch, upSize int64) error {
+// the rows it upserts (the two hold distinct keys; either may be nil), each with its part of undo (nil: none).
+// On an error they are released.
+func (w *Writer) acceptChanges(ctx context.Context, source string, del arrow.RecordBatch, delSize int64, ups arrow.RecordBatch, upSize int64, undo *callUndo) error {
 	recs := make([]batchRecord, 0, 2)
 	if del != nil {
 		recs = append(recs, batchRecord{rec: del, size: delSize, kind: opDelete, source: source})
+		if undo != nil {
+			recs[len(recs)-1].undo = []*versionUndo{undo.del}
+		}
 	}
 	if ups != nil {
 		recs = append(recs, batchRecord{rec: ups, size: upSize, kind: opUpsert, source: source})
+		if undo != nil {
+			recs[len(recs)-1].undo = []*versionUndo{undo.ups}
+		}
 	}
 	if len(recs) == 0 {
 		return nil
@@ -201,26 +212,40 @@ func deleteRecord(ctx context.Context, mem memory.Allocator, ks *keySpec, cb *ch
 	return array.NewRecordBatch(ks.schema, cols, int64(n)), size, nil
 }
 
-// upsertRecord conforms the rows a call upserts (nil when none) into the table's schema, in the writer's memory.
-// Only those rows are conformed: a delete row's other columns may be null even where the table requires them.
-func upsertRecord(ctx context.Context, conf *conformer, data arrow.RecordBatch, plan *changePlan) (arrow.RecordBatch, int64, error) {
+// upsertRecord conforms the rows a call upserts (nil when none) into the table's schema, in the writer's memory,
+// and returns the rows of data routed to the dead letter handler (ascending). Only the upserted rows are
+// conformed: a delete row's other columns may be null even where the table requires them.
+func upsertRecord(ctx context.Context, conf *conformer, data arrow.RecordBatch, plan *changePlan) (arrow.RecordBatch, int64, []int32, error) {
 	if len(plan.upserts) == 0 {
-		return nil, 0, nil
+		return nil, 0, nil, nil
 	}
+	var out arrow.RecordBatch
+	var size int64
+	var dead []int64
+	var err error
 	if len(plan.upserts) == int(data.NumRows()) {
-		return conf.conform(ctx, data)
+		out, size, dead, err = conf.conform(ctx, data)
+	} else {
+		idx := int32Array(conf.mem, plan.upserts)
+		defer idx.Release()
+		taken, terr := compute.Take(compute.WithAllocator(ctx, conf.mem), *compute.DefaultTakeOptions(),
+			compute.NewDatumWithoutOwning(data), compute.NewDatumWithoutOwning(idx))
+		if terr != nil {
+			return nil, 0, nil, fmt.Errorf("iceberg: take the upserted rows: %w", terr)
+		}
+		defer taken.Release()
+		// Take copied the rows into the writer's memory already: the conformed record may share those buffers
+		// (a view keeps them alive) instead of copying them a second time.
+		out, size, dead, err = conf.conformView(ctx, taken.(*compute.RecordDatum).Value)
 	}
-	idx := int32Array(conf.mem, plan.upserts)
-	defer idx.Release()
-	out, err := compute.Take(compute.WithAllocator(ctx, conf.mem), *compute.DefaultTakeOptions(),
-		compute.NewDatumWithoutOwning(data), compute.NewDatumWithoutOwning(idx))
 	if err != nil {
-		return nil, 0, fmt.Errorf("iceberg: take the upserted rows: %w", err)
+		return nil, 0, nil, err
 	}
-	defer out.Release()
-	// Take copied the rows into the writer's memory already: the conformed record may share those buffers (a
-	// view keeps them alive) instead of copying them a second time.
-	return conf.conformView(ctx, out.(*compute.RecordDatum).Value)
+	var rows []int32
+	for _, d := range dead {
+		rows = append(rows, plan.upserts[d]) // the conformed rows are plan.upserts, in order
+	}
+	return out, size, rows, nil
 }
 
 // takeRows takes the rows of col at the given positions into mem.
@@ -247,10 +272,4 @@ func releaseArrays(cols []arrow.Array) {
 			c.Release()
 		}
 	}
-}
-
-// sortedRows returns the rows in ascending order (they are gathered per key).
-func sortedRows(rows []int32) []int32 {
-	slices.Sort(rows)
-	return rows
 }

@@ -466,3 +466,113 @@ func TestApplyConcurrent(t *testing.T) {
 		t.Fatal("no replayed change skipped")
 	}
 }
+
+// TestApplyVersionDeadLetter: a change whose row goes to the dead letter handler is not applied, so it records
+// no version: an older change of its key in a later call (a replay from before it) still applies, while an
+// older change of a key whose newer change was applied is skipped.
+func TestApplyVersionDeadLetter(t *testing.T) {
+	ctx := context.Background()
+	required := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "v", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	in := arrow.NewSchema([]arrow.Field{
+		{Name: "op", Type: arrow.BinaryTypes.String},
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "seq", Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+	// change upserts id with v at seq; v < 0: a null v, which the table's required v sends to the dead letters.
+	type change struct{ id, v, seq int64 }
+	apply := func(w *iceberg.Writer, chs ...change) {
+		t.Helper()
+		b := array.NewRecordBuilder(memory.NewGoAllocator(), in)
+		defer b.Release()
+		for _, c := range chs {
+			b.Field(0).(*array.StringBuilder).Append("u")
+			b.Field(1).(*array.Int64Builder).Append(c.id)
+			if c.v < 0 {
+				b.Field(2).AppendNull()
+			} else {
+				b.Field(2).(*array.Int64Builder).Append(c.v)
+			}
+			b.Field(3).(*array.StringBuilder).Append(fmt.Sprintf("row-%d-%d", c.id, c.v))
+			b.Field(4).(*array.Int64Builder).Append(c.seq)
+		}
+		rec := b.NewRecordBatch()
+		defer rec.Release()
+		if err := w.Apply(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range applyCases {
+		t.Run(c.String(), func(t *testing.T) {
+			var dl deadLetters
+			defer dl.release()
+			cat, ident := openCatalog(t), table.Identifier{"apply", "dead_versions"}
+			w := openApplyWriter(t, cat, ident, c, required,
+				iceberg.WithChangeColumns(iceberg.ChangeColumns{Version: "seq"}), iceberg.WithDeadLetter(dl.fn))
+			apply(w, change{id: 1, v: -1, seq: 10}, change{id: 2, v: 20, seq: 10})
+			apply(w, change{id: 1, v: 5, seq: 5}, change{id: 2, v: 7, seq: 5})
+			flush(t, w)
+			compareKV(t, readKV(t, cat, ident), kvModel{1: {5}, 2: {20}})
+			if len(dl.rows) != 1 {
+				t.Fatalf("%d rows dead-lettered, want 1", len(dl.rows))
+			}
+			if s := w.Stats().ChangesSkipped; s != 1 {
+				t.Fatalf("%d changes skipped, want 1 (id 2's older change)", s)
+			}
+		})
+	}
+}
+
+// TestSourceAbortVersions: Source.Abort forgets the versions of the changes it drops, so the partition's replay
+// from its committed position applies changes older than the dropped ones (which were never committed); a key
+// that another partition changed since keeps that partition's version.
+func TestSourceAbortVersions(t *testing.T) {
+	cc := changeColumns{version: "seq"}
+	for _, c := range applyCases {
+		t.Run(c.String(), func(t *testing.T) {
+			ctx := context.Background()
+			cat, ident := openCatalog(t), table.Identifier{"apply", "abort_versions"}
+			w := openApplyWriter(t, cat, ident, c, kvSchema, iceberg.WithChangeColumns(iceberg.ChangeColumns{Version: "seq"}),
+				iceberg.WithWriterID("abort-versions"), iceberg.WithCheckpoints())
+			p, q := w.Source("p"), w.Source("q")
+			apply := func(s *iceberg.Source, chs ...kvChange) {
+				t.Helper()
+				rec := changeBatch(chs, cc)
+				defer rec.Release()
+				if err := s.Apply(ctx, rec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkpoint := func(s *iceberg.Source, pos string) {
+				t.Helper()
+				if err := s.Checkpoint(ctx, pos); err != nil {
+					t.Fatal(err)
+				}
+			}
+			apply(p, kvChange{op: "c", id: 1, v: 1, before: -1, ver: 1}, kvChange{op: "c", id: 2, v: 1, before: -1, ver: 1})
+			checkpoint(p, "1")
+			// Dropped by the abort: p's changes after its position 1.
+			apply(p, kvChange{op: "u", id: 1, v: 5, before: -1, ver: 5}, kvChange{op: "d", id: 2, before: -1, ver: 5},
+				kvChange{op: "c", id: 3, v: 5, before: -1, ver: 5}, kvChange{op: "c", id: 4, v: 5, before: -1, ver: 5})
+			apply(q, kvChange{op: "u", id: 4, v: 6, before: -1, ver: 6})
+			checkpoint(q, "q1")
+			if err := p.Abort(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The replay from position 1 holds other changes, older than the dropped ones.
+			apply(p, kvChange{op: "u", id: 1, v: 3, before: -1, ver: 3}, kvChange{op: "u", id: 2, v: 3, before: -1, ver: 3},
+				kvChange{op: "c", id: 3, v: 3, before: -1, ver: 3}, kvChange{op: "u", id: 4, v: 3, before: -1, ver: 3})
+			checkpoint(p, "3")
+			flush(t, w)
+			compareKV(t, readKV(t, cat, ident), kvModel{1: {3}, 2: {3}, 3: {3}, 4: {6}})
+			if s := w.Stats().ChangesSkipped; s != 1 {
+				t.Fatalf("%d changes skipped, want 1 (p's replayed change of id 4, older than q's)", s)
+			}
+		})
+	}
+}

@@ -30,8 +30,9 @@ type conformer struct {
 // maxConformRetries bounds the schema changes (one relaxed column each) a single call may cause.
 const maxConformRetries = 64
 
-// conform returns a record in the target schema that owns its memory, and its size in bytes.
-func (c *conformer) conform(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, int64, error) {
+// conform returns a record in the target schema that owns its memory, its size in bytes and the rows of rec
+// routed to the dead letter handler (ascending; they are not in the record).
+func (c *conformer) conform(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, int64, []int64, error) {
 	return c.conformAs(ctx, rec, true)
 }
 
@@ -39,7 +40,7 @@ func (c *conformer) conform(ctx context.Context, rec arrow.RecordBatch) (arrow.R
 // gather copies) as a view the pipeline gathers, any other as an owned record.
 func (c *conformer) conformFor(ctx context.Context, rec arrow.RecordBatch, kind opKind) (batchRecord, error) {
 	view := rec != nil && rec.NumRows() < gatherMaxRows && c.gathers
-	out, size, err := c.conformAs(ctx, rec, !view)
+	out, size, _, err := c.conformAs(ctx, rec, !view)
 	if err != nil {
 		return batchRecord{}, err
 	}
@@ -48,32 +49,32 @@ func (c *conformer) conformFor(ctx context.Context, rec arrow.RecordBatch, kind 
 
 // conformView is conform without the copy: the record may share the caller's buffers, so it must be consumed
 // (gathered) before the call returns. Its size is what a copy of its rows holds.
-func (c *conformer) conformView(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, int64, error) {
+func (c *conformer) conformView(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, int64, []int64, error) {
 	return c.conformAs(ctx, rec, false)
 }
 
-func (c *conformer) conformAs(ctx context.Context, rec arrow.RecordBatch, own bool) (arrow.RecordBatch, int64, error) {
+func (c *conformer) conformAs(ctx context.Context, rec arrow.RecordBatch, own bool) (arrow.RecordBatch, int64, []int64, error) {
 	if rec == nil {
-		return nil, 0, fmt.Errorf("iceberg: nil record batch")
+		return nil, 0, nil, fmt.Errorf("iceberg: nil record batch")
 	}
 	if _, err := c.layoutFor(rec.Schema()); err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	for range maxConformRetries {
 		out, size, err := c.conformOnce(ctx, rec, own)
 		if err == nil || c.hooks == nil {
-			return out, size, err
+			return out, size, nil, err
 		}
 		next, retry, rerr := c.relaxFor(ctx, err)
 		if rerr != nil {
-			return nil, 0, rerr
+			return nil, 0, nil, rerr
 		}
 		if retry {
 			c = next
 			continue
 		}
 		if c.hooks.deadLetter == nil || !isRowLevel(err) {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		out, size, bad, next, err := c.bisect(ctx, rec)
 		if next != nil {
@@ -81,16 +82,18 @@ func (c *conformer) conformAs(ctx context.Context, rec arrow.RecordBatch, own bo
 			continue
 		}
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
-		for _, b := range bad {
+		dead := make([]int64, len(bad))
+		for i, b := range bad {
+			dead[i] = b.row
 			row := rec.NewSlice(b.row, b.row+1)
 			c.hooks.deadLetter(row, b.err)
 			row.Release()
 		}
-		return out, size, nil
+		return out, size, dead, nil
 	}
-	return nil, 0, fmt.Errorf("%w: more than %d schema changes for one batch", errEvolve, maxConformRetries)
+	return nil, 0, nil, fmt.Errorf("%w: more than %d schema changes for one batch", errEvolve, maxConformRetries)
 }
 
 // layout maps a batch schema's columns onto the target's: idx[i] is the batch column of target field i (-1:

@@ -25,7 +25,8 @@ type gather struct {
 	kind   opKind
 	source string
 	rows   int64
-	bytes  int64 // what the memory limit counts for the rows (viewSize of what was appended)
+	bytes  int64          // what the memory limit counts for the rows (viewSize of what was appended)
+	undo   []*versionUndo // the undo of the calls gathered (batchRecord.undo)
 }
 
 func newGather(mem memory.Allocator, rec batchRecord) *gather {
@@ -45,13 +46,14 @@ func (g *gather) add(rec batchRecord) {
 	}
 	g.rows += rec.rec.NumRows()
 	g.bytes += rec.size
+	g.undo = append(g.undo, rec.undo...)
 }
 
 // finish turns the gathered rows into an owned record (the builders are released).
 func (g *gather) finish() batchRecord {
 	rec := g.b.NewRecordBatch()
 	g.b.Release()
-	return batchRecord{rec: rec, size: g.bytes, kind: g.kind, source: g.source}
+	return batchRecord{rec: rec, size: g.bytes, kind: g.kind, source: g.source, undo: g.undo}
 }
 
 // release drops the gathered rows.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -290,7 +289,7 @@ type resolved struct {
 	data    []arrow.RecordBatch // rows to write: inserts and upserts not superseded inside the batch
 	deletes []arrow.RecordBatch // key-only rows of every key upserted or deleted, for stageDeletes
 	written map[uint64]struct{} // hashes of the keys of the rows written
-	keyed   map[uint64]int32    // hashes of the keys upserted or deleted (to the ordinal of the last such row)
+	keyed   map[uint64]struct{} // hashes of the keys upserted or deleted
 }
 
 // resolveHash hashes keys in resolve (a variable so that a test can make every key collide).
@@ -299,12 +298,11 @@ var resolveHash = keyHash
 // resolve applies the sequential model inside one batch: a key's rows before its last upsert or delete are
 // dropped (a delete of the batch's commit would not reach rows of that same commit), and the batch's deletes
 // (stageDeletes) cover every key it upserts or deletes. It reads b.recs; what it returns holds references of
-// its own. mem allocates the filter masks.
+// its own. mem allocates the records of the rows kept (rowSelection).
 //
 // Each row's key is encoded and hashed once; one pass from the last row to the first then finds the rows a
-// later upsert or delete supersedes, with one map lookup per row: the map holds, per key hash, the last row that
-// upserts or deletes it, checked against the key bytes whenever a hash repeats. The rare batch where two keys
-// upserted or deleted share a hash takes the same pass keyed by the key bytes instead.
+// later upsert or delete supersedes, with one table lookup per row: the table holds, per key, the last row that
+// upserts or deletes it, checked against the key bytes whenever a hash repeats.
 func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) (*resolved, error) {
 	ks := k.spec
 	total := 0
@@ -336,40 +334,35 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	key := func(ord int) []byte { return keys[offs[ord]:offs[ord+1]] }
 	// dropped marks the rows a later upsert or delete of their key supersedes.
 	dropped := make([]bool, total)
-	r := &resolved{keyed: map[uint64]int32{}}
+	r := &resolved{}
 	if b.keyed {
-		r.keyed = make(map[uint64]int32, keyedRows)
-		collided := false
-		for ord := total - 1; ord >= 0 && !collided; ord-- {
+		// lasts is an open-addressing table of the last row that upserts or deletes each key (slot: ordinal+1, 0
+		// empty), probed from the key's hash and checked against the hash, then the key's bytes: keys sharing a
+		// hash only probe further. A Go map keyed by the hash took about twice as long per row (BenchmarkApply).
+		lasts := make([]int32, tableSize(keyedRows))
+		mask := uint64(len(lasts) - 1)
+		distinct := make([]int32, 0, min(keyedRows, 1<<16))
+		for ord := total - 1; ord >= 0; ord-- {
 			h := hashes[ord]
-			last, ok := r.keyed[h]
-			switch {
-			case !ok:
-				if kinds[ord] != opInsert {
-					r.keyed[h] = int32(ord)
+			s := h & mask
+			for ; lasts[s] != 0; s = (s + 1) & mask {
+				if last := int(lasts[s] - 1); hashes[last] == h && bytes.Equal(key(last), key(ord)) {
+					dropped[ord] = true
+					break
 				}
-			case bytes.Equal(key(int(last)), key(ord)):
-				dropped[ord] = true
-			case kinds[ord] != opInsert:
-				// Two keys upserted or deleted share a hash: the map cannot hold both.
-				collided = true
+			}
+			if !dropped[ord] && kinds[ord] != opInsert {
+				lasts[s] = int32(ord + 1)
+				distinct = append(distinct, int32(ord))
 			}
 		}
-		if collided {
-			clear(dropped)
-			clear(r.keyed)
-			lastExact := make(map[string]struct{}, keyedRows)
-			for ord := total - 1; ord >= 0; ord-- {
-				if _, ok := lastExact[string(key(ord))]; ok {
-					dropped[ord] = true
-				} else if kinds[ord] != opInsert {
-					lastExact[string(key(ord))] = struct{}{}
-					r.keyed[hashes[ord]] = int32(ord)
-				}
-			}
+		r.keyed = make(map[uint64]struct{}, len(distinct))
+		for _, ord := range distinct {
+			r.keyed[hashes[ord]] = struct{}{}
 		}
 	}
 	r.written = make(map[uint64]struct{}, min(total, len(r.keyed)+total-keyedRows))
+	sel := newRowSelection(ctx, mem)
 	ord := 0
 	for i, rec := range b.recs {
 		n := int(rec.NumRows())
@@ -383,33 +376,21 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 			keyRec := array.NewRecordBatch(ks.schema, keyColumns(rec, ks, false), rec.NumRows())
 			r.deletes = append(r.deletes, keyRec)
 		}
-		kept := 0
 		for row := ord; row < ord+n; row++ {
 			if !dropped[row] {
 				r.written[hashes[row]] = struct{}{}
-				kept++
 			}
 		}
-		switch {
-		case kept == n:
-			rec.Retain()
-			r.data = append(r.data, rec)
-		case kept > 0:
-			keep := array.NewBooleanBuilder(mem)
-			keep.Reserve(n)
-			for row := ord; row < ord+n; row++ {
-				keep.UnsafeAppend(!dropped[row])
-			}
-			mask := keep.NewBooleanArray()
-			keep.Release()
-			filtered, err := compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
-			mask.Release()
-			if err != nil {
-				return nil, err
-			}
-			r.data = append(r.data, filtered)
+		if err := sel.add(rec, dropped[ord:ord+n]); err != nil {
+			sel.release()
+			return nil, err
 		}
 		ord += n
+	}
+	var err error
+	if r.data, err = sel.records(); err != nil {
+		sel.release()
+		return nil, err
 	}
 	return r, nil
 }
@@ -427,6 +408,16 @@ func intersects[A, B any](a map[uint64]A, b map[uint64]B) bool {
 	}
 	for k := range b {
 		if _, ok := a[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// intersectsAny reports whether a shares a key with any of sets.
+func intersectsAny[A, B any](a map[uint64]A, sets []map[uint64]B) bool {
+	for _, b := range sets {
+		if intersects(a, b) {
 			return true
 		}
 	}

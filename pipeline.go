@@ -76,6 +76,9 @@ type batchRecord struct {
 	// view: rec shares the caller's buffers (a small call, conformView): the pipeline copies its rows into
 	// its gather and never keeps rec, which stays the caller's to release.
 	view bool
+	// undo: the versions Apply calls of a source recorded for these rows, restored if Source.Abort drops them
+	// (abortSource returns them); dropped once the rows are sealed, when no abort can drop them.
+	undo []*versionUndo
 }
 
 // mark is a checkpoint in the open buffer, a row boundary after its first at records: a token covers every
@@ -335,6 +338,7 @@ func (b *batch) push(rec batchRecord) {
 	b.kinds = append(b.kinds, rec.kind)
 	b.sources = append(b.sources, rec.source)
 	b.sizes = append(b.sizes, rec.size)
+	b.undos = append(b.undos, rec.undo)
 }
 
 // heldLocked is the memory held by the file metadata of the batches a commit may take (batch.held): what the
@@ -448,6 +452,7 @@ func (p *pipeline) sealLocked() {
 	if p.cfg.checkpoints && len(p.marks) > 0 {
 		b, keep = cut(b, p.marks)
 	}
+	b.undos = nil // sealed rows are never dropped
 	p.takeMarks(b)
 	p.marks = nil
 	if p.cfg.checkpoints && !b.hasToken && len(b.positions) == 0 {
@@ -515,7 +520,11 @@ func cut(o *batch, marks []mark) (take, keep *batch) {
 		if at, ok := srcAt[o.sources[i]]; i < tokenAt || (ok && i < at) {
 			dst = take
 		}
-		dst.push(batchRecord{rec: rec, kind: o.kinds[i], source: o.sources[i], size: o.sizes[i]})
+		r := batchRecord{rec: rec, kind: o.kinds[i], source: o.sources[i], size: o.sizes[i]}
+		if dst == keep {
+			r.undo = o.undos[i]
+		}
+		dst.push(r)
 		dst.rows += rec.NumRows()
 		dst.bytes += o.sizes[i]
 		dst.keyed = dst.keyed || o.kinds[i] != opInsert
@@ -933,12 +942,13 @@ func (p *pipeline) state() pipelineState {
 }
 
 // abortSource drops a partition's rows that no checkpoint covers yet, seals the covered ones still open and
-// waits until every batch holding rows of the partition is committed. It returns the rows dropped.
-func (p *pipeline) abortSource(ctx context.Context, src string) (int64, error) {
+// waits until every batch holding rows of the partition is committed. It returns the rows dropped and the
+// versions to restore for them (batchRecord.undo), oldest first, which the caller restores even after an error.
+func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versionUndo, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.usableLocked(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	// A checkpoint of the partition still in the open buffer covers the sealed batches before it: the policy
 	// may seal a poll's rows before the poll's checkpoint is placed. Sealing the open buffer below takes it along.
@@ -946,17 +956,19 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, error) {
 	if p.cfg.checkpoints && !openCovers {
 		for i, b := range p.queue {
 			if slices.Contains(b.sources, src) && !coversLater(p.queue[i:], src) {
-				return 0, fmt.Errorf("%w: partition %q, batch %d", ErrPartitionUncovered, src, b.seq)
+				return 0, nil, fmt.Errorf("%w: partition %q, batch %d", ErrPartitionUncovered, src, b.seq)
 			}
 		}
 	}
 	var dropped int64
+	var undos, newest []*versionUndo
 	if g := p.gather; g != nil && g.source == src {
 		// Marks finish the gather: a gather is after every mark, so none covers it.
 		dropped += g.rows
 		p.dropLocked(g.rows, g.bytes)
 		g.release()
 		p.gather = nil
+		newest = g.undo // the gather's rows come after the open buffer's
 	}
 	if o := p.open; o != nil {
 		covered := 0 // records of src before this index are covered by a mark
@@ -975,16 +987,17 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, error) {
 				keep.bytes -= o.sizes[i]
 				p.dropLocked(rec.NumRows(), o.sizes[i])
 				rec.Release()
+				undos = append(undos, o.undos[i]...)
 				continue
 			}
 			kept[i+1]++
-			keep.push(batchRecord{rec: rec, kind: o.kinds[i], source: o.sources[i], size: o.sizes[i]})
+			keep.push(batchRecord{rec: rec, kind: o.kinds[i], source: o.sources[i], size: o.sizes[i], undo: o.undos[i]})
 			keep.keyed = keep.keyed || o.kinds[i] != opInsert
 		}
 		for i := range p.marks {
 			p.marks[i].at = kept[p.marks[i].at]
 		}
-		o.recs, o.kinds, o.sources, o.sizes = keep.recs, keep.kinds, keep.sources, keep.sizes
+		o.recs, o.kinds, o.sources, o.sizes, o.undos = keep.recs, keep.kinds, keep.sources, keep.sizes, keep.undos
 		o.rows, o.bytes, o.keyed = keep.rows, keep.bytes, keep.keyed
 		if slices.Contains(o.sources, src) || openCovers {
 			p.sealLocked() // the covered rows go now, with the position that covers them
@@ -999,7 +1012,7 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, error) {
 			target = b.seq
 		}
 	}
-	return dropped, p.waitCommittedLocked(ctx, target)
+	return dropped, append(undos, newest...), p.waitCommittedLocked(ctx, target)
 }
 
 // dropLocked takes dropped rows out of the open buffer's counters.

@@ -617,7 +617,7 @@ func TestPipelineAbortSource(t *testing.T) {
 		mustAccept(t, p, rowsFrom("a", 1, 10))
 		aborted := make(chan error, 1)
 		go func() {
-			_, err := p.abortSource(t.Context(), "a")
+			_, _, err := p.abortSource(t.Context(), "a")
 			aborted <- err
 		}()
 		synctest.Wait()

@@ -69,8 +69,8 @@ func TestResolveHashCollisions(t *testing.T) {
 }
 
 // TestResolvePartialCollisions: with a key hash that collides often but not always (the id modulo m),
-// batches hit both paths of resolve: hash-keyed with byte checks (an inserted key sharing a hash with an
-// upserted one, keyed keys distinct) and the byte-keyed fallback. Random inserts, upserts and deletes, all of a
+// batches hold both kinds of shared hash resolve's table must tell apart by the key bytes: an inserted key
+// sharing a hash with an upserted one, and two upserted or deleted keys sharing one. Random inserts, upserts and deletes, all of a
 // round in one batch, read back as the sequential model on v2 (equality deletes) and v3 (deletion vectors).
 func TestResolvePartialCollisions(t *testing.T) {
 	saved := resolveHash
@@ -85,8 +85,8 @@ func TestResolvePartialCollisions(t *testing.T) {
 					WithFlushRows(1_000_000))
 				model := map[int64][]string{}
 				tag := 0
-				// hashPath counts batches where keyed keys never share a hash (resolve stays on the hash-keyed
-				// map) but a written row shares its hash with a key upserted or deleted after it.
+				// hashPath counts batches where keyed keys never share a hash but a written row shares its hash
+				// with a key upserted or deleted after it.
 				hashPath := 0
 				for round := 0; round < 20; round++ {
 					type row struct {

@@ -153,13 +153,15 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) *Run {
 	// Batches coalesced into one snapshot share its sequence number, and an equality delete does not reach rows
 	// of its own sequence number: a batch that upserts or deletes a key written earlier in the run starts a new
 	// segment, a snapshot of its own inside the same atomic catalog commit.
+	// segWritten holds the key sets the segment's batches wrote, each checked in turn rather than merged: a
+	// merge copied every batch's set, the last batch's (most runs have one) for nothing.
 	var seg *Segment
-	var segWritten map[uint64]struct{}
+	var segWritten []map[uint64]struct{}
 	for _, b := range batches {
-		if seg == nil || (len(b.keyedSet) > 0 && intersects(b.keyedSet, segWritten)) {
+		if seg == nil || (len(b.keyedSet) > 0 && intersectsAny(b.keyedSet, segWritten)) {
 			run.Segments = append(run.Segments, Segment{})
 			seg = &run.Segments[len(run.Segments)-1]
-			segWritten = map[uint64]struct{}{}
+			segWritten = segWritten[:0]
 		}
 		seg.DataFiles = append(seg.DataFiles, b.files...)
 		seg.DeleteFiles = append(seg.DeleteFiles, b.deletes...)
@@ -167,8 +169,8 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) *Run {
 		b.segIdx = len(run.Segments) - 1
 		seg.LastSeq = b.seq
 		seg.Rows += b.rows
-		for k := range b.written {
-			segWritten[k] = struct{}{}
+		if len(b.written) > 0 {
+			segWritten = append(segWritten, b.written)
 		}
 		run.Rows += b.rows
 		run.Bytes += b.bytes

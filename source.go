@@ -69,8 +69,11 @@ func (s *Source) Checkpoint(ctx context.Context, position string) error {
 // again afterwards. Without WithCheckpoints, rows of the partition already sealed are committed whatever their
 // position. With WithCheckpoints, rows sealed without a checkpoint (the memory limit came first) that no later
 // checkpoint covers cannot be dropped alone: Abort then returns ErrPartitionUncovered and changes nothing.
+// With a version column (ChangeColumns.Version), the versions of the dropped changes are forgotten: each key
+// they changed goes back to the version it had before them, unless a change that stays has changed it since.
 func (s *Source) Abort(ctx context.Context) error {
-	dropped, err := s.w.pipe.abortSource(ctx, s.name)
+	dropped, undos, err := s.w.pipe.abortSource(ctx, s.name)
+	s.w.changes.restore(ctx, undos)
 	if dropped > 0 {
 		s.w.env.log.Info("iceberg: partition aborted", "table", s.w.env.ident, "writer", s.w.env.id, "partition", s.name,
 			"dropped_rows", dropped)

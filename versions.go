@@ -55,10 +55,64 @@ func (m *versionMap) set(h xxh3.Uint128, v int64) {
 	}
 }
 
-// accepted records the versions of the keys an accepted call changed.
-func (m *versionMap) accepted(plan *changePlan) {
+// accepted records the versions of the keys an accepted call changed, but for keys whose last change upserts
+// a row routed to the dead letter handler (dead, ascending): that change was not applied, so it must not make
+// an older replayed change of the key look stale. With undo (a source partition's call) it notes what it
+// replaced, for restore: a delete's key in undo.del, an upsert's in undo.ups (the call's two records).
+func (m *versionMap) accepted(plan *changePlan, dead []int32, undo *callUndo) {
 	for i, h := range plan.keys {
+		if len(dead) > 0 && plan.upRows[i] >= 0 {
+			if _, found := slices.BinarySearch(dead, plan.upRows[i]); found {
+				continue
+			}
+		}
+		if undo != nil {
+			u := undo.del
+			if plan.upRows[i] >= 0 {
+				u = undo.ups
+			}
+			prev, had := m.get(h)
+			u.entries = append(u.entries, versionChange{key: h, set: plan.vers[i], prev: prev, had: had})
+		}
 		m.set(h, plan.vers[i])
+	}
+}
+
+// versionUndo is what one record of an Apply call of a source partition changed in the version map: restored
+// when Source.Abort drops the record, so that the versions of changes never committed do not make the replay
+// of the partition (from its committed position) skip its changes as older.
+type versionUndo struct {
+	entries []versionChange
+}
+
+// callUndo is an Apply call's versionUndo per record: the keys it deletes and the rows it upserts. The records
+// are handed over together but may be sealed apart (a seal at the flush policy's row count between them).
+type callUndo struct{ del, ups *versionUndo }
+
+// versionChange is one key's version set by a call, and the one it replaced (had: there was one).
+type versionChange struct {
+	key       xxh3.Uint128
+	set, prev int64
+	had       bool
+}
+
+// restore undoes the calls (oldest first) newest first. A key whose version a later call that stays has set
+// since keeps that version: only a key still at the version a dropped call set goes back to what it was.
+func (m *versionMap) restore(undos []*versionUndo) {
+	for i := len(undos) - 1; i >= 0; i-- {
+		es := undos[i].entries
+		for j := len(es) - 1; j >= 0; j-- {
+			e := es[j]
+			if v, ok := m.get(e.key); !ok || v != e.set {
+				continue
+			}
+			if e.had {
+				m.set(e.key, e.prev)
+			} else {
+				delete(m.cur, e.key)
+				delete(m.old, e.key)
+			}
+		}
 	}
 }
 

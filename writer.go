@@ -53,11 +53,12 @@ type Writer struct {
 type batch struct {
 	seq      int64
 	recs     []arrow.RecordBatch
-	kinds    []opKind      // per record: insert, upsert or delete
-	sources  []string      // per record in the open buffer: its source partition
-	sizes    []int64       // per record in the open buffer: the bytes the memory limit counts
-	schema   *arrow.Schema // the table schema the inserted and upserted records were conformed to
-	keyed    bool          // holds an upsert or a delete
+	kinds    []opKind         // per record: insert, upsert or delete
+	sources  []string         // per record in the open buffer: its source partition
+	sizes    []int64          // per record in the open buffer: the bytes the memory limit counts
+	undos    [][]*versionUndo // per record in the open buffer: the versions to restore if it is dropped
+	schema   *arrow.Schema    // the table schema the inserted and upserted records were conformed to
+	keyed    bool             // holds an upsert or a delete
 	rows     int64
 	bytes    int64
 	token    string
@@ -78,7 +79,7 @@ type batch struct {
 	fileKeys  []fileKeys          // key index on: the keys of each new data file, in row order (keyStage.readKeys)
 	segIdx    int                 // the segment of the run the batch went into
 	written   map[uint64]struct{} // key hashes of the rows written (writers with keys only)
-	keyedSet  map[uint64]int32    // key hashes upserted or deleted (resolved.keyed)
+	keyedSet  map[uint64]struct{} // key hashes upserted or deleted (resolved.keyed)
 	staged    bool
 	handed    bool // given to the committer: its files may be referenced, so they are never deleted
 	firstAt   time.Time

@@ -1,0 +1,175 @@
+package iceberg
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// rowSelection collects the rows a resolved batch keeps (keyStage.resolve) into the records it hands the
+// encoder. The rows kept of consecutive records are taken together, one compute.Take per column over the
+// records' columns as one chunked array, into records of up to gatherRows rows: one copy, where filtering each
+// record and then joining the small ones (fileEncoder.coalesce) made two, and one kernel call per column for
+// many records instead of one per record. A record kept whole with no selection open before it passes as it
+// is (the encoder joins small ones). Records with a column type the chunked take does not cover (anything but
+// fixed-width primitives, strings and binaries) are filtered one by one. Rows keep their order.
+type rowSelection struct {
+	ctx  context.Context // carries mem, the allocator of what is taken
+	mem  memory.Allocator
+	recs []arrow.RecordBatch // the records of the open selection (not retained: the batch holds them)
+	rows []int32             // the rows kept, as positions in the concatenation of recs
+	base int32               // rows of recs
+	out  []arrow.RecordBatch
+}
+
+func newRowSelection(ctx context.Context, mem memory.Allocator) *rowSelection {
+	return &rowSelection{ctx: compute.WithAllocator(ctx, mem), mem: mem}
+}
+
+// add selects the rows of rec that dropped (one flag per row of rec) does not mark.
+func (s *rowSelection) add(rec arrow.RecordBatch, dropped []bool) error {
+	n := len(dropped)
+	kept := 0
+	for _, d := range dropped {
+		if !d {
+			kept++
+		}
+	}
+	switch {
+	case kept == 0:
+		return nil
+	case kept == n && len(s.recs) == 0:
+		rec.Retain()
+		s.out = append(s.out, rec)
+		return nil
+	case !chunkTakeable(rec.Schema()):
+		if err := s.flush(); err != nil {
+			return err
+		}
+		return s.filter(rec, dropped)
+	}
+	if len(s.recs) > 0 && (len(s.rows)+kept > gatherRows || !sameSchema(rec.Schema(), s.recs[0].Schema())) {
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
+	for row, d := range dropped {
+		if !d {
+			s.rows = append(s.rows, s.base+int32(row))
+		}
+	}
+	s.recs = append(s.recs, rec)
+	s.base += int32(n)
+	return nil
+}
+
+// filter keeps the rows of one record that dropped does not mark.
+func (s *rowSelection) filter(rec arrow.RecordBatch, dropped []bool) error {
+	keep := array.NewBooleanBuilder(s.mem)
+	keep.Reserve(len(dropped))
+	for _, d := range dropped {
+		keep.UnsafeAppend(!d)
+	}
+	mask := keep.NewBooleanArray()
+	keep.Release()
+	defer mask.Release()
+	filtered, err := compute.FilterRecordBatch(s.ctx, rec, mask, compute.DefaultFilterOptions())
+	if err != nil {
+		return err
+	}
+	s.out = append(s.out, filtered)
+	return nil
+}
+
+// flush takes the open selection's rows into one record.
+func (s *rowSelection) flush() error {
+	if len(s.recs) == 0 {
+		return nil
+	}
+	recs, rows := s.recs, s.rows
+	s.recs, s.rows, s.base = s.recs[:0], s.rows[:0], 0
+	if len(recs) == 1 && len(rows) == int(recs[0].NumRows()) {
+		recs[0].Retain()
+		s.out = append(s.out, recs[0])
+		return nil
+	}
+	idx := int32Array(s.mem, rows)
+	defer idx.Release()
+	sc := recs[0].Schema()
+	cols := make([]arrow.Array, sc.NumFields())
+	chunks := make([]arrow.Array, len(recs))
+	for i := range cols {
+		for j, r := range recs {
+			chunks[j] = r.Column(i)
+		}
+		col, err := takeChunked(s.ctx, sc.Field(i).Type, chunks, idx)
+		if err != nil {
+			releaseArrays(cols)
+			return fmt.Errorf("iceberg: take the rows kept of column %q: %w", sc.Field(i).Name, err)
+		}
+		cols[i] = col
+	}
+	s.out = append(s.out, array.NewRecordBatch(sc, cols, int64(len(rows))))
+	releaseArrays(cols)
+	return nil
+}
+
+// records ends the selection and returns the records it made (the caller owns them).
+func (s *rowSelection) records() ([]arrow.RecordBatch, error) {
+	if err := s.flush(); err != nil {
+		return nil, err
+	}
+	out := s.out
+	s.out = nil
+	return out, nil
+}
+
+// release drops what the selection made (after an error).
+func (s *rowSelection) release() {
+	releaseRecords(s.out...)
+	s.out, s.recs, s.rows = nil, nil, nil
+}
+
+// takeChunked takes the rows at idx (positions in the concatenation of chunks) into one array.
+func takeChunked(ctx context.Context, typ arrow.DataType, chunks []arrow.Array, idx arrow.Array) (arrow.Array, error) {
+	values := arrow.NewChunked(typ, chunks)
+	defer values.Release()
+	out, err := compute.Take(ctx, *compute.DefaultTakeOptions(), &compute.ChunkedDatum{Value: values},
+		&compute.ArrayDatum{Value: idx.Data()})
+	if err != nil {
+		return nil, err
+	}
+	defer out.Release()
+	var parts []arrow.Array
+	switch d := out.(type) {
+	case *compute.ChunkedDatum:
+		parts = d.Chunks()
+	case *compute.ArrayDatum:
+		parts = d.Chunks()
+		defer releaseArrays(parts)
+	default:
+		return nil, fmt.Errorf("take returned a %s", out.Kind())
+	}
+	if len(parts) == 1 {
+		parts[0].Retain()
+		return parts[0], nil
+	}
+	return array.Concatenate(parts, compute.GetAllocator(ctx))
+}
+
+// chunkTakeable reports whether compute.Take takes from every column of the schema as a chunked array without
+// joining the chunks first (arrow-go's kernels: fixed-width primitives, strings and binaries).
+func chunkTakeable(sc *arrow.Schema) bool {
+	for _, f := range sc.Fields() {
+		if id := f.Type.ID(); !arrow.IsPrimitive(id) && !arrow.IsBaseBinary(id) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameSchema(a, b *arrow.Schema) bool { return a == b || a.Equal(b) }

@@ -27,6 +27,9 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 	if schema == nil {
 		schema = conf.target
 	}
+	if b.closer {
+		return w.files.closeGen(ctx, tbl, b)
+	}
 	var files, deletes []ice.DataFile
 	var res *resolved
 	var err error
@@ -42,7 +45,11 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 		}
 	}
 	if err == nil && len(b.recs) > 0 {
-		files, err = w.files.write(ctx, tbl, schema, b)
+		if w.files.carries(tbl, b) {
+			err = w.files.writeBulk(ctx, tbl, schema, b) // its files come when they close (bulkfile.go)
+		} else {
+			files, err = w.files.write(ctx, tbl, schema, b)
+		}
 	}
 	if err == nil && indexed {
 		b.fileKeys, err = w.keys.readKeys(ctx, tbl, files)
@@ -93,6 +100,9 @@ type fileEncoder struct {
 	partShare atomic.Uint64
 	warned    atomic.Bool  // a batch's fan-out was reported
 	bulkSize  atomic.Int64 // a Router's bulk phase (phase.go): its target file size, and no key bloom filters; 0: live
+	// carry: in the bulk phase, an unpartitioned table's batches go into files kept open across batches (open).
+	carry atomic.Bool
+	open  bulkFiles
 }
 
 // write encodes one batch (partitioning, rolling and statistics included).

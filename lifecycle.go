@@ -20,6 +20,7 @@ func (w *Writer) Flush(ctx context.Context) error { return w.pipe.flush(ctx) }
 func (w *Writer) Close(ctx context.Context) error {
 	defer w.own.stop(ctx)
 	s, err := w.pipe.shutdown(ctx, true)
+	w.files.dropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
 	switch {
 	case err != nil:
 		return err
@@ -46,6 +47,7 @@ func (w *Writer) Close(ctx context.Context) error {
 func (w *Writer) Abort(ctx context.Context) error {
 	defer w.own.stop(ctx)
 	s, err := w.pipe.shutdown(ctx, false)
+	w.files.dropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
 	if err != nil {
 		return err
 	}

@@ -64,6 +64,14 @@ func (p *pipeline) setPolicy(sp sealPolicy) sealPolicy {
 	return old
 }
 
+// setCarry turns bulk files across batches on or off (bulkfile.go). The caller has flushed before turning it
+// off, so no file is open.
+func (p *pipeline) setCarry(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.carry = on
+}
+
 // queued reports whether the pipeline holds sealed batches not yet committed.
 func (p *pipeline) queued() bool {
 	p.mu.Lock()
@@ -87,6 +95,8 @@ func (e *fileEncoder) bulk() bool { return e.bulkSize.Load() > 0 }
 // any, ends first.
 func (w *Writer) enterBulk(fileSize, batchBytes int64) sealPolicy {
 	w.files.bulkSize.Store(fileSize)
+	w.files.carry.Store(true)
+	w.pipe.setCarry(true)
 	live := w.pipe.setPolicy(sealPolicy{rows: math.MaxInt64, bytes: batchBytes})
 	w.pipe.commitMu.Lock()
 	defer w.pipe.commitMu.Unlock()
@@ -103,6 +113,8 @@ func (w *Writer) enterBulk(fileSize, batchBytes int64) sealPolicy {
 // upserts and deletes use equality deletes.
 func (w *Writer) leaveBulk(ctx context.Context, live sealPolicy) error {
 	w.files.bulkSize.Store(0)
+	w.files.carry.Store(false)
+	w.pipe.setCarry(false)
 	defer w.pipe.setPolicy(live)
 	w.pipe.commitMu.Lock()
 	defer w.pipe.commitMu.Unlock()

@@ -61,6 +61,17 @@ func (p *pipeline) cutForRound(seal bool) (int64, bool) {
 	target := p.sealedTargetLocked()
 	if seal {
 		target = p.flushTargetLocked()
+	} else if p.carry {
+		// Batches in bulk files still open commit only once a file closes: a timed round takes what may
+		// commit now, instead of waiting for files the round does not close.
+		n := 0
+		for n < len(p.queue) && p.queue[n].staged {
+			n++
+		}
+		target = p.committed
+		if n = p.runEndLocked(n); n > 0 {
+			target = p.queue[n-1].seq
+		}
 	}
 	return target, target > p.committed
 }

@@ -81,6 +81,13 @@ type batch struct {
 	keyedSet  map[uint64]int32    // key hashes upserted or deleted (resolved.keyed)
 	staged    bool
 	handed    bool // given to the committer: its files may be referenced, so they are never deleted
+	// A Router's bulk phase (bulkfile.go): gen is the file generation the batch was sealed in; span the open
+	// bulk file its rows went into (nil: none); closes the bulk files its encoding closed; closer marks the
+	// rowless batch that closes every file of its generation.
+	gen    int64
+	span   *fileSpan
+	closes []closedSpan
+	closer bool
 	firstAt   time.Time
 }
 

@@ -110,24 +110,29 @@ func (e *fileEncoder) carries(tbl *table.Table, b *batch) bool {
 	return e.carry.Load() && e.bulk() && !b.keyed && b.uncovered == nil && tbl.Spec().IsUnpartitioned()
 }
 
-// take returns an idle file of generation gen whose schema is schema, or nil; idle files of gen with another
+// take returns the fullest idle file of generation gen whose schema is schema, or nil; idle files of gen with another
 // schema (the table's schema evolved) are returned in stale, taken out of the pool for the caller to close.
 func (f *bulkFiles) take(gen int64, schema *arrow.Schema) (file *bulkFile, stale []*bulkFile) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	idle := f.idle[gen]
-	for len(idle) > 0 {
-		c := idle[len(idle)-1]
-		idle = idle[:len(idle)-1]
-		if c.schema.Equal(schema) {
+	// The fullest file first: it closes soonest, so fewer files are left part-full when a flush closes them.
+	var keep []*bulkFile
+	for _, c := range f.idle[gen] {
+		switch {
+		case !c.schema.Equal(schema):
+			delete(f.all, c)
+			stale = append(stale, c)
+		case file == nil || c.sink.n > file.sink.n:
+			if file != nil {
+				keep = append(keep, file)
+			}
 			file = c
-			break
+		default:
+			keep = append(keep, c)
 		}
-		delete(f.all, c)
-		stale = append(stale, c)
 	}
 	if f.idle != nil {
-		f.idle[gen] = idle
+		f.idle[gen] = keep
 	}
 	return file, stale
 }

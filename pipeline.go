@@ -65,7 +65,7 @@ type pipeline struct {
 	carry     bool
 	fileGen   int64
 	closerSeq int64
-	timer        *time.Timer
+	timer     *time.Timer
 	// committedPos is the newest position committed per partition (PositionLags).
 	committedPos map[string]string
 	// Counters reported by Stats.

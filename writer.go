@@ -84,11 +84,11 @@ type batch struct {
 	// A Router's bulk phase (bulkfile.go): gen is the file generation the batch was sealed in; span the open
 	// bulk file its rows went into (nil: none); closes the bulk files its encoding closed; closer marks the
 	// rowless batch that closes every file of its generation.
-	gen    int64
-	span   *fileSpan
-	closes []closedSpan
-	closer bool
-	firstAt   time.Time
+	gen     int64
+	span    *fileSpan
+	closes  []closedSpan
+	closer  bool
+	firstAt time.Time
 }
 
 // Stats are the writer's counters.

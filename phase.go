@@ -102,7 +102,7 @@ func (w *Writer) enterBulk(fileSize, batchBytes int64) sealPolicy {
 	defer w.pipe.commitMu.Unlock()
 	w.keys.mu.Lock()
 	defer w.keys.mu.Unlock()
-	w.keys.idx.Store(nil) // a batch encoded for the index gets its equality deletes from apply
+	w.keys.dropLocked("", nil) // a batch encoded for the index gets its equality deletes from apply
 	return live
 }
 

@@ -118,6 +118,9 @@ type Stats struct {
 	OldestUncommitted time.Time
 	// LastCommit is when the writer's latest commit returned (zero: none yet).
 	LastCommit time.Time
+	// KeyIndexBytes is the memory the key index holds (WithKeyIndexBytes); 0 when the index is off (no key,
+	// copy-on-write, format version 2, a bulk phase, or it fell back to equality deletes: the log says why).
+	KeyIndexBytes int64
 }
 
 // NewWriter opens a writer on an existing table (or creates it, with WithCreate).
@@ -347,5 +350,6 @@ func (w *Writer) Stats() Stats {
 		Commits: w.runs.commits.Load(), Retries: w.runs.retries.Load(), Conflicts: w.runs.conflicts.Load(),
 		DeleteFiles: w.runs.deleteFiles.Load(), FilesRewritten: w.runs.rewritten.Load(), Epoch: w.env.epoch,
 		ChangesSkipped: w.changes.skipped.Load(), OldestUncommitted: p.oldest, LastCommit: w.runs.lastCommit(),
+		KeyIndexBytes: w.keys.indexBytes(),
 	}
 }

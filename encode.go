@@ -99,6 +99,7 @@ type fileEncoder struct {
 	// (float64 bits): it sizes the next batch's key bloom filters when a batch cannot be grouped.
 	partShare atomic.Uint64
 	warned    atomic.Bool  // a batch's fan-out was reported
+	lastParts atomic.Int64 // the partitions of the last batch grouped (splitFanout)
 	bulkSize  atomic.Int64 // a Router's bulk phase (phase.go): its target file size, and no key bloom filters; 0: live
 	// carry: in the bulk phase, an unpartitioned table's batches go into files kept open across batches (open).
 	carry atomic.Bool
@@ -161,13 +162,8 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 	groups, grouped := groupPartitions(spec, sc, one)
 	if grouped {
 		e.partShare.Store(math.Float64bits(float64(groups.largest()) / float64(rows)))
-		if groups.count() > e.limits.warnPartitions && e.log != nil && e.warned.CompareAndSwap(false, true) {
-			e.log.Warn("iceberg: a batch fans out into many partitions; every commit adds a data file per partition "+
-				"(consider a coarser transform such as bucket(N, column), or a longer flush interval); "+
-				"reported once per writer",
-				"table", tbl.Identifier(), "partition_by", partitionColumns(spec, sc), "partitions", groups.count(),
-				"rows", rows)
-		}
+		e.lastParts.Store(int64(groups.count()))
+		e.warnFanout(tbl, groups.count(), rows)
 		return e.writeFanout(ctx, tbl, schema, one, groups, opts)
 	}
 	// Partition sources the grouping cannot read: the key columns' bloom filters are sized for twice the largest
@@ -192,6 +188,17 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 	}
 	e.partShare.Store(math.Float64bits(float64(largest) / float64(rows)))
 	return out, nil
+}
+
+// warnFanout warns, once per writer, of a batch over more than the warning's count of partitions.
+func (e *fileEncoder) warnFanout(tbl *table.Table, partitions int, rows int64) {
+	if partitions > e.limits.warnPartitions && e.log != nil && e.warned.CompareAndSwap(false, true) {
+		e.log.Warn("iceberg: a batch fans out into many partitions; every commit adds a data file per partition "+
+			"(consider a coarser transform such as bucket(N, column), or a longer flush interval); "+
+			"reported once per writer",
+			"table", tbl.Identifier(), "partition_by", partitionColumns(tbl.Spec(), tbl.Schema()),
+			"partitions", partitions, "rows", rows)
+	}
 }
 
 // withBlooms returns tbl with the key columns' bloom filters sized for files of rows rows (tbl itself without

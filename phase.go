@@ -18,8 +18,14 @@ const (
 	// PhaseBulk is for an initial load: append only (Upsert, Delete and Apply return ErrBulkPhase), no interval
 	// seal (batches as large as half the router's row budget, sealed by size or memory), files rolled at the bulk
 	// target file size (DefaultBulkTargetFileSize), no key index and no key bloom filters (the live phase reads the
-	// bulk rows' keys back when it starts). A batch is still the unit of a file: a file holds at most one batch,
-	// so files reach the target size only when the memory limit lets a batch grow that large.
+	// bulk rows' keys back when it starts). On an unpartitioned table the batches the memory limit seals go into
+	// Parquet files kept open across batches (each record a row group, written to the object store as it comes),
+	// so files reach the target size whatever the limit; a file is committed once it reaches it, or when Flush,
+	// Close or SetPhase close it (then up to one file per encoder at once, WithMaxInFlight, is smaller). Rows in
+	// a file still open are not committed and their source positions not recorded; a process that dies leaves
+	// such files unreferenced, and the next writer with its ID removes them (WithOrphanWindow). With
+	// WithCheckpoints, a batch no checkpoint covers is written to files of its own. A partitioned table writes
+	// a batch's files per batch.
 	PhaseBulk
 )
 

@@ -110,6 +110,11 @@ type pipelineConfig struct {
 	// shared is a Router's budget and encode pool, used in place of rowBudget and maxInFlight (nil: the
 	// writer's own).
 	shared *sharedBudget
+	// split cuts a sealed batch into batches of whole partitions when its files' metadata would exceed the
+	// fanout share (fanout_split.go), nil to keep it whole; runHeldCap bounds the file metadata one run takes
+	// (at least one batch; 0: no bound).
+	split      func(b *batch) []*batch
+	runHeldCap int64
 	// What the pipeline reports to the writer's hooks (nil when no hook wants it); each only queues an event.
 	sealed  func(b *batch)                                       // b was sealed (called with mu held)
 	encoded func(b *batch, start time.Time)                      // b's files were written
@@ -480,20 +485,28 @@ func (p *pipeline) sealLocked() {
 	if len(b.recs) == 0 && !b.hasToken && len(b.positions) == 0 && !b.closer {
 		return // an open buffer that held nothing
 	}
-	b.seq = p.nextSeq
-	b.gen = p.fileGen
-	p.nextSeq++
-	p.queue = append(p.queue, b)
-	p.batches++
-	if p.cfg.sealed != nil {
-		p.cfg.sealed(b)
+	parts := []*batch{b}
+	if p.cfg.split != nil && len(b.recs) > 0 {
+		if s := p.cfg.split(b); s != nil {
+			parts = s
+		}
 	}
-	if len(b.recs) == 0 && !b.closer {
-		b.staged = true
-		p.kickLoop()
-	} else {
-		p.encWG.Add(1)
-		go p.encode(b)
+	for _, b := range parts {
+		b.seq = p.nextSeq
+		b.gen = p.fileGen
+		p.nextSeq++
+		p.queue = append(p.queue, b)
+		p.batches++
+		if p.cfg.sealed != nil {
+			p.cfg.sealed(b)
+		}
+		if len(b.recs) == 0 && !b.closer {
+			b.staged = true
+			p.kickLoop()
+		} else {
+			p.encWG.Add(1)
+			go p.encode(b)
+		}
 	}
 	p.signalLocked()
 }
@@ -733,7 +746,20 @@ func (p *pipeline) nextRun() []*batch {
 			n--
 		}
 	}
-	n = p.runEndLocked(n)
+	whole := n
+	if c := p.cfg.runHeldCap; c > 0 {
+		var held int64
+		for i, b := range p.queue[:n] {
+			if held += b.held; held > c && i > 0 {
+				n = i
+				break
+			}
+		}
+	}
+	// The cap gives way when no run could end within it (WithCheckpoints: a run ends at a checkpoint).
+	if n = p.runEndLocked(n); n == 0 {
+		n = p.runEndLocked(whole)
+	}
 	if n == 0 {
 		return nil
 	}

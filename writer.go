@@ -226,7 +226,8 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		flushRows: int64(o.flushRows), flushBytes: o.flushBytes, flushInterval: o.flushInterval,
 		rowBudget: rowBudget(&o), maxUncommitted: o.maxUncommitted, maxInFlight: o.maxInFlight,
 		checkpoints: o.checkpoints, commitTimeout: o.commitTimeout, mem: env.mem, lastToken: lastToken,
-		shared: o.shared,
+		shared: o.shared, runHeldCap: fanoutShare(rowBudget(&o)),
+		split:  func(b *batch) []*batch { return w.splitFanout(b, fanoutShare(rowBudget(&o))) },
 		sealed: w.sealedHook(), encoded: w.encodedHook(), waited: w.waitedHook(),
 	}, committed)
 	w.pipe.start()

@@ -173,7 +173,9 @@ func (f *bulkFiles) drain(gen int64) []*bulkFile {
 // writeBulk appends a batch's records to an open bulk file of its generation (opening one if none is idle)
 // and closes the file when it reached the bulk target size (recorded in b.closes).
 func (e *fileEncoder) writeBulk(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch) error {
-	if err := e.coalesce(schema, b); err != nil {
+	// Each record is a row group (an open file buffers none between batches): records of the row-group limit,
+	// as iceberg-go's buffered writer makes them. Small row groups cost CPU per group and column.
+	if err := e.coalesceTo(schema, b, int64(e.rowGroupRows)); err != nil {
 		return err
 	}
 	c, stale := e.open.take(b.gen, schema)
@@ -242,13 +244,13 @@ func (e *fileEncoder) openBulk(ctx context.Context, tbl *table.Table, schema *ar
 		return nil, fmt.Errorf("iceberg: create bulk file %s: %w", p, err)
 	}
 	sink := &countingSink{w: w}
-	props, err := bulkWriterProps(tbl.Properties(), e.rowGroupRows)
+	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(e.mem), pqarrow.WithStoreSchema())
+	props, err := bulkWriterProps(tbl.Properties(), e.rowGroupRows, schema, arrProps)
 	if err != nil {
 		_ = w.Close()
 		return nil, err
 	}
-	fw, err := pqarrow.NewFileWriter(schema, sink, props,
-		pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(e.mem), pqarrow.WithStoreSchema()))
+	fw, err := pqarrow.NewFileWriter(schema, sink, props, arrProps)
 	if err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("iceberg: open bulk file %s: %w", p, err)
@@ -296,9 +298,11 @@ func (e *fileEncoder) dropBulk(ctx context.Context, tbl *table.Table) {
 	}
 }
 
-// bulkWriterProps are the Parquet writer properties of a bulk file: the table's codec (zstd by default, as
-// iceberg-go's), statistics on, and the writer's row-group limit.
-func bulkWriterProps(props ice.Properties, rowGroupRows int) (*parquet.WriterProperties, error) {
+// bulkWriterProps are the Parquet writer properties of a bulk file, iceberg-go's defaults for its own files:
+// the table's codec (zstd by default), statistics, its page sizes, the writer's row-group limit, and the
+// cost-based dictionary fallback on every leaf column (without it a column of distinct values keeps its
+// dictionary: 12% larger files measured).
+func bulkWriterProps(props ice.Properties, rowGroupRows int, schema *arrow.Schema, arrProps pqarrow.ArrowWriterProperties) (*parquet.WriterProperties, error) {
 	codec := compress.Codecs.Zstd
 	switch name := props.Get("write.parquet.compression-codec", "zstd"); name {
 	case "zstd":
@@ -313,10 +317,24 @@ func bulkWriterProps(props ice.Properties, rowGroupRows int) (*parquet.WriterPro
 	default:
 		return nil, fmt.Errorf("iceberg: bulk file: table property write.parquet.compression-codec %q is not supported", name)
 	}
-	return parquet.NewWriterProperties(
+	wp := []parquet.WriterProperty{
 		parquet.WithCompression(codec),
+		// iceberg-go passes the table's level, -1 unless set, which arrow-go's zstd reads as its fastest level;
+		// left unset, arrow-go picks zstd's default level, measured 1.7 times the encoding CPU.
+		parquet.WithCompressionLevel(props.GetInt("write.parquet.compression-level", -1)),
 		parquet.WithStats(true),
 		parquet.WithMaxRowGroupLength(int64(rowGroupRows)),
 		parquet.WithDataPageVersion(parquet.DataPageV2),
-	), nil
+		parquet.WithDataPageSize(1 << 20),
+		parquet.WithBatchSize(20_000),
+		parquet.WithDictionaryPageSizeLimit(2 << 20),
+	}
+	ps, err := pqarrow.ToParquet(schema, parquet.NewWriterProperties(wp...), arrProps)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: bulk file schema: %w", err)
+	}
+	for i := range ps.NumColumns() {
+		wp = append(wp, parquet.WithDictionaryCostFallbackFor(ps.Column(i).Path(), true))
+	}
+	return parquet.NewWriterProperties(wp...), nil
 }

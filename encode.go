@@ -241,10 +241,15 @@ func collectFiles(files iter.Seq2[ice.DataFile, error]) ([]ice.DataFile, error) 
 // writers pay per record, so a batch of 400-row records (a call per poll, a checkpoint after each) encoded at
 // two thirds of the rate of the same rows in large records. Joining is a copy of buffers, far cheaper.
 func (e *fileEncoder) coalesce(schema *arrow.Schema, b *batch) error {
+	return e.coalesceTo(schema, b, gatherRows)
+}
+
+// coalesceTo joins runs of consecutive records into records of up to maxRows rows.
+func (e *fileEncoder) coalesceTo(schema *arrow.Schema, b *batch, maxRows int64) error {
 	var out []arrow.RecordBatch
 	for i := 0; i < len(b.recs); {
 		j, rows := i, int64(0)
-		for j < len(b.recs) && rows+b.recs[j].NumRows() <= gatherRows {
+		for j < len(b.recs) && rows+b.recs[j].NumRows() <= maxRows {
 			rows += b.recs[j].NumRows()
 			j++
 		}

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,6 +120,9 @@ func TestPartitionFanoutChild(t *testing.T) {
 	}
 	g := seed.New(0, 1)
 	users := map[int64]struct{}{}
+	if path := os.Getenv("ICEWRITER_FANOUT_PROFILE"); path != "" {
+		defer profileAtPeakRSS(t, path)()
+	}
 	peak := heapPeak()
 	start := time.Now()
 	var encoded time.Duration
@@ -232,4 +237,64 @@ func writeSmallFile(folder string, rec arrow.RecordBatch, props *parquet.WriterP
 		return err
 	}
 	return os.Rename(f.Name(), filepath.Join(folder, "00000-0-data.parquet"))
+}
+
+// profileAtPeakRSS samples the process's resident set every 100 ms and, at each new high, writes a heap profile
+// to path and the runtime's memory metrics to path+".metrics" (where RSS goes: live heap, the GC's goal, heap
+// released or free, stacks, other runtime memory). The returned function stops it.
+func profileAtPeakRSS(t *testing.T, path string) func() {
+	stop, done := make(chan struct{}), make(chan struct{})
+	names := []string{"/memory/classes/heap/objects:bytes", "/memory/classes/heap/unused:bytes",
+		"/memory/classes/heap/free:bytes", "/memory/classes/heap/released:bytes", "/memory/classes/heap/stacks:bytes",
+		"/memory/classes/total:bytes", "/gc/heap/goal:bytes", "/gc/heap/live:bytes", "/gc/cycles/total:gc-cycles"}
+	go func() {
+		defer close(done)
+		var high int64
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			rss := residentBytes()
+			if rss <= high {
+				continue
+			}
+			high = rss
+			f, err := os.Create(path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+			samples := make([]metrics.Sample, len(names))
+			for i, n := range names {
+				samples[i].Name = n
+			}
+			metrics.Read(samples)
+			var out strings.Builder
+			fmt.Fprintf(&out, "rss %d\n", rss)
+			for _, s := range samples {
+				fmt.Fprintf(&out, "%s %d\n", s.Name, s.Value.Uint64())
+			}
+			_ = os.WriteFile(path+".metrics", []byte(out.String()), 0o644)
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+	}
+}
+
+// residentBytes is the process's resident set (VmRSS), 0 when unknown.
+func residentBytes() int64 {
+	status, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
 }

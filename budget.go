@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -26,21 +27,50 @@ type sharedBudget struct {
 	// released, and its run commits join the round's multi-table commit.
 	gated bool
 
+	// index and versions are the memory of the tables' key indexes (WithKeyIndexBytes) and of Apply's versions
+	// of keys (ChangeColumns.VersionBytes), one budget each for all tables (nil: no versions budget).
+	index, versions *memPool
+
 	mu      sync.Mutex
 	used    int64
 	changed chan struct{} // closed and replaced whenever memory is freed
 	pipes   map[*pipeline]struct{}
 }
 
-// newSharedBudget makes the budget of a memory limit and a number of encodings at once: the rows get what
-// rowBudget gives a lone writer with the same options.
-func newSharedBudget(memoryLimit int64, maxInFlight int) *sharedBudget {
-	o := options{memoryLimit: memoryLimit, maxInFlight: maxInFlight}
-	return &sharedBudget{
-		limit: rowBudget(&o), sem: semaphore.NewWeighted(int64(maxInFlight)),
+// newSharedBudget makes the budget of a router's options: the rows get what rowBudget gives a lone writer with
+// the same options (the versions budget set aside), the key indexes and the versions a pool each.
+func newSharedBudget(o *options) *sharedBudget {
+	s := &sharedBudget{
+		limit: rowBudget(o), sem: semaphore.NewWeighted(int64(o.maxInFlight)),
 		changed: make(chan struct{}), pipes: map[*pipeline]struct{}{},
+		index: &memPool{limit: o.keyIndexBytes},
+	}
+	if v := o.changes.versionBudget(); v > 0 {
+		s.versions = &memPool{limit: v}
+	}
+	return s
+}
+
+// memPool is a memory budget several tables draw from: a Router's key indexes, or its versions of keys. A
+// table counts what it takes and gives back what it frees or drops; one that finds the pool over its limit
+// gives up (the key index) or forgets its oldest entries (the versions), as a lone writer does past its own.
+type memPool struct {
+	limit int64
+	used  atomic.Int64
+}
+
+// add counts n bytes taken (negative: freed). A nil pool counts nothing.
+func (m *memPool) add(n int64) {
+	if m != nil {
+		m.used.Add(n)
 	}
 }
+
+// over reports whether the pool holds more than its limit.
+func (m *memPool) over() bool { return m.used.Load() > m.limit }
+
+// free returns the bytes left under the limit (at least 0).
+func (m *memPool) free() int64 { return max(0, m.limit-m.used.Load()) }
 
 // join registers a pipeline whose open buffer relieve may seal.
 func (s *sharedBudget) join(p *pipeline) {
@@ -167,4 +197,13 @@ func (p *pipeline) sharedChanged() <-chan struct{} {
 		return s.changedCh()
 	}
 	return nil
+}
+
+// routerIndexPool is the key index budget of a Router's writer (nil for a lone writer, or a table whose own
+// WithKeyIndexBytes turned the index off).
+func routerIndexPool(o *options) *memPool {
+	if o.shared == nil || o.keyIndexBytes <= 0 {
+		return nil
+	}
+	return o.shared.index
 }

@@ -102,10 +102,10 @@ func (c *callbacks) emit(ev any) {
 	c.signal()
 }
 
-// close queues HookWriterClosed, the last event, and lets the goroutine exit once it has delivered what is
+// close queues HookWriterClosed (a writer's: w is nil for a Router's events), the last event, and lets the goroutine exit once it has delivered what is
 // queued; nothing is queued after it.
 func (c *callbacks) close(w *Writer) {
-	if c.wants(hookWriterClosed) {
+	if w != nil && c.wants(hookWriterClosed) {
 		c.emit(writerClosed{w})
 	}
 	c.mu.Lock()

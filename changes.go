@@ -99,6 +99,10 @@ func newChangeStage(o *options, target *arrow.Schema, ks *keySpec) (*changeStage
 		}
 		st.sem = make(chan struct{}, 1)
 		st.vers = newVersionMap(c.VersionBytes, c.Version, inTable)
+		if o.shared != nil && o.shared.versions != nil {
+			st.vers.pool = o.shared.versions
+			st.vers.genCap = int(max(1, o.shared.versions.limit/(2*versionBytesPerKey)))
+		}
 	}
 	if ks != nil {
 		for _, n := range ks.names {

@@ -27,6 +27,9 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 	if schema == nil {
 		schema = conf.target
 	}
+	if b.closer {
+		return w.files.closeGen(ctx, tbl, b)
+	}
 	var files, deletes []ice.DataFile
 	var res *resolved
 	var err error
@@ -50,7 +53,11 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 		}
 	}
 	if err == nil && len(b.recs) > 0 {
-		files, err = w.files.write(ctx, tbl, schema, b)
+		if w.files.carries(tbl, b) {
+			err = w.files.writeBulk(ctx, tbl, schema, b) // its files come when they close (bulkfile.go)
+		} else {
+			files, err = w.files.write(ctx, tbl, schema, b)
+		}
 	}
 	if delDone != nil {
 		<-delDone
@@ -106,7 +113,11 @@ type fileEncoder struct {
 	// (float64 bits): it sizes the next batch's key bloom filters when a batch cannot be grouped.
 	partShare atomic.Uint64
 	warned    atomic.Bool  // a batch's fan-out was reported
+	lastParts atomic.Int64 // the partitions of the last batch grouped (splitFanout)
 	bulkSize  atomic.Int64 // a Router's bulk phase (phase.go): its target file size, and no key bloom filters; 0: live
+	// carry: in the bulk phase, an unpartitioned table's batches go into files kept open across batches (open).
+	carry atomic.Bool
+	open  bulkFiles
 }
 
 // write encodes one batch (partitioning, rolling and statistics included).
@@ -165,13 +176,8 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 	groups, grouped := groupPartitions(spec, sc, one)
 	if grouped {
 		e.partShare.Store(math.Float64bits(float64(groups.largest()) / float64(rows)))
-		if groups.count() > e.limits.warnPartitions && e.log != nil && e.warned.CompareAndSwap(false, true) {
-			e.log.Warn("iceberg: a batch fans out into many partitions; every commit adds a data file per partition "+
-				"(consider a coarser transform such as bucket(N, column), or a longer flush interval); "+
-				"reported once per writer",
-				"table", tbl.Identifier(), "partition_by", partitionColumns(spec, sc), "partitions", groups.count(),
-				"rows", rows)
-		}
+		e.lastParts.Store(int64(groups.count()))
+		e.warnFanout(tbl, groups.count(), rows)
 		return e.writeFanout(ctx, tbl, schema, one, groups, opts)
 	}
 	// Partition sources the grouping cannot read: the key columns' bloom filters are sized for twice the largest
@@ -196,6 +202,17 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 	}
 	e.partShare.Store(math.Float64bits(float64(largest) / float64(rows)))
 	return out, nil
+}
+
+// warnFanout warns, once per writer, of a batch over more than the warning's count of partitions.
+func (e *fileEncoder) warnFanout(tbl *table.Table, partitions int, rows int64) {
+	if partitions > e.limits.warnPartitions && e.log != nil && e.warned.CompareAndSwap(false, true) {
+		e.log.Warn("iceberg: a batch fans out into many partitions; every commit adds a data file per partition "+
+			"(consider a coarser transform such as bucket(N, column), or a longer flush interval); "+
+			"reported once per writer",
+			"table", tbl.Identifier(), "partition_by", partitionColumns(tbl.Spec(), tbl.Schema()),
+			"partitions", partitions, "rows", rows)
+	}
 }
 
 // withBlooms returns tbl with the key columns' bloom filters sized for files of rows rows (tbl itself without
@@ -238,10 +255,15 @@ func collectFiles(files iter.Seq2[ice.DataFile, error]) ([]ice.DataFile, error) 
 // writers pay per record, so a batch of 400-row records (a call per poll, a checkpoint after each) encoded at
 // two thirds of the rate of the same rows in large records. Joining is a copy of buffers, far cheaper.
 func (e *fileEncoder) coalesce(schema *arrow.Schema, b *batch) error {
+	return e.coalesceTo(schema, b, gatherRows)
+}
+
+// coalesceTo joins runs of consecutive records into records of up to maxRows rows.
+func (e *fileEncoder) coalesceTo(schema *arrow.Schema, b *batch, maxRows int64) error {
 	var out []arrow.RecordBatch
 	for i := 0; i < len(b.recs); {
 		j, rows := i, int64(0)
-		for j < len(b.recs) && rows+b.recs[j].NumRows() <= gatherRows {
+		for j < len(b.recs) && rows+b.recs[j].NumRows() <= maxRows {
 			rows += b.recs[j].NumRows()
 			j++
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"golang.org/x/sync/errgroup"
@@ -86,21 +87,9 @@ func (g *partitionGroups) largest() int {
 // (where arrowLiteral's conversion of a value differs from iceberg-go's) one more file, never a row.
 func groupPartitions(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBatch) (*partitionGroups, bool) {
 	rows := int(rec.NumRows())
-	keyers := make([]partitionKeyer, 0, spec.NumFields())
-	for _, f := range spec.Fields() {
-		name, ok := sc.FindColumnName(f.SourceID())
-		if !ok {
-			return nil, false
-		}
-		idx := rec.Schema().FieldIndices(name)
-		if len(idx) != 1 {
-			return nil, false
-		}
-		field, ok := sc.FindFieldByID(f.SourceID())
-		if !ok {
-			return nil, false
-		}
-		keyers = append(keyers, newPartitionKeyer(rec.Column(idx[0]), field.Type, f.Transform))
+	keyers, ok := partitionKeyers(spec, sc, rec)
+	if !ok {
+		return nil, false
 	}
 	ids := map[string]int32{}
 	group := make([]int32, rows)
@@ -138,6 +127,43 @@ func groupPartitions(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBat
 		next[p]++
 	}
 	return &partitionGroups{order: order, ends: ends}, true
+}
+
+// partitionKeyers are the keyers of rec's partition values under spec, one per spec field; ok is false when a
+// partition source is not a top-level column of rec.
+func partitionKeyers(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBatch) ([]partitionKeyer, bool) {
+	keyers := make([]partitionKeyer, 0, spec.NumFields())
+	for _, f := range spec.Fields() {
+		name, ok := sc.FindColumnName(f.SourceID())
+		if !ok {
+			return nil, false
+		}
+		idx := rec.Schema().FieldIndices(name)
+		if len(idx) != 1 {
+			return nil, false
+		}
+		field, ok := sc.FindFieldByID(f.SourceID())
+		if !ok {
+			return nil, false
+		}
+		keyers = append(keyers, newPartitionKeyer(rec.Column(idx[0]), field.Type, f.Transform))
+	}
+	return keyers, true
+}
+
+// takeRecordRows takes rows idx of rec, in that order, into a record of its own.
+func takeRecordRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, idx []int32) (arrow.RecordBatch, error) {
+	ia := int32Array(mem, idx)
+	defer ia.Release()
+	taken, err := compute.Take(compute.WithAllocator(ctx, mem), *compute.DefaultTakeOptions(),
+		compute.NewDatumWithoutOwning(rec), compute.NewDatumWithoutOwning(ia))
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: take %d rows: %w", len(idx), err)
+	}
+	defer taken.Release()
+	out := taken.(*compute.RecordDatum).Value
+	out.Retain()
+	return out, nil
 }
 
 // partitionKeyer appends the key of row r's partition value under one spec field to dst: distinct for distinct
@@ -331,7 +357,6 @@ func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema 
 	rowsSem := semaphore.NewWeighted(budget)
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.SetLimit(runtime.GOMAXPROCS(0))
-	cctx := compute.WithAllocator(ectx, e.mem)
 	for i, c := range chunks {
 		weight := min(int64(c.largest), budget)
 		if err := rowsSem.Acquire(ectx, weight); err != nil {
@@ -343,16 +368,10 @@ func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema 
 			for _, p := range c.parts {
 				rows = append(rows, g.rows(p)...)
 			}
-			idx := int32Array(e.mem, rows)
-			taken, err := compute.Take(cctx, *compute.DefaultTakeOptions(), compute.NewDatumWithoutOwning(rec),
-				compute.NewDatumWithoutOwning(idx))
-			idx.Release()
+			part, err := takeRecordRows(ectx, e.mem, rec, rows)
 			if err != nil {
-				return fmt.Errorf("iceberg: take the rows of %d partitions: %w", len(c.parts), err)
+				return fmt.Errorf("iceberg: the rows of %d partitions: %w", len(c.parts), err)
 			}
-			part := taken.(*compute.RecordDatum).Value
-			part.Retain()
-			taken.Release()
 			files, err := write(ectx, c, part)
 			out[i] = files
 			return err

@@ -72,6 +72,24 @@ type HookCompaction interface{ OnCompaction(Compaction) }
 // HookExpiry is called after each snapshot expiry the writer ran, done or failed (not when nothing was due).
 type HookExpiry interface{ OnExpiry(Expiry) }
 
+// HookRoundCommitted is called after each commit round of a Router (WithRouterHooks) sent its tables' runs to
+// the catalog: one event per send, naming every table in it. Round commits are a router's, so a hook given to a
+// Writer alone never hears of one.
+type HookRoundCommitted interface{ OnRoundCommitted(RoundCommit) }
+
+// RoundCommit describes one send of a Router's commit round: the runs of several tables, committed as one
+// multi-table commit (Atomic) or, on a catalog that refused those, one after the other. A retry after a
+// conflict is a send of its own.
+type RoundCommit struct {
+	Tables []table.Identifier // the tables whose runs were sent, sorted
+	// Atomic is true when the runs went in one multi-table commit (all applied or none did), false when they
+	// were committed table by table (one table alone, or a catalog without multi-table commits).
+	Atomic   bool
+	Err      error         // nil when every run applied; else the first table's error (each writer's retry proves or redoes its own)
+	Duration time.Duration // the catalog's answer, every table's
+	At       time.Time     // when the send ended
+}
+
 // HookBackpressure is called after each call that had to wait for room (the memory limit or the limit on
 // uncommitted batches) before the writer accepted its rows.
 type HookBackpressure interface{ OnBackpressureWait(BackpressureWait) }
@@ -225,6 +243,7 @@ const (
 	hookCompaction
 	hookExpiry
 	hookBackpressure
+	hookRound
 )
 
 // hookSet is the writer's hooks and the events they want.
@@ -250,7 +269,7 @@ func hookKinds(h Hook) uint {
 		hookAttempt: is[HookCommitAttempt](h), hookCommitted: is[HookCommitted](h),
 		hookConflict: is[HookConflict](h), hookRetry: is[HookRetry](h), hookFenced: is[HookFenced](h),
 		hookCompaction: is[HookCompaction](h), hookExpiry: is[HookExpiry](h),
-		hookBackpressure: is[HookBackpressure](h),
+		hookBackpressure: is[HookBackpressure](h), hookRound: is[HookRoundCommitted](h),
 	} {
 		if ok {
 			k |= 1 << kind
@@ -308,6 +327,8 @@ func (s *hookSet) dispatch(ev any) {
 		each(s.hooks, func(h HookExpiry) { h.OnExpiry(ev) })
 	case BackpressureWait:
 		each(s.hooks, func(h HookBackpressure) { h.OnBackpressureWait(ev) })
+	case RoundCommit:
+		each(s.hooks, func(h HookRoundCommitted) { h.OnRoundCommitted(ev) })
 	}
 }
 

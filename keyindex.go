@@ -33,7 +33,9 @@ const DefaultKeyIndexBytes = 64 << 20
 type keyIndex struct {
 	limit  int64
 	bytes  int64
-	base   int64 // the snapshot the index covers (the writer's last commit); -1: empty table
+	pool   *memPool     // a Router's key index budget, shared by its tables (nil: limit is this index's own)
+	held   atomic.Int64 // bytes, for Stats (read without the key stage's lock)
+	base   int64        // the snapshot the index covers (the writer's last commit); -1: empty table
 	files  []*indexedFile
 	byPath map[string]int32
 	keys   map[string][]keyLoc
@@ -69,9 +71,41 @@ func (idx *keyIndex) remove(key string) []keyLoc {
 	locs := idx.keys[key]
 	if len(locs) > 0 {
 		delete(idx.keys, key)
-		idx.bytes -= int64(len(key)+keyEntryOverhead) * int64(len(locs))
+		idx.grow(-int64(len(key)+keyEntryOverhead) * int64(len(locs)))
 	}
 	return locs
+}
+
+// grow counts n bytes more (negative: fewer) held by the index, in the router's pool too.
+func (idx *keyIndex) grow(n int64) {
+	idx.bytes += n
+	idx.held.Store(idx.bytes)
+	idx.pool.add(n)
+}
+
+// indexBytes returns the bytes the key index holds (0: off).
+func (k *keyStage) indexBytes() int64 {
+	if idx := k.idx.Load(); idx != nil {
+		return idx.held.Load()
+	}
+	return 0
+}
+
+// full reports whether the index is past its budget: its own, or the router's pool.
+func (idx *keyIndex) full() bool {
+	if idx.pool != nil {
+		return idx.pool.over()
+	}
+	return idx.bytes > idx.limit
+}
+
+// budget names the budget an index that went past it exceeded, for the log.
+func (idx *keyIndex) budget() string {
+	if idx.pool != nil {
+		return "the router's key index budget of " + strconv.FormatInt(idx.pool.limit, 10) +
+			" bytes shared by its tables (WithKeyIndexBytes)"
+	}
+	return "memory budget " + strconv.FormatInt(idx.limit, 10) + " bytes (WithKeyIndexBytes)"
 }
 
 // add indexes the rows of a new data file.
@@ -81,9 +115,9 @@ func (idx *keyIndex) add(fk fileKeys) {
 	idx.byPath[fk.df.FilePath()] = id
 	for pos, k := range fk.keys {
 		idx.keys[k] = append(idx.keys[k], keyLoc{file: id, pos: int32(pos)})
-		idx.bytes += int64(len(k) + keyEntryOverhead)
+		idx.grow(int64(len(k) + keyEntryOverhead))
 	}
-	if idx.bytes > idx.limit {
+	if idx.full() {
 		idx.over = true
 	}
 }
@@ -109,9 +143,9 @@ func (idx *keyIndex) forget(paths map[string]struct{}) {
 		}
 		if len(kept) == 0 {
 			delete(idx.keys, key)
-			idx.bytes -= int64(len(key)+keyEntryOverhead) * int64(len(locs))
+			idx.grow(-int64(len(key)+keyEntryOverhead) * int64(len(locs)))
 		} else {
-			idx.bytes -= int64(len(key)+keyEntryOverhead) * int64(len(locs)-len(kept))
+			idx.grow(-int64(len(key)+keyEntryOverhead) * int64(len(locs)-len(kept)))
 			idx.keys[key] = kept
 		}
 	}
@@ -217,11 +251,18 @@ func (k *keyStage) load(ctx context.Context, tbl *table.Table) error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.dropLocked("", nil) // an index loaded before (a bulk phase's end reloads it) gives its bytes back
 	if tableIsEmpty(tbl) {
-		k.idx.Store(newKeyIndex(k.limit, headID(tbl.Metadata(), k.branch)))
+		idx := newKeyIndex(k.limit, headID(tbl.Metadata(), k.branch))
+		idx.pool = k.pool
+		k.idx.Store(idx)
 		return nil
 	}
-	idx, reason, err := loadKeyIndex(ctx, tbl, k.branch, k.spec, k.limit, k.parallel)
+	limit := k.limit
+	if k.pool != nil {
+		limit = k.pool.free() // what the router's other tables leave
+	}
+	idx, reason, err := loadKeyIndex(ctx, tbl, k.branch, k.spec, limit, k.parallel)
 	if err != nil {
 		if ctx.Err() != nil {
 			return err
@@ -231,6 +272,17 @@ func (k *keyStage) load(ctx context.Context, tbl *table.Table) error {
 	if idx == nil {
 		k.log.Info("iceberg: key index off; upserts and deletes use equality deletes", "table", k.ident, "reason", reason)
 		return nil
+	}
+	idx.held.Store(idx.bytes)
+	if k.pool != nil {
+		idx.pool = k.pool
+		k.pool.add(idx.bytes)
+		if k.pool.over() { // another table's index grew meanwhile
+			k.pool.add(-idx.bytes)
+			k.log.Info("iceberg: key index off; upserts and deletes use equality deletes", "table", k.ident,
+				"reason", fmt.Sprintf("the table's keys exceed %s", idx.budget()))
+			return nil
+		}
 	}
 	k.idx.Store(idx)
 	return nil
@@ -354,7 +406,7 @@ func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
 		return
 	}
 	if idx.over {
-		k.dropLocked("memory budget "+strconv.FormatInt(idx.limit, 10)+" bytes (WithKeyIndexBytes)", nil)
+		k.dropLocked(idx.budget(), nil)
 		return
 	}
 	idx.base = res.SnapshotID
@@ -423,8 +475,13 @@ func (k *keyStage) drop(reason string, err error) {
 }
 
 func (k *keyStage) dropLocked(reason string, err error) {
-	if k.idx.Swap(nil) == nil {
+	old := k.idx.Swap(nil)
+	if old == nil {
 		return
+	}
+	old.pool.add(-old.bytes)
+	if reason == "" {
+		return // not a fallback: the index is reloaded, or its writer closed
 	}
 	args := []any{"table", k.ident, "reason", reason}
 	if err != nil {

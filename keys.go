@@ -42,8 +42,9 @@ type keyStage struct {
 	ident    table.Identifier
 	branch   string
 	writerID string
-	limit    int64 // the index's memory budget (WithKeyIndexBytes); 0: no index
-	parallel int   // data files read at once by load
+	limit    int64    // the index's memory budget (WithKeyIndexBytes); 0: no index
+	pool     *memPool // a Router's key index budget, in place of limit (nil: a lone writer)
+	parallel int      // data files read at once by load
 	log      *slog.Logger
 	files    *fileNamer // names deletion vector files (nil: random names)
 
@@ -60,7 +61,7 @@ func newKeyStage(tbl *table.Table, target *arrow.Schema, o *options, cow bool) (
 	}
 	return &keyStage{
 		spec: spec, cow: cow, layoutErr: layoutErr, ident: tbl.Identifier(), branch: o.branch,
-		writerID: o.writerID, limit: o.keyIndexBytes, parallel: o.maxInFlight, log: o.logger,
+		writerID: o.writerID, limit: o.keyIndexBytes, parallel: o.maxInFlight, log: o.logger, pool: routerIndexPool(o),
 	}, nil
 }
 

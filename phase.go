@@ -18,8 +18,14 @@ const (
 	// PhaseBulk is for an initial load: append only (Upsert, Delete and Apply return ErrBulkPhase), no interval
 	// seal (batches as large as half the router's row budget, sealed by size or memory), files rolled at the bulk
 	// target file size (DefaultBulkTargetFileSize), no key index and no key bloom filters (the live phase reads the
-	// bulk rows' keys back when it starts). A batch is still the unit of a file: a file holds at most one batch,
-	// so files reach the target size only when the memory limit lets a batch grow that large.
+	// bulk rows' keys back when it starts). On an unpartitioned table the batches the memory limit seals go into
+	// Parquet files kept open across batches (each record a row group, written to the object store as it comes),
+	// so files reach the target size whatever the limit; a file is committed once it reaches it, or when Flush,
+	// Close or SetPhase close it (then up to one file per encoder at once, WithMaxInFlight, is smaller). Rows in
+	// a file still open are not committed and their source positions not recorded; a process that dies leaves
+	// such files unreferenced, and the next writer with its ID removes them (WithOrphanWindow). With
+	// WithCheckpoints, a batch no checkpoint covers is written to files of its own. A partitioned table writes
+	// a batch's files per batch.
 	PhaseBulk
 )
 
@@ -64,6 +70,14 @@ func (p *pipeline) setPolicy(sp sealPolicy) sealPolicy {
 	return old
 }
 
+// setCarry turns bulk files across batches on or off (bulkfile.go). The caller has flushed before turning it
+// off, so no file is open.
+func (p *pipeline) setCarry(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.carry = on
+}
+
 // queued reports whether the pipeline holds sealed batches not yet committed.
 func (p *pipeline) queued() bool {
 	p.mu.Lock()
@@ -87,12 +101,14 @@ func (e *fileEncoder) bulk() bool { return e.bulkSize.Load() > 0 }
 // any, ends first.
 func (w *Writer) enterBulk(fileSize, batchBytes int64) sealPolicy {
 	w.files.bulkSize.Store(fileSize)
+	w.files.carry.Store(true)
+	w.pipe.setCarry(true)
 	live := w.pipe.setPolicy(sealPolicy{rows: math.MaxInt64, bytes: batchBytes})
 	w.pipe.commitMu.Lock()
 	defer w.pipe.commitMu.Unlock()
 	w.keys.mu.Lock()
 	defer w.keys.mu.Unlock()
-	w.keys.idx.Store(nil) // a batch encoded for the index gets its equality deletes from apply
+	w.keys.dropLocked("", nil) // a batch encoded for the index gets its equality deletes from apply
 	return live
 }
 
@@ -103,6 +119,8 @@ func (w *Writer) enterBulk(fileSize, batchBytes int64) sealPolicy {
 // upserts and deletes use equality deletes.
 func (w *Writer) leaveBulk(ctx context.Context, live sealPolicy) error {
 	w.files.bulkSize.Store(0)
+	w.files.carry.Store(false)
+	w.pipe.setCarry(false)
 	defer w.pipe.setPolicy(live)
 	w.pipe.commitMu.Lock()
 	defer w.pipe.commitMu.Unlock()

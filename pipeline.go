@@ -60,7 +60,12 @@ type pipeline struct {
 	failed       error
 	closed       bool
 	stopping     bool // Close/Abort: the loop starts no new run
-	timer        *time.Timer
+	// carry: a Router's bulk phase writes batches into files kept open across batches (bulkfile.go); a flush
+	// then seals a closer batch, which ends file generation fileGen. closerSeq is the newest closer's batch.
+	carry     bool
+	fileGen   int64
+	closerSeq int64
+	timer     *time.Timer
 	// committedPos is the newest position committed per partition (PositionLags).
 	committedPos map[string]string
 	// Counters reported by Stats.
@@ -108,6 +113,11 @@ type pipelineConfig struct {
 	// shared is a Router's budget and encode pool, used in place of rowBudget and maxInFlight (nil: the
 	// writer's own).
 	shared *sharedBudget
+	// split cuts a sealed batch into batches of whole partitions when its files' metadata would exceed the
+	// fanout share (fanout_split.go), nil to keep it whole; runHeldCap bounds the file metadata one run takes
+	// (at least one batch; 0: no bound).
+	split      func(b *batch) []*batch
+	runHeldCap int64
 	// What the pipeline reports to the writer's hooks (nil when no hook wants it); each only queues an event.
 	sealed  func(b *batch)                                       // b was sealed (called with mu held)
 	encoded func(b *batch, start time.Time)                      // b's files were written
@@ -232,7 +242,7 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 				memFull = p.memUsed+held+size > p.cfg.rowBudget
 			}
 		}
-		if !memFull && p.committableLocked() < p.cfg.maxUncommitted {
+		if !memFull && p.committableLocked()-p.pendingLocked() < p.cfg.maxUncommitted {
 			break
 		}
 		if waitFrom.IsZero() && p.cfg.waited != nil {
@@ -354,6 +364,18 @@ func (p *pipeline) heldLocked() int64 {
 	return n
 }
 
+// pendingLocked counts the staged batches whose rows wait in a bulk file still open: only more rows (or a
+// flush) let them go, so they never make a call wait for room (they hold no rows, and no file metadata yet).
+func (p *pipeline) pendingLocked() int {
+	n := 0
+	for _, b := range p.queue {
+		if b.staged && b.span != nil && !b.span.done {
+			n++
+		}
+	}
+	return n
+}
+
 // committableLocked counts the sealed batches a commit may take. With WithCheckpoints, batches after the newest
 // checkpoint wait for the next one, which this very caller may be about to make: counting them would block
 // Write before it (they hold files, not rows; the memory limit bounds the rows).
@@ -465,22 +487,31 @@ func (p *pipeline) sealLocked() {
 		p.open = keep
 		p.startTimerLocked()
 	}
-	if len(b.recs) == 0 && !b.hasToken && len(b.positions) == 0 {
+	if len(b.recs) == 0 && !b.hasToken && len(b.positions) == 0 && !b.closer {
 		return // an open buffer that held nothing
 	}
-	b.seq = p.nextSeq
-	p.nextSeq++
-	p.queue = append(p.queue, b)
-	p.batches++
-	if p.cfg.sealed != nil {
-		p.cfg.sealed(b)
+	parts := []*batch{b}
+	if p.cfg.split != nil && len(b.recs) > 0 {
+		if s := p.cfg.split(b); s != nil {
+			parts = s
+		}
 	}
-	if len(b.recs) == 0 {
-		b.staged = true
-		p.kickLoop()
-	} else {
-		p.encWG.Add(1)
-		go p.encode(b)
+	for _, b := range parts {
+		b.seq = p.nextSeq
+		b.gen = p.fileGen
+		p.nextSeq++
+		p.queue = append(p.queue, b)
+		p.batches++
+		if p.cfg.sealed != nil {
+			p.cfg.sealed(b)
+		}
+		if len(b.recs) == 0 && !b.closer {
+			b.staged = true
+			p.kickLoop()
+		} else {
+			p.encWG.Add(1)
+			go p.encode(b)
+		}
 	}
 	p.signalLocked()
 }
@@ -540,6 +571,9 @@ func (p *pipeline) encode(b *batch) {
 	// batch still encoding is not committed, so stopping it is never ambiguous), while a commit in flight keeps
 	// the writer's.
 	ctx := p.encCtx
+	if b.closer && !p.waitEarlierStaged(ctx, b) {
+		return // shutting down, or failed
+	}
 	if err := p.encSem.Acquire(ctx, 1); err != nil {
 		return // shutting down: release frees the rows
 	}
@@ -570,9 +604,65 @@ func (p *pipeline) encode(b *batch) {
 		p.signalLocked()
 		return
 	}
+	for _, c := range b.closes {
+		c.span.done, c.span.until = true, c.until
+		c.holder.files = append(c.holder.files, c.df)
+		c.holder.held += c.held
+	}
+	b.closes = nil
 	b.staged = true
 	p.signalLocked()
 	p.kickLoop()
+}
+
+// sealCloserLocked seals a closer batch when a bulk file may hold rows of a batch sealed since the last closer:
+// its encoding closes every file of the current generation, so that a flush can commit everything before it.
+func (p *pipeline) sealCloserLocked() {
+	if !p.carry {
+		return
+	}
+	open := false
+	for _, b := range p.queue {
+		if b.seq > p.closerSeq && !b.closer && (!b.staged || (b.span != nil && !b.span.done)) {
+			open = true
+			break
+		}
+	}
+	if !open {
+		return
+	}
+	// With WithCheckpoints the flush's seal may have left rows open (and their timer): they stay open.
+	keep, timer := p.open, p.timer
+	p.open, p.timer = &batch{firstAt: time.Now(), closer: true}, nil
+	p.sealLocked()
+	p.open, p.timer = keep, timer
+	p.closerSeq = p.nextSeq - 1
+	p.fileGen++
+}
+
+// waitEarlierStaged waits until every batch before the closer b is staged (their files are then idle) and
+// reports false when the pipeline stops or fails first.
+func (p *pipeline) waitEarlierStaged(ctx context.Context, b *batch) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		if p.failed != nil || p.stopping || ctx.Err() != nil {
+			return false
+		}
+		ready := true
+		for _, q := range p.queue {
+			if q.seq < b.seq && !q.staged {
+				ready = false
+				break
+			}
+		}
+		if ready {
+			return true
+		}
+		if p.waitLocked(ctx) != nil {
+			return false
+		}
+	}
 }
 
 func (p *pipeline) kickLoop() {
@@ -665,8 +755,19 @@ func (p *pipeline) nextRun() []*batch {
 			n--
 		}
 	}
-	if p.cfg.checkpoints {
-		n = coveredEnd(p.queue, n)
+	whole := n
+	if c := p.cfg.runHeldCap; c > 0 {
+		var held int64
+		for i, b := range p.queue[:n] {
+			if held += b.held; held > c && i > 0 {
+				n = i
+				break
+			}
+		}
+	}
+	// The cap gives way when no run could end within it (WithCheckpoints: a run ends at a checkpoint).
+	if n = p.runEndLocked(n); n == 0 {
+		n = p.runEndLocked(whole)
 	}
 	if n == 0 {
 		return nil
@@ -676,6 +777,22 @@ func (p *pipeline) nextRun() []*batch {
 		b.handed = true
 	}
 	return batches
+}
+
+// runEndLocked cuts a prefix of n staged batches back to where a run may end: no bulk file split (spanEnd)
+// and, with WithCheckpoints, every row covered (coveredEnd). Each cut only shortens it, so the two are applied
+// until both hold.
+func (p *pipeline) runEndLocked(n int) int {
+	for {
+		m := spanEnd(p.queue, n)
+		if p.cfg.checkpoints {
+			m = coveredEnd(p.queue, m)
+		}
+		if m == n {
+			return n
+		}
+		n = m
+	}
 }
 
 // flush seals the open buffer and waits until everything accepted before it is committed (with
@@ -692,6 +809,7 @@ func (p *pipeline) flush(ctx context.Context) error {
 // flushTargetLocked seals the open buffer and returns the sequence number a flush waits for.
 func (p *pipeline) flushTargetLocked() int64 {
 	p.sealLocked()
+	p.sealCloserLocked()
 	return p.sealedTargetLocked()
 }
 

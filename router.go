@@ -29,6 +29,7 @@ import (
 type Router struct {
 	cat     catalog.Catalog
 	opts    routerOptions
+	events  *callbacks // the router's own events (WithRouterHooks)
 	shared  *sharedBudget
 	budget  Option        // puts a table's writer on shared, with the router's memory limit and encoders
 	changes ChangeColumns // Apply's columns (with their defaults): left out of a table created by Apply
@@ -85,6 +86,16 @@ type routerOptions struct {
 	order    func(a, b string) int
 	perTable bool
 	bulkSize int64
+	hooks    []Hook
+}
+
+// WithRouterHooks adds hooks (see Hook) that hear every table's events and the router's own: each table's writer
+// gets them as WithHooks gives them (every event names its table; a table's events arrive in order, events of
+// different tables may interleave), and HookRoundCommitted hears each commit round with the tables in it. The
+// router's own events are delivered on a goroutine of the router, outside its locks. Hooks must be safe for
+// concurrent use. Default: none.
+func WithRouterHooks(hooks ...Hook) RouterOption {
+	return func(o *routerOptions) { o.hooks = append(o.hooks, hooks...) }
 }
 
 // WithBulkTargetFileSize sets the file size the bulk phase rolls at. Default: DefaultBulkTargetFileSize (512 MiB).
@@ -101,8 +112,10 @@ func WithPerTableCommits() RouterOption { return func(o *routerOptions) { o.perT
 // memory budget for the rows of all tables (default DefaultMemoryLimit, 256 MiB) and one pool of encoders
 // (default DefaultMaxInFlight, 2 batches encoding at once across all tables). WithWriterID gives every table's
 // writer the same ID; an ID is scoped to its table (fencing, checkpoints), so that is what a restarted router
-// needs. Budgets that stay per table: the key index (WithKeyIndexBytes) and Apply's versions
-// (ChangeColumns.VersionBytes). Default: none.
+// needs. WithKeyIndexBytes and ChangeColumns.VersionBytes (of WithChangeColumns here) are budgets of the router
+// too, shared by the tables' key indexes and by their versions of Apply's keys: a table whose index would take
+// the shared budget past its limit turns its index off (logged, Stats.KeyIndexBytes 0) and falls back to
+// equality deletes, as a lone writer past its own budget does. Default: none.
 func WithWriterOptions(opts ...Option) RouterOption {
 	return func(o *routerOptions) { o.writer = append(o.writer, opts...) }
 }
@@ -131,6 +144,18 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 	for _, f := range opts {
 		f(&ro)
 	}
+	if err := validateHooks(ro.hooks); err != nil {
+		return nil, err
+	}
+	var writerHooks []Hook // the hooks that want a writer's events, not only the router's
+	for _, h := range ro.hooks {
+		if hookKinds(h)&^(1<<hookRound) != 0 {
+			writerHooks = append(writerHooks, h)
+		}
+	}
+	if len(writerHooks) > 0 {
+		ro.writer = append(slices.Clip(ro.writer), WithHooks(writerHooks...))
+	}
 	o := defaultOptions()
 	for _, f := range ro.writer {
 		f(&o)
@@ -147,7 +172,7 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 	}
 	// Each table's options end with the router's budget: a table's own WithMemoryLimit or WithMaxInFlight
 	// cannot take it apart.
-	shared := newSharedBudget(o.memoryLimit, o.maxInFlight)
+	shared := newSharedBudget(&o)
 	limit, inFlight := o.memoryLimit, o.maxInFlight
 	r := &Router{
 		cat: cat, wcat: cat, opts: ro, shared: shared, changes: o.changes,
@@ -157,6 +182,10 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 	}
 	if !ro.perTable {
 		r.rounds, r.wcat = newRounds(cat, o.logger, o.commitTimeout)
+	}
+	r.events = newCallbacks(nil, newHookSet(ro.hooks), nil, "")
+	if r.rounds != nil {
+		r.rounds.events = r.events
 	}
 	if r.rounds != nil {
 		shared.gated = true
@@ -446,6 +475,10 @@ func (r *Router) stop(ctx context.Context, flush bool, f func(*Writer) error) er
 		close(r.roundsStop)
 		<-r.roundsDone
 	}
+	r.events.close(nil)
+	if werr := r.events.wait(ctx); err == nil && roundErr == nil {
+		err = werr
+	}
 	if err == nil && roundErr != nil {
 		err = roundErr
 	}
@@ -479,6 +512,9 @@ type RouterStats struct {
 	// MemoryUsed is the bytes of rows all tables hold now (open buffers, batches waiting for or in encoding);
 	// MemoryBudget is what they may hold before calls wait: the memory limit less the encoders' reserve.
 	MemoryUsed, MemoryBudget int64
+	// KeyIndexUsed is the bytes the tables' key indexes hold together; KeyIndexBudget their shared budget
+	// (WithKeyIndexBytes among the writer options).
+	KeyIndexUsed, KeyIndexBudget int64
 }
 
 // TableStats are one table's counters.
@@ -489,7 +525,8 @@ type TableStats struct {
 
 // Stats reports every open table's counters and their sum.
 func (r *Router) Stats() RouterStats {
-	s := RouterStats{MemoryUsed: r.shared.inUse(), MemoryBudget: r.shared.limit}
+	s := RouterStats{MemoryUsed: r.shared.inUse(), MemoryBudget: r.shared.limit,
+		KeyIndexUsed: r.shared.index.used.Load(), KeyIndexBudget: r.shared.index.limit}
 	if r.rounds != nil {
 		s.MultiTableCommits, s.AtomicCommits = r.rounds.multi.Load(), !r.rounds.unsupported()
 	}
@@ -520,6 +557,7 @@ func (s *Stats) add(o Stats) {
 	s.UncommittedRows += o.UncommittedRows
 	s.DiscardedRows += o.DiscardedRows
 	s.ChangesSkipped += o.ChangesSkipped
+	s.KeyIndexBytes += o.KeyIndexBytes
 	s.LastCommittedSeq = max(s.LastCommittedSeq, o.LastCommittedSeq)
 	s.Epoch = max(s.Epoch, o.Epoch)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,17 @@ func (p *pipeline) cutForRound(seal bool) (int64, bool) {
 	target := p.sealedTargetLocked()
 	if seal {
 		target = p.flushTargetLocked()
+	} else if p.carry {
+		// Batches in bulk files still open commit only once a file closes: a timed round takes what may
+		// commit now, instead of waiting for files the round does not close.
+		n := 0
+		for n < len(p.queue) && p.queue[n].staged {
+			n++
+		}
+		target = p.committed
+		if n = p.runEndLocked(n); n > 0 {
+			target = p.queue[n-1].seq
+		}
 	}
 	return target, target > p.committed
 }
@@ -129,6 +141,23 @@ type rounds struct {
 	// alone (still together in time, but not atomically), and the router says so once.
 	perTable bool
 	multi    atomic.Int64 // multi-table commits that applied
+	events   *callbacks   // HookRoundCommitted (WithRouterHooks)
+}
+
+// sent reports a send of a round to the router's hooks.
+func (rd *rounds) sent(arrivals []*arrival, whole bool, start time.Time) {
+	if !rd.events.wants(hookRound) {
+		return
+	}
+	ev := RoundCommit{Atomic: whole, Duration: time.Since(start), At: time.Now()}
+	for _, a := range arrivals {
+		ev.Tables = append(ev.Tables, a.commit.Identifier)
+		if ev.Err == nil && a.err != nil {
+			ev.Err = a.err
+		}
+	}
+	slices.SortFunc(ev.Tables, func(a, b table.Identifier) int { return strings.Compare(identKey(a), identKey(b)) })
+	rd.events.emit(ev)
 }
 
 // unsupported reports whether the catalog refused multi-table commits.
@@ -235,7 +264,9 @@ func (rd *rounds) gather(members []member) ([]*arrival, bool) {
 
 // send commits the arrivals: one multi-table commit, or the lone one (or each, perTable) through CommitTable.
 func (rd *rounds) send(ctx context.Context, arrivals []*arrival) {
+	start, whole := time.Now(), false
 	defer func() {
+		rd.sent(arrivals, whole, start)
 		for _, a := range arrivals {
 			close(a.done)
 		}
@@ -258,6 +289,7 @@ func (rd *rounds) send(ctx context.Context, arrivals []*arrival) {
 	tctx, cancel := context.WithTimeout(ctx, rd.timeout)
 	err := rd.tc.CommitTransaction(tctx, commits)
 	cancel()
+	whole = err == nil || !endpointUnsupported(err)
 	if err != nil && endpointUnsupported(err) {
 		// Nothing was sent (the REST client checks the server's advertised endpoints first): commit each alone
 		// from now on.

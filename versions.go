@@ -22,6 +22,7 @@ const versionBytesPerKey = 64
 type versionMap struct {
 	cur, old map[xxh3.Uint128]int64
 	genCap   int
+	pool     *memPool // a Router's versions budget, shared by its tables (nil: genCap bounds this map alone)
 	column   string
 	inTable  bool // the version column is a table column: load reads the committed rows' versions
 	loaded   bool
@@ -49,9 +50,22 @@ func (m *versionMap) get(h xxh3.Uint128) (int64, bool) {
 }
 
 func (m *versionMap) set(h xxh3.Uint128, v int64) {
+	n := len(m.cur)
 	m.cur[h] = v
-	if len(m.cur) >= m.genCap {
+	m.pool.add(int64(len(m.cur)-n) * versionBytesPerKey)
+	// With a router's pool, a table that adds a key while all tables' versions fill the pool drops its own
+	// older generation, as a lone map does when its newer one fills.
+	if len(m.cur) >= m.genCap || (m.pool != nil && m.pool.over()) {
+		m.pool.add(-int64(len(m.old)) * versionBytesPerKey)
 		m.old, m.cur = m.cur, make(map[xxh3.Uint128]int64, m.genCap/4)
+	}
+}
+
+// release gives the map's entries back to the router's pool (its writer closed).
+func (m *versionMap) release() {
+	if m != nil {
+		m.pool.add(-int64(m.size()) * versionBytesPerKey)
+		m.cur, m.old = map[xxh3.Uint128]int64{}, map[xxh3.Uint128]int64{}
 	}
 }
 
@@ -109,11 +123,21 @@ func (m *versionMap) restore(undos []*versionUndo) {
 			if e.had {
 				m.set(e.key, e.prev)
 			} else {
+				n := m.size()
 				delete(m.cur, e.key)
 				delete(m.old, e.key)
+				m.pool.add(int64(m.size()-n) * versionBytesPerKey)
 			}
 		}
 	}
+}
+
+// loadCap is how many keys a load may read: a generation, and no more than the router's pool has left.
+func (m *versionMap) loadCap() int {
+	if m.pool != nil {
+		return int(max(1, min(int64(m.genCap), m.pool.free()/versionBytesPerKey)))
+	}
+	return m.genCap
 }
 
 // size is the number of versions held (both generations, a key in both counted twice).
@@ -148,7 +172,7 @@ func (m *versionMap) loadOnce(ctx context.Context, tbl *table.Table, branch stri
 		if err != nil {
 			return fail(err)
 		}
-		full, err := loadVersions(loaded, rec, ks, m.column, m.genCap, buf)
+		full, err := loadVersions(loaded, rec, ks, m.column, m.loadCap(), buf)
 		rec.Release()
 		if err != nil {
 			return fail(err)
@@ -157,6 +181,7 @@ func (m *versionMap) loadOnce(ctx context.Context, tbl *table.Table, branch stri
 			break
 		}
 	}
+	m.pool.add(int64(len(loaded)) * versionBytesPerKey)
 	m.old, m.loaded = loaded, true
 	return nil
 }
@@ -205,4 +230,15 @@ func loadVersions(loaded map[xxh3.Uint128]int64, rec arrow.RecordBatch, ks *keyS
 		}
 	}
 	return false, nil
+}
+
+// release gives the versions back to a router's pool once the writer closed (after the Apply holding the
+// version lock, if any, has returned).
+func (st *changeStage) release() {
+	if st == nil || st.vers == nil || st.vers.pool == nil {
+		return
+	}
+	st.sem <- struct{}{}
+	defer func() { <-st.sem }()
+	st.vers.release()
 }

@@ -82,7 +82,14 @@ type batch struct {
 	keyedSet  map[uint64]struct{} // key hashes upserted or deleted (resolved.keyed)
 	staged    bool
 	handed    bool // given to the committer: its files may be referenced, so they are never deleted
-	firstAt   time.Time
+	// A Router's bulk phase (bulkfile.go): gen is the file generation the batch was sealed in; span the open
+	// bulk file its rows went into (nil: none); closes the bulk files its encoding closed; closer marks the
+	// rowless batch that closes every file of its generation.
+	gen     int64
+	span    *fileSpan
+	closes  []closedSpan
+	closer  bool
+	firstAt time.Time
 }
 
 // Stats are the writer's counters.
@@ -112,6 +119,9 @@ type Stats struct {
 	OldestUncommitted time.Time
 	// LastCommit is when the writer's latest commit returned (zero: none yet).
 	LastCommit time.Time
+	// KeyIndexBytes is the memory the key index holds (WithKeyIndexBytes); 0 when the index is off (no key,
+	// copy-on-write, format version 2, a bulk phase, or it fell back to equality deletes: the log says why).
+	KeyIndexBytes int64
 }
 
 // NewWriter opens a writer on an existing table (or creates it, with WithCreate).
@@ -217,7 +227,8 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		flushRows: int64(o.flushRows), flushBytes: o.flushBytes, flushInterval: o.flushInterval,
 		rowBudget: rowBudget(&o), maxUncommitted: o.maxUncommitted, maxInFlight: o.maxInFlight,
 		checkpoints: o.checkpoints, commitTimeout: o.commitTimeout, mem: env.mem, lastToken: lastToken,
-		shared: o.shared,
+		shared: o.shared, runHeldCap: fanoutShare(rowBudget(&o)),
+		split:  func(b *batch) []*batch { return w.splitFanout(b, fanoutShare(rowBudget(&o))) },
 		sealed: w.sealedHook(), encoded: w.encodedHook(), waited: w.waitedHook(),
 	}, committed)
 	w.pipe.start()
@@ -341,5 +352,6 @@ func (w *Writer) Stats() Stats {
 		Commits: w.runs.commits.Load(), Retries: w.runs.retries.Load(), Conflicts: w.runs.conflicts.Load(),
 		DeleteFiles: w.runs.deleteFiles.Load(), FilesRewritten: w.runs.rewritten.Load(), Epoch: w.env.epoch,
 		ChangesSkipped: w.changes.skipped.Load(), OldestUncommitted: p.oldest, LastCommit: w.runs.lastCommit(),
+		KeyIndexBytes: w.keys.indexBytes(),
 	}
 }

@@ -1,0 +1,118 @@
+package iceberg
+
+import (
+	"context"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Splitting a batch that fans out over many partitions. Iceberg puts a data file in one partition, so a batch
+// over 86,000 partitions writes 86,000 files, and their metadata (iceberg-go's DataFile, about 3 KiB each with
+// the commit's manifest entries: measured 150 MiB live for 45,000) is held until the batch's one commit. With
+// Go's default GC the process then grows to about twice that live heap. So a batch whose partitions' metadata
+// would exceed a share of the memory limit (fanoutShare) is cut at its seal into batches of whole partitions,
+// each within the share (every partition in one of them: no more files than one batch would write), and a run
+// takes batches only up to that much held metadata (pipeline.runHeldCap), so each commit frees its share.
+
+// fanoutShare is the part of the row budget one batch's (and one commit's) file metadata may take.
+func fanoutShare(rowBudget int64) int64 { return rowBudget / 8 }
+
+// splitFanout is the pipeline's split (pipelineConfig.split): the parts of a sealed batch of inserts into a
+// partitioned table whose partitions' file metadata would exceed share, cut by partition (a partition's rows
+// all go to one part, in their order); nil when the batch stays whole. Called with the pipeline's mu held: it
+// only reads the batch's records and the view's table.
+func (w *Writer) splitFanout(b *batch, share int64) []*batch {
+	tbl := w.view.table()
+	if tbl == nil || tbl.Spec().IsUnpartitioned() || b.keyed || len(b.recs) == 0 || b.schema == nil {
+		return nil
+	}
+	meta := fileMetaBytes(b.schema)
+	if b.rows*meta <= share {
+		return nil // even a partition per row fits
+	}
+	if n := w.files.lastParts.Load(); n > 0 && 4*n*meta < share {
+		return nil // the writer's last batch was far from it: no grouping under the pipeline's lock
+	}
+	spec, sc := tbl.Spec(), tbl.Schema()
+	ids := map[string]int32{}
+	groups := make([][]int32, len(b.recs)) // per record, each row's partition
+	var key []byte
+	for i, rec := range b.recs {
+		keyers, ok := partitionKeyers(spec, sc, rec)
+		if !ok {
+			return nil
+		}
+		g := make([]int32, rec.NumRows())
+		for r := range g {
+			key = key[:0]
+			for _, k := range keyers {
+				if key, ok = k(key, r); !ok {
+					return nil
+				}
+			}
+			id, seen := ids[string(key)]
+			if !seen {
+				id = int32(len(ids))
+				ids[string(key)] = id
+			}
+			g[r] = id
+		}
+		groups[i] = g
+	}
+	w.files.warnFanout(tbl, len(ids), b.rows)
+	parts := int((int64(len(ids))*meta + share - 1) / share)
+	if parts < 2 {
+		return nil
+	}
+	out := make([]*batch, parts)
+	for j := range out {
+		out[j] = &batch{firstAt: b.firstAt, schema: b.schema, uncovered: b.uncovered}
+	}
+	ctx := context.Background()
+	var given int64 // bytes handed to parts (the last takes the rest, so the memory counted stays the same)
+	for i, rec := range b.recs {
+		rows := make([][]int32, parts)
+		for r, id := range groups[i] {
+			j := int(id) % parts
+			rows[j] = append(rows[j], int32(r))
+		}
+		for j, idx := range rows {
+			if len(idx) == 0 {
+				continue
+			}
+			part, err := takeRecordRows(ctx, w.env.mem, rec, idx)
+			if err != nil {
+				for _, o := range out {
+					releaseAll(o.recs)
+				}
+				return nil // the batch is written whole
+			}
+			size := b.sizes[i] * int64(len(idx)) / rec.NumRows()
+			out[j].push(batchRecord{rec: part, kind: b.kinds[i], source: b.sources[i], size: size})
+			out[j].rows += part.NumRows()
+			out[j].bytes += size
+			given += size
+		}
+	}
+	last := out[parts-1]
+	last.bytes += b.bytes - given
+	last.token, last.hasToken, last.positions, last.posSince = b.token, b.hasToken, b.positions, b.posSince
+	releaseAll(b.recs)
+	b.recs = nil
+	kept := out[:0]
+	for _, o := range out {
+		if len(o.recs) > 0 || o == last {
+			kept = append(kept, o)
+		}
+	}
+	return kept
+}
+
+// releaseAll releases records.
+func releaseAll(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		if r != nil {
+			r.Release()
+		}
+	}
+}

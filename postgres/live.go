@@ -151,11 +151,15 @@ func (s *liveState) loop(ctx context.Context, repl *pgconn.PgConn) error {
 			lastCheckpoint = now
 		}
 		deadline := nextStatus
-		if s.pending > 0 {
+		if s.pending > 0 && !s.inTx {
 			deadline = lastCheckpoint.Add(checkpointEvery)
 		}
 		if d := time.Now().Add(p.cfg.FlushInterval); d.Before(deadline) {
 			deadline = d // to send a confirmation soon after the committer's
+		}
+		// A deadline already past would make ReceiveMessage return at once without reading.
+		if soon := time.Now().Add(time.Millisecond); deadline.Before(soon) {
+			deadline = soon
 		}
 		rctx, rcancel := context.WithDeadline(ctx, deadline)
 		msg, err := repl.ReceiveMessage(rctx)
@@ -403,7 +407,7 @@ func (s *liveState) applyPending(ctx context.Context, lt *liveTable) error {
 	}
 	rec := lt.b.record()
 	defer rec.Release()
-	if err := s.p.router.Apply(ctx, lt.t.ident, rec); err != nil {
+	if err := s.p.writer(lt.t).Source(s.p.slotPartition()).Apply(ctx, rec); err != nil {
 		return fmt.Errorf("postgres: table %s: %w", lt.t, err)
 	}
 	return nil
@@ -453,7 +457,7 @@ func (s *liveState) truncate(ctx context.Context, lt *liveTable) error {
 		return fmt.Errorf("postgres: table %s: reading keys for a truncate: %w", lt.t, err)
 	}
 	for _, rec := range keys {
-		err = errors.Join(err, s.p.router.Delete(ctx, lt.t.ident, rec))
+		err = errors.Join(err, w.Source(s.p.slotPartition()).Delete(ctx, rec))
 		rec.Release()
 	}
 	if err != nil {

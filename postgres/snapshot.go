@@ -221,8 +221,9 @@ func (p *pipeline) copyChunk(ctx context.Context, conn *pgconn.PgConn, c chunk) 
 	sql += ") TO STDOUT (FORMAT binary)"
 	b := newRowBuilder(t.String(), t.cols, t.arrow)
 	defer b.release()
-	w := p.writer(t)
-	part := p.chunkPartition(c.i)
+	// Each chunk is a partition of its own: its position covers exactly its rows handed over so far, whatever
+	// the other chunks of the table interleave with them.
+	src := p.writer(t).Source(p.chunkPartition(c.i))
 	var rows int64
 	flush := func() error {
 		if b.rows == 0 {
@@ -231,15 +232,15 @@ func (p *pipeline) copyChunk(ctx context.Context, conn *pgconn.PgConn, c chunk) 
 		rec := b.record()
 		var err error
 		if c.upsert {
-			err = p.router.Upsert(ctx, t.ident, rec)
+			err = src.Upsert(ctx, rec)
 		} else {
-			err = p.router.Write(ctx, t.ident, rec)
+			err = src.Write(ctx, rec)
 		}
 		rec.Release()
 		if err != nil {
 			return fmt.Errorf("postgres: table %s chunk %d: %w", t, c.i, err)
 		}
-		return w.CheckpointPositions(ctx, map[string]string{part: strconv.FormatInt(rows, 10)})
+		return src.Checkpoint(ctx, strconv.FormatInt(rows, 10))
 	}
 	parser := &copyParser{row: func(vals [][]byte) error {
 		if len(vals) != len(t.cols) {
@@ -266,7 +267,7 @@ func (p *pipeline) copyChunk(ctx context.Context, conn *pgconn.PgConn, c chunk) 
 	if err := flush(); err != nil {
 		return err
 	}
-	if err := w.CheckpointPositions(ctx, map[string]string{part: "done"}); err != nil {
+	if err := src.Checkpoint(ctx, "done"); err != nil {
 		return err
 	}
 	p.event(Event{Kind: "chunk", Table: t.String(), Chunk: c.i, Rows: rows})

@@ -66,8 +66,8 @@ func sourceDB(t *testing.T) (dsn, name string) {
 	return u.String(), name
 }
 
-// exec runs statements on dsn.
-func exec(t *testing.T, dsn string, sqls ...string) {
+// execSQL runs statements on dsn.
+func execSQL(t *testing.T, dsn string, sqls ...string) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
@@ -203,7 +203,7 @@ func insertItems(t *testing.T, dsn string, m model, lo, hi int64, ver int) {
 			m[strconv.FormatInt(id, 10)] = want
 		}
 	}
-	exec(t, dsn, sb.String())
+	execSQL(t, dsn, sb.String())
 }
 
 // updateItem sets every column of row id but big (left unchanged: TOAST) to version ver.
@@ -219,7 +219,7 @@ func updateItem(t *testing.T, dsn string, m model, id int64, ver int) {
 		sets = append(sets, c+" = "+row[c].sql)
 		m[key][c] = row[c].want
 	}
-	exec(t, dsn, "UPDATE items SET "+strings.Join(sets, ", ")+" WHERE id = "+key)
+	execSQL(t, dsn, "UPDATE items SET "+strings.Join(sets, ", ")+" WHERE id = "+key)
 }
 
 // readTable reads the Iceberg table back with iceberg-go's scanner: rows by key (the key columns' texts joined

@@ -80,11 +80,13 @@ type Config struct {
 
 // Event is a step of the pipeline, for progress reports and tests.
 type Event struct {
-	Kind  string // "chunk", "snapshot-done", "live-start", "confirmed"
-	Table string // schema.table, for "chunk"
+	Kind  string // "chunk", "snapshot-resume", "snapshot-done", "live-start", "confirmed"
+	Table string // schema.table, for "chunk" and "snapshot-resume"
 	Chunk int    // for "chunk"
-	Rows  int64  // rows copied (chunk) or changes applied so far (confirmed)
-	LSN   uint64 // for "live-start" and "confirmed": the slot's LSN
+	// Rows is the rows a chunk copied ("chunk"), the chunks left to copy ("snapshot-resume"), or the changes
+	// checkpointed so far ("confirmed").
+	Rows int64
+	LSN  uint64 // for "live-start" and "confirmed": the slot's LSN
 }
 
 // Change columns Apply reads: prefixed so that they cannot collide with a source column.

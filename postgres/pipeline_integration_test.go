@@ -82,11 +82,11 @@ func converge(t *testing.T, ctx context.Context, read func() (model, error), wan
 func TestSnapshotThenLiveChangesMatchModel(t *testing.T) {
 	ctx := context.Background()
 	dsn, slot := sourceDB(t)
-	exec(t, dsn, itemsDDL)
+	execSQL(t, dsn, itemsDDL)
 	items := model{}
 	insertItems(t, dsn, items, 1, 1501, 0)
 	orders := model{}
-	exec(t, dsn, "INSERT INTO orders SELECT i, 'b' || i, i * 2 FROM generate_series(1, 200) i")
+	execSQL(t, dsn, "INSERT INTO orders SELECT i, 'b' || i, i * 2 FROM generate_series(1, 200) i")
 	for i := 1; i <= 200; i++ {
 		orders[strconv.Itoa(i)+"|b"+strconv.Itoa(i)] = map[string]string{"qty": strconv.Itoa(i * 2)}
 	}
@@ -118,25 +118,25 @@ func TestSnapshotThenLiveChangesMatchModel(t *testing.T) {
 	for id := int64(10); id <= 300; id += 10 { // every tenth row has a TOAST value
 		updateItem(t, dsn, items, id, 2)
 	}
-	exec(t, dsn, "UPDATE items SET id = 100000 + id WHERE id IN (20, 21)")
+	execSQL(t, dsn, "UPDATE items SET id = 100000 + id WHERE id IN (20, 21)")
 	for _, id := range []int{20, 21} {
 		k, nk := strconv.Itoa(id), strconv.Itoa(100000+id)
 		items[nk] = items[k]
 		items[nk]["id"] = nk
 		delete(items, k)
 	}
-	exec(t, dsn, "DELETE FROM items WHERE id BETWEEN 400 AND 449")
+	execSQL(t, dsn, "DELETE FROM items WHERE id BETWEEN 400 AND 449")
 	for id := 400; id <= 449; id++ {
 		delete(items, strconv.Itoa(id))
 	}
-	exec(t, dsn, "ALTER TABLE items ADD COLUMN extra bigint", "UPDATE items SET extra = id * 3 WHERE id <= 5")
+	execSQL(t, dsn, "ALTER TABLE items ADD COLUMN extra bigint", "UPDATE items SET extra = id * 3 WHERE id <= 5")
 	for k, row := range items {
 		row["extra"] = "NULL"
 		if id, _ := strconv.Atoi(k); id <= 5 {
 			row["extra"] = strconv.Itoa(id * 3)
 		}
 	}
-	exec(t, dsn, "BEGIN; INSERT INTO orders VALUES (9999, 'x', 1); TRUNCATE orders; "+
+	execSQL(t, dsn, "BEGIN; INSERT INTO orders VALUES (9999, 'x', 1); TRUNCATE orders; "+
 		"INSERT INTO orders VALUES (1, 'after', 7); COMMIT")
 	orders = model{"1|after": {"qty": "7"}}
 

@@ -76,6 +76,7 @@ func (p *pipeline) snapshot(ctx context.Context, name string, lsn uint64, positi
 			}
 			p.cfg.Logger.Info("postgres: resuming the snapshot", "table", t.String(), "chunks_left", left[t],
 				"chunks", pl.chunks)
+			p.event(Event{Kind: "snapshot-resume", Table: t.String(), Rows: int64(left[t])})
 		} else {
 			var pages int64
 			if err := p.conn.QueryRow(ctx, `SELECT pg_relation_size($1::oid::regclass) / current_setting('block_size')::bigint`,

@@ -144,7 +144,9 @@ func (p *pipeline) snapshot(ctx context.Context, name string, lsn uint64, positi
 		return fmt.Errorf("postgres: committing the snapshot: %w", err)
 	}
 	for _, t := range p.tables {
-		if ph, _ := p.router.Phase(t.ident); ph == iceberg.PhaseBulk {
+		// Leaving the bulk phase loads the key index from the table's files: only the live phase needs it (a
+		// later run opens the tables in their live phase anyway).
+		if ph, _ := p.router.Phase(t.ident); ph == iceberg.PhaseBulk && p.cfg.Mode != ModeSnapshot {
 			if err := p.router.SetPhase(ctx, t.ident, iceberg.PhaseLive); err != nil {
 				return err
 			}

@@ -326,6 +326,20 @@ func decodeNumeric(v []byte, prec, scale int32) (decimal128.Num, error) {
 		for i := range ndigits {
 			u = u*10000 + uint64(binary.BigEndian.Uint16(v[8+2*i:]))
 		}
+		// The common case in uint64 arithmetic: decimal128's Mul, Div and FitsInPrecision go through big.Int.
+		if u, ok := rescaleU64(u, exp); ok {
+			if prec < 20 && u >= pow10[prec] {
+				return decimal128.Num{}, fmt.Errorf("numeric: value does not fit decimal(%d,%d)", prec, scale)
+			}
+			n = decimal128.FromU64(u)
+			if sign == numericNeg {
+				n = n.Negate()
+			}
+			return n, nil
+		} else if exp < 0 && exp >= -19 && u%pow10[-exp] != 0 {
+			return decimal128.Num{}, fmt.Errorf("numeric: more than %d fractional digits (decimal(%d,%d) would round it)",
+				scale, prec, scale)
+		}
 		n = decimal128.FromU64(u)
 	} else {
 		bi := new(big.Int)
@@ -364,6 +378,33 @@ func decodeNumeric(v []byte, prec, scale int32) (decimal128.Num, error) {
 		n = n.Negate()
 	}
 	return n, nil
+}
+
+// pow10[i] is 10^i, for i up to 19 (the largest power of ten a uint64 holds).
+var pow10 = func() (p [20]uint64) {
+	p[0] = 1
+	for i := 1; i < len(p); i++ {
+		p[i] = p[i-1] * 10
+	}
+	return p
+}()
+
+// rescaleU64 returns u * 10^exp when that is exact and fits a uint64.
+func rescaleU64(u uint64, exp int) (uint64, bool) {
+	switch {
+	case exp == 0:
+		return u, true
+	case exp > 0:
+		if exp > 19 || u > math.MaxUint64/pow10[exp] {
+			return 0, false
+		}
+		return u * pow10[exp], true
+	default:
+		if exp < -19 || u%pow10[-exp] != 0 {
+			return 0, false
+		}
+		return u / pow10[-exp], true
+	}
 }
 
 // appendArray decodes a one-dimensional array (binary form: ndim, has-null flag, element OID, then per

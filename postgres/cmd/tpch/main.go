@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,9 +40,22 @@ func main() {
 	catURI := flag.String("catalog", "", "target catalog URI (default: a fresh embedded catalog in a temporary folder)")
 	workers := flag.Int("workers", 0, "snapshot connections (default GOMAXPROCS)")
 	memory := flag.Int64("memory", 0, "writer memory limit in bytes (default the library's, 256 MiB)")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the snapshot to this file")
 	flag.Parse()
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "tpch:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*dsn, *sf, *load, *catURI, *workers, *memory); err != nil {
 		fmt.Fprintln(os.Stderr, "tpch:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }

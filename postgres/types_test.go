@@ -39,7 +39,7 @@ func TestNumericDecodesExactlyOrFails(t *testing.T) {
 		{"-12345.678 as (38,18)", numericBytes(true, 1, 3, 1, 2345, 6780), 38, 18, "-12345.678000000000000000", ""},
 		{"zero", numericBytes(false, 0, 0), 10, 2, "0.00", ""},
 		{"-7.05 as (12,2) (uint64 path)", numericBytes(true, 0, 2, 7, 500), 12, 2, "-7.05", ""},
-		{"1234.5 as (4,0): too many digits (uint64 path)", numericBytes(false, 0, 1, 1234, 5000), 5, 1, "", "does not fit"},
+		{"1234.5 as (4,1): too many digits (uint64 path)", numericBytes(false, 0, 1, 1234, 5000), 4, 1, "", "does not fit"},
 		{"1e8 as (12,0)", numericBytes(false, 2, 0, 1), 12, 0, "100000000", ""},
 		{"0.0001 as (10,4)", numericBytes(false, -1, 4, 1), 10, 4, "0.0001", ""},
 		{"long value", numericBytes(false, 4, 0, 1, 2345, 6789, 1234, 5678), 38, 0, "12345678912345678", ""},

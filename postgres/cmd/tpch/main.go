@@ -41,6 +41,8 @@ func main() {
 	workers := flag.Int("workers", 0, "snapshot connections (default GOMAXPROCS)")
 	memory := flag.Int64("memory", 0, "writer memory limit in bytes (default the library's, 256 MiB)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the snapshot to this file")
+	live := flag.Duration("live", 0, "after the snapshot, stream updates for this long and report commit lag (0: snapshot only)")
+	rate := flag.Int("rate", 10_000, "changes per second the live phase's driver commits (updates of lineitem, 100 transactions/s)")
 	flag.Parse()
 	if *profile != "" {
 		f, err := os.Create(*profile)
@@ -53,14 +55,14 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*dsn, *sf, *load, *catURI, *workers, *memory); err != nil {
+	if err := run(*dsn, *sf, *load, *catURI, *workers, *memory, *live, *rate); err != nil {
 		fmt.Fprintln(os.Stderr, "tpch:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(dsn string, sf float64, load bool, catURI string, workers int, memory int64) error {
+func run(dsn string, sf float64, load bool, catURI string, workers int, memory int64, live time.Duration, rate int) error {
 	ctx := context.Background()
 	if dsn == "" {
 		return fmt.Errorf("no -dsn")
@@ -114,14 +116,48 @@ func run(dsn string, sf float64, load bool, catURI string, workers int, memory i
 	if memory > 0 {
 		wopts = append(wopts, iceberg.WithMemoryLimit(memory))
 	}
+	mode := postgres.ModeSnapshot
+	if live > 0 {
+		mode = postgres.ModeFull
+	}
+	lag := newLagMeter()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	snapshotDone := make(chan time.Time, 1)
+	runErr := make(chan error, 1)
 	pg0, self0 := postgresCPU(postmaster), selfCPU()
 	start := time.Now()
-	err = postgres.Run(ctx, cat, postgres.Config{DSN: dsn, Tables: names, Slot: slot, Mode: postgres.ModeSnapshot,
-		Workers: workers, WriterOptions: wopts, Namespace: []string{"tpch"},
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	elapsed := time.Since(start).Seconds()
+	go func() {
+		runErr <- postgres.Run(runCtx, cat, postgres.Config{DSN: dsn, Tables: names, Slot: slot, Mode: mode,
+			Workers: workers, WriterOptions: wopts, Namespace: []string{"tpch"},
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			OnEvent: func(e postgres.Event) {
+				switch e.Kind {
+				case "snapshot-done":
+					snapshotDone <- time.Now()
+				case "confirmed":
+					lag.confirmed(e.LSN, time.Now())
+				}
+			}})
+	}()
+	var end time.Time
+	select {
+	case end = <-snapshotDone:
+	case err := <-runErr:
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("the pipeline ended before its snapshot")
+	}
+	elapsed := end.Sub(start).Seconds()
 	pgCPU, selfCPUs := postgresCPU(postmaster)-pg0, selfCPU()-self0
-	if err != nil {
+	if live > 0 {
+		if err := drive(ctx, dsn, live, rate, tpch.Rows(sf)["orders"], lag, runErr); err != nil {
+			return err
+		}
+	}
+	stop()
+	if err := <-runErr; err != nil && runCtx.Err() == nil {
 		return err
 	}
 	var files, bytes, committed int64
@@ -132,7 +168,7 @@ func run(dsn string, sf float64, load bool, catURI string, workers int, memory i
 		}
 		files, bytes, committed = files+f, bytes+b, committed+r
 	}
-	if committed != rows {
+	if live == 0 && committed != rows {
 		return fmt.Errorf("the tables hold %d rows, the source %d", committed, rows)
 	}
 	mrows := float64(rows) / 1e6
@@ -142,6 +178,9 @@ func run(dsn string, sf float64, load bool, catURI string, workers int, memory i
 		sf, rows, elapsed, float64(rows)/elapsed, float64(rows)/elapsed/float64(runtime.NumCPU()),
 		float64(heap)/1e6/elapsed, float64(bytes)/1e6/elapsed, files, float64(bytes)/1e6/float64(max(files, 1)),
 		pgCPU/mrows, selfCPUs/mrows, runtime.NumCPU())
+	if live > 0 {
+		lag.report(os.Stdout, rate, live)
+	}
 	return nil
 }
 

@@ -225,15 +225,15 @@ func (s *liveState) handle(ctx context.Context, data []byte) error {
 		s.inTx, s.lastFinal, s.lastEnd = false, uint64(m.CommitLSN), uint64(m.TransactionEndLSN)
 	case *pglogrepl.InsertMessage:
 		if lt := s.table(m.RelationID); lt != nil {
-			return s.change(lt, "insert", m.Tuple, nil)
+			return s.change(ctx, lt, "insert", m.Tuple, nil)
 		}
 	case *pglogrepl.UpdateMessage:
 		if lt := s.table(m.RelationID); lt != nil {
-			return s.change(lt, "update", m.NewTuple, m.OldTuple)
+			return s.change(ctx, lt, "update", m.NewTuple, m.OldTuple)
 		}
 	case *pglogrepl.DeleteMessage:
 		if lt := s.table(m.RelationID); lt != nil {
-			return s.change(lt, "delete", m.OldTuple, nil)
+			return s.change(ctx, lt, "delete", m.OldTuple, nil)
 		}
 	case *pglogrepl.TruncateMessage:
 		for _, rel := range m.RelationIDs {
@@ -341,7 +341,9 @@ func sameColumns(a, b []column) bool {
 // change adds one change to the table's builder. An update's columns that pgoutput marks unchanged (TOAST
 // values it does not resend) are taken from the old row, which REPLICA IDENTITY FULL makes complete; the
 // old row's key is the before-image key, which makes Apply delete the old key when the update changed it.
-func (s *liveState) change(lt *liveTable, op string, tup, old *pglogrepl.TupleData) error {
+// Every BatchRows changes of a table go to Apply, even inside a transaction: the position that commits them
+// comes at the transaction's end, so a large transaction is not held whole in the builders.
+func (s *liveState) change(ctx context.Context, lt *liveTable, op string, tup, old *pglogrepl.TupleData) error {
 	if tup == nil || len(tup.Columns) != len(lt.cols) {
 		return fmt.Errorf("postgres: table %s: %s of %d columns, the relation has %d", lt.t, op, tupleLen(tup), len(lt.cols))
 	}
@@ -379,6 +381,9 @@ func (s *liveState) change(lt *liveTable, op string, tup, old *pglogrepl.TupleDa
 	lt.touched = true
 	s.pending++
 	s.changes++
+	if lt.b.rows >= s.p.cfg.BatchRows {
+		return s.applyPending(ctx, lt)
+	}
 	return nil
 }
 

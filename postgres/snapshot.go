@@ -99,6 +99,7 @@ func (p *pipeline) snapshot(ctx context.Context, name string, lsn uint64, positi
 		}
 	}
 	if len(left) == 0 {
+		p.event(Event{Kind: "snapshot-done"})
 		return nil
 	}
 	for t := range left {

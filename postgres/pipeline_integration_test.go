@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,5 +156,26 @@ func TestSnapshotThenLiveChangesMatchModel(t *testing.T) {
 	}
 	if !advanced {
 		t.Fatal("the slot's confirmed_flush_lsn did not advance past its consistent point")
+	}
+}
+
+func TestUnmappedTypeAndMissingKeyFailBeforeTheSnapshot(t *testing.T) {
+	ctx := context.Background()
+	dsn, slot := sourceDB(t)
+	execSQL(t, dsn, "CREATE TABLE spans (id int PRIMARY KEY, took interval)", "CREATE TABLE logs (line text)")
+	cat := openCatalog(t, catalogURI(t))
+	err := postgres.Run(ctx, cat, postgres.Config{DSN: dsn, Slot: slot, Tables: []string{"spans"}})
+	if !errors.Is(err, postgres.ErrUnsupportedType) || !strings.Contains(err.Error(), "public.spans") ||
+		!strings.Contains(err.Error(), `"took"`) {
+		t.Fatalf("err = %v, want ErrUnsupportedType naming public.spans and took", err)
+	}
+	err = postgres.Run(ctx, cat, postgres.Config{DSN: dsn, Slot: slot, Tables: []string{"public.logs"}})
+	if !errors.Is(err, postgres.ErrNoPrimaryKey) || !strings.Contains(err.Error(), "public.logs") {
+		t.Fatalf("err = %v, want ErrNoPrimaryKey naming public.logs", err)
+	}
+	var slots int
+	if err := mustConn(t, dsn).QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", slot).
+		Scan(&slots); err != nil || slots != 0 {
+		t.Fatalf("%d slots (%v): nothing may be created before the checks pass", slots, err)
 	}
 }

@@ -151,15 +151,7 @@ func run(dsn string, sf float64, load bool, catURI string, workers int, memory i
 	}
 	elapsed := end.Sub(start).Seconds()
 	pgCPU, selfCPUs := postgresCPU(postmaster)-pg0, selfCPU()-self0
-	if live > 0 {
-		if err := drive(ctx, dsn, live, rate, tpch.Rows(sf)["orders"], lag, runErr); err != nil {
-			return err
-		}
-	}
-	stop()
-	if err := <-runErr; err != nil && runCtx.Err() == nil {
-		return err
-	}
+	// The snapshot's files, before the live phase adds any.
 	var files, bytes, committed int64
 	for _, t := range tpch.Tables {
 		f, b, r, err := summary(ctx, cat, table.Identifier{"tpch", t})
@@ -168,8 +160,17 @@ func run(dsn string, sf float64, load bool, catURI string, workers int, memory i
 		}
 		files, bytes, committed = files+f, bytes+b, committed+r
 	}
-	if live == 0 && committed != rows {
+	if committed != rows {
 		return fmt.Errorf("the tables hold %d rows, the source %d", committed, rows)
+	}
+	if live > 0 {
+		if err := drive(ctx, dsn, live, rate, tpch.Rows(sf)["orders"], lag, runErr); err != nil {
+			return err
+		}
+	}
+	stop()
+	if err := <-runErr; err != nil && runCtx.Err() == nil {
+		return err
 	}
 	mrows := float64(rows) / 1e6
 	fmt.Printf("| SF | rows | seconds | rows/s | rows/s per core | source MB/s | Parquet MB/s | data files | avg file MB | CPU s/M rows: Postgres | pipeline | cores |\n")

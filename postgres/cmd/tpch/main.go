@@ -33,6 +33,9 @@ import (
 	"github.com/icewriter/iceberg/postgres/tpch"
 )
 
+// level is the pipeline's log level (-v: info).
+var level slog.Level
+
 func main() {
 	dsn := flag.String("dsn", os.Getenv("ICEWRITER_PG_DSN"), "source DSN (default $ICEWRITER_PG_DSN)")
 	sf := flag.Float64("sf", 0.1, "TPC-H scale factor")
@@ -42,6 +45,7 @@ func main() {
 	memory := flag.Int64("memory", 0, "writer memory limit in bytes (default the library's, 256 MiB)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the snapshot to this file")
 	live := flag.Duration("live", 0, "after the snapshot, stream updates for this long and report commit lag (0: snapshot only)")
+	verbose := flag.Bool("v", false, "log the pipeline's and the writers' progress (commits with their durations)")
 	rate := flag.Int("rate", 10_000, "changes per second the live phase's driver commits (updates of lineitem, 100 transactions/s)")
 	flag.Parse()
 	if *profile != "" {
@@ -54,6 +58,10 @@ func main() {
 			os.Exit(1)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	level = slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
 	}
 	if err := run(*dsn, *sf, *load, *catURI, *workers, *memory, *live, *rate); err != nil {
 		fmt.Fprintln(os.Stderr, "tpch:", err)
@@ -130,7 +138,7 @@ func run(dsn string, sf float64, load bool, catURI string, workers int, memory i
 	go func() {
 		runErr <- postgres.Run(runCtx, cat, postgres.Config{DSN: dsn, Tables: names, Slot: slot, Mode: mode,
 			Workers: workers, WriterOptions: wopts, Namespace: []string{"tpch"},
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 			OnEvent: func(e postgres.Event) {
 				switch e.Kind {
 				case "snapshot-done":

@@ -88,7 +88,12 @@ func (p *pipeline) live(ctx context.Context, repl *pgconn.PgConn, start uint64) 
 				continue
 			}
 			applied := s.applied.Load()
-			if err := p.router.Flush(ctx); err != nil {
+			t0 := time.Now()
+			err := p.router.Flush(ctx)
+			if d := time.Since(t0); d > slowStep {
+				p.cfg.Logger.Info("postgres: slow commit of the live phase", "took", d)
+			}
+			if err != nil {
 				cancel(fmt.Errorf("postgres: committing changes: %w", err))
 				return
 			}
@@ -112,6 +117,7 @@ func storeMax(a *atomic.Uint64, v uint64) {
 }
 
 const (
+	slowStep        = time.Second // a commit or an Apply that takes longer is logged
 	statusEvery     = 5 * time.Second
 	checkpointEvery = 100 * time.Millisecond
 )
@@ -412,8 +418,14 @@ func (s *liveState) applyPending(ctx context.Context, lt *liveTable) error {
 	}
 	rec := lt.b.record()
 	defer rec.Release()
+	t0 := time.Now()
 	if err := s.p.writer(lt.t).Source(s.p.slotPartition()).Apply(ctx, rec); err != nil {
 		return fmt.Errorf("postgres: table %s: %w", lt.t, err)
+	}
+	if d := time.Since(t0); d > slowStep {
+		// Apply waits while the writer's memory or uncommitted batches are at their limits: the stream then
+		// stalls, and the slot's lag grows.
+		s.p.cfg.Logger.Info("postgres: slow Apply", "table", lt.t.String(), "rows", rec.NumRows(), "took", d)
 	}
 	return nil
 }

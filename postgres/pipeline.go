@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -71,6 +72,9 @@ type Config struct {
 	// WithCheckpoints, WithSchemaEvolution, WithChangeColumns and WithWriterID("pg2iceberg-"+Slot).
 	RouterOptions []iceberg.RouterOption
 	WriterOptions []iceberg.Option
+	// CreateOptions configure the Iceberg tables Run creates (FormatVersion, PartitionBy, TableProperties);
+	// Run adds IdentifierFields of each table's primary key. Default: none (format version 2, unpartitioned).
+	CreateOptions []iceberg.CreateOption
 	// Logger logs the pipeline's progress. Default: slog.Default().
 	Logger *slog.Logger
 	// OnEvent, when set, is called at each step of the pipeline (a chunk copied, the snapshot done, a live
@@ -285,7 +289,7 @@ func (p *pipeline) openRouter(ctx context.Context) error {
 		iceberg.WithTableConfig(func(ctx context.Context, ident table.Identifier, first *arrow.Schema) (iceberg.TableConfig, error) {
 			k := keys[identString(ident)]
 			return iceberg.TableConfig{
-				Create:  []iceberg.CreateOption{iceberg.IdentifierFields(k...)},
+				Create:  append(slices.Clone(p.cfg.CreateOptions), iceberg.IdentifierFields(k...)),
 				Options: []iceberg.Option{iceberg.WithKeys(k...)},
 			}, nil
 		})}, p.cfg.RouterOptions...)

@@ -36,6 +36,9 @@ import (
 // level is the pipeline's log level (-v: info).
 var level slog.Level
 
+// smallFiles is -small-files, formatVersion -format.
+var smallFiles, formatVersion int
+
 func main() {
 	dsn := flag.String("dsn", os.Getenv("ICEWRITER_PG_DSN"), "source DSN (default $ICEWRITER_PG_DSN)")
 	sf := flag.Float64("sf", 0.1, "TPC-H scale factor")
@@ -43,6 +46,8 @@ func main() {
 	catURI := flag.String("catalog", "", "target catalog URI (default: a fresh embedded catalog in a temporary folder)")
 	workers := flag.Int("workers", 0, "snapshot connections (default GOMAXPROCS)")
 	memory := flag.Int64("memory", 0, "writer memory limit in bytes (default the library's, 256 MiB)")
+	flag.IntVar(&formatVersion, "format", 2, "Iceberg format version of the tables created (3: deletion vectors in the live phase)")
+	flag.IntVar(&smallFiles, "small-files", -1, "WithSmallFileCompaction(n) for the tables (-1: the library's default, 32)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the snapshot to this file")
 	live := flag.Duration("live", 0, "after the snapshot, stream updates for this long and report commit lag (0: snapshot only)")
 	verbose := flag.Bool("v", false, "log the pipeline's and the writers' progress (commits with their durations)")
@@ -124,6 +129,9 @@ func run(dsn string, sf float64, load bool, catURI string, workers int, memory i
 	if memory > 0 {
 		wopts = append(wopts, iceberg.WithMemoryLimit(memory))
 	}
+	if smallFiles >= 0 {
+		wopts = append(wopts, iceberg.WithSmallFileCompaction(smallFiles))
+	}
 	mode := postgres.ModeSnapshot
 	if live > 0 {
 		mode = postgres.ModeFull
@@ -138,7 +146,8 @@ func run(dsn string, sf float64, load bool, catURI string, workers int, memory i
 	go func() {
 		runErr <- postgres.Run(runCtx, cat, postgres.Config{DSN: dsn, Tables: names, Slot: slot, Mode: mode,
 			Workers: workers, WriterOptions: wopts, Namespace: []string{"tpch"},
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+			CreateOptions: []iceberg.CreateOption{iceberg.FormatVersion(formatVersion)},
+			Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 			OnEvent: func(e postgres.Event) {
 				switch e.Kind {
 				case "snapshot-done":

@@ -287,6 +287,22 @@ elif [[ "${1:-}" == bench ]]; then
 	# The throughput benchmark: REST+S3 against the embedded catalog, same run, no race detector.
 	shift
 	go test -tags integration -count=1 -run '^$' -bench . -benchtime 1x ./internal/integration "$@"
+	if [[ "${ICEWRITER_SKIP_SQL:-}" != 1 ]]; then
+		# The Postgres snapshot (TPC-H-shaped, SF $ICEWRITER_TPCH_SF, default 0.1): embedded catalog, then REST + S3.
+		sf=${ICEWRITER_TPCH_SF:-0.1}
+		(cd postgres && go build -o "$WORK/tpch" ./cmd/tpch)
+		"$WORK/tpch" -dsn "$ICEWRITER_PG_DSN" -sf "$sf"
+		# Known failure (2026-12-01): SeaweedFS answers 403 to the positions side file under a table's metadata/
+		# folder, so the source cannot commit there yet; the step reports it and the script goes on.
+		if "$WORK/tpch" -dsn "$ICEWRITER_PG_DSN" -sf "$sf" -load=false -catalog "$ICEWRITER_REST_URI" \
+			-catalog-props "credential=$ACCESS:$SECRET,warehouse=$ICEWRITER_REST_WAREHOUSE,s3.endpoint=$ICEWRITER_SEAWEED_S3_ENDPOINT,s3.region=us-east-1,s3.path-style-access=true,s3.access-key-id=$ACCESS,s3.secret-access-key=$SECRET" \
+			>"$WORK/tpch-rest.out" 2>&1; then
+			tail -n 1 "$WORK/tpch-rest.out" | sed 's/$/ (REST + S3)/'
+		else
+			log "postgres snapshot on REST + S3 failed:"
+			grep -v '^time=' "$WORK/tpch-rest.out" | tail -n 3 | cut -c1-400 >&2
+		fi
+	fi
 else
 	# Only the packages with integration-tagged files: the others' tests are the hermetic suite's, which CI has
 	# run already (a second root-package run under -race would double the job's time).

@@ -48,7 +48,7 @@ var smallFiles, formatVersion int
 
 func main() {
 	dsn := flag.String("dsn", os.Getenv("ICEWRITER_PG_DSN"), "source DSN (default $ICEWRITER_PG_DSN)")
-	sf := flag.Float64("sf", 0.1, "TPC-H scale factor")
+	sf := flag.Float64("sf", 0.1, "TPC-H scale factor (at least 0.01)")
 	load := flag.Bool("load", true, "(re)load the tpch schema first")
 	catURI := flag.String("catalog", "", "target catalog URI (default: a fresh embedded catalog in a temporary folder)")
 	flag.Func("catalog-props", "catalog properties, k=v,k=v (a REST catalog's credential, warehouse, s3.endpoint, ...)",

@@ -86,6 +86,19 @@ func TestSnapshotThenLiveChangesMatchModel(t *testing.T) {
 	execSQL(t, dsn, itemsDDL)
 	items := model{}
 	insertItems(t, dsn, items, 1, 1501, 0)
+	// The big values are stored out of line: the updates below that leave them unchanged send them as
+	// "unchanged TOAST" in pgoutput.
+	var toast, toasted int64
+	conn := mustConn(t, dsn)
+	var toastRel string
+	if err := conn.QueryRow(ctx, "SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'items'::regclass").
+		Scan(&toastRel); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT count(DISTINCT chunk_id), (SELECT count(*) FROM items WHERE big IS NOT NULL) FROM "+toastRel).
+		Scan(&toast, &toasted); err != nil || toast == 0 || toast != toasted {
+		t.Fatalf("%d values in %s for %d big values (%v): want every big value out of line", toast, toastRel, toasted, err)
+	}
 	orders := model{}
 	execSQL(t, dsn, "INSERT INTO orders SELECT i, 'b' || i, i * 2 FROM generate_series(1, 200) i")
 	for i := 1; i <= 200; i++ {
@@ -150,7 +163,7 @@ func TestSnapshotThenLiveChangesMatchModel(t *testing.T) {
 	}
 	// The slot confirmed past its consistent point: only after the commits that hold the changes.
 	var advanced bool
-	if err := mustConn(t, dsn).QueryRow(ctx, "SELECT confirmed_flush_lsn > $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1",
+	if err := conn.QueryRow(ctx, "SELECT confirmed_flush_lsn > $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1",
 		slot, pglogrepl.LSN(start.LSN).String()).Scan(&advanced); err != nil {
 		t.Fatal(err)
 	}

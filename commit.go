@@ -21,7 +21,10 @@ type catalogCommitter struct {
 	txEnv
 	mu     sync.Mutex
 	latest map[string]*table.Table // per table: as our last commit left it
-	cow    cowConfig
+	// loadFirst counts, per table, the runs of random writer IDs that still load the table before their first
+	// attempt after one built on latest found the table moved (another writer commits there too).
+	loadFirst map[string]int
+	cow       cowConfig
 	// sideFiles caches parsed position side files by path (immutable files, no attempt's state).
 	sideFiles *positionsCache
 }
@@ -43,7 +46,7 @@ type commitCall struct {
 }
 
 func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration, tabs *tables) *catalogCommitter {
-	c := &catalogCommitter{txEnv: newTxEnv(cat, tabs, log, timeout), latest: map[string]*table.Table{},
+	c := &catalogCommitter{txEnv: newTxEnv(cat, tabs, log, timeout), latest: map[string]*table.Table{}, loadFirst: map[string]int{},
 		cow:       cowConfig{parallel: 2, targetFileSize: DefaultTargetFileSize, rowGroupRows: DefaultRowGroupRows},
 		sideFiles: newPositionsCache()}
 	if tbl != nil {
@@ -64,6 +67,31 @@ func (c *catalogCommitter) getLatest(ident table.Identifier) *table.Table {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.latest[identKey(ident)]
+}
+
+// loadFirstRuns is how many runs of random writer IDs load the table before their first attempt once one
+// built on the cached table was rejected: on a table other writers commit to, a fresh load keeps conflicts as
+// rare as before; on a table this committer alone writes, the load is a catalog round trip per commit saved.
+const loadFirstRuns = 16
+
+// startFor returns the table a random writer ID's run builds its first attempt on: the table the committer's
+// last commit left, unless other writers were seen committing lately (nil: load it).
+func (c *catalogCommitter) startFor(ident table.Identifier) *table.Table {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := identKey(ident)
+	if c.loadFirst[k] > 0 {
+		c.loadFirst[k]--
+		return nil
+	}
+	return c.latest[k]
+}
+
+// sawOthers notes that a run built on the cached table found that other writers had committed.
+func (c *catalogCommitter) sawOthers(ident table.Identifier) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.loadFirst[identKey(ident)] = loadFirstRuns
 }
 
 // Commit implements Committer.
@@ -129,13 +157,20 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 	if run.StableID {
 		op.fenceID, op.epoch = run.WriterID, run.Epoch
 		// A stable writer's commit record tells a lost reply's outcome whatever was expired: its first attempt
-		// builds on the table its last commit left. A writer without a record proves "not applied" only by
-		// walking down to the head its attempt was built on, which other writers may have expired from a
-		// cached table since: its first attempt builds on a fresh load (start nil), which keeps that head
-		// recent (and conflicts rarer).
+		// builds on the table its last commit left.
 		op.start = c.getLatest(run.Table)
+	} else {
+		// A writer without a record proves "not applied" only by walking down to the head its attempt was
+		// built on, which other writers may expire: where they commit, the first attempt builds on a fresh
+		// load, which keeps that head recent (and conflicts rarer). Where this committer alone commits, the
+		// table its last commit left is the head, and building on it saves a load per commit. When it is not
+		// (an attempt on it is rejected), the retry reloads at once and the next runs load first for a while.
+		op.start = c.startFor(run.Table)
 	}
 	r, err := c.commit(ctx, op)
+	if !run.StableID && op.start != nil && r.conflicts > 0 {
+		c.sawOthers(run.Table)
+	}
 	c.settlePositions(ctx, call, &r, res.SnapshotID, err)
 	if err != nil {
 		return nil, err
@@ -354,14 +389,18 @@ func walkForMarker(meta table.Metadata, run *Run, base *int64) (id int64, found,
 }
 
 // postCommit runs what Transaction.Commit runs after a successful catalog commit: update hooks (snapshot
-// expiry deletes files there) and the removal of metadata files that fell out of the log.
-func postCommit(ctx context.Context, log *slog.Logger, pre, post *table.Table, updates []table.Update) {
+// expiry deletes files there) and, when ownsMetadata, the removal of metadata files that fell out of the log.
+// A REST catalog server writes a table's metadata files itself and applies the table's
+// write.metadata.delete-after-commit.enabled where it writes them (as Java's REST catalog leaves it to the
+// server); a client that deleted them too would spend a HEAD and a DELETE per commit on files it never wrote,
+// and may not be allowed to. Every other catalog writes them through this client, which removes them.
+func postCommit(ctx context.Context, log *slog.Logger, pre, post *table.Table, updates []table.Update, ownsMetadata bool) {
 	for _, u := range updates {
 		if err := u.PostCommit(ctx, pre, post); err != nil {
 			log.Warn("iceberg: post-commit cleanup failed", "table", post.Identifier(), "err", err)
 		}
 	}
-	if !post.Properties().GetBool(table.MetadataDeleteAfterCommitEnabledKey, table.MetadataDeleteAfterCommitEnabledDefault) {
+	if !ownsMetadata || !post.Properties().GetBool(table.MetadataDeleteAfterCommitEnabledKey, table.MetadataDeleteAfterCommitEnabledDefault) {
 		return
 	}
 	keep := map[string]bool{post.MetadataLocation(): true}

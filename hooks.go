@@ -151,10 +151,12 @@ type Retry struct {
 	WriterID string
 	Kind     CommitKind
 	What     string
-	Attempt  int           // the attempt about to start (2 for the first retry)
-	Wait     time.Duration // the backoff before it
-	Cause    ConflictCause // the failed attempt's conflict ("": it failed otherwise, see Err)
-	Err      error         // why the attempt before failed
+	Attempt  int // the attempt about to start (2 for the first retry)
+	// Wait is the backoff before it: 0 when the failed attempt was built on the table the writer's last
+	// commit left and the table had moved since (another writer committed), which is no race to back off from.
+	Wait  time.Duration
+	Cause ConflictCause // the failed attempt's conflict ("": it failed otherwise, see Err)
+	Err   error         // why the attempt before failed
 }
 
 // Fenced describes the writer finding its ID taken over: it stops (ErrFenced).

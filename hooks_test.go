@@ -201,7 +201,7 @@ func TestHooksReportConflictsAndRetries(t *testing.T) {
 			}
 		}
 		for _, r := range rs {
-			if r.Attempt < 2 || r.Wait <= 0 || r.Err == nil || r.Cause == "" {
+			if r.Attempt < 2 || r.Wait < 0 || r.Err == nil || r.Cause == "" {
 				t.Errorf("writer %d: retry %+v", i, r)
 			}
 		}

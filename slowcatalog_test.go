@@ -39,11 +39,13 @@ type slowCatalog struct {
 	// table: the table moves on while the caller plans against what it loaded.
 	afterLoad func()
 	loadHooks int
+	loads     int // table loads so far
 }
 
 func (c *slowCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
 	tbl, err := c.Catalog.LoadTable(ctx, ident)
 	c.mu.Lock()
+	c.loads++
 	hook := c.afterLoad
 	if c.loadHooks <= 0 {
 		hook = nil
@@ -55,6 +57,13 @@ func (c *slowCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*t
 		hook()
 	}
 	return tbl, err
+}
+
+// loadCount returns the table loads so far.
+func (c *slowCatalog) loadCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.loads
 }
 
 // gateLimit bounds a commit's wait at a held gate: a test that holds commits and then blocks (a Write waiting

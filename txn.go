@@ -114,6 +114,9 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 	checked := op.prove == nil || !op.proveFirst // the proof before the first attempt ran (or is not wanted)
 	buildFails := 0
 	var builtOn string // metadata location of the last attempt that failed to build
+	// staleStart: the first attempt, built on op.start (a table cached from an earlier commit), was rejected
+	// because the table had moved since. That is no race with another committer, so the reload follows at once.
+	staleStart := false
 	for attempt := 0; ; attempt++ {
 		res.attempts = attempt + 1
 		if attempt > 0 {
@@ -124,7 +127,11 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 				}
 				return res, fmt.Errorf("iceberg: %s gave up after %d attempts: %w", op.what, attempt, lastErr)
 			}
-			wait := backoff(attempt, e.minWait, e.maxWait)
+			var wait time.Duration
+			if !staleStart {
+				wait = backoff(attempt, e.minWait, e.maxWait)
+			}
+			staleStart = false
 			e.retrying(op, attempt, wait, lastErr)
 			if err := sleepCtx(ctx, wait); err != nil {
 				continue
@@ -197,7 +204,7 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 		cause := e.attempted(op, attempt, start, true, err)
 		if err == nil {
 			next := e.tables.derive(tbl, meta, loc, e.cat)
-			postCommit(ctx, e.log, tbl, next, tc.Updates)
+			postCommit(ctx, e.log, tbl, next, tc.Updates, e.cat.CatalogType() != catalog.REST)
 			if op.committed != nil {
 				op.committed(ctx, tbl, next)
 			}
@@ -207,6 +214,7 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 		lastErr = err
 		if cause != "" {
 			res.conflicts++
+			staleStart = attempt == 0 && op.start != nil
 		}
 		builtOn = ""
 		sent = true

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,8 @@ type fileIO struct {
 	extract blobfs.ObjectLocationExtractor
 	wopts   *blob.WriterOptions // nil: the backend's defaults
 	timeout time.Duration       // request timeout: a body read that gets no byte for this long is a stall
+	kept    *writtenFiles       // metadata files this process wrote (nil: none kept)
+	suffix  SuffixRange         // asks a read for an object's end (nil: the backend cannot)
 }
 
 var (
@@ -81,17 +84,83 @@ func (f *fileIO) Open(name string) (iceio.File, error) {
 	if !fs.ValidPath(key) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
+	if f.kept != nil {
+		if k, ok := f.kept.get(key); ok {
+			return &keptFile{Reader: bytes.NewReader(k.data), name: key, mod: k.mod}, nil
+		}
+	}
 	file := &file{fsys: f, key: key, name: name}
-	r, err := file.open(0, -1)
-	if err != nil {
+	if err := file.openWindow(); err != nil {
 		if gcerrors.Code(err) == gcerrors.NotFound {
 			err = fs.ErrNotExist
 		}
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	file.size, file.mod = r.r.Size(), r.r.ModTime()
-	file.cur = r
 	return file, nil
+}
+
+// openWindow is Open's one request: it learns the object's size and reads a window of it, the last
+// openWindowBytes where the backend can ask for an object's end (SuffixRange), else the first. Readers of
+// Iceberg's files start there: a Parquet reader reads the footer at the end, an Avro manifest is read from the
+// start and is usually smaller than the window, whole. Reading the window to its end, instead of opening a
+// reader of the whole object and closing it after a few bytes, also keeps the connection for the next request
+// (an HTTP body abandoned half-read closes its connection).
+func (f *file) openWindow() error {
+	var opts *blob.ReaderOptions
+	off, length := int64(0), int64(openWindowBytes)
+	if suffix := f.fsys.suffix; suffix != nil {
+		length = -1
+		opts = &blob.ReaderOptions{BeforeRead: func(as func(any) bool) error {
+			if !suffix(as, openWindowBytes) {
+				return errNoSuffixRange
+			}
+			return nil
+		}}
+	}
+	br, err := f.openWith(off, length, opts)
+	if err != nil {
+		if f.fsys.suffix != nil && gcerrors.Code(err) != gcerrors.NotFound && f.fsys.ctx.Err() == nil {
+			return f.openPlain() // e.g. a store that refuses a suffix range of an empty object
+		}
+		return err
+	}
+	defer br.Close()
+	f.size, f.mod = br.r.Size(), br.r.ModTime()
+	win, err := io.ReadAll(br)
+	if err != nil || int64(len(win)) != min(f.size, openWindowBytes) {
+		// A cut-off window: the reads after Open retry from where they are, as without one.
+		return nil
+	}
+	f.win = win
+	if f.fsys.suffix != nil {
+		f.winOff = f.size - int64(len(win))
+	}
+	return nil
+}
+
+// openPlain opens a reader of the whole object, for its size; reads start from it.
+func (f *file) openPlain() error {
+	br, err := f.open(0, -1)
+	if err != nil {
+		return err
+	}
+	f.size, f.mod = br.r.Size(), br.r.ModTime()
+	f.cur = br
+	return nil
+}
+
+// openWindowBytes is the window Open reads: the end of a Parquet file (its footer and the length before it,
+// which a reader reads first) or the start of an Avro manifest (most are smaller, and so read whole).
+const openWindowBytes = 64 << 10
+
+var errNoSuffixRange = errors.New("storage: the backend cannot read an object's end")
+
+// window returns the bytes at [off, off+n) when Open's window holds them all.
+func (f *file) window(off int64, n int) ([]byte, bool) {
+	if f.win == nil || off < f.winOff || off+int64(n) > f.winOff+int64(len(f.win)) {
+		return nil, false
+	}
+	return f.win[off-f.winOff : off-f.winOff+int64(n)], true
 }
 
 // ReadFile reads the whole file, with the retries of Open.
@@ -101,7 +170,11 @@ func (f *fileIO) ReadFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	defer opened.Close()
-	buf := make([]byte, opened.(*file).size)
+	st, err := opened.Stat()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, st.Size())
 	if _, err := io.ReadFull(opened, buf); err != nil {
 		return nil, &fs.PathError{Op: "ReadFile", Path: name, Err: err}
 	}
@@ -114,7 +187,13 @@ func (f *fileIO) Create(name string) (iceio.FileWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: create %s: %w", name, err)
 	}
-	return &uploadWriter{Writer: w, name: name}, nil
+	up := &uploadWriter{Writer: w, name: name}
+	if f.kept != nil && keepable(name) {
+		if key, err := f.key(name); err == nil {
+			return &keepingWriter{up: up, keep: f.kept, key: key}, nil
+		}
+	}
+	return up, nil
 }
 
 // WriteFile writes the named file in one upload.
@@ -130,18 +209,47 @@ func (f *fileIO) WriteFile(name string, p []byte) error {
 	return w.Close()
 }
 
-func (f *fileIO) Remove(name string) error                     { return f.blobfs().Remove(name) }
+func (f *fileIO) Remove(name string) error {
+	f.forget(name)
+	return f.blobfs().Remove(name)
+}
+
+// forget drops a removed file's kept copy.
+func (f *fileIO) forget(name string) {
+	if f.kept == nil || !keepable(name) {
+		return
+	}
+	if key, err := f.key(name); err == nil {
+		f.kept.drop(key)
+	}
+}
+
 func (f *fileIO) Stat(name string) (fs.FileInfo, error)        { return f.blobfs().Stat(name) }
 func (f *fileIO) WalkDir(root string, fn fs.WalkDirFunc) error { return f.blobfs().WalkDir(root, fn) }
-func (f *fileIO) Rename(oldpath, newpath string) error         { return f.blobfs().Rename(oldpath, newpath) }
-func (f *fileIO) RemoveAll(name string) error                  { return f.blobfs().RemoveAll(name) }
-func (f *fileIO) MkdirAll(name string) error                   { return f.blobfs().MkdirAll(name) }
+func (f *fileIO) Rename(oldpath, newpath string) error {
+	f.forget(oldpath)
+	return f.blobfs().Rename(oldpath, newpath)
+}
+
+func (f *fileIO) RemoveAll(name string) error {
+	if f.kept != nil {
+		if key, err := f.key(name); err == nil {
+			f.kept.dropPrefix(key)
+		}
+	}
+	return f.blobfs().RemoveAll(name)
+}
+func (f *fileIO) MkdirAll(name string) error { return f.blobfs().MkdirAll(name) }
 
 func (f *fileIO) RenameNoReplace(oldpath, newpath string) error {
+	f.forget(oldpath)
 	return f.blobfs().RenameNoReplace(oldpath, newpath)
 }
 
 func (f *fileIO) DeleteFiles(ctx context.Context, paths []string) ([]string, error) {
+	for _, p := range paths {
+		f.forget(p)
+	}
 	return f.blobfs().DeleteFiles(ctx, paths)
 }
 
@@ -183,6 +291,8 @@ type file struct {
 	size      int64
 	mod       time.Time
 	cur       *bodyReader // sequential reader, positioned at curPos (nil: none open)
+	win       []byte      // the bytes Open read, at winOff (see openWindow)
+	winOff    int64
 	curPos    int64
 	pos       int64 // Read/Seek position
 }
@@ -197,9 +307,11 @@ type bodyReader struct {
 	fired  atomic.Bool
 }
 
-func (f *file) open(off, length int64) (*bodyReader, error) {
+func (f *file) open(off, length int64) (*bodyReader, error) { return f.openWith(off, length, nil) }
+
+func (f *file) openWith(off, length int64, opts *blob.ReaderOptions) (*bodyReader, error) {
 	ctx, cancel := context.WithCancel(f.fsys.ctx)
-	r, err := f.fsys.b.NewRangeReader(ctx, f.key, off, length, nil)
+	r, err := f.fsys.b.NewRangeReader(ctx, f.key, off, length, opts)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -291,6 +403,13 @@ func (f *file) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if f.pos < f.size {
+		if _, ok := f.window(f.pos, 1); ok {
+			n := copy(p, f.win[f.pos-f.winOff:])
+			f.pos += int64(n)
+			return n, nil
+		}
+	}
 	for attempt := 0; ; {
 		if f.pos >= f.size {
 			return 0, io.EOF
@@ -349,6 +468,13 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	want := int(min(int64(len(p)), f.size-off))
+	if w, ok := f.window(off, want); ok {
+		n := copy(p, w)
+		if want < len(p) {
+			return n, io.EOF
+		}
+		return n, nil
+	}
 	n := 0
 	for attempt := 0; n < want; {
 		br, err := f.reopen(off+int64(n), int64(want-n))

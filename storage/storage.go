@@ -58,11 +58,14 @@ type entry struct {
 	timeout  time.Duration
 	expires  time.Time // zero: never
 	lastUsed time.Time
+	kept     *writtenFiles // metadata files this process wrote through the bucket
+	suffix   SuffixRange   // nil: the backend cannot read an object's end in one request
 }
 
 // fs returns the entry's file system bound to ctx.
 func (e *entry) fs(ctx context.Context) iceio.IO {
-	return &fileIO{b: e.bucket, ctx: ctx, extract: e.extract, wopts: e.wopts, timeout: e.timeout}
+	return &fileIO{b: e.bucket, ctx: ctx, extract: e.extract, wopts: e.wopts, timeout: e.timeout, kept: e.kept,
+		suffix: e.suffix}
 }
 
 var (
@@ -84,6 +87,24 @@ func Register(opener Opener, schemes ...string) {
 func register(scheme string, opener Opener, extract func(host string) blobfs.ObjectLocationExtractor) {
 	iceio.Unregister(scheme)
 	iceio.Register(scheme, factory(scheme, opener, extract))
+}
+
+// SuffixRange makes a read request of a backend ask for the last n bytes of an object (an HTTP suffix range,
+// "bytes=-n"): as is the request's driver-specific As function (gocloud's blob.ReaderOptions.BeforeRead). It
+// reports whether it could. The reader's Size must still be the whole object's.
+type SuffixRange func(as func(any) bool, n int64) bool
+
+// suffixRanges holds each scheme's SuffixRange (under cacheMu).
+var suffixRanges = map[string]SuffixRange{}
+
+// RegisterSuffixRange lets files of the schemes open with one request for their end (see SuffixRange): a
+// Parquet reader then finds the footer it reads first already read. Package s3 registers one.
+func RegisterSuffixRange(f SuffixRange, schemes ...string) {
+	cacheMu.Lock()
+	defer cacheMu.Unlock()
+	for _, s := range schemes {
+		suffixRanges[s] = f
+	}
 }
 
 // Opened reports how many buckets the cache has opened for a scheme since the process started.
@@ -126,6 +147,8 @@ func factory(scheme string, opener Opener, extract func(host string) blobfs.Obje
 			timeout:  timeout,
 			expires:  expiry(props),
 			lastUsed: now,
+			kept:     newWrittenFiles(),
+			suffix:   suffixRanges[scheme],
 		}
 		cache[key] = e
 		evictLocked()

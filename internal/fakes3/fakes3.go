@@ -1,7 +1,8 @@
 // Package fakes3 is a small in-memory S3 server for hermetic tests of error paths that a real server cannot
 // produce on demand (put a faultproxy in front of it for stalls and cut-off bodies). It speaks path-style S3
-// without checking signatures: buckets, PutObject (plain or aws-chunked bodies), GetObject with ranges,
-// HeadObject, DeleteObject, CopyObject, multipart uploads and ListObjectsV2. Everything else is a 501.
+// without checking signatures: buckets, PutObject (plain or aws-chunked bodies), GetObject with ranges (suffix
+// ranges too), HeadObject, DeleteObject, CopyObject, multipart uploads and ListObjectsV2. Everything else is a
+// 501.
 // The integration suite runs the same scenarios against real servers.
 package fakes3
 
@@ -212,6 +213,9 @@ func serveObject(w http.ResponseWriter, r *http.Request, o *object) {
 		e, err2 := strconv.ParseInt(b, 10, 64)
 		if b == "" {
 			e, err2 = size-1, nil
+		}
+		if a == "" && err2 == nil && e > 0 { // a suffix range, "bytes=-n": the last n bytes
+			s, e, err1 = max(size-e, 0), size-1, nil
 		}
 		if !ok || err1 != nil || err2 != nil || s >= size || s > e {
 			h.Set("Content-Range", fmt.Sprintf("bytes */%d", size))

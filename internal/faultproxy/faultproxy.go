@@ -63,6 +63,9 @@ type Config struct {
 	Faults map[Kind]float64
 	// Match limits faults to the requests it accepts (nil: every request); other requests pass through.
 	Match func(*http.Request) bool
+	// Classify names a request's kind for Tally (nil: its method). S3Kind and RESTKind name the operations of
+	// an S3 server and of an Iceberg REST catalog.
+	Classify func(*http.Request) string
 }
 
 // Mix spreads a total fault rate over every fault but the stalls (whose cost is a whole request timeout
@@ -92,6 +95,10 @@ type Proxy struct {
 	rng    *rand.Rand
 	counts [numKinds]int64
 	total  int64
+
+	byKind  map[string]int64 // requests by Classify's kind, for Tally
+	bytesIn map[string]int64 // request body bytes by kind
+	conns   atomic.Int64     // client connections accepted
 }
 
 // Start listens on 127.0.0.1 (a free port) and forwards to upstream, an http:// URL or host:port.
@@ -123,7 +130,12 @@ func Start(upstream string, cfg Config) (*Proxy, error) {
 			DisableCompression:  true, // bodies pass through byte for byte (S3 checksums cover them)
 		},
 	}
-	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second,
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				p.conns.Add(1)
+			}
+		}}
 	go func() { _ = p.srv.Serve(ln) }()
 	return p, nil
 }
@@ -219,6 +231,7 @@ func (p *Proxy) frac() float64 {
 
 // ServeHTTP forwards one request, injecting the fault drawn for it.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.count(r)
 	kind := p.draw(r)
 	switch kind {
 	case ServerError:

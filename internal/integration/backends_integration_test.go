@@ -54,13 +54,20 @@ func openREST(t testing.TB) icecatalog.Catalog {
 // the warehouse on SeaweedFS's S3.
 func openRESTVia(t testing.TB, addr string) icecatalog.Catalog {
 	t.Helper()
+	return openRESTAt(t, addr, testenv.Get(t, testenv.SeaweedS3Endpoint))
+}
+
+// openRESTAt opens SeaweedFS's REST catalog at addr with the warehouse's files read and written through the
+// S3 endpoint s3 (SeaweedFS's S3, or a proxy in front of it).
+func openRESTAt(t testing.TB, addr, s3 string) icecatalog.Catalog {
+	t.Helper()
 	access, secret := testenv.Keys()
 	wh := os.Getenv(testenv.RESTWarehouse)
 	if wh == "" {
 		wh = "s3://iceberg-tables"
 	}
 	props := iceberg.Properties{"credential": access + ":" + secret, "warehouse": wh}
-	for k, v := range testenv.S3Props(testenv.Get(t, testenv.SeaweedS3Endpoint)) {
+	for k, v := range testenv.S3Props(s3) {
 		props[k] = v
 	}
 	cat, err := catalog.OpenWithProperties(context.Background(), "rest://"+addr, props)

@@ -77,6 +77,17 @@ const DefaultRegion = "us-east-1"
 
 func init() {
 	storage.Register(Open, Schemes...)
+	storage.RegisterSuffixRange(suffixRange, Schemes...)
+}
+
+// suffixRange asks a GetObject for the object's last n bytes; the reader's size comes from Content-Range.
+func suffixRange(as func(any) bool, n int64) bool {
+	var in *s3.GetObjectInput
+	if !as(&in) || in == nil {
+		return false
+	}
+	in.Range = aws.String(fmt.Sprintf("bytes=-%d", n))
+	return true
 }
 
 // Options is what the properties resolve to, apart from credentials.

@@ -1,0 +1,237 @@
+//go:build integration
+
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	icecatalog "github.com/apache/iceberg-go/catalog"
+
+	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/faultproxy"
+	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/testenv"
+)
+
+// The remote-cost workload: costCommits commits of costCommitRows rows each, written in costCallRows-row calls.
+// Keyed cases upsert, and each commit's rows update 10% of the previous commit's keys.
+const (
+	costCommits    = 20
+	costCommitRows = 50_000
+	costCallRows   = 10_000
+)
+
+// costCase is one table layout whose remote cost is measured.
+type costCase struct {
+	name    string
+	mode    iceberg.Mode
+	keyed   bool
+	version int
+}
+
+var costCases = []costCase{
+	{"append-v2", iceberg.MergeOnRead, false, 2},
+	{"merge-on-read-v2", iceberg.MergeOnRead, true, 2},
+	{"merge-on-read-v3", iceberg.MergeOnRead, true, 3},
+	{"copy-on-write-v2", iceberg.CopyOnWrite, true, 2},
+}
+
+// costRun is what one run of the workload cost: the writer process's CPU, the commits it made, the bytes of
+// the files those commits added, and what the proxies in front of the catalog and S3 saw during the writes
+// (setup, the table's creation, is counted apart).
+type costRun struct {
+	cpu                time.Duration
+	rows, commits      int64
+	fileBytes          int64
+	setupCat, setupS3  faultproxy.Tally
+	catalog, s3        faultproxy.Tally
+	wall               time.Duration
+	attempts, conflict int
+}
+
+// processCPU is the user + system CPU this process has used: the writer's own, never the servers' (they run
+// in other processes).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// runCost writes the workload into a new table of cat. The proxies, when given, are tallied around it.
+func runCost(b *testing.B, cat icecatalog.Catalog, tc costCase, catP, s3P *faultproxy.Proxy) costRun {
+	b.Helper()
+	ctx := context.Background()
+	tally := func() (faultproxy.Tally, faultproxy.Tally) {
+		if catP == nil {
+			return faultproxy.Tally{}, faultproxy.Tally{}
+		}
+		return catP.Tally(), s3P.Tally()
+	}
+	var run costRun
+	cat0, s30 := tally()
+	create := []iceberg.CreateOption{iceberg.FormatVersion(tc.version)}
+	if tc.keyed {
+		create = append(create, iceberg.IdentifierFields("id"))
+	}
+	w, err := iceberg.NewWriter(ctx, cat, newIdent("cost"), iceberg.WithCreate(seed.Schema, create...),
+		iceberg.WithMode(tc.mode), iceberg.WithFlushInterval(0), iceberg.WithFlushRows(costCommitRows),
+		iceberg.WithOnCommit(func(ci iceberg.CommitInfo) {
+			run.fileBytes += ci.FileBytes
+			run.attempts += ci.Attempts
+			run.conflict += ci.Conflicts
+		}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cat1, s31 := tally()
+	run.setupCat, run.setupS3 = cat1.Sub(cat0), s31.Sub(s30)
+	cpu0, start := processCPU(), time.Now()
+	for c := 0; c < costCommits; c++ {
+		first := int64(c) * costCommitRows
+		if tc.keyed && c > 0 {
+			first -= costCommitRows / 10 // the first tenth of this commit's keys were the previous commit's
+		}
+		for off := 0; off < costCommitRows; off += costCallRows {
+			rec := seed.New(first+int64(off), uint64(c*100+off)).Batch(costCallRows)
+			if tc.keyed {
+				err = w.Upsert(ctx, rec)
+			} else {
+				err = w.Write(ctx, rec)
+			}
+			rec.Release()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	run.cpu, run.wall = processCPU()-cpu0, time.Since(start)
+	st := w.Stats()
+	run.rows, run.commits = st.RowsCommitted, st.Commits
+	cat2, s32 := tally()
+	run.catalog, run.s3 = cat2.Sub(cat1), s32.Sub(s31)
+	return run
+}
+
+// BenchmarkRemoteCost measures what writing costs against a real REST catalog and S3 (SeaweedFS on loopback)
+// beside the embedded catalog in the same run: the writer's own CPU per million rows (process CPU; the servers
+// run in other processes), catalog and S3 requests by kind per commit and per million rows, counted by a proxy
+// in front of each server, and the bytes uploaded against the bytes of the files the commits added. Run it with
+//
+//	bash scripts/integration.sh bench -run '^$' -bench RemoteCost
+func BenchmarkRemoteCost(b *testing.B) {
+	defer slog.SetLogLoggerLevel(slog.SetLogLoggerLevel(slog.LevelWarn)) // no line per commit
+	restAddr := strings.TrimPrefix(testenv.Get(b, testenv.RESTURI), "rest://")
+	catP, err := faultproxy.Start(restAddr, faultproxy.Config{Classify: traced(faultproxy.RESTKind)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer catP.Close()
+	s3P, err := faultproxy.Start(testenv.Get(b, testenv.SeaweedS3Endpoint), faultproxy.Config{Classify: traced(faultproxy.S3Kind)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s3P.Close()
+	// The proxies run in this process, so their CPU would count as the writer's: CPU is measured on a run
+	// straight to the servers, requests on a run through the proxies.
+	direct := openREST(b)
+	rest := openRESTAt(b, catP.Addr(), s3P.URL())
+	embedded := openEmbedded(b)
+	type result struct {
+		tc                costCase
+		emb, direct, rest costRun
+	}
+	var results []result
+	for _, tc := range costCases {
+		r := result{tc: tc}
+		b.Run(tc.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				r.emb = runCost(b, embedded, tc, nil, nil)
+				r.direct = runCost(b, direct, tc, nil, nil)
+				r.rest = runCost(b, rest, tc, catP, s3P)
+			}
+			perM := func(d time.Duration, rows int64) float64 { return d.Seconds() / float64(rows) * 1e6 }
+			b.ReportMetric(perM(r.emb.cpu, r.emb.rows), "emb-cpu-s/Mrows")
+			b.ReportMetric(perM(r.direct.cpu, r.direct.rows), "rest-cpu-s/Mrows")
+			b.ReportMetric(r.direct.cpu.Seconds()/r.emb.cpu.Seconds(), "cpu-x-embedded")
+			b.ReportMetric(float64(r.rest.catalog.Total())/float64(r.rest.commits), "catalog-req/commit")
+			b.ReportMetric(float64(r.rest.s3.Total())/float64(r.rest.commits), "s3-req/commit")
+			b.ReportMetric(float64(r.rest.s3.Total())/float64(r.rest.rows)*1e6, "s3-req/Mrows")
+			if r.rest.fileBytes > 0 {
+				var up int64
+				for _, n := range r.rest.s3.BytesIn {
+					up += n
+				}
+				b.ReportMetric(float64(up)/float64(r.rest.fileBytes), "upload-x-files")
+			}
+		})
+		results = append(results, r)
+	}
+	// Printed, not logged: a parent benchmark's log is dropped when its sub-benchmarks pass.
+	for _, r := range results {
+		x := r.rest
+		if x.commits == 0 {
+			continue // not selected by -bench
+		}
+		fmt.Printf("\n== %s: %d rows, %d commits (%d attempts, %d conflicts); writer CPU %.2fs, wall %.1fs (embedded %.2fs, %.1fs)\n",
+			r.tc.name, x.rows, x.commits, x.attempts, x.conflict, r.direct.cpu.Seconds(), r.direct.wall.Seconds(),
+			r.emb.cpu.Seconds(), r.emb.wall.Seconds())
+		fmt.Printf("   connections: catalog %d, s3 %d; setup (create): catalog %v, s3 %v\n",
+			x.catalog.Connections, x.s3.Connections, sorted(x.setupCat.Requests), sorted(x.setupS3.Requests))
+		fmt.Printf("   %-26s %10s %12s %14s\n", "request", "total", "per commit", "per M rows")
+		for _, side := range []struct {
+			name string
+			t    faultproxy.Tally
+		}{{"catalog", x.catalog}, {"s3", x.s3}} {
+			for _, k := range slices.Sorted(maps.Keys(side.t.Requests)) {
+				n := side.t.Requests[k]
+				fmt.Printf("   %-26s %10d %12.2f %14.1f\n", side.name+" "+k, n, float64(n)/float64(x.commits),
+					float64(n)/float64(x.rows)*1e6)
+			}
+		}
+		var up int64
+		for _, n := range x.s3.BytesIn {
+			up += n
+		}
+		fmt.Printf("   uploaded %.1f MiB for %.1f MiB of files the commits added\n", float64(up)/(1<<20), float64(x.fileBytes)/(1<<20))
+	}
+}
+
+// traced prints each request with its kind to stderr when ICEWRITER_COST_TRACE is set: where a count comes
+// from.
+func traced(kind func(*http.Request) string) func(*http.Request) string {
+	if os.Getenv("ICEWRITER_COST_TRACE") == "" {
+		return kind
+	}
+	return func(r *http.Request) string {
+		k := kind(r)
+		fmt.Fprintf(os.Stderr, "request %-24s %s %s %s\n", k, r.Method, r.URL.RequestURI(), r.Header.Get("Range"))
+		return k
+	}
+}
+
+// sorted prints a tally's counts in key order.
+func sorted(m map[string]int64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,64 @@
+package s3_test
+
+import (
+	"bytes"
+	"io"
+	"testing"
+
+	iceio "github.com/apache/iceberg-go/io"
+
+	"github.com/icewriter/iceberg/internal/faultproxy"
+)
+
+// Open costs one request, which reads the object's end: a Parquet reader's first two reads (the footer's
+// length, then the footer) need no more, and a small file (an Avro manifest) is read whole by it (one this process wrote is not read at all: see storage.writtenFiles). Each body is
+// read to its end, so one connection serves every request.
+func TestOpenReadsTheEndInOneRequest(t *testing.T) {
+	s := newFaultyStore(t, faultproxy.Config{Classify: faultproxy.S3Kind}, "5s")
+	big := randomData(5, 1<<20)
+	small := randomData(6, 20_000)
+	bigLoc, smallLoc := s.put(t, "big.parquet", big), s.put(t, "positions.json.gz", small)
+	gets := func() int64 { return s.proxy.Tally().Requests["GetObject"] }
+
+	before := gets()
+	f, err := s.fs.Open(bigLoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	footerLen := make([]byte, 8)
+	if _, err := f.ReadAt(footerLen, int64(len(big)-8)); err != nil || !bytes.Equal(footerLen, big[len(big)-8:]) {
+		t.Fatalf("ReadAt the last 8 bytes: %v", err)
+	}
+	footer := make([]byte, 30_000)
+	if _, err := f.ReadAt(footer, int64(len(big)-8-len(footer))); err != nil || !bytes.Equal(footer, big[len(big)-8-len(footer):len(big)-8]) {
+		t.Fatalf("ReadAt the footer: %v", err)
+	}
+	if n := gets() - before; n != 1 {
+		t.Fatalf("Open and the footer's reads took %d GETs, want 1", n)
+	}
+	chunk := make([]byte, 100_000)
+	if _, err := f.ReadAt(chunk, 4); err != nil || !bytes.Equal(chunk, big[4:100_004]) {
+		t.Fatalf("ReadAt a column chunk: %v", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	if all, err := io.ReadAll(f); err != nil || !bytes.Equal(all, big) {
+		t.Fatalf("read whole: %d bytes, %v", len(all), err)
+	}
+	f.Close()
+
+	before = gets()
+	got, err := s.fs.(iceio.ReadFileIO).ReadFile(smallLoc)
+	if err != nil || !bytes.Equal(got, small) {
+		t.Fatalf("ReadFile of a small file: %d bytes, %v", len(got), err)
+	}
+	if n := gets() - before; n != 1 {
+		t.Fatalf("reading a 20,000-byte file took %d GETs, want 1", n)
+	}
+	// One connection serves them all, but a request may dial before the transport has put the connection
+	// back after the previous body's end: allow one more. An abandoned body would close one per Open.
+	if c := s.proxy.Tally().Connections; c > 2 {
+		t.Fatalf("%d connections for requests made one after another, want 1 or 2 (every body read to its end)", c)
+	}
+}

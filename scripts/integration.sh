@@ -3,7 +3,7 @@
 # against, all bound to 127.0.0.1 on free ports in a temporary folder:
 #   versitygw v1.8.0            S3 gateway over a local folder       ICEWRITER_S3_ENDPOINT
 #   SeaweedFS weed mini         S3 + Iceberg REST catalog            ICEWRITER_SEAWEED_S3_ENDPOINT, ICEWRITER_REST_URI
-#   PostgreSQL (Debian package) sql catalog                          ICEWRITER_PG_DSN
+#   PostgreSQL (Debian package) sql catalog; CDC source (postgres/)  ICEWRITER_PG_DSN (wal_level=logical)
 #   MariaDB (Debian package)    sql catalog                          ICEWRITER_MYSQL_DSN
 # then runs `go test -race -tags integration -count=1` on the packages that hold integration tests (files
 # tagged `integration`; the hermetic suite, `go test -race ./...`, covers the rest) plus any arguments given to
@@ -227,7 +227,8 @@ if [[ "${ICEWRITER_SKIP_SQL:-}" != 1 ]]; then
 	chown postgres:postgres "$PG_DATA"
 	su postgres -s /bin/sh -c "$PG_BIN/initdb -D '$PG_DATA' -U postgres --auth=trust -E UTF8" >"$WORK/pg-init.log" 2>&1
 	su postgres -s /bin/sh -c "$PG_BIN/pg_ctl -D '$PG_DATA' -l '$PG_DATA/server.log' -w -t 60 \
-		-o \"-c listen_addresses=127.0.0.1 -p $PG_PORT -k '$PG_DATA' -c fsync=off\" start" >"$WORK/pg.log" 2>&1 ||
+		-o \"-c listen_addresses=127.0.0.1 -p $PG_PORT -k '$PG_DATA' -c fsync=off -c wal_level=logical \
+		-c max_replication_slots=16 -c max_wal_senders=16\" start" >"$WORK/pg.log" 2>&1 ||
 		{ cat "$WORK/pg.log" "$PG_DATA/server.log" >&2; exit 1; }
 	PG_CTL="$PG_BIN/pg_ctl"
 	su postgres -s /bin/sh -c "$PG_BIN/psql -h 127.0.0.1 -p $PG_PORT -U postgres -qc 'CREATE DATABASE icewriter'" >>"$WORK/pg.log" 2>&1
@@ -287,6 +288,21 @@ elif [[ "${1:-}" == bench ]]; then
 	# The throughput benchmark: REST+S3 against the embedded catalog, same run, no race detector.
 	shift
 	go test -tags integration -count=1 -run '^$' -bench . -benchtime 1x ./internal/integration "$@"
+	if [[ "${ICEWRITER_SKIP_SQL:-}" != 1 ]]; then
+		# The Postgres snapshot (TPC-H-shaped, SF $ICEWRITER_TPCH_SF, default 0.1): embedded catalog, then REST + S3.
+		sf=${ICEWRITER_TPCH_SF:-0.1}
+		(cd postgres && go build -o "$WORK/tpch" ./cmd/tpch)
+		"$WORK/tpch" -dsn "$ICEWRITER_PG_DSN" -sf "$sf"
+		# A failure on REST + S3 is reported and the script goes on (the embedded figure above still stands).
+		if "$WORK/tpch" -dsn "$ICEWRITER_PG_DSN" -sf "$sf" -load=false -catalog "$ICEWRITER_REST_URI" \
+			-catalog-props "credential=$ACCESS:$SECRET,warehouse=$ICEWRITER_REST_WAREHOUSE,s3.endpoint=$ICEWRITER_SEAWEED_S3_ENDPOINT,s3.region=us-east-1,s3.path-style-access=true,s3.access-key-id=$ACCESS,s3.secret-access-key=$SECRET" \
+			>"$WORK/tpch-rest.out" 2>&1; then
+			tail -n 1 "$WORK/tpch-rest.out" | sed 's/$/ (REST + S3)/'
+		else
+			log "postgres snapshot on REST + S3 failed:"
+			grep -v '^time=' "$WORK/tpch-rest.out" | tail -n 3 | cut -c1-400 >&2
+		fi
+	fi
 elif [[ "${1:-}" == bench-kafka ]]; then
 	# The consumer-group scale-out benchmark: 1, 2 and 4 member processes on one table, embedded catalog and
 	# REST+S3 in the same run (ICEWRITER_KAFKA_BENCH_RECORDS, ICEWRITER_KAFKA_BENCH_FLUSH tune it).
@@ -307,6 +323,9 @@ else
 	done < <(grep -rl --include='*_test.go' '^//go:build integration' . | xargs -n1 dirname | sort -u)
 	go test -race -tags integration -count=1 "${pkgs[@]}" "$@"
 	for m in "${mods[@]}"; do
+		if [[ "$m" == ./postgres && "${ICEWRITER_SKIP_SQL:-}" == 1 ]]; then
+			continue # the CDC source needs the PostgreSQL server
+		fi
 		if grep -rlq --include='*_test.go' '^//go:build integration' "$m"; then
 			log "integration tests of the nested module $m"
 			(cd "$m" && go test -race -tags integration -count=1 ./... "$@")

@@ -1,0 +1,404 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	iceberg "github.com/icewriter/iceberg"
+)
+
+// Mode is what Run does.
+type Mode string
+
+const (
+	// ModeFull copies the tables (the initial snapshot, unless done), then streams their changes until ctx
+	// ends.
+	ModeFull Mode = "full"
+	// ModeSnapshot copies the tables (unless done) and returns. The slot stays, so a later ModeFull run goes
+	// on from the snapshot's consistent point.
+	ModeSnapshot Mode = "snapshot"
+)
+
+// Config configures Run. Only DSN is required.
+type Config struct {
+	// DSN is the source database's connection string (a libpq URL or key=value string). Its role needs the
+	// REPLICATION attribute (or superuser), and the server wal_level=logical.
+	DSN string
+	// Tables are the tables to copy, "schema.table" or "table" (schema public). Default: every ordinary table
+	// outside the system schemas. Each needs a primary key; every column needs a type mapping (see Run).
+	Tables []string
+	// Namespace is the Iceberg namespace the tables go to. Default: the table's Postgres schema name.
+	Namespace []string
+	// Slot is the logical replication slot's name; the pipeline creates it on its first run and resumes from
+	// it afterwards. Default: "icewriter".
+	Slot string
+	// Publication is the publication's name (created FOR TABLE the tables when missing). Default: the slot's.
+	Publication string
+	// Mode is ModeFull (default) or ModeSnapshot.
+	Mode Mode
+	// Workers is the number of connections that copy the snapshot in parallel. Default: GOMAXPROCS.
+	Workers int
+	// ChunkPages is the number of heap pages (8 KiB each) one snapshot chunk covers: the unit of parallel
+	// copying and of resuming after a crash. Default: 8192 (64 MiB).
+	ChunkPages int64
+	// BatchRows is the number of rows handed to the writer at once. Default: 32768.
+	BatchRows int
+	// FlushInterval is how often the live phase commits what it has read and then confirms the slot's LSN to
+	// the server. Default: 1 s.
+	FlushInterval time.Duration
+	// KeepReplicaIdentity leaves the tables' REPLICA IDENTITY as it is. Default: false, and the pipeline sets
+	// REPLICA IDENTITY FULL on every table that has another, so that an update's old row carries every column:
+	// TOAST values an update leaves unchanged (which pgoutput does not resend) are taken from it. With this
+	// set, such an update on a table without FULL is an error naming the table and column.
+	KeepReplicaIdentity bool
+	// NumericPrecision and NumericScale are the decimal an unconstrained numeric column maps to. Default:
+	// DefaultNumericPrecision, DefaultNumericScale (38, 18).
+	NumericPrecision, NumericScale int
+	// RouterOptions and WriterOptions are passed to the Router (WithBulkTargetFileSize, ...) and to every
+	// table's writer (WithMemoryLimit, WithMaxInFlight, WithTargetFileSize, WithMode, ...). Run adds
+	// WithCheckpoints, WithSchemaEvolution, WithChangeColumns and WithWriterID("pg2iceberg-"+Slot).
+	RouterOptions []iceberg.RouterOption
+	WriterOptions []iceberg.Option
+	// CreateOptions configure the Iceberg tables Run creates (FormatVersion, PartitionBy, TableProperties);
+	// Run adds IdentifierFields of each table's primary key. Default: none (format version 2, unpartitioned).
+	CreateOptions []iceberg.CreateOption
+	// Logger logs the pipeline's progress. Default: slog.Default().
+	Logger *slog.Logger
+	// OnEvent, when set, is called at each step of the pipeline (a chunk copied, the snapshot done, a live
+	// commit confirmed), on the pipeline's goroutines: it must be quick and must not block.
+	OnEvent func(Event)
+}
+
+// Event is a step of the pipeline, for progress reports and tests.
+type Event struct {
+	Kind  string // "chunk", "snapshot-resume", "snapshot-done", "live-start", "confirmed"
+	Table string // schema.table, for "chunk" and "snapshot-resume"
+	Chunk int    // for "chunk"
+	// Rows is the rows a chunk copied ("chunk"), the chunks left to copy ("snapshot-resume"), or the changes
+	// checkpointed so far ("confirmed").
+	Rows int64
+	LSN  uint64 // for "live-start" and "confirmed": the slot's LSN
+}
+
+// Change columns Apply reads: prefixed so that they cannot collide with a source column.
+const (
+	opColumn     = "_pg_op"
+	beforePrefix = "_pg_before_"
+)
+
+var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+func (c *Config) defaults() error {
+	if c.DSN == "" {
+		return fmt.Errorf("postgres: Config.DSN is required")
+	}
+	if c.Slot == "" {
+		c.Slot = "icewriter"
+	}
+	if !slotName.MatchString(c.Slot) {
+		return fmt.Errorf("postgres: Config.Slot %q: lower-case letters, digits and underscores, at most 63", c.Slot)
+	}
+	if c.Publication == "" {
+		c.Publication = c.Slot
+	}
+	switch c.Mode {
+	case "":
+		c.Mode = ModeFull
+	case ModeFull, ModeSnapshot:
+	default:
+		return fmt.Errorf("postgres: Config.Mode %q: want %q or %q", c.Mode, ModeFull, ModeSnapshot)
+	}
+	if c.Workers <= 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	if c.ChunkPages <= 0 {
+		c.ChunkPages = 8192
+	}
+	if c.BatchRows <= 0 {
+		c.BatchRows = 32768
+	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = time.Second
+	}
+	if c.NumericPrecision == 0 {
+		c.NumericPrecision, c.NumericScale = DefaultNumericPrecision, DefaultNumericScale
+	}
+	if c.NumericPrecision < 1 || c.NumericPrecision > 38 || c.NumericScale < 0 || c.NumericScale > c.NumericPrecision {
+		return fmt.Errorf("postgres: Config.NumericPrecision, NumericScale (%d, %d): want 1 <= scale <= precision <= 38",
+			c.NumericPrecision, c.NumericScale)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// pipeline is one Run's state.
+type pipeline struct {
+	cfg    Config
+	cat    catalog.Catalog
+	conn   *pgx.Conn // catalog queries and setup
+	mapper *typeMapper
+	tables []*tableInfo
+	byOID  map[uint32]*tableInfo
+	router *iceberg.Router
+	// slotPos is each table's position of the slot (decimal LSN; the table holds every transaction that
+	// committed at or before it), by schema.table; absent while the table's snapshot is not done.
+	slotPos map[string]uint64
+}
+
+// Partition names of the positions the pipeline records on each table.
+func (p *pipeline) slotPartition() string { return "pg/" + p.cfg.Slot }
+func (p *pipeline) planPartition() string { return "pg/" + p.cfg.Slot + "/snapshot" }
+func (p *pipeline) chunkPartition(i int) string {
+	return "pg/" + p.cfg.Slot + "/snapshot/" + strconv.Itoa(i)
+}
+
+// Run copies Postgres tables into Iceberg tables of cat and keeps them up to date, exactly once across
+// crashes, until ctx ends (ModeFull) or the snapshot is done (ModeSnapshot). It returns ctx's error once ctx
+// ends, after committing what it has read.
+//
+// Setup, before anything is copied: every column's type is mapped (below), each table needs a primary key
+// (its columns become the Iceberg table's identifier fields), the publication is created FOR TABLE the tables
+// when missing, and REPLICA IDENTITY FULL is set (see Config.KeepReplicaIdentity). Errors here name the table
+// and column.
+//
+// Snapshot: on the first run the replication slot is created (pgoutput) with an exported snapshot, and each
+// table is copied in chunks of heap pages (ctid ranges), by Config.Workers connections that import that
+// snapshot, with COPY ... TO STDOUT (FORMAT binary), into the router's bulk phase. Each finished chunk is
+// recorded as a position on its table, committed with its rows. After a crash, chunks not recorded are copied
+// again from a new snapshot, as upserts (the table's live phase): rows copied twice, or moved between chunks
+// since, are replaced by key, and the changes since the slot's consistent point, which the live phase replays
+// in order, bring every row to its current value.
+//
+// Live phase: pgoutput (binary), from the slot's confirmed LSN. Inserts, updates and deletes go through Apply
+// in commit order (an update that changes the key deletes the old key first); a truncate deletes every row of
+// the table at that point of the stream; a new column (a changed Relation message) is added to the table by
+// schema evolution. Each table's position is the commit LSN of the last transaction it holds, committed with
+// its rows; every Config.FlushInterval the pipeline commits what it has read and only then confirms the
+// transactions' end LSN to the server, so a restart replays what is not committed and skips, per table, what
+// is.
+//
+// Types: smallint, integer → int; bigint, oid → long; real → float; double precision → double; numeric(p,s)
+// → decimal(p,s) (unconstrained numeric → decimal(NumericPrecision, NumericScale); NaN, infinities and values
+// that do not fit are errors, never rounded); boolean; text, varchar, char, name, "char", json, jsonb and
+// enums → string; bytea → binary; uuid → uuid; date; time → time; timestamp → timestamp; timestamptz →
+// timestamptz (infinities are errors); one-dimensional arrays of these → list; domains as their base type.
+// Anything else (interval, money, inet, timetz, ranges, composites, ...) is an error wrapping
+// ErrUnsupportedType.
+func Run(ctx context.Context, cat catalog.Catalog, cfg Config) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, cfg.DSN)
+	if err != nil {
+		return fmt.Errorf("postgres: connecting: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	lk := &catalogLookup{q: conn, cache: map[uint32]pgType{}}
+	p := &pipeline{cfg: cfg, cat: cat, conn: conn, slotPos: map[string]uint64{}, byOID: map[uint32]*tableInfo{},
+		mapper: &typeMapper{lookup: lk.lookup, numPrec: int32(cfg.NumericPrecision), numScale: int32(cfg.NumericScale)}}
+	if p.tables, err = discover(ctx, conn, p.mapper, cfg.Tables, cfg.Namespace); err != nil {
+		return err
+	}
+	if len(p.tables) == 0 {
+		return fmt.Errorf("postgres: no table to copy")
+	}
+	for _, t := range p.tables {
+		p.byOID[t.oid] = t
+	}
+	if err := p.setup(ctx); err != nil {
+		return err
+	}
+	if err := p.openRouter(ctx); err != nil {
+		return err
+	}
+	err = p.run(ctx)
+	closeCtx := context.WithoutCancel(ctx)
+	if err != nil && (ctx.Err() == nil || !errors.Is(err, ctx.Err())) {
+		_ = p.router.Abort(closeCtx)
+		return err
+	}
+	// Done, or stopped by ctx: commit what was checkpointed (a restart replays the rest).
+	if cerr := p.router.Close(closeCtx); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// setup creates the publication when missing and sets REPLICA IDENTITY FULL (see Config.KeepReplicaIdentity).
+func (p *pipeline) setup(ctx context.Context) error {
+	var exists bool
+	if err := p.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`,
+		p.cfg.Publication).Scan(&exists); err != nil {
+		return fmt.Errorf("postgres: publication %s: %w", p.cfg.Publication, err)
+	}
+	if !exists {
+		sql := "CREATE PUBLICATION " + pgx.Identifier{p.cfg.Publication}.Sanitize() + " FOR TABLE "
+		for i, t := range p.tables {
+			if i > 0 {
+				sql += ", "
+			}
+			sql += t.qualified()
+		}
+		if _, err := p.conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("postgres: creating publication %s: %w", p.cfg.Publication, err)
+		}
+	}
+	if p.cfg.KeepReplicaIdentity {
+		return nil
+	}
+	for _, t := range p.tables {
+		if t.replIdent == 'f' {
+			continue
+		}
+		if _, err := p.conn.Exec(ctx, "ALTER TABLE "+t.qualified()+" REPLICA IDENTITY FULL"); err != nil {
+			return fmt.Errorf("postgres: table %s: setting REPLICA IDENTITY FULL (or set Config.KeepReplicaIdentity): %w", t, err)
+		}
+		t.replIdent = 'f'
+	}
+	return nil
+}
+
+// openRouter makes the router and opens (creating when missing) every table's Iceberg table.
+func (p *pipeline) openRouter(ctx context.Context) error {
+	keys := map[string][]string{}
+	for _, t := range p.tables {
+		keys[identString(t.ident)] = t.key
+	}
+	wopts := append([]iceberg.Option{
+		iceberg.WithFlushInterval(p.cfg.FlushInterval),
+	}, p.cfg.WriterOptions...)
+	wopts = append(wopts, iceberg.WithCheckpoints(), iceberg.WithSchemaEvolution(),
+		iceberg.WithChangeColumns(iceberg.ChangeColumns{Op: opColumn, BeforePrefix: beforePrefix}),
+		iceberg.WithWriterID("pg2iceberg-"+p.cfg.Slot), iceberg.WithLogger(p.cfg.Logger))
+	ropts := append([]iceberg.RouterOption{iceberg.WithWriterOptions(wopts...),
+		iceberg.WithTableConfig(func(ctx context.Context, ident table.Identifier, first *arrow.Schema) (iceberg.TableConfig, error) {
+			k := keys[identString(ident)]
+			return iceberg.TableConfig{
+				Create:  append(slices.Clone(p.cfg.CreateOptions), iceberg.IdentifierFields(k...)),
+				Options: []iceberg.Option{iceberg.WithKeys(k...)},
+			}, nil
+		})}, p.cfg.RouterOptions...)
+	r, err := iceberg.NewRouter(p.cat, ropts...)
+	if err != nil {
+		return err
+	}
+	p.router = r
+	for _, t := range p.tables {
+		b := newRowBuilder(t.String(), t.cols, t.arrow)
+		rec := b.record()
+		err := r.Write(ctx, t.ident, rec)
+		rec.Release()
+		b.release()
+		if err != nil {
+			return fmt.Errorf("postgres: opening the Iceberg table of %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
+func identString(id table.Identifier) string {
+	s := ""
+	for i, p := range id {
+		if i > 0 {
+			s += "\x00"
+		}
+		s += p
+	}
+	return s
+}
+
+// writer returns the table's writer.
+func (p *pipeline) writer(t *tableInfo) *iceberg.Writer {
+	w, _ := p.router.Writer(t.ident)
+	return w
+}
+
+func (p *pipeline) event(e Event) {
+	if p.cfg.OnEvent != nil {
+		p.cfg.OnEvent(e)
+	}
+}
+
+// run runs the snapshot (what is left of it), then the live phase.
+func (p *pipeline) run(ctx context.Context) error {
+	repl, err := connectReplication(ctx, p.cfg.DSN)
+	if err != nil {
+		return err
+	}
+	defer repl.Close(context.WithoutCancel(ctx))
+	var confirmed uint64
+	var exists bool
+	var confirmedStr *string
+	if err := p.conn.QueryRow(ctx, `SELECT true, confirmed_flush_lsn::text FROM pg_replication_slots
+		WHERE slot_name = $1 AND database = current_database()`, p.cfg.Slot).Scan(&exists, &confirmedStr); err != nil &&
+		!errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: slot %s: %w", p.cfg.Slot, err)
+	}
+	positions := map[*tableInfo]map[string]string{}
+	for _, t := range p.tables {
+		pos, err := p.writer(t).Positions(ctx)
+		if err != nil {
+			return fmt.Errorf("postgres: positions of %s: %w", t, err)
+		}
+		positions[t] = pos
+		if s, ok := pos[p.slotPartition()]; ok {
+			v, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				return fmt.Errorf("postgres: table %s: position %q of slot %s: %w", t, s, p.cfg.Slot, err)
+			}
+			p.slotPos[t.String()] = v
+		}
+	}
+	var snapshot string
+	if !exists {
+		for _, t := range p.tables {
+			if len(positions[t]) > 0 && positions[t][p.planPartition()] != "" {
+				return fmt.Errorf("postgres: slot %s is missing but table %v holds rows copied through it: "+
+					"drop the Iceberg tables to copy again, or restore the slot", p.cfg.Slot, t.ident)
+			}
+		}
+		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, p.cfg.Slot, "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+		if err != nil {
+			return fmt.Errorf("postgres: creating slot %s: %w", p.cfg.Slot, err)
+		}
+		lsn, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+		if err != nil {
+			return err
+		}
+		confirmed, snapshot = uint64(lsn), res.SnapshotName
+		p.cfg.Logger.Info("postgres: slot created", "slot", p.cfg.Slot, "consistent_point", res.ConsistentPoint,
+			"snapshot", snapshot)
+	} else {
+		if confirmedStr == nil {
+			return fmt.Errorf("postgres: slot %s has no confirmed LSN (is it a physical slot?)", p.cfg.Slot)
+		}
+		lsn, err := pglogrepl.ParseLSN(*confirmedStr)
+		if err != nil {
+			return err
+		}
+		confirmed = uint64(lsn)
+	}
+	if err := p.snapshot(ctx, snapshot, confirmed, positions); err != nil {
+		return err
+	}
+	if p.cfg.Mode == ModeSnapshot {
+		return nil
+	}
+	return p.live(ctx, repl, confirmed)
+}

@@ -1,0 +1,194 @@
+//go:build integration
+
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+	"github.com/jackc/pglogrepl"
+
+	"github.com/icewriter/iceberg/postgres"
+)
+
+// events funnels a pipeline's events to a test: kick is signalled on every event (a test re-checks its
+// condition then), seen records the kinds.
+type events struct {
+	kick chan struct{}
+	all  chan postgres.Event
+}
+
+func newEvents() *events {
+	return &events{kick: make(chan struct{}, 1), all: make(chan postgres.Event, 1<<16)}
+}
+
+func (e *events) on(ev postgres.Event) {
+	select {
+	case e.all <- ev:
+	default:
+	}
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// waitKind waits for an event of kind.
+func (e *events) waitKind(t *testing.T, kind string, errc <-chan error) postgres.Event {
+	t.Helper()
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case ev := <-e.all:
+			if ev.Kind == kind {
+				return ev
+			}
+		case err := <-errc:
+			t.Fatalf("pipeline stopped waiting for %s: %v", kind, err)
+		case <-timeout:
+			t.Fatalf("no %s event", kind)
+		}
+	}
+}
+
+// converge waits until the Iceberg table equals want, re-reading it at every pipeline event.
+func converge(t *testing.T, ctx context.Context, read func() (model, error), want model, kick <-chan struct{}, errc <-chan error) {
+	t.Helper()
+	timeout := time.After(2 * time.Minute)
+	last := ""
+	for {
+		got, err := read()
+		if err == nil {
+			if last = diff(want, got); last == "" {
+				return
+			}
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-kick:
+		case err := <-errc:
+			t.Fatalf("pipeline stopped: %v (table: %s)", err, last)
+		case <-timeout:
+			t.Fatalf("table never matched the model: %s", last)
+		}
+	}
+}
+
+func TestSnapshotThenLiveChangesMatchModel(t *testing.T) {
+	ctx := context.Background()
+	dsn, slot := sourceDB(t)
+	execSQL(t, dsn, itemsDDL)
+	items := model{}
+	insertItems(t, dsn, items, 1, 1501, 0)
+	// The big values are stored out of line: the updates below that leave them unchanged send them as
+	// "unchanged TOAST" in pgoutput.
+	var toast, toasted int64
+	conn := mustConn(t, dsn)
+	var toastRel string
+	if err := conn.QueryRow(ctx, "SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'items'::regclass").
+		Scan(&toastRel); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT count(DISTINCT chunk_id), (SELECT count(*) FROM items WHERE big IS NOT NULL) FROM "+toastRel).
+		Scan(&toast, &toasted); err != nil || toast == 0 || toast != toasted {
+		t.Fatalf("%d values in %s for %d big values (%v): want every big value out of line", toast, toastRel, toasted, err)
+	}
+	orders := model{}
+	execSQL(t, dsn, "INSERT INTO orders SELECT i, 'b' || i, i * 2 FROM generate_series(1, 200) i")
+	for i := 1; i <= 200; i++ {
+		orders[strconv.Itoa(i)+"|b"+strconv.Itoa(i)] = map[string]string{"qty": strconv.Itoa(i * 2)}
+	}
+
+	uri := catalogURI(t)
+	cat := openCatalog(t, uri)
+	ev := newEvents()
+	runCtx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	finished := make(chan struct{})
+	t.Cleanup(func() { stop(); <-finished })
+	go func() {
+		defer close(finished)
+		errc <- postgres.Run(runCtx, cat, postgres.Config{DSN: dsn, Slot: slot, ChunkPages: 16, Workers: 2,
+			BatchRows: 500, FlushInterval: 100 * time.Millisecond, OnEvent: ev.on})
+	}()
+	ev.waitKind(t, "snapshot-done", errc)
+	start := ev.waitKind(t, "live-start", errc)
+	itemsID := table.Identifier{"public", "items"}
+	ordersID := table.Identifier{"public", "orders"}
+	readItems := func() (model, error) { return readTable(ctx, cat, itemsID, "id") }
+	readOrders := func() (model, error) { return readTable(ctx, cat, ordersID, "a", "b") }
+	converge(t, ctx, readItems, items, ev.kick, errc)
+	converge(t, ctx, readOrders, orders, ev.kick, errc)
+
+	// Live: inserts, updates that leave the TOASTed column unchanged, a key-changing update, deletes, a new
+	// column, a truncate and rows after it.
+	insertItems(t, dsn, items, 2001, 2101, 1)
+	for id := int64(10); id <= 300; id += 10 { // every tenth row has a TOAST value
+		updateItem(t, dsn, items, id, 2)
+	}
+	execSQL(t, dsn, "UPDATE items SET id = 100000 + id WHERE id IN (20, 21)")
+	for _, id := range []int{20, 21} {
+		k, nk := strconv.Itoa(id), strconv.Itoa(100000+id)
+		items[nk] = items[k]
+		items[nk]["id"] = nk
+		delete(items, k)
+	}
+	execSQL(t, dsn, "DELETE FROM items WHERE id BETWEEN 400 AND 449")
+	for id := 400; id <= 449; id++ {
+		delete(items, strconv.Itoa(id))
+	}
+	execSQL(t, dsn, "ALTER TABLE items ADD COLUMN extra bigint", "UPDATE items SET extra = id * 3 WHERE id <= 5")
+	for k, row := range items {
+		row["extra"] = "NULL"
+		if id, _ := strconv.Atoi(k); id <= 5 {
+			row["extra"] = strconv.Itoa(id * 3)
+		}
+	}
+	execSQL(t, dsn, "BEGIN; INSERT INTO orders VALUES (9999, 'x', 1); TRUNCATE orders; "+
+		"INSERT INTO orders VALUES (1, 'after', 7); COMMIT")
+	orders = model{"1|after": {"qty": "7"}}
+
+	converge(t, ctx, readItems, items, ev.kick, errc)
+	converge(t, ctx, readOrders, orders, ev.kick, errc)
+
+	stop()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	// The slot confirmed past its consistent point: only after the commits that hold the changes.
+	var advanced bool
+	if err := conn.QueryRow(ctx, "SELECT confirmed_flush_lsn > $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1",
+		slot, pglogrepl.LSN(start.LSN).String()).Scan(&advanced); err != nil {
+		t.Fatal(err)
+	}
+	if !advanced {
+		t.Fatal("the slot's confirmed_flush_lsn did not advance past its consistent point")
+	}
+}
+
+func TestUnmappedTypeAndMissingKeyFailBeforeTheSnapshot(t *testing.T) {
+	ctx := context.Background()
+	dsn, slot := sourceDB(t)
+	execSQL(t, dsn, "CREATE TABLE spans (id int PRIMARY KEY, took interval)", "CREATE TABLE logs (line text)")
+	cat := openCatalog(t, catalogURI(t))
+	err := postgres.Run(ctx, cat, postgres.Config{DSN: dsn, Slot: slot, Tables: []string{"spans"}})
+	if !errors.Is(err, postgres.ErrUnsupportedType) || !strings.Contains(err.Error(), "public.spans") ||
+		!strings.Contains(err.Error(), `"took"`) {
+		t.Fatalf("err = %v, want ErrUnsupportedType naming public.spans and took", err)
+	}
+	err = postgres.Run(ctx, cat, postgres.Config{DSN: dsn, Slot: slot, Tables: []string{"public.logs"}})
+	if !errors.Is(err, postgres.ErrNoPrimaryKey) || !strings.Contains(err.Error(), "public.logs") {
+		t.Fatalf("err = %v, want ErrNoPrimaryKey naming public.logs", err)
+	}
+	var slots int
+	if err := mustConn(t, dsn).QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", slot).
+		Scan(&slots); err != nil || slots != 0 {
+		t.Fatalf("%d slots (%v): nothing may be created before the checks pass", slots, err)
+	}
+}

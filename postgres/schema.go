@@ -1,0 +1,186 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go/table"
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNoPrimaryKey is wrapped by the error for a table without a primary key: the live phase applies updates
+// and deletes by key, and the key becomes the Iceberg table's identifier fields.
+var ErrNoPrimaryKey = errors.New("postgres: table has no primary key")
+
+// column is one source column and its mapping.
+type column struct {
+	name    string
+	oid     uint32
+	typmod  int32
+	notNull bool
+	typ     colType
+}
+
+// tableInfo is one source table: its columns (in attribute order), primary key and target identifier.
+type tableInfo struct {
+	oid       uint32
+	schema    string
+	name      string
+	replIdent byte // pg_class.relreplident: 'd' default, 'f' full, 'i' index, 'n' nothing
+	cols      []column
+	key       []string
+	ident     table.Identifier
+	arrow     *arrow.Schema // the table's Arrow schema (NOT NULL columns required)
+}
+
+// qualified is the table's quoted name for SQL.
+func (t *tableInfo) qualified() string {
+	return pgx.Identifier{t.schema, t.name}.Sanitize()
+}
+
+// String names the table as schema.name.
+func (t *tableInfo) String() string { return t.schema + "." + t.name }
+
+// tableSchema builds the Arrow schema of cols (NOT NULL columns required).
+func tableSchema(cols []column) *arrow.Schema {
+	fields := make([]arrow.Field, len(cols))
+	for i, c := range cols {
+		fields[i] = arrow.Field{Name: c.name, Type: c.typ.arrow, Nullable: !c.notNull}
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// querier is what the catalog queries need of a connection.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// catalogLookup looks types up in pg_type, caching them; safe for concurrent use.
+type catalogLookup struct {
+	mu    sync.Mutex
+	q     querier
+	cache map[uint32]pgType
+}
+
+func (c *catalogLookup) lookup(ctx context.Context, oid uint32) (pgType, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.cache[oid]; ok {
+		return t, nil
+	}
+	t := pgType{OID: oid}
+	var kind, cat string
+	err := c.q.QueryRow(ctx, `SELECT typname::text, typtype::text, typcategory::text, typelem, typbasetype, typtypmod
+		FROM pg_type WHERE oid = $1`, oid).Scan(&t.Name, &kind, &cat, &t.Elem, &t.Base, &t.BaseMod)
+	if err != nil {
+		return pgType{}, fmt.Errorf("postgres: type oid %d: %w", oid, err)
+	}
+	t.Kind, t.Category = kind[0], cat[0]
+	c.cache[oid] = t
+	return t, nil
+}
+
+// discover reads the tables' columns and primary keys from the catalog and maps every column. names are
+// "schema.table" or "table" (schema public); none means every ordinary table outside the system schemas. Any
+// column without a mapping, or a table without a primary key, is an error naming the table (and column).
+func discover(ctx context.Context, q querier, m *typeMapper, names []string, namespace []string) ([]*tableInfo, error) {
+	rows, err := q.Query(ctx, `SELECT c.oid, n.nspname::text, c.relname::text, c.relreplident::text
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+		  AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp%'
+		ORDER BY 2, 3`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: listing tables: %w", err)
+	}
+	var all []*tableInfo
+	for rows.Next() {
+		t := &tableInfo{}
+		var ri string
+		if err := rows.Scan(&t.oid, &t.schema, &t.name, &ri); err != nil {
+			return nil, err
+		}
+		t.replIdent = ri[0]
+		all = append(all, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: listing tables: %w", err)
+	}
+	var picked []*tableInfo
+	if len(names) == 0 {
+		picked = all
+	} else {
+		for _, n := range names {
+			schema, name, ok := strings.Cut(n, ".")
+			if !ok {
+				schema, name = "public", n
+			}
+			var found *tableInfo
+			for _, t := range all {
+				if t.schema == schema && t.name == name {
+					found = t
+				}
+			}
+			if found == nil {
+				return nil, fmt.Errorf("postgres: table %s.%s not found", schema, name)
+			}
+			picked = append(picked, found)
+		}
+	}
+	for _, t := range picked {
+		if err := describe(ctx, q, m, t); err != nil {
+			return nil, err
+		}
+		ns := namespace
+		if len(ns) == 0 {
+			ns = []string{t.schema}
+		}
+		t.ident = append(append(table.Identifier{}, ns...), t.name)
+	}
+	return picked, nil
+}
+
+// describe reads a table's columns (generated ones excluded: pgoutput does not send them) and primary key.
+func describe(ctx context.Context, q querier, m *typeMapper, t *tableInfo) error {
+	rows, err := q.Query(ctx, `SELECT attname::text, atttypid, atttypmod, attnotnull FROM pg_attribute
+		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped AND attgenerated = '' ORDER BY attnum`, t.oid)
+	if err != nil {
+		return fmt.Errorf("postgres: columns of %s: %w", t, err)
+	}
+	t.cols = t.cols[:0]
+	for rows.Next() {
+		var c column
+		if err := rows.Scan(&c.name, &c.oid, &c.typmod, &c.notNull); err != nil {
+			return err
+		}
+		t.cols = append(t.cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: columns of %s: %w", t, err)
+	}
+	for i := range t.cols {
+		c := &t.cols[i]
+		if c.typ, err = m.mapType(ctx, c.oid, c.typmod); err != nil {
+			return fmt.Errorf("postgres: table %s column %q: %w", t, c.name, err)
+		}
+	}
+	rows, err = q.Query(ctx, `SELECT a.attname::text FROM pg_index i
+		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+		WHERE i.indrelid = $1 AND i.indisprimary ORDER BY array_position(i.indkey::int2[], a.attnum)`, t.oid)
+	if err != nil {
+		return fmt.Errorf("postgres: primary key of %s: %w", t, err)
+	}
+	t.key, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("postgres: primary key of %s: %w", t, err)
+	}
+	if len(t.key) == 0 {
+		return fmt.Errorf("%w: %s (add one, or leave the table out)", ErrNoPrimaryKey, t)
+	}
+	t.arrow = tableSchema(t.cols)
+	return nil
+}

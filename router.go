@@ -54,8 +54,11 @@ type Router struct {
 type routedTable struct {
 	ident table.Identifier
 	ready chan struct{}
-	w     *Writer
-	err   error
+	// creates: the open may create the table (its call had a first record). A call that may create it and
+	// waited on an open that may not (Open, Delete) opens again itself when that one found no table.
+	creates bool
+	w       *Writer
+	err     error
 	// callMu is held shared by every call on the table and exclusively by SetPhase, so that a phase change
 	// sees no call in flight.
 	callMu sync.RWMutex
@@ -216,14 +219,25 @@ func (r *Router) table(ctx context.Context, ident table.Identifier, first *arrow
 		return nil, fmt.Errorf("iceberg: router: empty table identifier")
 	}
 	key := identKey(ident)
+	for {
+		t, retry, err := r.tableOnce(ctx, key, ident, first)
+		if !retry {
+			return t, err
+		}
+	}
+}
+
+// tableOnce is one try of table: retry says that an open this call waited for found no table and could not
+// create it, while this call can.
+func (r *Router) tableOnce(ctx context.Context, key string, ident table.Identifier, first *arrow.Schema) (_ *routedTable, retry bool, _ error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	t, ok := r.tables[key]
 	if !ok {
-		t = &routedTable{ident: slices.Clone(ident), ready: make(chan struct{})}
+		t = &routedTable{ident: slices.Clone(ident), ready: make(chan struct{}), creates: first != nil}
 		r.tables[key] = t
 		r.mu.Unlock()
 		var phase Phase
@@ -238,21 +252,28 @@ func (r *Router) table(ctx context.Context, ident table.Identifier, first *arrow
 		}
 		close(t.ready)
 		if t.err != nil {
-			return nil, t.err
+			return nil, false, t.err
 		}
-		return t, nil
+		return t, false, nil
 	}
 	r.mu.Unlock()
+	if testHookOpenWait != nil {
+		testHookOpenWait()
+	}
 	select {
 	case <-t.ready:
 		if t.err != nil {
-			return nil, t.err
+			// A failed open is gone from r.tables by now: the next try opens the table itself.
+			return nil, first != nil && !t.creates && errors.Is(t.err, catalog.ErrNoSuchTable), t.err
 		}
-		return t, nil
+		return t, false, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	}
 }
+
+// testHookOpenWait, when set by a test, runs when a call starts waiting for another call's open of its table.
+var testHookOpenWait func()
 
 // open makes a table's writer (the router's writer options, the table's config, then the router's budget) and
 // returns the phase it starts in.

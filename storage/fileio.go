@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"path"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +40,8 @@ type fileIO struct {
 	timeout time.Duration       // request timeout: a body read that gets no byte for this long is a stall
 	kept    *writtenFiles       // metadata files this process wrote (nil: none kept)
 	suffix  SuffixRange         // asks a read for an object's end (nil: the backend cannot)
+	whole   wholePut            // uploads small files in one request from a buffer (put nil: none)
+	host    string              // the location's host: the bucket's name, for whole
 }
 
 var (
@@ -183,11 +187,34 @@ func (f *fileIO) ReadFile(name string) ([]byte, error) {
 
 // Create opens the named file for writing (with the table's upload options); errors name the file.
 func (f *fileIO) Create(name string) (iceio.FileWriter, error) {
-	w, err := f.blobfs().NewWriter(f.ctx, name, true, f.wopts)
-	if err != nil {
-		return nil, fmt.Errorf("storage: create %s: %w", name, err)
+	open := func() (*blobfs.Writer, error) {
+		w, err := f.blobfs().NewWriter(f.ctx, name, true, f.wopts)
+		if err != nil {
+			return nil, fmt.Errorf("storage: create %s: %w", name, err)
+		}
+		return w, nil
+	}
+	var w *blobfs.Writer
+	if f.whole.put == nil {
+		var err error
+		if w, err = open(); err != nil {
+			return nil, err
+		}
 	}
 	up := &uploadWriter{Writer: w, name: name}
+	if f.whole.put != nil {
+		if key, err := f.key(name); err != nil || !plainKey(key) {
+			if up.Writer, err = open(); err != nil {
+				return nil, err
+			}
+		} else {
+			// The streaming writer is opened only when the file outgrows whole.max: a file that does not is
+			// one request from the buffer.
+			up = &uploadWriter{name: name, max: f.whole.max, open: open, put: func(body []byte) (bool, error) {
+				return f.whole.put(f.ctx, f.b.As, f.host, key, body)
+			}}
+		}
+	}
 	if f.kept != nil && keepable(name) {
 		if key, err := f.key(name); err == nil {
 			return &keepingWriter{up: up, keep: f.kept, key: key}, nil
@@ -253,13 +280,34 @@ func (f *fileIO) DeleteFiles(ctx context.Context, paths []string) ([]string, err
 	return f.blobfs().DeleteFiles(ctx, paths)
 }
 
-// uploadWriter names the file in upload errors (gocloud names only the key; a stall names neither).
+// uploadWriter names the file in upload errors (gocloud names only the key; a stall names neither). With put
+// set, it buffers the file and uploads it whole in one request on Close, unless it outgrows max: then it opens
+// the streaming writer (open) and goes on through it.
 type uploadWriter struct {
-	*blobfs.Writer
-	name string
+	*blobfs.Writer // nil while buffering
+	name           string
+	open           func() (*blobfs.Writer, error)
+	put            func(body []byte) (bool, error)
+	max            int
+	buf            *bytes.Buffer
 }
 
+// uploadBuffers holds the buffers of whole uploads: a writer uploading a file a commit after the other reuses
+// one instead of growing a new one by copying.
+var uploadBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 func (w *uploadWriter) Write(p []byte) (int, error) {
+	if w.Writer == nil {
+		if w.buf == nil {
+			w.buf = uploadBuffers.Get().(*bytes.Buffer)
+		}
+		if w.buf.Len()+len(p) <= w.max {
+			return w.buf.Write(p)
+		}
+		if err := w.stream(); err != nil {
+			return 0, err
+		}
+	}
 	n, err := w.Writer.Write(p)
 	if err != nil {
 		err = fmt.Errorf("storage: upload %s: %w", w.name, err)
@@ -267,7 +315,36 @@ func (w *uploadWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// stream opens the streaming writer and hands it what was buffered.
+func (w *uploadWriter) stream() error {
+	sw, err := w.open()
+	if err != nil {
+		return err
+	}
+	w.Writer = sw
+	if w.buf == nil {
+		return nil
+	}
+	defer w.release()
+	if _, err := w.Writer.Write(w.buf.Bytes()); err != nil {
+		return fmt.Errorf("storage: upload %s: %w", w.name, err)
+	}
+	return nil
+}
+
+// release returns the buffer to the pool; a buffer grown past the largest whole upload is dropped.
+func (w *uploadWriter) release() {
+	if w.buf.Cap() <= w.max {
+		w.buf.Reset()
+		uploadBuffers.Put(w.buf)
+	}
+	w.buf = nil
+}
+
 func (w *uploadWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.Writer == nil {
+		return io.Copy(writerOnly{w}, r) // buffered through Write
+	}
 	n, err := w.Writer.ReadFrom(r)
 	if err != nil {
 		err = fmt.Errorf("storage: upload %s: %w", w.name, err)
@@ -276,10 +353,38 @@ func (w *uploadWriter) ReadFrom(r io.Reader) (int64, error) {
 }
 
 func (w *uploadWriter) Close() error {
+	if w.Writer == nil {
+		var body []byte
+		if w.buf != nil {
+			body = w.buf.Bytes()
+			defer w.release()
+		}
+		ok, err := w.put(body)
+		if err != nil {
+			return fmt.Errorf("storage: upload %s: %w", w.name, err)
+		}
+		if ok {
+			return nil
+		}
+		if err := w.stream(); err != nil {
+			return err
+		}
+	}
 	if err := w.Writer.Close(); err != nil {
 		return fmt.Errorf("storage: upload %s: %w", w.name, err)
 	}
 	return nil
+}
+
+// plainKey reports whether key is stored under itself by every backend: gocloud escapes control characters,
+// "../" and its own escape marker, and an escaped key must go through gocloud's writer to match its readers.
+func plainKey(key string) bool {
+	for _, c := range key {
+		if c < 32 {
+			return false
+		}
+	}
+	return !strings.Contains(key, "../") && !strings.Contains(key, "__0x")
 }
 
 // file is an open object. Sequential reads (Read, Seek) go through one reader that is reopened at the current

@@ -60,12 +60,14 @@ type entry struct {
 	lastUsed time.Time
 	kept     *writtenFiles // metadata files this process wrote through the bucket
 	suffix   SuffixRange   // nil: the backend cannot read an object's end in one request
+	whole    wholePut      // put nil: every upload streams
+	host     string        // the location's host: the bucket's name
 }
 
 // fs returns the entry's file system bound to ctx.
 func (e *entry) fs(ctx context.Context) iceio.IO {
 	return &fileIO{b: e.bucket, ctx: ctx, extract: e.extract, wopts: e.wopts, timeout: e.timeout, kept: e.kept,
-		suffix: e.suffix}
+		suffix: e.suffix, whole: e.whole, host: e.host}
 }
 
 var (
@@ -104,6 +106,31 @@ func RegisterSuffixRange(f SuffixRange, schemes ...string) {
 	defer cacheMu.Unlock()
 	for _, s := range schemes {
 		suffixRanges[s] = f
+	}
+}
+
+// WholePut uploads an object in one request whose body is all of it, bypassing gocloud's streaming writer: as
+// is the bucket's As (to reach the backend's client), bucket the location's host. It reports whether it could;
+// when it could not, the file goes through the streaming writer.
+type WholePut func(ctx context.Context, as func(any) bool, bucket, key string, body []byte) (bool, error)
+
+// wholePut is a scheme's WholePut and the largest object it takes (larger ones stream).
+type wholePut struct {
+	put WholePut
+	max int
+}
+
+// wholePuts holds each scheme's WholePut (under cacheMu).
+var wholePuts = map[string]wholePut{}
+
+// RegisterWholePut makes files of the schemes up to max bytes upload in one request from a buffer (see
+// WholePut), where gocloud's streaming writer would pipe them to a goroutine that reads them again into a
+// buffer grown by copying. Package s3 registers one for the objects its SDK would upload in a single PutObject.
+func RegisterWholePut(f WholePut, max int, schemes ...string) {
+	cacheMu.Lock()
+	defer cacheMu.Unlock()
+	for _, s := range schemes {
+		wholePuts[s] = wholePut{put: f, max: max}
 	}
 }
 
@@ -149,6 +176,8 @@ func factory(scheme string, opener Opener, extract func(host string) blobfs.Obje
 			lastUsed: now,
 			kept:     newWrittenFiles(),
 			suffix:   suffixRanges[scheme],
+			whole:    wholePuts[scheme],
+			host:     u.Host,
 		}
 		cache[key] = e
 		evictLocked()

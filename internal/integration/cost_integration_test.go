@@ -9,6 +9,8 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -97,6 +99,10 @@ func runCost(b *testing.B, cat icecatalog.Catalog, tc costCase, catP, s3P *fault
 	}
 	cat1, s31 := tally()
 	run.setupCat, run.setupS3 = cat1.Sub(cat0), s31.Sub(s30)
+	if dir := os.Getenv("ICEWRITER_COST_CPUPROFILE"); dir != "" && catP == nil {
+		stop := startCPUProfile(b, dir, tc.name, cat)
+		defer stop()
+	}
 	cpu0, start := processCPU(), time.Now()
 	for c := 0; c < costCommits; c++ {
 		first := int64(c) * costCommitRows
@@ -211,6 +217,28 @@ func BenchmarkRemoteCost(b *testing.B) {
 			up += n
 		}
 		fmt.Printf("   uploaded %.1f MiB for %.1f MiB of files the commits added\n", float64(up)/(1<<20), float64(x.fileBytes)/(1<<20))
+	}
+}
+
+// startCPUProfile profiles a run that goes straight to its servers into dir (ICEWRITER_COST_CPUPROFILE), one
+// file per case and catalog (rest or embedded): where the writer's CPU goes on each, to compare with
+// `go tool pprof -diff_base`. It returns the function that stops the profile.
+func startCPUProfile(b *testing.B, dir, name string, cat icecatalog.Catalog) func() {
+	b.Helper()
+	kind := "embedded"
+	if cat.CatalogType() == icecatalog.REST {
+		kind = "rest"
+	}
+	f, err := os.Create(filepath.Join(dir, name+"-"+kind+".pprof"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
 	}
 }
 

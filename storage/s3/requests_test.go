@@ -62,3 +62,48 @@ func TestOpenReadsTheEndInOneRequest(t *testing.T) {
 		t.Fatalf("%d connections for requests made one after another, want 1 or 2 (every body read to its end)", c)
 	}
 }
+
+// A file below 16 MiB is one PutObject from the writer's buffer, whatever the size of the writes that made it
+// (a Parquet encoder writes pages of a few KiB); a larger one streams as a multipart upload. Each reads back
+// as written, and an empty file is an empty object.
+func TestUploadRequestsBySize(t *testing.T) {
+	s := newFaultyStore(t, faultproxy.Config{Classify: faultproxy.S3Kind}, "5s")
+	for _, tc := range []struct {
+		name  string
+		size  int
+		kinds map[string]int64
+	}{
+		{"empty.avro", 0, map[string]int64{"PutObject": 1}},
+		{"small.parquet", 3 << 20, map[string]int64{"PutObject": 1}},
+		{"large.parquet", 17 << 20, map[string]int64{"CreateMultipartUpload": 1, "UploadPart": 3, "CompleteMultipartUpload": 1}},
+	} {
+		data := bytes.Repeat(randomData(uint64(tc.size), 1<<16), tc.size>>16) // cheap to make, not compressible
+		before := s.proxy.Tally()
+		loc := s.root + "/" + tc.name
+		w, err := s.fs.(iceio.WriteFileIO).Create(loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off < len(data); off += 7_000 {
+			if _, err := w.Write(data[off:min(off+7_000, len(data))]); err != nil {
+				t.Fatalf("%s: Write: %v", tc.name, err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatalf("%s: Close: %v", tc.name, err)
+		}
+		got := s.proxy.Tally().Sub(before).Requests
+		for kind, n := range tc.kinds {
+			if got[kind] != n {
+				t.Errorf("%s: %d %s requests, want %d (all: %v)", tc.name, got[kind], kind, n, got)
+			}
+		}
+		if len(got) != len(tc.kinds) {
+			t.Errorf("%s: requests %v, want only %v", tc.name, got, tc.kinds)
+		}
+		back, err := s.fs.(iceio.ReadFileIO).ReadFile(loc)
+		if err != nil || !bytes.Equal(back, data) {
+			t.Fatalf("%s: read back %d bytes of %d, %v", tc.name, len(back), len(data), err)
+		}
+	}
+}

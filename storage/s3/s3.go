@@ -30,8 +30,10 @@
 package s3
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -78,6 +80,30 @@ const DefaultRegion = "us-east-1"
 func init() {
 	storage.Register(Open, Schemes...)
 	storage.RegisterSuffixRange(suffixRange, Schemes...)
+	storage.RegisterWholePut(wholePut, singlePutMax, Schemes...)
+}
+
+// singlePutMax is the largest object uploaded in one PutObject from a buffer: below 16 MiB, the threshold
+// under which the SDK's transfer manager (gocloud's writer) sends a single PutObject too. Larger files stream
+// through gocloud's writer in multipart uploads.
+const singlePutMax = 16<<20 - 1
+
+// wholePut uploads body in one PutObject, as the transfer manager would for an object this small, but from a
+// buffer the SDK can rewind for a retry, without the pipe, the goroutine and the copy of the body into a
+// buffer grown by doubling. The content type is sniffed as gocloud's writer sniffs it.
+func wholePut(ctx context.Context, as func(any) bool, bucket, key string, body []byte) (bool, error) {
+	var client *s3.Client
+	if !as(&client) || client == nil {
+		return false, nil
+	}
+	_, err := client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:        aws.String(bucket),
+		Key:           aws.String(key),
+		Body:          bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))),
+		ContentType:   aws.String(http.DetectContentType(body)),
+	})
+	return true, err
 }
 
 // suffixRange asks a GetObject for the object's last n bytes; the reader's size comes from Content-Range.

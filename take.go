@@ -53,8 +53,8 @@ func (t rowTaker) array(a arrow.Array, rows []int32) (arrow.Array, error) {
 // takeDirect is rowTaker.array for the layouts it copies itself; nil for any other.
 func takeDirect(mem memory.Allocator, a arrow.Array, rows []int32) arrow.Array {
 	d, dt := a.Data(), a.DataType()
-	if dt.ID() == arrow.DICTIONARY || len(d.Children()) > 0 {
-		return nil
+	if len(rows) == 0 || dt.ID() == arrow.DICTIONARY || len(d.Children()) > 0 || len(d.Buffers()) < 2 || d.Buffers()[1] == nil {
+		return nil // compute.Take copes with empty arrays and their missing buffers
 	}
 	var values []*memory.Buffer
 	switch id := dt.ID(); {

@@ -16,7 +16,7 @@ import (
 // TestRowTakerMatchesTake: rowTaker takes the same values as compute.Take for every layout, the ones it copies
 // itself (fixed widths of 1 to 16 bytes, strings and binaries with 32- and 64-bit offsets) and the ones it hands
 // to compute.Take (booleans, lists, dictionaries), with and without nulls, from sliced arrays, for rows in any
-// order with repeats; and nothing it allocated is left once its arrays are released.
+// order with repeats and for no rows at all; and nothing it allocated is left once its arrays are released.
 func TestRowTakerMatchesTake(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	value := func(typ arrow.DataType, i int) string {
@@ -65,6 +65,11 @@ func TestRowTakerMatchesTake(t *testing.T) {
 				defer whole.Release()
 				src := array.NewSlice(whole, 17, n-9) // an offset into the buffers
 				defer src.Release()
+				if empty, err := newRowTaker(context.Background(), mem).array(src, nil); err != nil || empty.Len() != 0 {
+					t.Fatalf("no rows: %v, %v", empty, err)
+				} else {
+					empty.Release()
+				}
 				rows := make([]int32, 150+rng.IntN(300))
 				for i := range rows {
 					rows[i] = int32(rng.IntN(src.Len()))

@@ -15,7 +15,7 @@ import (
 
 // TestRowTakerMatchesTake: rowTaker takes the same values as compute.Take for every layout, the ones it copies
 // itself (fixed widths of 1 to 16 bytes, strings and binaries with 32- and 64-bit offsets) and the ones it hands
-// to compute.Take (booleans, lists, dictionaries), with and without nulls, from sliced arrays, for rows in any
+// to compute.Take (booleans, lists), with and without nulls, from sliced arrays, for rows in any
 // order with repeats and for no rows at all; and nothing it allocated is left once its arrays are released.
 func TestRowTakerMatchesTake(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))

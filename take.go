@@ -140,9 +140,16 @@ func takeVarBinary[O int32 | int64](mem memory.Allocator, d arrow.ArrayData, row
 	}
 	valBuf := memory.NewResizableBuffer(mem)
 	valBuf.Resize(int(size))
+	// Runs of consecutive rows are one copy each: an Apply call keeps most of its rows, and a copy per value was
+	// most of the time taken for a column of short strings.
 	dst := valBuf.Bytes()
-	for i, r := range rows {
-		copy(dst[offs[i]:offs[i+1]], src[srcOffs[r]:srcOffs[r+1]])
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j] == rows[j-1]+1 {
+			j++
+		}
+		copy(dst[offs[i]:offs[j]], src[srcOffs[rows[i]]:srcOffs[rows[j-1]+1]])
+		i = j
 	}
 	return []*memory.Buffer{offBuf, valBuf}
 }

@@ -16,7 +16,7 @@ import (
 // TestRowTakerMatchesTake: rowTaker takes the same values as compute.Take for every layout, the ones it copies
 // itself (fixed widths of 1 to 16 bytes, strings and binaries with 32- and 64-bit offsets) and the ones it hands
 // to compute.Take (booleans, lists), with and without nulls, from sliced arrays, for rows in any
-// order with repeats and for no rows at all; and nothing it allocated is left once its arrays are released.
+// order with repeats and runs and for no rows at all; and nothing it allocated is left once its arrays are released.
 func TestRowTakerMatchesTake(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	value := func(typ arrow.DataType, i int) string {
@@ -73,6 +73,9 @@ func TestRowTakerMatchesTake(t *testing.T) {
 				rows := make([]int32, 150+rng.IntN(300))
 				for i := range rows {
 					rows[i] = int32(rng.IntN(src.Len()))
+					if i > 0 && rows[i-1]+1 < int32(src.Len()) && rng.IntN(2) == 0 {
+						rows[i] = rows[i-1] + 1 // runs of consecutive rows, as an Apply call keeps them
+					}
 				}
 				got, err := newRowTaker(context.Background(), mem).array(src, rows)
 				if err != nil {

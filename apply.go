@@ -7,7 +7,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -176,24 +175,24 @@ func deleteRecord(ctx context.Context, mem memory.Allocator, ks *keySpec, cb *ch
 	if n == 0 {
 		return nil, 0, nil
 	}
-	cctx := compute.WithAllocator(ctx, mem)
+	take := newRowTaker(ctx, mem)
 	cols := make([]arrow.Array, len(ks.names))
 	defer releaseArrays(cols)
 	var size int64
 	for i := range ks.names {
 		var parts []arrow.Array
 		if len(plan.delKeys) > 0 {
-			p, err := takeRows(cctx, mem, cb.keys[i], plan.delKeys)
+			p, err := take.array(cb.keys[i], plan.delKeys)
 			if err != nil {
-				return nil, 0, err
+				return nil, 0, fmt.Errorf("iceberg: take the deleted keys: %w", err)
 			}
 			parts = append(parts, p)
 		}
 		if len(plan.delBefore) > 0 {
-			p, err := takeRows(cctx, mem, cb.before[i], plan.delBefore)
+			p, err := take.array(cb.before[i], plan.delBefore)
 			if err != nil {
 				releaseArrays(parts)
-				return nil, 0, err
+				return nil, 0, fmt.Errorf("iceberg: take the deleted keys: %w", err)
 			}
 			parts = append(parts, p)
 		}
@@ -226,17 +225,14 @@ func upsertRecord(ctx context.Context, conf *conformer, data arrow.RecordBatch, 
 	if len(plan.upserts) == int(data.NumRows()) {
 		out, size, dead, err = conf.conform(ctx, data)
 	} else {
-		idx := int32Array(conf.mem, plan.upserts)
-		defer idx.Release()
-		taken, terr := compute.Take(compute.WithAllocator(ctx, conf.mem), *compute.DefaultTakeOptions(),
-			compute.NewDatumWithoutOwning(data), compute.NewDatumWithoutOwning(idx))
+		taken, terr := newRowTaker(ctx, conf.mem).record(data, plan.upserts)
 		if terr != nil {
 			return nil, 0, nil, fmt.Errorf("iceberg: take the upserted rows: %w", terr)
 		}
 		defer taken.Release()
-		// Take copied the rows into the writer's memory already: the conformed record may share those buffers
+		// The rows were copied into the writer's memory already: the conformed record may share those buffers
 		// (a view keeps them alive) instead of copying them a second time.
-		out, size, dead, err = conf.conformView(ctx, taken.(*compute.RecordDatum).Value)
+		out, size, dead, err = conf.conformView(ctx, taken)
 	}
 	if err != nil {
 		return nil, 0, nil, err
@@ -246,17 +242,6 @@ func upsertRecord(ctx context.Context, conf *conformer, data arrow.RecordBatch, 
 		rows = append(rows, plan.upserts[d]) // the conformed rows are plan.upserts, in order
 	}
 	return out, size, rows, nil
-}
-
-// takeRows takes the rows of col at the given positions into mem.
-func takeRows(ctx context.Context, mem memory.Allocator, col arrow.Array, rows []int32) (arrow.Array, error) {
-	idx := int32Array(mem, rows)
-	defer idx.Release()
-	out, err := compute.TakeArray(ctx, col, idx)
-	if err != nil {
-		return nil, fmt.Errorf("iceberg: take rows: %w", err)
-	}
-	return out, nil
 }
 
 func int32Array(mem memory.Allocator, vs []int32) arrow.Array {

@@ -6,7 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // TestResolveHashCollisions: resolve keys its in-batch model by 64-bit key hashes, checked against the key
@@ -166,5 +171,73 @@ func TestResolvePartialCollisions(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestResolveDistinctKeys: a batch that upserts or deletes keys several times stages each key once for its
+// deletes (one record, keys in the order of their last change), for a key of one integer column (compared as
+// integers) and for a key of two columns (compared as encoded bytes), and keeps the last upsert of each key and
+// every insert; nothing it allocated is left once its records are released.
+func TestResolveDistinctKeys(t *testing.T) {
+	keyOnly := func(names ...string) *arrow.Schema {
+		var fs []arrow.Field
+		for _, n := range names {
+			f := idNameSchema.Field(idNameSchema.FieldIndices(n)[0])
+			f.Nullable = false
+			fs = append(fs, f)
+		}
+		return arrow.NewSchema(fs, nil)
+	}
+	for _, key := range [][]string{{"id"}, {"id", "name"}} {
+		t.Run(strings.Join(key, ","), func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			spec := &keySpec{names: key, schema: keyOnly(key...)}
+			for i := range key {
+				spec.idx = append(spec.idx, i)
+				spec.fieldIDs = append(spec.fieldIDs, i+1)
+			}
+			// With a two-column key every row is named alike, so that ids alone say which key it is.
+			name := func(n string) string {
+				if len(key) == 2 {
+					return "k"
+				}
+				return n
+			}
+			keys := func(ids ...int64) arrow.RecordBatch {
+				rec := namedRows(ids, name("k"))
+				defer rec.Release()
+				return array.NewRecordBatch(spec.schema, rec.Columns()[:len(key)], rec.NumRows())
+			}
+			b := &batch{keyed: true,
+				recs: []arrow.RecordBatch{namedRows([]int64{1, 2, 3}, name("a")), keys(2),
+					namedRows([]int64{1, 4}, name("b")), namedRows([]int64{5}, name("c")), namedRows([]int64{1}, name("d"))},
+				kinds: []opKind{opUpsert, opDelete, opUpsert, opInsert, opUpsert}}
+			defer releaseRecords(b.recs...)
+			r, err := (&keyStage{spec: spec}).resolve(context.Background(), b, mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer releaseRecords(r.data...)
+			defer releaseRecords(r.deletes...)
+			var deleted, kept []string
+			for _, rec := range r.deletes {
+				for i := range int(rec.NumRows()) {
+					deleted = append(deleted, fmt.Sprint(rec.Column(0).(*array.Int64).Value(i)))
+				}
+			}
+			for _, rec := range r.data {
+				for i := range int(rec.NumRows()) {
+					kept = append(kept, fmt.Sprintf("%d%s", rec.Column(0).(*array.Int64).Value(i), rec.Column(1).(*array.String).Value(i)))
+				}
+			}
+			wantKept := []string{"3a", "4b", "5c", "1d"}
+			if len(key) == 2 {
+				wantKept = []string{"3k", "4k", "5k", "1k"}
+			}
+			if len(r.deletes) != 1 || !slices.Equal(deleted, []string{"3", "2", "4", "1"}) || !slices.Equal(kept, wantKept) {
+				t.Fatalf("deletes: %d records of keys %v (want 1 of [3 2 4 1]); rows kept %v, want %v", len(r.deletes), deleted, kept, wantKept)
+			}
+		})
 	}
 }

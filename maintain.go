@@ -14,8 +14,8 @@ import (
 // maintainer is the writer's one maintenance scheduler: snapshot expiry (by count, and by age when asked),
 // manifest rewriting, automatic compaction after commits with delete files, and small-file compaction. The
 // commit loop calls afterCommit after each of its commits, holding commitMu, so maintenance never races the
-// writer's own commits. Its commits go through the writer's transaction helper (Writer.commitTx): retried,
-// fenced and installed like every other. A failure is logged and tried again when next due, since no data
+// writer's own commits; compactions only start there and run off the commit path (compactor). Its commits go
+// through the writer's transaction helper (Writer.commitTx): retried, fenced and installed like every other. A failure is logged and tried again when next due, since no data
 // depends on it; a fenced writer stops (commitTx fails it), and so does its maintenance.
 type maintainer struct {
 	keep         int           // WithKeepSnapshots (0: off)
@@ -48,11 +48,10 @@ func (w *Writer) newMaintainer(o *options) *maintainer {
 		autoCompact: o.autoCompact, smallFiles: o.smallFiles,
 		branch: w.env.branch, ident: w.env.ident, log: w.env.log, events: w.cbs,
 		table: w.Table, commit: w.commitTx,
-		compact: func(ctx context.Context, smallOnly bool) error {
-			start := time.Now()
-			res, err := w.compactLocked(ctx, smallOnly)
-			w.compacted(start, true, smallOnly, res, err)
-			return err
+		// Off the commit path (compactor): the pass reads and writes while the loop commits on.
+		compact: func(_ context.Context, smallOnly bool) error {
+			w.compactor.start(smallOnly)
+			return nil
 		},
 	}
 }

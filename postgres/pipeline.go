@@ -246,6 +246,12 @@ func (p *pipeline) setup(ctx context.Context) error {
 		p.cfg.Publication).Scan(&exists); err != nil {
 		return fmt.Errorf("postgres: publication %s: %w", p.cfg.Publication, err)
 	}
+	var partitioned *tableInfo
+	for _, t := range p.tables {
+		if t.partitioned {
+			partitioned = t
+		}
+	}
 	if !exists {
 		sql := "CREATE PUBLICATION " + pgx.Identifier{p.cfg.Publication}.Sanitize() + " FOR TABLE "
 		for i, t := range p.tables {
@@ -254,14 +260,39 @@ func (p *pipeline) setup(ctx context.Context) error {
 			}
 			sql += t.qualified()
 		}
+		if partitioned != nil {
+			// A partition's changes then come as its partitioned table's: one relation, one Iceberg table.
+			sql += " WITH (publish_via_partition_root = true)"
+		}
 		if _, err := p.conn.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("postgres: creating publication %s: %w", p.cfg.Publication, err)
+		}
+	} else if partitioned != nil {
+		var viaRoot bool
+		if err := p.conn.QueryRow(ctx, `SELECT pubviaroot FROM pg_publication WHERE pubname = $1`,
+			p.cfg.Publication).Scan(&viaRoot); err != nil {
+			return fmt.Errorf("postgres: publication %s: %w", p.cfg.Publication, err)
+		}
+		if !viaRoot {
+			return fmt.Errorf("postgres: publication %s does not publish via the partition root, which partitioned table %s needs: ALTER PUBLICATION %s SET (publish_via_partition_root = true)",
+				p.cfg.Publication, partitioned, p.cfg.Publication)
 		}
 	}
 	if p.cfg.KeepReplicaIdentity {
 		return nil
 	}
 	for _, t := range p.tables {
+		// A partitioned table's old rows are logged by its leaves: each needs FULL.
+		for i, l := range t.leaves {
+			if l.replIdent == 'f' {
+				continue
+			}
+			if _, err := p.conn.Exec(ctx, "ALTER TABLE "+l.qualified+" REPLICA IDENTITY FULL"); err != nil {
+				return fmt.Errorf("postgres: table %s partition %s: setting REPLICA IDENTITY FULL (or set Config.KeepReplicaIdentity): %w",
+					t, l.qualified, err)
+			}
+			t.leaves[i].replIdent = 'f'
+		}
 		if t.replIdent == 'f' {
 			continue
 		}

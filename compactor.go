@@ -29,7 +29,8 @@ import (
 //     branch's head.
 //
 // One pass runs at a time; a pass due while one runs is skipped. Close and Abort cancel a pass still reading or
-// writing, and wait for one that is committing.
+// writing, and wait for one that is committing. The compactor also runs the file cleanup after an expiry
+// (spawn), for the same reason.
 type compactor struct {
 	w      *Writer
 	ctx    context.Context // ends at stop
@@ -77,6 +78,20 @@ func (c *compactor) start(smallOnly bool) bool {
 		c.mu.Unlock()
 	}()
 	return true
+}
+
+// spawn runs fn on a goroutine stop waits for (the file cleanup after an expiry), unless the writer is closing.
+func (c *compactor) spawn(fn func(ctx context.Context)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn(context.WithoutCancel(c.ctx)) // a cleanup is not cut off: Close waits for it
+	}()
 }
 
 // stop cancels a pass still reading or writing and waits for the pass to end.

@@ -66,8 +66,8 @@ INSERT INTO events SELECT r, i, i FROM unnest(ARRAY['eu', 'us']) r, generate_ser
 	}
 
 	execSQL(t, dsn, "INSERT INTO events VALUES ('eu', 5000, 1), ('us', 5000, 2), ('us', 7, 3) ON CONFLICT (region, id) DO UPDATE SET qty = 3",
-		"UPDATE events SET qty = qty + 100 WHERE id BETWEEN 990 AND 1010", // both sub-partitions and eu
-		"UPDATE events SET id = id + 2000 WHERE region = 'us' AND id BETWEEN 1 AND 5", // low to high
+		"UPDATE events SET qty = qty + 100 WHERE id BETWEEN 990 AND 1010",                               // both sub-partitions and eu
+		"UPDATE events SET id = id + 2000 WHERE region = 'us' AND id BETWEEN 1 AND 5",                   // low to high
 		"UPDATE events SET region = 'us', id = id + 10000 WHERE region = 'eu' AND id BETWEEN 20 AND 24", // eu to us
 		"DELETE FROM events WHERE region = 'us' AND id BETWEEN 1400 AND 1449")
 	set("eu", 5000, 1)

@@ -37,8 +37,9 @@ type Config struct {
 	// DSN is the source database's connection string (a libpq URL or key=value string). Its role needs the
 	// REPLICATION attribute (or superuser), and the server wal_level=logical.
 	DSN string
-	// Tables are the tables to copy, "schema.table" or "table" (schema public). Default: every ordinary table
-	// outside the system schemas. Each needs a primary key; every column needs a type mapping (see Run).
+	// Tables are the tables to copy, "schema.table" or "table" (schema public). Default: every ordinary and
+	// partitioned table outside the system schemas (not the partitions: a partitioned table's rows go to one
+	// Iceberg table). Each needs a primary key; every column needs a type mapping (see Run).
 	Tables []string
 	// Namespace is the Iceberg namespace the tables go to. Default: the table's Postgres schema name.
 	Namespace []string
@@ -175,6 +176,10 @@ func (p *pipeline) chunkPartition(i int) string {
 // (its columns become the Iceberg table's identifier fields), the publication is created FOR TABLE the tables
 // when missing, and REPLICA IDENTITY FULL is set (see Config.KeepReplicaIdentity). Errors here name the table
 // and column.
+//
+// Partitioned tables: one Iceberg table each, copied through the root in one chunk; the publication is created
+// with publish_via_partition_root, so their partitions' changes arrive as the root's (a TRUNCATE of a single
+// partition is then not published).
 //
 // Snapshot: on the first run the replication slot is created (pgoutput) with an exported snapshot, and each
 // table is copied in chunks of heap pages (ctid ranges), by Config.Workers connections that import that

@@ -39,7 +39,8 @@ type Config struct {
 	DSN string
 	// Tables are the tables to copy, "schema.table" or "table" (schema public). Default: every ordinary and
 	// partitioned table outside the system schemas (not the partitions: a partitioned table's rows go to one
-	// Iceberg table). Each needs a primary key; every column needs a type mapping (see Run).
+	// Iceberg table). Every column needs a type mapping (see Run); a table without a primary key is append-only
+	// (ErrNoPrimaryKey).
 	Tables []string
 	// Namespace is the Iceberg namespace the tables go to. Default: the table's Postgres schema name.
 	Namespace []string
@@ -324,6 +325,9 @@ func (p *pipeline) openRouter(ctx context.Context) error {
 	ropts := append([]iceberg.RouterOption{iceberg.WithWriterOptions(wopts...),
 		iceberg.WithTableConfig(func(ctx context.Context, ident table.Identifier, first *arrow.Schema) (iceberg.TableConfig, error) {
 			k := keys[identString(ident)]
+			if len(k) == 0 { // append-only (ErrNoPrimaryKey)
+				return iceberg.TableConfig{Create: slices.Clone(p.cfg.CreateOptions)}, nil
+			}
 			return iceberg.TableConfig{
 				Create:  append(slices.Clone(p.cfg.CreateOptions), iceberg.IdentifierFields(k...)),
 				Options: []iceberg.Option{iceberg.WithKeys(k...)},

@@ -12,8 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ErrNoPrimaryKey is wrapped by the error for a table without a primary key: the live phase applies updates
-// and deletes by key, and the key becomes the Iceberg table's identifier fields.
+// ErrNoPrimaryKey is wrapped by the error for what a table without a primary key cannot take. Such a table is
+// append-only: copied, then its inserts appended (no identifier fields); an update, a delete or a truncate of
+// it in the stream stops the pipeline with this error naming the table, and so does resuming its interrupted
+// snapshot (a fresh snapshot's rows cannot be matched to those already copied without a key).
 var ErrNoPrimaryKey = errors.New("postgres: table has no primary key")
 
 // column is one source column and its mapping.
@@ -202,9 +204,6 @@ func describe(ctx context.Context, q querier, m *typeMapper, t *tableInfo) error
 	t.key, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return fmt.Errorf("postgres: primary key of %s: %w", t, err)
-	}
-	if len(t.key) == 0 {
-		return fmt.Errorf("%w: %s (add one, or leave the table out)", ErrNoPrimaryKey, t)
 	}
 	t.arrow = tableSchema(t.cols)
 	if t.partitioned {

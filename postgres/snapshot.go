@@ -71,6 +71,10 @@ func (p *pipeline) snapshot(ctx context.Context, name string, lsn uint64, positi
 				if pos[p.chunkPartition(i)] == "done" {
 					continue
 				}
+				if len(t.key) == 0 {
+					return fmt.Errorf("%w: %s: its snapshot was interrupted, and a new snapshot's rows cannot be matched to those copied: drop its Iceberg table to copy it again",
+						ErrNoPrimaryKey, t)
+				}
 				chunks = append(chunks, newChunk(t, i, pl, true))
 				left[t]++
 			}

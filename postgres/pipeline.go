@@ -173,9 +173,9 @@ func (p *pipeline) chunkPartition(i int) string {
 // crashes, until ctx ends (ModeFull) or the snapshot is done (ModeSnapshot). It returns ctx's error once ctx
 // ends, after committing what it has read.
 //
-// Setup, before anything is copied: every column's type is mapped (below), each table needs a primary key
-// (its columns become the Iceberg table's identifier fields), the publication is created FOR TABLE the tables
-// when missing, and REPLICA IDENTITY FULL is set (see Config.KeepReplicaIdentity). Errors here name the table
+// Setup, before anything is copied: every column's type is mapped (below), a primary key's columns become the
+// Iceberg table's identifier fields (a table without one is append-only: see ErrNoPrimaryKey), the
+// publication is created FOR TABLE the tables when missing, and REPLICA IDENTITY FULL is set (see Config.KeepReplicaIdentity). Errors here name the table
 // and column.
 //
 // Partitioned tables: one Iceberg table each, copied through the root in one chunk; the publication is created

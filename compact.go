@@ -99,17 +99,59 @@ func (w *Writer) compactLocked(ctx context.Context, smallOnly bool) (CompactResu
 // planCompaction stages a compaction on tbl: nil when there is nothing worth rewriting. It returns what the
 // rewrite does and the data files it rewrites.
 func (w *Writer) planCompaction(ctx context.Context, tbl *table.Table, smallOnly bool, nonce string) (*table.Transaction, CompactResult, map[string]struct{}, error) {
+	pl, err := w.planRewrite(ctx, tbl, smallOnly)
+	if err != nil || pl == nil {
+		return nil, CompactResult{}, nil, err
+	}
+	tx := pl.writeTable.NewTransactionOnBranch(w.env.branch)
+	rr, err := tx.RewriteDataFiles(ctx, pl.groups, table.RewriteDataFilesOptions{
+		SnapshotProps:            ice.Properties{summaryWriterID: w.env.id, summaryOperation: "compact", summaryNonce: nonce},
+		ExtraDeleteFilesToRemove: pl.deadEq,
+		GroupOptions:             w.compactionGroupOptions(),
+	})
+	if err != nil {
+		return nil, CompactResult{}, nil, fmt.Errorf("iceberg: compact: rewrite: %w", err)
+	}
+	return tx, CompactResult{
+		RewrittenDataFiles: rr.RemovedDataFiles, AddedDataFiles: rr.AddedDataFiles,
+		RemovedDeleteFiles: rr.RemovedEqualityDeleteFiles + rr.RemovedPositionDeleteFiles + rr.RemovedDeletionVectorFiles,
+		BytesBefore:        rr.BytesBefore, BytesAfter: rr.BytesAfter,
+	}, pl.rewritten, nil
+}
+
+// rewritePlan is a compaction planned on one snapshot of the table: the groups of files to rewrite, the files
+// they rewrite and the equality deletes the rewrite leaves dead.
+type rewritePlan struct {
+	base       *table.Table    // the table planned on
+	snap       *table.Snapshot // its head on the writer's branch
+	writeTable *table.Table    // base, with the key columns' bloom filters set when the writer has keys
+	groups     []table.CompactionTaskGroup
+	rewritten  map[string]struct{}
+	deadEq     []ice.DataFile
+}
+
+// compactionGroupOptions are the output settings of a compaction group: the writer's target size and row groups.
+func (w *Writer) compactionGroupOptions() []table.CompactionGroupOption {
+	return []table.CompactionGroupOption{
+		table.WithCompactionTargetFileSize(w.files.targetFileSize),
+		table.WithCompactionParquetRowGroupLimit(w.files.rowGroupRows),
+	}
+}
+
+// planRewrite plans a compaction on tbl (nil: nothing worth rewriting). smallOnly is the small-file policy (see
+// compactLocked).
+func (w *Writer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bool) (*rewritePlan, error) {
 	snap := tbl.Metadata().SnapshotByName(w.env.branch)
 	if snap == nil {
-		return nil, CompactResult{}, nil, nil
+		return nil, nil
 	}
 	scan, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).UseRef(w.env.branch)
 	if err != nil {
-		return nil, CompactResult{}, nil, err
+		return nil, err
 	}
 	tasks, err := scan.PlanFiles(ctx)
 	if err != nil {
-		return nil, CompactResult{}, nil, fmt.Errorf("iceberg: compact: plan: %w", err)
+		return nil, fmt.Errorf("iceberg: compact: plan: %w", err)
 	}
 	cfg := compaction.DefaultConfig()
 	cfg.TargetFileSizeBytes = w.files.targetFileSize
@@ -119,7 +161,7 @@ func (w *Writer) planCompaction(ctx context.Context, tbl *table.Table, smallOnly
 	cfg.MinInputFiles = 1
 	if smallOnly {
 		if tasks = smallFileTier(tasks, w.files.targetFileSize/8); len(tasks) < 2 {
-			return nil, CompactResult{}, nil, nil
+			return nil, nil
 		}
 		cfg.MinFileSizeBytes = w.files.targetFileSize / 8
 		cfg.DeleteFileThreshold = math.MaxInt32 // equality deletes alone do not pull in a right-sized file
@@ -127,58 +169,40 @@ func (w *Writer) planCompaction(ctx context.Context, tbl *table.Table, smallOnly
 	}
 	plan, err := cfg.PlanCompaction(tasks)
 	if err != nil {
-		return nil, CompactResult{}, nil, err
+		return nil, err
 	}
-	var groups []table.CompactionTaskGroup
-	rewritten := map[string]struct{}{}
+	pl := &rewritePlan{base: tbl, snap: snap, rewritten: map[string]struct{}{}}
 	withDeletes := false
 	var groupRows int64 // the rows of the largest group: what one output row group holds at most
 	for _, g := range plan.Groups {
-		groups = append(groups, table.CompactionTaskGroup{PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes})
+		pl.groups = append(pl.groups, table.CompactionTaskGroup{PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes})
 		var rows int64
 		for _, t := range g.Tasks {
 			rows += t.File.Count()
 		}
 		groupRows = max(groupRows, rows)
 		for _, t := range g.Tasks {
-			rewritten[t.File.FilePath()] = struct{}{}
+			pl.rewritten[t.File.FilePath()] = struct{}{}
 			withDeletes = withDeletes || len(t.DeleteFiles)+len(t.EqualityDeleteFiles)+len(t.DeletionVectorFiles) > 0
 		}
 	}
-	if len(groups) == 0 || (!withDeletes && len(rewritten) < 2) {
-		return nil, CompactResult{}, nil, nil
+	if len(pl.groups) == 0 || (!withDeletes && len(pl.rewritten) < 2) {
+		return nil, nil
 	}
 	fs, err := tbl.FS(ctx)
 	if err != nil {
-		return nil, CompactResult{}, nil, err
+		return nil, err
 	}
-	deadEq, err := compaction.CollectDeadEqualityDeletesWithSpecs(ctx, fs, tbl.Metadata(), snap, rewritten)
-	if err != nil {
-		return nil, CompactResult{}, nil, fmt.Errorf("iceberg: compact: dead equality deletes: %w", err)
+	if pl.deadEq, err = compaction.CollectDeadEqualityDeletesWithSpecs(ctx, fs, tbl.Metadata(), snap, pl.rewritten); err != nil {
+		return nil, fmt.Errorf("iceberg: compact: dead equality deletes: %w", err)
 	}
-	wt := tbl
+	pl.writeTable = tbl
 	if keyNames := w.keys.names(); keyNames != nil {
-		if wt, err = withKeyBlooms(tbl, keyNames, min(groupRows, int64(w.files.rowGroupRows))); err != nil {
-			return nil, CompactResult{}, nil, err
+		if pl.writeTable, err = withKeyBlooms(tbl, keyNames, min(groupRows, int64(w.files.rowGroupRows))); err != nil {
+			return nil, err
 		}
 	}
-	tx := wt.NewTransactionOnBranch(w.env.branch)
-	rr, err := tx.RewriteDataFiles(ctx, groups, table.RewriteDataFilesOptions{
-		SnapshotProps:            ice.Properties{summaryWriterID: w.env.id, summaryOperation: "compact", summaryNonce: nonce},
-		ExtraDeleteFilesToRemove: deadEq,
-		GroupOptions: []table.CompactionGroupOption{
-			table.WithCompactionTargetFileSize(w.files.targetFileSize),
-			table.WithCompactionParquetRowGroupLimit(w.files.rowGroupRows),
-		},
-	})
-	if err != nil {
-		return nil, CompactResult{}, nil, fmt.Errorf("iceberg: compact: rewrite: %w", err)
-	}
-	return tx, CompactResult{
-		RewrittenDataFiles: rr.RemovedDataFiles, AddedDataFiles: rr.AddedDataFiles,
-		RemovedDeleteFiles: rr.RemovedEqualityDeleteFiles + rr.RemovedPositionDeleteFiles + rr.RemovedDeletionVectorFiles,
-		BytesBefore:        rr.BytesBefore, BytesAfter: rr.BytesAfter,
-	}, rewritten, nil
+	return pl, nil
 }
 
 // smallFileTierFanIn is how many files of one size tier a small-file compaction waits for.

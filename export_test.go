@@ -40,3 +40,10 @@ func WithFanoutForTest(chunkPartitions, warnPartitions int) Option {
 		o.fanout = fanoutLimits{chunkPartitions: chunkPartitions, warnPartitions: warnPartitions}
 	}
 }
+
+// HoldRewritesForTest makes every background compaction pass (the writer's maintenance) call hold once it has
+// written its files and before it takes the commit queue; the returned func undoes it.
+func HoldRewritesForTest(hold func()) (undo func()) {
+	testHookRewriteWritten = hold
+	return func() { testHookRewriteWritten = nil }
+}

@@ -14,8 +14,8 @@ import (
 // maintainer is the writer's one maintenance scheduler: snapshot expiry (by count, and by age when asked),
 // manifest rewriting, automatic compaction after commits with delete files, and small-file compaction. The
 // commit loop calls afterCommit after each of its commits, holding commitMu, so maintenance never races the
-// writer's own commits. Its commits go through the writer's transaction helper (Writer.commitTx): retried,
-// fenced and installed like every other. A failure is logged and tried again when next due, since no data
+// writer's own commits; compactions only start there and run off the commit path (compactor). Its commits go
+// through the writer's transaction helper (Writer.commitTx): retried, fenced and installed like every other. A failure is logged and tried again when next due, since no data
 // depends on it; a fenced writer stops (commitTx fails it), and so does its maintenance.
 type maintainer struct {
 	keep         int           // WithKeepSnapshots (0: off)
@@ -32,6 +32,7 @@ type maintainer struct {
 	table   func() *table.Table
 	commit  func(ctx context.Context, op *txOp) (txResult, error)
 	compact func(ctx context.Context, smallOnly bool) error
+	cleanup func(func(ctx context.Context)) // runs file deletions off the commit path
 
 	commits      int64 // commits so far
 	deltaCommits int   // commits with delete files since the last automatic compaction
@@ -47,12 +48,11 @@ func (w *Writer) newMaintainer(o *options) *maintainer {
 		keep: o.keepSnapshots, expireAge: o.expireAge, rewriteEvery: o.rewriteEvery,
 		autoCompact: o.autoCompact, smallFiles: o.smallFiles,
 		branch: w.env.branch, ident: w.env.ident, log: w.env.log, events: w.cbs,
-		table: w.Table, commit: w.commitTx,
-		compact: func(ctx context.Context, smallOnly bool) error {
-			start := time.Now()
-			res, err := w.compactLocked(ctx, smallOnly)
-			w.compacted(start, true, smallOnly, res, err)
-			return err
+		table: w.Table, commit: w.commitTx, cleanup: w.compactor.spawn,
+		// Off the commit path (compactor): the pass reads and writes while the loop commits on.
+		compact: func(_ context.Context, smallOnly bool) error {
+			w.compactor.start(smallOnly)
+			return nil
 		},
 	}
 }
@@ -130,11 +130,25 @@ func (m *maintainer) expire(ctx context.Context) error {
 			tx, expired, full, err = expireTx(tbl, m.branch, opts)
 			return tx, err
 		},
-		committed: func(ctx context.Context, pre, next *table.Table) {
-			if !full {
-				m.deleteUnreferencedManifests(ctx, pre, next, expired)
-			}
-			m.deleteExpiredPositions(ctx, next, expired)
+		committed: func(_ context.Context, pre, next *table.Table) {
+			// Deleting the files only the expired snapshots referenced reads every retained manifest list (and,
+			// for the full cleanup, manifest): off the commit path. A file a later commit stops referencing is
+			// still referenced by next's snapshots, so a cleanup racing later commits deletes nothing live.
+			expired, full := expired, full
+			m.cleanup(func(ctx context.Context) {
+				if full {
+					ids := make([]int64, len(expired))
+					for i, s := range expired {
+						ids[i] = s.SnapshotID
+					}
+					if err := table.NewRemoveSnapshotsUpdate(ids, true).PostCommit(ctx, pre, next); err != nil {
+						m.log.Warn("iceberg: expiry cleanup not done", "table", m.ident, "err", err)
+					}
+				} else {
+					m.deleteUnreferencedManifests(ctx, pre, next, expired)
+				}
+				m.deleteExpiredPositions(ctx, next, expired)
+			})
 		},
 	})
 	m.expired(start, r, len(expired), full, err)
@@ -142,9 +156,9 @@ func (m *maintainer) expire(ctx context.Context) error {
 }
 
 // expireTx stages the expiry on tbl (nil: nothing would expire) and returns the snapshots it expires and
-// whether it runs iceberg-go's full cleanup.
+// whether its cleanup must be iceberg-go's full one.
 func expireTx(tbl *table.Table, branch string, opts []table.ExpireSnapshotsOpt) (*table.Transaction, []*table.Snapshot, bool, error) {
-	build := func(full bool) (*table.Transaction, error) {
+	build := func() (*table.Transaction, error) {
 		tx := tbl.NewTransactionOnBranch(branch)
 		if err := refreshMirrors(tx, tbl.Metadata(), branch); err != nil {
 			return nil, err
@@ -152,10 +166,11 @@ func expireTx(tbl *table.Table, branch string, opts []table.ExpireSnapshotsOpt) 
 		if err := refreshPositionsMirror(tx, tbl.Metadata(), branch); err != nil {
 			return nil, err
 		}
-		return tx, tx.ExpireSnapshots(append(slices.Clip(opts), table.WithPostCommit(full))...)
+		// The cleanup runs after the commit, off the commit path (maintainer.expire).
+		return tx, tx.ExpireSnapshots(append(slices.Clip(opts), table.WithPostCommit(false))...)
 	}
 	// Stage once to see what would expire.
-	probe, err := build(false)
+	probe, err := build()
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -175,12 +190,8 @@ func expireTx(tbl *table.Table, branch string, opts []table.ExpireSnapshotsOpt) 
 		return nil, nil, false, nil
 	}
 	// A data file added by an expired snapshot and removed by a retained one became garbage too: the cheap
-	// path only holds when no snapshot, expired or retained, removed files.
-	if onlyAdded(all) {
-		return probe, expired, false, nil
-	}
-	tx, err := build(true)
-	return tx, expired, true, err
+	// cleanup only holds when no snapshot, expired or retained, removed files.
+	return probe, expired, !onlyAdded(all), nil
 }
 
 // rewriteManifests rewrites the table's manifests, so that manifest lists stay short (row deltas never merge

@@ -222,17 +222,22 @@ func WithExpireOlderThan(d time.Duration) Option { return func(o *options) { o.e
 // Default: 200 commits. Zero disables it.
 func WithRewriteManifestsEvery(n int) Option { return func(o *options) { o.rewriteEvery = n } }
 
-// WithAutoCompact runs Compact inside the commit loop after every n commits that added delete files, so that
+// WithAutoCompact runs a compaction as Compact does after every n commits that added delete files, so that
 // readers of a merge-on-read table never apply more than about n commits' worth of delete files. Each
-// compaction rewrites the data files the deletes apply to (in an unpartitioned table, all of them). Default: off.
+// compaction rewrites the data files the deletes apply to (in an unpartitioned table, all of them). It runs off
+// the commit path, as WithSmallFileCompaction's passes do. Default: off.
 func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n } }
 
-// WithSmallFileCompaction merges small data files every n commits, inside the commit loop: files under an
-// eighth of the target file size, the smallest size tier first once it holds 8 of them, are rewritten together,
-// with their deletes applied; right-sized files are left alone however many of their rows were deleted (Compact
-// rewrites those), so each pass costs about what the small files weigh. Frequent small commits (a flush every
-// few seconds, a CDC stream) otherwise leave readers opening thousands of tiny files. Default:
-// DefaultSmallFileCompactionEvery (32) on tables the writer creates, off on others; 0 turns it off.
+// WithSmallFileCompaction merges small data files every n commits: files under an eighth of the target file
+// size, the smallest size tier first once it holds 8 of them, are rewritten together, with their deletes
+// applied; right-sized files are left alone however many of their rows were deleted (Compact rewrites those), so
+// each pass costs about what the small files weigh. Frequent small commits (a flush every few seconds, a CDC
+// stream) otherwise leave readers opening thousands of tiny files. A pass runs off the commit path: it reads and
+// writes on the table of the commit that made it due while later flushes commit, then commits its rewrite
+// between two of them (one pass at a time; a pass due while one runs is skipped). Its new files keep that
+// table's sequence number, so equality deletes committed meanwhile still apply to them; a pass whose files got
+// a deletion vector or a position delete meanwhile, or lost one, is given up and the next one due plans again.
+// Default: DefaultSmallFileCompactionEvery (32) on tables the writer creates, off on others; 0 turns it off.
 func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFiles = n } }
 
 // WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v3 table:

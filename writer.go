@@ -47,7 +47,9 @@ type Writer struct {
 	structs *structStage // WriteStructs and UpsertStructs: Go values to record batches
 
 	maint *maintainer // expiry, manifest rewrites, compactions: run by the commit loop after its commits
-	own   *ownFiles   // the files of the writer's ID: their marked names, the removal of earlier epochs' orphans
+	// compactor runs the maintenance compactions off the commit path
+	compactor *compactor
+	own       *ownFiles // the files of the writer's ID: their marked names, the removal of earlier epochs' orphans
 }
 
 type batch struct {
@@ -222,6 +224,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	env.events = w.cbs
 	w.runs = newRunStage(env, o.committer, tbl,
 		cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows})
+	w.compactor = newCompactor(w)
 	w.maint = w.newMaintainer(&o)
 	w.pipe = newPipeline(ctx, w, pipelineConfig{
 		flushRows: int64(o.flushRows), flushBytes: o.flushBytes, flushInterval: o.flushInterval,

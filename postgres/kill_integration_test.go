@@ -42,6 +42,9 @@ func TestPipelineChild(t *testing.T) {
 	err := postgres.Run(ctx, cat, postgres.Config{
 		DSN: dsn, Slot: os.Getenv("PG17_CHILD_SLOT"), ChunkPages: 32, Workers: 1, BatchRows: 250,
 		FlushInterval: 100 * time.Millisecond,
+		// Bulk files of 64 KiB: the snapshot's files close, and their rows commit, while it runs (at the
+		// default 512 MiB target its rows would all commit at its end, leaving nothing to kill it in the middle of).
+		RouterOptions: []iceberg.RouterOption{iceberg.WithBulkTargetFileSize(64 << 10)},
 		WriterOptions: []iceberg.Option{iceberg.WithMemoryLimit(8 << 20),
 			iceberg.WithOnCommit(func(ci iceberg.CommitInfo) { say("COMMIT %d", ci.Rows) })},
 		OnEvent: func(e postgres.Event) { say("EVENT %s %s %d %d", e.Kind, e.Table, e.Rows, e.LSN) },

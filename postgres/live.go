@@ -350,6 +350,10 @@ func sameColumns(a, b []column) bool {
 // Every BatchRows changes of a table go to Apply, even inside a transaction: the position that commits them
 // comes at the transaction's end, so a large transaction is not held whole in the builders.
 func (s *liveState) change(ctx context.Context, lt *liveTable, op string, tup, old *pglogrepl.TupleData) error {
+	if len(lt.t.key) == 0 && op != "insert" {
+		return fmt.Errorf("%w: %s: an %s in the stream (a table without one is append-only: add a primary key, or leave the table out)",
+			ErrNoPrimaryKey, lt.t, op)
+	}
 	if tup == nil || len(tup.Columns) != len(lt.cols) {
 		return fmt.Errorf("postgres: table %s: %s of %d columns, the relation has %d", lt.t, op, tupleLen(tup), len(lt.cols))
 	}
@@ -419,7 +423,19 @@ func (s *liveState) applyPending(ctx context.Context, lt *liveTable) error {
 	rec := lt.b.record()
 	defer rec.Release()
 	t0 := time.Now()
-	if err := s.p.writer(lt.t).Source(s.p.slotPartition()).Apply(ctx, rec); err != nil {
+	src := s.p.writer(lt.t).Source(s.p.slotPartition())
+	if len(lt.t.key) == 0 {
+		// A table without a primary key takes inserts only (change refuses the rest): its columns, without
+		// the op column, are appended.
+		n := len(lt.cols)
+		cols := rec.Columns()[:n]
+		ins := array.NewRecordBatch(arrow.NewSchema(rec.Schema().Fields()[:n], nil), cols, rec.NumRows())
+		err := src.Write(ctx, ins)
+		ins.Release()
+		if err != nil {
+			return fmt.Errorf("postgres: table %s: %w", lt.t, err)
+		}
+	} else if err := src.Apply(ctx, rec); err != nil {
 		return fmt.Errorf("postgres: table %s: %w", lt.t, err)
 	}
 	if d := time.Since(t0); d > slowStep {
@@ -459,6 +475,10 @@ func (s *liveState) checkpoint(ctx context.Context) error {
 // (with a position just before this transaction, so a restart replays the transaction whole), then the keys
 // the table holds are read back and deleted.
 func (s *liveState) truncate(ctx context.Context, lt *liveTable) error {
+	if len(lt.t.key) == 0 {
+		return fmt.Errorf("%w: %s: a truncate in the stream (a table without one is append-only: add a primary key, or leave the table out)",
+			ErrNoPrimaryKey, lt.t)
+	}
 	if err := s.applyPending(ctx, lt); err != nil {
 		return err
 	}

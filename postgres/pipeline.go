@@ -37,8 +37,10 @@ type Config struct {
 	// DSN is the source database's connection string (a libpq URL or key=value string). Its role needs the
 	// REPLICATION attribute (or superuser), and the server wal_level=logical.
 	DSN string
-	// Tables are the tables to copy, "schema.table" or "table" (schema public). Default: every ordinary table
-	// outside the system schemas. Each needs a primary key; every column needs a type mapping (see Run).
+	// Tables are the tables to copy, "schema.table" or "table" (schema public). Default: every ordinary and
+	// partitioned table outside the system schemas (not the partitions: a partitioned table's rows go to one
+	// Iceberg table). Every column needs a type mapping (see Run); a table without a primary key is append-only
+	// (ErrNoPrimaryKey).
 	Tables []string
 	// Namespace is the Iceberg namespace the tables go to. Default: the table's Postgres schema name.
 	Namespace []string
@@ -171,10 +173,14 @@ func (p *pipeline) chunkPartition(i int) string {
 // crashes, until ctx ends (ModeFull) or the snapshot is done (ModeSnapshot). It returns ctx's error once ctx
 // ends, after committing what it has read.
 //
-// Setup, before anything is copied: every column's type is mapped (below), each table needs a primary key
-// (its columns become the Iceberg table's identifier fields), the publication is created FOR TABLE the tables
-// when missing, and REPLICA IDENTITY FULL is set (see Config.KeepReplicaIdentity). Errors here name the table
+// Setup, before anything is copied: every column's type is mapped (below), a primary key's columns become the
+// Iceberg table's identifier fields (a table without one is append-only: see ErrNoPrimaryKey), the
+// publication is created FOR TABLE the tables when missing, and REPLICA IDENTITY FULL is set (see Config.KeepReplicaIdentity). Errors here name the table
 // and column.
+//
+// Partitioned tables: one Iceberg table each, copied through the root in one chunk; the publication is created
+// with publish_via_partition_root, so their partitions' changes arrive as the root's (a TRUNCATE of a single
+// partition is then not published).
 //
 // Snapshot: on the first run the replication slot is created (pgoutput) with an exported snapshot, and each
 // table is copied in chunks of heap pages (ctid ranges), by Config.Workers connections that import that
@@ -246,6 +252,12 @@ func (p *pipeline) setup(ctx context.Context) error {
 		p.cfg.Publication).Scan(&exists); err != nil {
 		return fmt.Errorf("postgres: publication %s: %w", p.cfg.Publication, err)
 	}
+	var partitioned *tableInfo
+	for _, t := range p.tables {
+		if t.partitioned {
+			partitioned = t
+		}
+	}
 	if !exists {
 		sql := "CREATE PUBLICATION " + pgx.Identifier{p.cfg.Publication}.Sanitize() + " FOR TABLE "
 		for i, t := range p.tables {
@@ -254,14 +266,39 @@ func (p *pipeline) setup(ctx context.Context) error {
 			}
 			sql += t.qualified()
 		}
+		if partitioned != nil {
+			// A partition's changes then come as its partitioned table's: one relation, one Iceberg table.
+			sql += " WITH (publish_via_partition_root = true)"
+		}
 		if _, err := p.conn.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("postgres: creating publication %s: %w", p.cfg.Publication, err)
+		}
+	} else if partitioned != nil {
+		var viaRoot bool
+		if err := p.conn.QueryRow(ctx, `SELECT pubviaroot FROM pg_publication WHERE pubname = $1`,
+			p.cfg.Publication).Scan(&viaRoot); err != nil {
+			return fmt.Errorf("postgres: publication %s: %w", p.cfg.Publication, err)
+		}
+		if !viaRoot {
+			return fmt.Errorf("postgres: publication %s does not publish via the partition root, which partitioned table %s needs: ALTER PUBLICATION %s SET (publish_via_partition_root = true)",
+				p.cfg.Publication, partitioned, p.cfg.Publication)
 		}
 	}
 	if p.cfg.KeepReplicaIdentity {
 		return nil
 	}
 	for _, t := range p.tables {
+		// A partitioned table's old rows are logged by its leaves: each needs FULL.
+		for i, l := range t.leaves {
+			if l.replIdent == 'f' {
+				continue
+			}
+			if _, err := p.conn.Exec(ctx, "ALTER TABLE "+l.qualified+" REPLICA IDENTITY FULL"); err != nil {
+				return fmt.Errorf("postgres: table %s partition %s: setting REPLICA IDENTITY FULL (or set Config.KeepReplicaIdentity): %w",
+					t, l.qualified, err)
+			}
+			t.leaves[i].replIdent = 'f'
+		}
 		if t.replIdent == 'f' {
 			continue
 		}
@@ -288,6 +325,9 @@ func (p *pipeline) openRouter(ctx context.Context) error {
 	ropts := append([]iceberg.RouterOption{iceberg.WithWriterOptions(wopts...),
 		iceberg.WithTableConfig(func(ctx context.Context, ident table.Identifier, first *arrow.Schema) (iceberg.TableConfig, error) {
 			k := keys[identString(ident)]
+			if len(k) == 0 { // append-only (ErrNoPrimaryKey)
+				return iceberg.TableConfig{Create: slices.Clone(p.cfg.CreateOptions)}, nil
+			}
 			return iceberg.TableConfig{
 				Create:  append(slices.Clone(p.cfg.CreateOptions), iceberg.IdentifierFields(k...)),
 				Options: []iceberg.Option{iceberg.WithKeys(k...)},

@@ -172,23 +172,60 @@ func TestSnapshotThenLiveChangesMatchModel(t *testing.T) {
 	}
 }
 
-func TestUnmappedTypeAndMissingKeyFailBeforeTheSnapshot(t *testing.T) {
+func TestUnmappedTypeFailsBeforeTheSnapshot(t *testing.T) {
 	ctx := context.Background()
 	dsn, slot := sourceDB(t)
-	execSQL(t, dsn, "CREATE TABLE spans (id int PRIMARY KEY, took interval)", "CREATE TABLE logs (line text)")
+	execSQL(t, dsn, "CREATE TABLE spans (id int PRIMARY KEY, took interval)")
 	cat := openCatalog(t, catalogURI(t))
 	err := postgres.Run(ctx, cat, postgres.Config{DSN: dsn, Slot: slot, Tables: []string{"spans"}})
 	if !errors.Is(err, postgres.ErrUnsupportedType) || !strings.Contains(err.Error(), "public.spans") ||
 		!strings.Contains(err.Error(), `"took"`) {
 		t.Fatalf("err = %v, want ErrUnsupportedType naming public.spans and took", err)
 	}
-	err = postgres.Run(ctx, cat, postgres.Config{DSN: dsn, Slot: slot, Tables: []string{"public.logs"}})
-	if !errors.Is(err, postgres.ErrNoPrimaryKey) || !strings.Contains(err.Error(), "public.logs") {
-		t.Fatalf("err = %v, want ErrNoPrimaryKey naming public.logs", err)
-	}
 	var slots int
 	if err := mustConn(t, dsn).QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", slot).
 		Scan(&slots); err != nil || slots != 0 {
 		t.Fatalf("%d slots (%v): nothing may be created before the checks pass", slots, err)
+	}
+}
+
+// TestTableWithoutKeyIsAppendOnly: a table without a primary key is copied and its inserts appended (the table
+// equals the model); a delete of it in the stream stops the pipeline with ErrNoPrimaryKey naming the table.
+func TestTableWithoutKeyIsAppendOnly(t *testing.T) {
+	ctx := context.Background()
+	dsn, slot := sourceDB(t)
+	execSQL(t, dsn, "CREATE TABLE logs (line text, n int)",
+		"INSERT INTO logs SELECT 'line ' || i, i FROM generate_series(1, 300) i")
+	want := model{}
+	for i := 1; i <= 300; i++ {
+		want["line "+strconv.Itoa(i)] = map[string]string{"n": strconv.Itoa(i)}
+	}
+	cat := openCatalog(t, catalogURI(t))
+	ev := newEvents()
+	runCtx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	finished := make(chan struct{})
+	t.Cleanup(func() { stop(); <-finished })
+	go func() {
+		defer close(finished)
+		errc <- postgres.Run(runCtx, cat, postgres.Config{DSN: dsn, Slot: slot, Tables: []string{"logs"},
+			FlushInterval: 100 * time.Millisecond, OnEvent: ev.on})
+	}()
+	ev.waitKind(t, "live-start", errc)
+	read := func() (model, error) { return readTable(ctx, cat, table.Identifier{"public", "logs"}, "line") }
+	converge(t, ctx, read, want, ev.kick, errc)
+	execSQL(t, dsn, "INSERT INTO logs SELECT 'line ' || i, i FROM generate_series(301, 350) i")
+	for i := 301; i <= 350; i++ {
+		want["line "+strconv.Itoa(i)] = map[string]string{"n": strconv.Itoa(i)}
+	}
+	converge(t, ctx, read, want, ev.kick, errc)
+	execSQL(t, dsn, "DELETE FROM logs WHERE n = 1")
+	select {
+	case err := <-errc:
+		if !errors.Is(err, postgres.ErrNoPrimaryKey) || !strings.Contains(err.Error(), "public.logs") {
+			t.Fatalf("Run after a delete: %v, want ErrNoPrimaryKey naming public.logs", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the pipeline went on past a delete of a table without a primary key")
 	}
 }

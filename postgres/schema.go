@@ -12,8 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ErrNoPrimaryKey is wrapped by the error for a table without a primary key: the live phase applies updates
-// and deletes by key, and the key becomes the Iceberg table's identifier fields.
+// ErrNoPrimaryKey is wrapped by the error for what a table without a primary key cannot take. Such a table is
+// append-only: copied, then its inserts appended (no identifier fields); an update, a delete or a truncate of
+// it in the stream stops the pipeline with this error naming the table, and so does resuming its interrupted
+// snapshot (a fresh snapshot's rows cannot be matched to those already copied without a key).
 var ErrNoPrimaryKey = errors.New("postgres: table has no primary key")
 
 // column is one source column and its mapping.
@@ -31,10 +33,21 @@ type tableInfo struct {
 	schema    string
 	name      string
 	replIdent byte // pg_class.relreplident: 'd' default, 'f' full, 'i' index, 'n' nothing
-	cols      []column
-	key       []string
-	ident     table.Identifier
-	arrow     *arrow.Schema // the table's Arrow schema (NOT NULL columns required)
+	// partitioned is a partitioned table (declarative partitioning, relkind p): one Iceberg table holds its
+	// partitions' rows, copied through the root, and the publication sends their changes as the root's
+	// (publish_via_partition_root). leaves are its leaf partitions, quoted, with their replica identity.
+	partitioned bool
+	leaves      []leaf
+	cols        []column
+	key         []string
+	ident       table.Identifier
+	arrow       *arrow.Schema // the table's Arrow schema (NOT NULL columns required)
+}
+
+// leaf is a leaf partition of a partitioned table.
+type leaf struct {
+	qualified string
+	replIdent byte
 }
 
 // qualified is the table's quoted name for SQL.
@@ -89,22 +102,28 @@ func (c *catalogLookup) lookup(ctx context.Context, oid uint32) (pgType, error) 
 // "schema.table" or "table" (schema public); none means every ordinary table outside the system schemas. Any
 // column without a mapping, or a table without a primary key, is an error naming the table (and column).
 func discover(ctx context.Context, q querier, m *typeMapper, names []string, namespace []string) ([]*tableInfo, error) {
-	rows, err := q.Query(ctx, `SELECT c.oid, n.nspname::text, c.relname::text, c.relreplident::text
+	rows, err := q.Query(ctx, `SELECT c.oid, n.nspname::text, c.relname::text, c.relreplident::text, c.relkind = 'p',
+		  COALESCE((SELECT pn.nspname || '.' || pc.relname FROM pg_inherits i JOIN pg_class pc ON pc.oid = i.inhparent
+		    JOIN pg_namespace pn ON pn.oid = pc.relnamespace WHERE i.inhrelid = c.oid AND c.relispartition), '')
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+		WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
 		  AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp%'
 		ORDER BY 2, 3`)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: listing tables: %w", err)
 	}
 	var all []*tableInfo
+	parentOf := map[*tableInfo]string{} // partitions: their parent, schema.name
 	for rows.Next() {
 		t := &tableInfo{}
-		var ri string
-		if err := rows.Scan(&t.oid, &t.schema, &t.name, &ri); err != nil {
+		var ri, parent string
+		if err := rows.Scan(&t.oid, &t.schema, &t.name, &ri, &t.partitioned, &parent); err != nil {
 			return nil, err
 		}
 		t.replIdent = ri[0]
+		if parent != "" {
+			parentOf[t] = parent
+		}
 		all = append(all, t)
 	}
 	if err := rows.Err(); err != nil {
@@ -112,7 +131,11 @@ func discover(ctx context.Context, q querier, m *typeMapper, names []string, nam
 	}
 	var picked []*tableInfo
 	if len(names) == 0 {
-		picked = all
+		for _, t := range all {
+			if _, part := parentOf[t]; !part { // a partition's rows go with its partitioned table
+				picked = append(picked, t)
+			}
+		}
 	} else {
 		for _, n := range names {
 			schema, name, ok := strings.Cut(n, ".")
@@ -127,6 +150,10 @@ func discover(ctx context.Context, q querier, m *typeMapper, names []string, nam
 			}
 			if found == nil {
 				return nil, fmt.Errorf("postgres: table %s.%s not found", schema, name)
+			}
+			if parent, part := parentOf[found]; part {
+				return nil, fmt.Errorf("postgres: table %s is a partition of %s: list the partitioned table (its partitions' rows go to one Iceberg table)",
+					found, parent)
 			}
 			picked = append(picked, found)
 		}
@@ -178,9 +205,27 @@ func describe(ctx context.Context, q querier, m *typeMapper, t *tableInfo) error
 	if err != nil {
 		return fmt.Errorf("postgres: primary key of %s: %w", t, err)
 	}
-	if len(t.key) == 0 {
-		return fmt.Errorf("%w: %s (add one, or leave the table out)", ErrNoPrimaryKey, t)
-	}
 	t.arrow = tableSchema(t.cols)
+	if t.partitioned {
+		rows, err = q.Query(ctx, `SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relreplident::text
+			FROM pg_partition_tree($1::oid::regclass) p JOIN pg_class c ON c.oid = p.relid
+			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE p.isleaf ORDER BY 1`, t.oid)
+		if err != nil {
+			return fmt.Errorf("postgres: partitions of %s: %w", t, err)
+		}
+		t.leaves = t.leaves[:0]
+		for rows.Next() {
+			var l leaf
+			var ri string
+			if err := rows.Scan(&l.qualified, &ri); err != nil {
+				return err
+			}
+			l.replIdent = ri[0]
+			t.leaves = append(t.leaves, l)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: partitions of %s: %w", t, err)
+		}
+	}
 	return nil
 }

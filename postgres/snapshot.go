@@ -71,6 +71,10 @@ func (p *pipeline) snapshot(ctx context.Context, name string, lsn uint64, positi
 				if pos[p.chunkPartition(i)] == "done" {
 					continue
 				}
+				if len(t.key) == 0 {
+					return fmt.Errorf("%w: %s: its snapshot was interrupted, and a new snapshot's rows cannot be matched to those copied: drop its Iceberg table to copy it again",
+						ErrNoPrimaryKey, t)
+				}
 				chunks = append(chunks, newChunk(t, i, pl, true))
 				left[t]++
 			}
@@ -84,6 +88,9 @@ func (p *pipeline) snapshot(ctx context.Context, name string, lsn uint64, positi
 				return fmt.Errorf("postgres: size of %s: %w", t, err)
 			}
 			pl := plan{lsn: lsn, perChunk: p.cfg.ChunkPages, chunks: int(max(1, (pages+p.cfg.ChunkPages-1)/p.cfg.ChunkPages))}
+			if t.partitioned {
+				pl.chunks = 1 // its heap is its partitions': copied through the root, in one chunk
+			}
 			plans[t] = pl
 			// The plan is the table's first position: every commit of its rows carries it.
 			if err := p.writer(t).CheckpointPositions(ctx, map[string]string{p.planPartition(): pl.String()}); err != nil {
@@ -215,7 +222,11 @@ func (p *pipeline) copyChunk(ctx context.Context, conn *pgconn.PgConn, c chunk) 
 	for i, col := range t.cols {
 		cols[i] = pgx.Identifier{col.name}.Sanitize()
 	}
-	sql := "COPY (SELECT " + strings.Join(cols, ", ") + " FROM ONLY " + t.qualified()
+	from := " FROM ONLY "
+	if t.partitioned {
+		from = " FROM " // the rows of its partitions
+	}
+	sql := "COPY (SELECT " + strings.Join(cols, ", ") + from + t.qualified()
 	if c.n > 1 {
 		sql += fmt.Sprintf(" WHERE ctid >= '(%d,0)'::tid", c.from)
 		if c.to >= 0 {

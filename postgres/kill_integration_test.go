@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,7 +25,9 @@ import (
 
 // TestPipelineChild is the pipeline process the kill tests start and kill -9 (it runs only when they set
 // PG17_CHILD_DSN). It prints each event and each commit to stdout, one line each, and runs until killed or
-// interrupted.
+// interrupted. With PG17_CHILD_HOLD=1 its snapshot stops at the first chunk copied after a commit of rows (one
+// copy worker: the event is called on it) and says "EVENT hold": a kill then lands in the middle of the
+// snapshot however fast or loaded the machine, with part of it committed.
 func TestPipelineChild(t *testing.T) {
 	dsn := os.Getenv("PG17_CHILD_DSN")
 	if dsn == "" {
@@ -39,6 +42,8 @@ func TestPipelineChild(t *testing.T) {
 		defer mu.Unlock()
 		fmt.Printf(format+"\n", args...)
 	}
+	hold := os.Getenv("PG17_CHILD_HOLD") == "1"
+	var committed atomic.Bool
 	err := postgres.Run(ctx, cat, postgres.Config{
 		DSN: dsn, Slot: os.Getenv("PG17_CHILD_SLOT"), ChunkPages: 32, Workers: 1, BatchRows: 250,
 		FlushInterval: 100 * time.Millisecond,
@@ -46,8 +51,19 @@ func TestPipelineChild(t *testing.T) {
 		// default 512 MiB target its rows would all commit at its end, leaving nothing to kill it in the middle of).
 		RouterOptions: []iceberg.RouterOption{iceberg.WithBulkTargetFileSize(64 << 10)},
 		WriterOptions: []iceberg.Option{iceberg.WithMemoryLimit(8 << 20),
-			iceberg.WithOnCommit(func(ci iceberg.CommitInfo) { say("COMMIT %d", ci.Rows) })},
-		OnEvent: func(e postgres.Event) { say("EVENT %s %s %d %d", e.Kind, e.Table, e.Rows, e.LSN) },
+			iceberg.WithOnCommit(func(ci iceberg.CommitInfo) {
+				say("COMMIT %d", ci.Rows)
+				if ci.Rows > 0 {
+					committed.Store(true)
+				}
+			})},
+		OnEvent: func(e postgres.Event) {
+			say("EVENT %s %s %d %d", e.Kind, e.Table, e.Rows, e.LSN)
+			if e.Kind == "chunk" && hold && committed.Load() {
+				say("EVENT hold")
+				<-ctx.Done()
+			}
+		},
 	})
 	if err != nil && ctx.Err() == nil {
 		t.Fatal(err)
@@ -62,10 +78,11 @@ type child struct {
 	exit  chan error
 }
 
-func startChild(t *testing.T, dsn, catalogURI, slot string) *child {
+func startChild(t *testing.T, dsn, catalogURI, slot string, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPipelineChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "PG17_CHILD_DSN="+dsn, "PG17_CHILD_CATALOG="+catalogURI, "PG17_CHILD_SLOT="+slot)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -140,17 +157,13 @@ func TestKillDuringSnapshotAndLiveResumesExactly(t *testing.T) {
 	itemsID := table.Identifier{"public", "items"}
 	read := func() (model, error) { return readTable(ctx, cat, itemsID, "id") }
 
-	// 1. kill -9 in the middle of the snapshot: after a commit of copied rows, before the snapshot is done.
-	c := startChild(t, dsn, uri, slot)
-	chunks := 0
+	// 1. kill -9 in the middle of the snapshot: the child holds its copy once it committed rows.
+	c := startChild(t, dsn, uri, slot, "PG17_CHILD_HOLD=1")
 	c.until(t, "a commit during the snapshot", func(l string) bool {
 		if strings.HasPrefix(l, "EVENT snapshot-done") {
 			t.Fatal("the snapshot finished before the kill: copy more rows")
 		}
-		if strings.HasPrefix(l, "EVENT chunk public.items") {
-			chunks++
-		}
-		return strings.HasPrefix(l, "COMMIT ") && l != "COMMIT 0" && chunks >= 2
+		return l == "EVENT hold"
 	})
 	c.kill9(t)
 	got, err := read()

@@ -52,11 +52,13 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 			}()
 		}
 	}
+	var packed *packedFiles
 	if err == nil && len(b.recs) > 0 {
 		if w.files.carries(tbl, b) {
 			err = w.files.writeBulk(ctx, tbl, schema, b) // its files come when they close (bulkfile.go)
 		} else {
-			files, err = w.files.write(ctx, tbl, schema, b)
+			// Only the commit reads an inserts-only batch's files (a key index reads them too): packed until then.
+			files, packed, err = w.files.write(ctx, tbl, schema, b, !b.keyed && !indexed)
 		}
 	}
 	if delDone != nil {
@@ -71,12 +73,12 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 	if err != nil {
 		return err
 	}
-	b.files, b.deletes = files, deletes
-	b.held = int64(len(files)+len(deletes)) * fileMetaBytes(schema)
+	b.files, b.deletes, b.packed = files, deletes, packed
+	b.held = packed.memBytes() + int64(len(files)+len(deletes))*fileMetaBytes(schema)
+	b.runHeld = int64(b.dataFileCount()+len(deletes)) * fileMetaBytes(schema)
 	if res != nil {
 		b.written, b.keyedSet = res.written, res.keyed
 	}
-	w.files.count(files)
 	return nil
 }
 
@@ -88,12 +90,16 @@ func (e *fileEncoder) count(files []ice.DataFile) {
 	}
 }
 
-// fileMetaBytes estimates the memory one data or delete file's metadata holds from its write to its commit:
-// iceberg-go's DataFile keeps its path, partition maps and each column's statistics (sizes, counts, bounds),
-// about 1 KiB plus 190 B a column (2.2 KiB measured on a six-column table). A batch that fans out over 86,000
-// partitions holds 190 MiB of it, so the memory limit counts it (pipeline.heldLocked).
+// fileMetaBytes estimates the memory one data or delete file's metadata holds as an iceberg-go DataFile: its
+// path, partition maps and each column's statistics, once as Avro lists and, after any statistics accessor ran,
+// again as maps (Go maps grow in steps: 9 columns cost as much as 12). Measured once read (TestFileMetadataMemory,
+// files of identity partitions): 3.2 KiB on 2 columns, 3.7 KiB on 6, 8.1 KiB on 16, 14.4 KiB on 32, 27.3 KiB on
+// 64; 2.4 KiB on 6 columns as WriteRecords builds it. The estimate covers every one of them, within 1.5 times.
+// A batch's files held this way until the commit count against the memory limit (pipeline.heldLocked), and a run
+// takes batches up to a share of the limit of it (pipeline.runHeldCap): the files of inserts-only batches wait
+// packed (heldfiles.go, about a tenth of it) and take this much only in the run that commits them.
 func fileMetaBytes(schema *arrow.Schema) int64 {
-	return 1024 + 192*int64(schema.NumFields())
+	return 2560 + 416*int64(schema.NumFields())
 }
 
 // fileEncoder writes a batch's rows as Parquet data files through iceberg-go's writer: files rolled at the
@@ -120,13 +126,32 @@ type fileEncoder struct {
 	open  bulkFiles
 }
 
-// write encodes one batch (partitioning, rolling and statistics included).
+// write encodes one batch (partitioning, rolling and statistics included) and returns its data files, packed
+// when pack is set (heldfiles.go: files only the commit reads), else as iceberg-go built them.
 //
 // On a partitioned table the batch is joined into one record and its rows grouped by partition (fanout.go):
 // chunks of whole partitions go to iceberg-go's clustered writer, which keeps one data file open at a time, a
 // few chunks at once. A batch whose partition values the grouping cannot read is written as one record by a
 // single clustered write.
-func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch) ([]ice.DataFile, error) {
+func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch,
+	pack bool) ([]ice.DataFile, *packedFiles, error) {
+	var keep *packedFiles
+	if pack {
+		keep = newPackedFiles(tbl)
+	}
+	files, err := e.writeFiles(ctx, tbl, schema, b, keep)
+	if err != nil {
+		return nil, nil, err
+	}
+	if keep != nil {
+		keep.trim()
+	}
+	return files, keep, nil
+}
+
+// writeFiles is write's encoding: the files it wrote go into keep when it is not nil (returned otherwise).
+func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch,
+	keep *packedFiles) ([]ice.DataFile, error) {
 	opts := []table.WriteRecordOption{
 		table.WithTargetFileSize(e.fileSize()),
 		table.WithParquetRowGroupLimit(e.rowGroupRows),
@@ -153,7 +178,11 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 				}
 			}
 		}
-		return collectFiles(table.WriteRecords(ctx, bt, schema, recs, append(opts, table.WithWriteUUID(e.names.next()))...))
+		files, err := collectFiles(table.WriteRecords(ctx, bt, schema, recs, append(opts, table.WithWriteUUID(e.names.next()))...))
+		if err != nil {
+			return nil, err
+		}
+		return e.keep(files, keep)
 	}
 	one := b.recs[0]
 	if len(b.recs) > 1 {
@@ -178,7 +207,7 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 		e.partShare.Store(math.Float64bits(float64(groups.largest()) / float64(rows)))
 		e.lastParts.Store(int64(groups.count()))
 		e.warnFanout(tbl, groups.count(), rows)
-		return e.writeFanout(ctx, tbl, schema, one, groups, opts)
+		return e.writeFanout(ctx, tbl, schema, one, groups, opts, keep)
 	}
 	// Partition sources the grouping cannot read: the key columns' bloom filters are sized for twice the largest
 	// partition's share in the writer's previous batch (a first batch sizes them for all its rows). A filter
@@ -201,7 +230,16 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 		largest = max(largest, df.Count())
 	}
 	e.partShare.Store(math.Float64bits(float64(largest) / float64(rows)))
-	return out, nil
+	return e.keep(out, keep)
+}
+
+// keep counts files written (Stats) and packs them into keep, returning nil, or returns them when keep is nil.
+func (e *fileEncoder) keep(files []ice.DataFile, keep *packedFiles) ([]ice.DataFile, error) {
+	e.count(files)
+	if keep == nil {
+		return files, nil
+	}
+	return nil, keep.add(files)
 }
 
 // warnFanout warns, once per writer, of a batch over more than the warning's count of partitions.

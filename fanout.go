@@ -335,7 +335,7 @@ func fanoutChunks(g *partitionGroups, maxParts int) []fanoutChunk {
 // chunk's rows are taken from the record into a record of their own, partition after partition; its key bloom
 // filters are sized for its largest partition.
 func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema *arrow.Schema, rec arrow.RecordBatch,
-	g *partitionGroups, opts []table.WriteRecordOption) ([]ice.DataFile, error) {
+	g *partitionGroups, opts []table.WriteRecordOption, keep *packedFiles) ([]ice.DataFile, error) {
 	chunks := fanoutChunks(g, e.limits.chunkPartitions)
 	// write writes one chunk's record (owned).
 	write := func(ctx context.Context, c fanoutChunk, part arrow.RecordBatch) ([]ice.DataFile, error) {
@@ -350,9 +350,16 @@ func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema 
 	if len(chunks) == 1 {
 		// One chunk: the record as it is (the clustered writer groups its rows itself).
 		rec.Retain()
-		return write(ctx, chunks[0], rec)
+		files, err := write(ctx, chunks[0], rec)
+		if err != nil {
+			return nil, err
+		}
+		return e.keep(files, keep)
 	}
+	// Each chunk's files are packed as soon as it is written (when keep is set): a part of 9,000 partitions
+	// would otherwise hold 9,000 DataFiles as built until its last chunk ends.
 	out := make([][]ice.DataFile, len(chunks))
+	packs := make([]*packedFiles, len(chunks))
 	budget := int64(e.rowGroupRows)
 	rowsSem := semaphore.NewWeighted(budget)
 	eg, ectx := errgroup.WithContext(ctx)
@@ -373,7 +380,13 @@ func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema 
 				return fmt.Errorf("iceberg: the rows of %d partitions: %w", len(c.parts), err)
 			}
 			files, err := write(ectx, c, part)
-			out[i] = files
+			if err != nil {
+				return err
+			}
+			if keep != nil {
+				packs[i] = &packedFiles{spec: keep.spec, schema: keep.schema, version: keep.version}
+			}
+			out[i], err = e.keep(files, packs[i])
 			return err
 		})
 	}
@@ -382,6 +395,14 @@ func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema 
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if keep != nil {
+		for _, p := range packs {
+			if p != nil {
+				keep.merge(p)
+			}
+		}
+		return nil, nil
 	}
 	return slices.Concat(out...), nil
 }

@@ -76,9 +76,14 @@ func (w *Writer) encodedHook() func(b *batch, start time.Time) {
 	}
 	return func(b *batch, start time.Time) {
 		now := time.Now()
-		for i, f := range append(b.files[:len(b.files):len(b.files)], b.deletes...) {
+		files, err := b.dataFiles(nil)
+		if err != nil {
+			w.env.log.Error("iceberg: no FileWritten events for a batch", "table", w.env.ident, "seq", b.seq, "err", err)
+			return
+		}
+		for i, f := range append(files, b.deletes...) {
 			w.cbs.emit(FileWritten{Table: w.env.ident, WriterID: w.env.id, Seq: b.seq, Path: f.FilePath(), Index: i,
-				Deletes: i >= len(b.files), Rows: f.Count(), Bytes: f.FileSizeBytes(), Encode: now.Sub(start), At: now})
+				Deletes: i >= len(files), Rows: f.Count(), Bytes: f.FileSizeBytes(), Encode: now.Sub(start), At: now})
 		}
 	}
 }

@@ -135,10 +135,11 @@ func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.flu
 func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
 
 // WithMemoryLimit bounds the memory the writer holds: row data (the open buffer plus batches waiting for or in
-// encoding), the metadata of data files written and not yet committed (about 1 KiB plus 192 B a column per
-// file; a batch writes a file per partition it touches, so a batch over 86,000 identity partitions holds
-// 190 MiB of it until its commit) and a reserve of 48 MiB of encoder working memory per batch in flight (at
-// least a quarter of the limit stays for rows). Write blocks while the limit is reached. Default:
+// encoding), the metadata of data files written and not yet committed (a batch writes a file per partition it
+// touches: about 400 B a file of six columns while it waits, packed, and 2.5 KiB plus 416 B a column in the
+// commit that adds it, which is why a batch over many partitions is committed in parts of an eighth of the
+// limit left for rows) and a reserve of 48 MiB of encoder working memory per batch in flight (at least a
+// quarter of the limit stays for rows). Write blocks while the limit is reached. Default:
 // DefaultMemoryLimit (256 MiB). The Go runtime lets the heap grow to about twice the live data between
 // collections (GOGC=100); set GOMEMLIMIT to bound the process itself.
 func WithMemoryLimit(n int64) Option { return func(o *options) { o.memoryLimit = n } }

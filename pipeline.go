@@ -608,6 +608,7 @@ func (p *pipeline) encode(b *batch) {
 		c.span.done, c.span.until = true, c.until
 		c.holder.files = append(c.holder.files, c.df)
 		c.holder.held += c.held
+		c.holder.runHeld += c.held
 	}
 	b.closes = nil
 	b.staged = true
@@ -759,7 +760,7 @@ func (p *pipeline) nextRun() []*batch {
 	if c := p.cfg.runHeldCap; c > 0 {
 		var held int64
 		for i, b := range p.queue[:n] {
-			if held += b.held; held > c && i > 0 {
+			if held += b.runHeld; held > c && i > 0 {
 				n = i
 				break
 			}
@@ -1005,9 +1006,7 @@ func (p *pipeline) release(ctx context.Context) {
 		if b.handed {
 			continue // a run whose outcome may be unknown: its files are kept
 		}
-		for _, f := range append(b.files, b.deletes...) {
-			orphans = append(orphans, f.FilePath())
-		}
+		orphans = append(orphans, b.filePaths()...)
 	}
 	p.queue = nil
 	p.addMem(-p.memUsed)

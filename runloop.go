@@ -19,7 +19,10 @@ import (
 // batches committed. It runs inside the commit queue, on the writer's context.
 func (w *Writer) commit(ctx context.Context, batches []*batch) (*Run, *CommitResult, error) {
 	tbl := w.view.table()
-	run := w.runs.form(tbl, batches)
+	run, err := w.runs.form(tbl, batches)
+	if err != nil {
+		return nil, nil, err
+	}
 	dvs, err := w.keys.apply(ctx, tbl, run, batches)
 	var res *CommitResult
 	if err == nil {
@@ -140,8 +143,8 @@ func (r *runStage) sideFiles() *positionsCache {
 }
 
 // form makes the run of consecutive staged batches the pipeline cut from its queue, on tbl, the table as the
-// writer last saw it.
-func (r *runStage) form(tbl *table.Table, batches []*batch) *Run {
+// writer last saw it. Packed data files are decoded here (the error: one that does not decode).
+func (r *runStage) form(tbl *table.Table, batches []*batch) (*Run, error) {
 	e := r.env
 	n := len(batches)
 	run := &Run{
@@ -163,7 +166,10 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) *Run {
 			seg = &run.Segments[len(run.Segments)-1]
 			segWritten = segWritten[:0]
 		}
-		seg.DataFiles = append(seg.DataFiles, b.files...)
+		var err error
+		if seg.DataFiles, err = b.dataFiles(seg.DataFiles); err != nil {
+			return nil, err
+		}
 		seg.DeleteFiles = append(seg.DeleteFiles, b.deletes...)
 		seg.DeleteKeys = append(seg.DeleteKeys, b.cowKeys...)
 		b.segIdx = len(run.Segments) - 1
@@ -187,7 +193,7 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) *Run {
 		}
 	}
 	run.PositionBases = r.basesOf(run.Positions)
-	return run
+	return run, nil
 }
 
 // committed follows a run's commit inside the commit queue: it is logged, its callback is queued (delivered in

@@ -74,8 +74,10 @@ type batch struct {
 	// was reached first): a run may end after it only once later checkpoints cover them.
 	uncovered map[string]struct{}
 	files     []ice.DataFile
+	packed    *packedFiles        // the data files only the commit reads, packed (heldfiles.go); with files, all of them
 	deletes   []ice.DataFile      // equality delete files
 	held      int64               // memory the metadata of files and deletes holds until the commit (fileMetaBytes)
+	runHeld   int64               // memory their metadata takes unpacked, in the run that commits them
 	cowKeys   []arrow.RecordBatch // copy-on-write: key-only records of the keys upserted or deleted
 	keyRecs   []arrow.RecordBatch // key index on: the keys upserted or deleted, for keyStage.apply
 	fileKeys  []fileKeys          // key index on: the keys of each new data file, in row order (keyStage.readKeys)

@@ -1,0 +1,170 @@
+package iceberg
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"runtime"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+)
+
+// heapInUse is the live heap after two collections.
+func heapInUse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// widePartitioned makes n rows of a table of cols columns (an int64 partition source p, then float64 and
+// string columns by turns), two rows a value of p.
+func widePartitioned(cols, n int) arrow.RecordBatch {
+	fields := []arrow.Field{{Name: "p", Type: arrow.PrimitiveTypes.Int64}}
+	for c := 1; c < cols; c++ {
+		if c%2 == 0 {
+			fields = append(fields, arrow.Field{Name: fmt.Sprint("s", c), Type: arrow.BinaryTypes.String, Nullable: true})
+		} else {
+			fields = append(fields, arrow.Field{Name: fmt.Sprint("f", c), Type: arrow.PrimitiveTypes.Float64, Nullable: true})
+		}
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+	defer b.Release()
+	for i := range n {
+		b.Field(0).(*array.Int64Builder).Append(int64(i / 2))
+		for c := 1; c < cols; c++ {
+			if c%2 == 0 {
+				b.Field(c).(*array.StringBuilder).Append(fmt.Sprintf("value-%040d", i))
+			} else {
+				b.Field(c).(*array.Float64Builder).Append(float64(i))
+			}
+		}
+	}
+	return b.NewRecordBatch()
+}
+
+// TestFileMetadataMemory measures what a data file's metadata holds from its write to its commit, on tables of
+// 6 and 16 columns partitioned by identity, a file per partition: fileMetaBytes covers a DataFile as
+// iceberg-go's WriteRecords builds it and as a run's commit holds it (decoded from its pack, every accessor
+// read), within 1.5 times; a pack holds at most what it counts (memBytes) and under a quarter of the DataFiles
+// it replaces; and every file decodes from its pack as it was written.
+func TestFileMetadataMemory(t *testing.T) {
+	for _, cols := range []int{6, 16} {
+		t.Run(fmt.Sprintf("columns=%d", cols), func(t *testing.T) {
+			ctx := context.Background()
+			const files = 400
+			rec := widePartitioned(cols, 2*files)
+			defer rec.Release()
+			w, err := NewWriter(ctx, openTestCatalog(t), table.Identifier{"b", "t"},
+				WithCreate(rec.Schema(), PartitionBy("identity(p)")), WithFlushInterval(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close(ctx)
+			tbl, conf := w.view.get()
+			schema := conf.target
+			rec.Retain()
+			before := heapInUse()
+			built, err := (&fileEncoder{mem: memory.DefaultAllocator, rowGroupRows: DefaultRowGroupRows}).writeRecord(
+				ctx, tbl, schema, rec, []table.WriteRecordOption{table.WithClusteredWrite()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(built) != files {
+				t.Fatalf("%d files, want %d", len(built), files)
+			}
+			builtCost := (heapInUse() - before) / files
+
+			warm := newPackedFiles(tbl) // iceberg-go caches the Avro schema of the table's entries at first use
+			if err := warm.add(built[:1]); err != nil {
+				t.Fatal(err)
+			}
+			before = heapInUse()
+			pack := newPackedFiles(tbl)
+			if err := pack.add(built); err != nil {
+				t.Fatal(err)
+			}
+			pack.trim()
+			packCost := heapInUse() - before
+
+			before = heapInUse()
+			decoded, err := pack.unpack(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			decodedCost := (heapInUse() - before) / files
+			before = heapInUse()
+			for _, df := range decoded {
+				readDataFile(df)
+			}
+			readCost := decodedCost + (heapInUse()-before)/files
+			before = heapInUse()
+			for _, df := range built {
+				readDataFile(df)
+			}
+			builtReadCost := builtCost + (heapInUse()-before)/files
+			for i, df := range decoded {
+				sameDataFile(t, built[i], df)
+			}
+			est := fileMetaBytes(schema)
+			t.Logf("per file: built %d B (%d B read), decoded %d B (%d B read), estimate %d B; packed %d B (counted %d B)",
+				builtCost, builtReadCost, decodedCost, readCost, est, packCost/files, pack.memBytes()/files)
+			for name, cost := range map[string]int64{"as built": builtCost, "as built and read": builtReadCost,
+				"decoded": decodedCost, "decoded and read": readCost} {
+				if cost > est {
+					t.Errorf("a file's metadata %s takes %d B, over fileMetaBytes' %d B", name, cost, est)
+				}
+			}
+			if most := max(builtReadCost, readCost); 2*est > 3*most {
+				t.Errorf("fileMetaBytes estimates %d B, over 1.5 times the most a file took (%d B)", est, most)
+			}
+			if packCost > pack.memBytes()*21/20 {
+				t.Errorf("a pack of %d files takes %d B, counted as %d B", files, packCost, pack.memBytes())
+			}
+			if 4*pack.memBytes() > builtCost*files {
+				t.Errorf("a pack of %d files takes %d B, the files as built %d B: not a quarter", files, pack.memBytes(), builtCost*files)
+			}
+			runtime.KeepAlive(built)
+			runtime.KeepAlive(decoded)
+		})
+	}
+}
+
+// readDataFile calls every accessor of df.
+func readDataFile(df ice.DataFile) {
+	_, _, _, _ = df.Partition(), df.ColumnSizes(), df.ValueCounts(), df.NullValueCounts()
+	_, _, _ = df.NaNValueCounts(), df.LowerBoundValues(), df.UpperBoundValues()
+}
+
+// sameDataFile fails unless got carries everything of want a manifest entry does.
+func sameDataFile(t *testing.T, want, got ice.DataFile) {
+	t.Helper()
+	same := func(what string, a, b any) {
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("%s: %s %v, want %v", want.FilePath(), what, b, a)
+		}
+	}
+	same("path", want.FilePath(), got.FilePath())
+	same("content", want.ContentType(), got.ContentType())
+	same("format", want.FileFormat(), got.FileFormat())
+	same("partition", want.Partition(), got.Partition())
+	same("spec", want.SpecID(), got.SpecID())
+	same("rows", want.Count(), got.Count())
+	same("size", want.FileSizeBytes(), got.FileSizeBytes())
+	same("column sizes", want.ColumnSizes(), got.ColumnSizes())
+	same("value counts", want.ValueCounts(), got.ValueCounts())
+	same("null counts", want.NullValueCounts(), got.NullValueCounts())
+	same("NaN counts", want.NaNValueCounts(), got.NaNValueCounts())
+	same("lower bounds", want.LowerBoundValues(), got.LowerBoundValues())
+	same("upper bounds", want.UpperBoundValues(), got.UpperBoundValues())
+	same("split offsets", want.SplitOffsets(), got.SplitOffsets())
+	same("sort order", want.SortOrderID(), got.SortOrderID())
+	same("key metadata", want.KeyMetadata(), got.KeyMetadata())
+	same("first row id", want.FirstRowID(), got.FirstRowID())
+}

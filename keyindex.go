@@ -433,12 +433,8 @@ func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
 func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten map[string]struct{}) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	idx := k.idx.Load()
+	idx := k.indexBefore(pre, "a compaction")
 	if idx == nil {
-		return
-	}
-	if foreignSince(pre.Metadata(), k.branch, idx.base, k.writerID) {
-		k.dropLocked("the table changed outside this writer before a compaction", nil)
 		return
 	}
 	head := post.Metadata().SnapshotByName(k.branch)
@@ -464,6 +460,18 @@ func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten
 		idx.add(fileKeys{df: t.File, keys: keys})
 	}
 	idx.base = head.SnapshotID
+}
+
+// indexBefore returns the key index when no one but this writer changed the table between the index's base and
+// pre, the table one of the writer's maintenance commits (what) planned on; else it turns the index off and
+// returns nil. The caller holds mu.
+func (k *keyStage) indexBefore(pre *table.Table, what string) *keyIndex {
+	idx := k.idx.Load()
+	if idx != nil && foreignSince(pre.Metadata(), k.branch, idx.base, k.writerID) {
+		k.dropLocked("the table changed outside this writer before "+what, nil)
+		return nil
+	}
+	return idx
 }
 
 // drop turns the key index off for good: from now on upserts and deletes use equality deletes (batches already

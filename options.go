@@ -76,6 +76,7 @@ type options struct {
 	branch         string
 	autoCompact    int
 	smallFiles     int   // WithSmallFileCompaction; -1: default by table origin
+	convertEvery   int   // WithDeleteConversion
 	createErr      error // WithCreateFor: the struct type could not be mapped
 	keyIndexBytes  int64
 	orphanWindow   time.Duration
@@ -106,6 +107,7 @@ func defaultOptions() options {
 		keyIndexBytes:  DefaultKeyIndexBytes,
 		orphanWindow:   DefaultOrphanWindow,
 		smallFiles:     -1,
+		convertEvery:   DefaultDeleteConversionEvery,
 		logger:         slog.Default(),
 		branch:         table.MainBranch,
 	}
@@ -234,6 +236,14 @@ func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n
 // few seconds, a CDC stream) otherwise leave readers opening thousands of tiny files. Default:
 // DefaultSmallFileCompactionEvery (32) on tables the writer creates, off on others; 0 turns it off.
 func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFiles = n } }
+
+// WithDeleteConversion makes the maintainer convert the table's live equality delete files every n commits
+// (ConvertEqualityDeletes): their rows become position deletes (format v2) or deletion vectors (v3) and the
+// equality delete files are removed, so readers stop matching every older data file against them. It converts
+// anyone's equality deletes: other writers', older versions', and this writer's own when its key index cannot
+// place a key. A pass reads the equality columns of the data files the deletes apply to. Default:
+// DefaultDeleteConversionEvery (10); 0 turns it off.
+func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEvery = n } }
 
 // WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v3 table:
 // the index places each key's row, so upserts and deletes become deletion vectors (cheap to read) instead of

@@ -46,8 +46,8 @@ type keyLoc struct{ file, pos int32 }
 
 type indexedFile struct {
 	df     ice.DataFile
-	dv     *dv.RoaringPositionBitmap // positions this writer's deletion vectors removed
-	dvFile ice.DataFile              // this writer's live deletion vector for the file
+	dv     *dv.RoaringPositionBitmap // every position deleted: what the file's next deletion vector must hold
+	dvFile ice.DataFile              // the file's live deletion vector (nil: none), which the next one replaces
 }
 
 // fileKeys are the keys of a data file the writer wrote, in row order.
@@ -243,7 +243,7 @@ func concatChunks(c *arrow.Chunked) (arrow.Array, error) {
 // load opens the key index of a merge-on-read writer with a key on a format-v3 table (a positive
 // WithKeyIndexBytes): empty on an empty table; on one that holds rows (typically this writer's, reopened) read
 // from the key columns of its live data files (loadKeyIndex), so that upserts stay deletion vectors across
-// restarts. An index that cannot be complete stays off (logged). The error is that of a read cut short by ctx:
+// restarts. An index over the budget stays off (logged). The error is that of a read cut short by ctx:
 // any other failure costs read speed (equality deletes are always right), not the writer.
 func (k *keyStage) load(ctx context.Context, tbl *table.Table) error {
 	if k.spec == nil || k.cow || k.layoutErr != nil || tbl.Metadata().Version() < 3 || k.limit <= 0 {
@@ -362,6 +362,8 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 		f := idx.files[fid]
 		if f.dv != nil {
 			writer.Load(f.df.FilePath(), f.dv, f.df.SpecID(), f.df.Partition())
+		}
+		if f.dvFile != nil { // a file whose deletes were position deletes or equality deletes has no vector to replace
 			removed = append(removed, f.dvFile)
 		}
 		if err := writer.Add(f.df.FilePath(), positions, f.df.SpecID(), f.df.Partition()); err != nil {
@@ -549,20 +551,20 @@ func foreignSince(meta table.Metadata, branch string, base int64, writerID strin
 	return foreign || (!found && base >= 0)
 }
 
-// loadKeyIndex builds the key index of a table that already holds rows (a writer reopening its table): the key
-// columns of every live data file, minus the rows its deletion vector removes. It returns nil with the reason
-// when the index cannot be complete or would not fit the budget: equality or position delete files (their rows
-// have no place in the index), or more rows than the budget holds.
+// loadKeyIndex builds the key index of a table that already holds rows (a writer reopening its table, or one
+// another writer or tool wrote): the key columns of every live data file, minus the rows its deletes remove,
+// whatever their kind: its deletion vector, its position delete files, and the equality deletes scan planning
+// applies to it (deleteResolver matches them against the file's columns). A file's recorded vector (indexedFile.dv)
+// holds every position deleted, so the first vector this writer writes for it carries the position deletes and
+// equality-deleted rows too (readers ignore position delete files for a file with a vector). It returns nil with
+// the reason when the index would not fit the budget.
 func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keySpec, limit int64, parallel int) (*keyIndex, string, error) {
 	meta := tbl.Metadata()
 	snap := meta.SnapshotByName(branch)
 	if snap == nil {
 		return newKeyIndex(limit, nil), "", nil
 	}
-	// The summary answers the common refusals without reading a manifest.
-	if v, ok := summaryProp(snap, "total-equality-deletes"); ok && v != "0" {
-		return nil, "the table has equality delete files", nil
-	}
+	// The summary answers the common refusal without reading a manifest.
 	if v, ok := summaryProp(snap, "total-records"); ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n*keyEntryOverhead > limit {
 			return nil, fmt.Sprintf("%d rows exceed the key index budget of %d bytes (WithKeyIndexBytes)", n, limit), nil
@@ -574,15 +576,12 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 	}
 	var rows int64
 	for _, t := range tasks {
-		if len(t.EqualityDeleteFiles) > 0 || len(t.DeleteFiles) > 0 {
-			return nil, "the table has equality or position delete files", nil
-		}
 		rows += t.File.Count()
 	}
 	if rows*keyEntryOverhead > limit {
 		return nil, fmt.Sprintf("%d rows exceed the key index budget of %d bytes (WithKeyIndexBytes)", rows, limit), nil
 	}
-	fs, err := tbl.FS(ctx)
+	res, err := newDeleteResolver(ctx, tbl)
 	if err != nil {
 		return nil, "", err
 	}
@@ -609,13 +608,21 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 				return errOver
 			}
 			out[i].keys = keys
-			if len(t.DeletionVectorFiles) > 0 {
-				bm, err := dv.ReadDV(fs, t.DeletionVectorFiles[0])
-				if err != nil {
-					return fmt.Errorf("iceberg: key index: deletion vector of %s: %w", t.File.FilePath(), err)
-				}
-				out[i].dv = bm
+			dead, err := res.positionDeleted(t)
+			if err != nil {
+				return fmt.Errorf("iceberg: key index: %w", err)
 			}
+			eq, err := res.equalityDeleted(gctx, t, &knownKeys{spec: ks, keys: keys})
+			if err != nil {
+				return fmt.Errorf("iceberg: key index: %w", err)
+			}
+			switch {
+			case dead == nil:
+				dead = eq
+			case eq != nil:
+				dead.Or(eq)
+			}
+			out[i].dv = dead
 			return nil
 		})
 	}
@@ -628,9 +635,9 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 	idx := newKeyIndex(limit, &snap.SnapshotID)
 	for i, t := range tasks {
 		id := int32(len(idx.files))
-		f := &indexedFile{df: t.File}
-		if out[i].dv != nil {
-			f.dv, f.dvFile = out[i].dv, t.DeletionVectorFiles[0]
+		f := &indexedFile{df: t.File, dv: out[i].dv}
+		if len(t.DeletionVectorFiles) > 0 {
+			f.dvFile = t.DeletionVectorFiles[0]
 		}
 		idx.files = append(idx.files, f)
 		idx.byPath[t.File.FilePath()] = id

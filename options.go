@@ -247,9 +247,9 @@ func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEve
 
 // WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v3 table:
 // the index places each key's row, so upserts and deletes become deletion vectors (cheap to read) instead of
-// equality deletes. A writer opening a table that already holds rows (its own, reopened) reads the key columns
-// of every live data file to build it, unless the table has equality or position delete files or more rows than
-// the budget. The writer's own compactions move the index to the files they write. Past the budget, once
+// equality deletes. A writer opening a table that already holds rows (its own reopened, or anyone's) reads the
+// key columns of every live data file to build it, minus the rows the table's deletes remove (deletion vectors,
+// position and equality deletes), unless the table has more rows than the budget. The writer's own compactions move the index to the files they write. Past the budget, once
 // another writer or tool adds or removes files, or after a compaction commit that returned an error (its reply
 // may be lost), the writer uses equality deletes. About 64 bytes plus the key's size per row. Default:
 // DefaultKeyIndexBytes (64 MiB); 0 turns the index off.

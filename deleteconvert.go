@@ -58,8 +58,12 @@ func (w *Writer) ConvertEqualityDeletes(ctx context.Context) (ConvertResult, err
 func (w *Writer) convertLocked(ctx context.Context, automatic bool) (ConvertResult, error) {
 	nonce := uuid.NewString()
 	var plan *conversion
+	attempts := compactAttempts
+	if automatic {
+		attempts = maintainAttempts // it holds the commit queue; what is not done now is done when next due
+	}
 	op := &txOp{
-		what: "convert equality deletes", kind: KindDeleteConversion, maxAttempts: compactAttempts, maxBuilds: maxBuildAttempts,
+		what: "convert equality deletes", kind: KindDeleteConversion, maxAttempts: attempts, maxBuilds: maxBuildAttempts,
 		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			var err error
 			plan, err = planConversion(ctx, tbl, w.env.branch, ice.Properties{

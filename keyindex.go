@@ -48,6 +48,9 @@ type indexedFile struct {
 	df     ice.DataFile
 	dv     *dv.RoaringPositionBitmap // every position deleted: what the file's next deletion vector must hold
 	dvFile ice.DataFile              // the file's live deletion vector (nil: none), which the next one replaces
+	// applied names the position and equality delete files whose rows the index removed (catchUpLocked reads
+	// the file again only for deletes not named here).
+	applied map[string]struct{}
 }
 
 // fileKeys are the keys of a data file the writer wrote, in row order.
@@ -303,6 +306,15 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	idx := k.idx.Load()
+	if idx != nil && foreignSince(tbl.Metadata(), k.branch, idx.base, k.writerID) {
+		if err := k.catchUpLocked(ctx, tbl, idx); err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			k.dropLocked("catching up with others' commits", err)
+			idx = nil
+		}
+	}
 	if idx == nil {
 		// Batches encoded while the index was on wrote no equality deletes: write them now.
 		for _, b := range batches {
@@ -404,7 +416,12 @@ func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
 		return
 	}
 	if res.IndexLost {
-		k.dropLocked("the table changed outside this writer", nil)
+		// Someone committed between the table apply placed the run on and the commit: the committer wrote
+		// equality deletes on the run's keys instead of its vectors. The index still says where every row it
+		// knows is (the run's keys were removed, its new files indexed); its base stays, so the next run catches
+		// up with the others' commits (catchUpLocked), this run's equality deletes included, and reloads the
+		// table first (fresh) to place itself on the head.
+		k.fresh.Store(true)
 		return
 	}
 	if idx.over {
@@ -635,10 +652,7 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 	idx := newKeyIndex(limit, &snap.SnapshotID)
 	for i, t := range tasks {
 		id := int32(len(idx.files))
-		f := &indexedFile{df: t.File, dv: out[i].dv}
-		if len(t.DeletionVectorFiles) > 0 {
-			f.dvFile = t.DeletionVectorFiles[0]
-		}
+		f := &indexedFile{df: t.File, dv: out[i].dv, dvFile: liveVector(t), applied: appliedDeletes(t)}
 		idx.files = append(idx.files, f)
 		idx.byPath[t.File.FilePath()] = id
 		for pos, k := range out[i].keys {

@@ -28,18 +28,8 @@ func TestKeyIndexLoadsOverPositionDeletes(t *testing.T) {
 		return w
 	}
 	model := kvModel{}
-	ids := make([]int64, 1000)
-	for i := range ids {
-		ids[i] = int64(i)
-		model.insert(ids[i], ids[i])
-	}
 	a := open("a")
-	if err := a.Write(ctx, kvBatch(ids, ids)); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	writeIDs(t, ctx, a, model, 1000)
 	rng := rand.New(rand.NewPCG(2, 3))
 	ops := &kvOps{rng: rng, keySpace: 1000, maxRows: 40, writes: 0, next: 1_000_000}
 	for range 6 {

@@ -249,9 +249,11 @@ func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEve
 // the index places each key's row, so upserts and deletes become deletion vectors (cheap to read) instead of
 // equality deletes. A writer opening a table that already holds rows (its own reopened, or anyone's) reads the
 // key columns of every live data file to build it, minus the rows the table's deletes remove (deletion vectors,
-// position and equality deletes), unless the table has more rows than the budget. The writer's own compactions move the index to the files they write. Past the budget, once
-// another writer or tool adds or removes files, or after a compaction commit that returned an error (its reply
-// may be lost), the writer uses equality deletes. About 64 bytes plus the key's size per row. Default:
+// position and equality deletes), unless the table has more rows than the budget. The writer's own compactions move the index to the files they write, and it catches up with other
+// writers' commits (reading the files they added and the deletes they wrote) instead of turning off; a run
+// placed before another writer's commit that lands first still falls back to equality deletes, and once that
+// happened the writer reloads the table before placing each run. Past the budget, or after a compaction commit
+// that returned an error (its reply may be lost), the writer uses equality deletes. About 64 bytes plus the key's size per row. Default:
 // DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
 

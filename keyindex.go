@@ -415,6 +415,10 @@ func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
 	if idx == nil {
 		return
 	}
+	if idx.over {
+		k.dropLocked(idx.budget(), nil)
+		return
+	}
 	if res.IndexLost {
 		// Someone committed between the table apply placed the run on and the commit: the committer wrote
 		// equality deletes on the run's keys instead of its vectors. The index still says where every row it
@@ -422,10 +426,6 @@ func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
 		// up with the others' commits (catchUpLocked), this run's equality deletes included, and reloads the
 		// table first (fresh) to place itself on the head.
 		k.fresh.Store(true)
-		return
-	}
-	if idx.over {
-		k.dropLocked(idx.budget(), nil)
 		return
 	}
 	idx.base = res.SnapshotID

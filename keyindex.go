@@ -40,6 +40,10 @@ type keyIndex struct {
 	byPath map[string]int32
 	keys   map[string][]keyLoc
 	over   bool // the budget was exceeded: disable after the current run
+	// stale: a run's outcome left the index unsure of the table (it fell back to equality deletes, or its
+	// snapshot could not be found to tell): the next run catches up first (catchUpLocked), which also takes
+	// each file's live vector from the table.
+	stale bool
 }
 
 type keyLoc struct{ file, pos int32 }
@@ -306,7 +310,7 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	idx := k.idx.Load()
-	if idx != nil && foreignSince(tbl.Metadata(), k.branch, idx.base, k.writerID) {
+	if idx != nil && (idx.stale || foreignSince(tbl.Metadata(), k.branch, idx.base, k.writerID)) {
 		if err := k.catchUpLocked(ctx, tbl, idx); err != nil {
 			if ctx.Err() != nil {
 				return nil, err
@@ -426,6 +430,7 @@ func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
 		// up with the others' commits (catchUpLocked), this run's equality deletes included, and reloads the
 		// table first (fresh) to place itself on the head.
 		k.fresh.Store(true)
+		idx.stale = true
 		return
 	}
 	idx.base = res.SnapshotID

@@ -87,7 +87,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 	if idx.full() {
 		idx.over = true
 	}
-	idx.base = head.SnapshotID
+	idx.base, idx.stale = head.SnapshotID, false
 	return nil
 }
 

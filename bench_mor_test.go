@@ -135,7 +135,8 @@ func BenchmarkMergeOnReadDeleteBytes(b *testing.B) {
 
 // BenchmarkReadAfterUpserts reads back a table built by 100 upsert commits (10% updates) and the same final rows
 // appended once, and reports x-appended: the read time ratio (goal on v3: at most 1.5), and the same for the
-// upserted table after Writer.Compact.
+// upserted table after Writer.Compact, and for one upserted without equality delete conversion
+// (unconverted-x-appended).
 func BenchmarkReadAfterUpserts(b *testing.B) {
 	for _, version := range []int{2, 3} {
 		b.Run(fmt.Sprintf("v%d", version), func(b *testing.B) {
@@ -238,10 +239,29 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 				b.Fatal(err)
 			}
 			acDur := time.Since(acStart)
-			var tUp, tAp, tCp, tAc, tA100 time.Duration
+			// And the upserted table as it was before the maintainer converted equality deletes
+			// (WithDeleteConversion(0)): the baseline of the conversion's effect on reads.
+			nc, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "unconverted"},
+				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
+				iceberg.WithDeleteConversion(0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range batches {
+				if err := nc.Upsert(ctx, r); err != nil {
+					b.Fatal(err)
+				}
+				if err := nc.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := nc.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+			var tUp, tAp, tCp, tAc, tA100, tNc time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				for _, name := range []string{"upserted", "appended", "compacted", "autocompact", "appended100"} {
+				for _, name := range []string{"upserted", "appended", "compacted", "autocompact", "appended100", "unconverted"} {
 					start := time.Now()
 					recs, err := readAll(ctx, cat, table.Identifier{"bench", name})
 					if err != nil {
@@ -264,6 +284,8 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 						tCp += time.Since(start)
 					case "appended100":
 						tA100 += time.Since(start)
+					case "unconverted":
+						tNc += time.Since(start)
 					default:
 						tAc += time.Since(start)
 					}
@@ -274,6 +296,7 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 			b.ReportMetric(tAc.Seconds()/tAp.Seconds(), "autocompact-x-appended")
 			b.ReportMetric(float64(acDur.Milliseconds()), "autocompact-write-ms")
 			b.ReportMetric(tUp.Seconds()/tA100.Seconds(), "x-appended-in-100-files")
+			b.ReportMetric(tNc.Seconds()/tAp.Seconds(), "unconverted-x-appended")
 			b.ReportMetric(float64(tUp.Milliseconds())/float64(b.N), "upserted-ms")
 			b.ReportMetric(float64(tAp.Milliseconds())/float64(b.N), "appended-ms")
 		})

@@ -833,3 +833,19 @@ func readPairs(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, key
 	}
 	return out
 }
+
+// writeIDs writes rows (id, v=id) for ids 0..n-1 with w, commits them, and adds them to model.
+func writeIDs(t *testing.T, ctx context.Context, w *iceberg.Writer, model kvModel, n int) {
+	t.Helper()
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(i)
+		model.insert(ids[i], ids[i])
+	}
+	if err := w.Write(ctx, kvBatch(ids, ids)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

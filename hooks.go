@@ -69,6 +69,10 @@ type HookFenced interface{ OnFenced(Fenced) }
 // HookCompaction is called after each compaction, Compact's and the automatic ones, done or failed.
 type HookCompaction interface{ OnCompaction(Compaction) }
 
+// HookDeleteConversion is called after each conversion of equality deletes (ConvertEqualityDeletes and the
+// maintainer's, WithDeleteConversion), done or failed; not when a due pass found none.
+type HookDeleteConversion interface{ OnDeleteConversion(DeleteConversion) }
+
 // HookExpiry is called after each snapshot expiry the writer ran, done or failed (not when nothing was due).
 type HookExpiry interface{ OnExpiry(Expiry) }
 
@@ -104,6 +108,8 @@ const (
 	KindSchema     CommitKind = "schema"     // schema evolution
 	KindExpiry     CommitKind = "expiry"     // snapshot expiry
 	KindManifests  CommitKind = "manifests"  // manifest rewriting
+	// KindDeleteConversion: equality deletes converted to position deletes or deletion vectors
+	KindDeleteConversion CommitKind = "delete-conversion"
 )
 
 // BatchSealed describes a batch sealed: the open buffer cut by a flush policy (rows, bytes, interval), a Flush,
@@ -198,6 +204,16 @@ type Compaction struct {
 	Err       error
 }
 
+// DeleteConversion describes a conversion of equality deletes: ConvertEqualityDeletes', or the maintainer's.
+type DeleteConversion struct {
+	Table     table.Identifier
+	WriterID  string
+	Automatic bool // run by the writer's maintenance (WithDeleteConversion), not ConvertEqualityDeletes
+	Result    ConvertResult
+	Duration  time.Duration
+	Err       error
+}
+
 // Expiry describes a snapshot expiry of the writer's maintenance (WithKeepSnapshots, WithExpireOlderThan).
 type Expiry struct {
 	Table    table.Identifier
@@ -244,6 +260,7 @@ const (
 	hookExpiry
 	hookBackpressure
 	hookRound
+	hookConversion
 )
 
 // hookSet is the writer's hooks and the events they want.
@@ -270,6 +287,7 @@ func hookKinds(h Hook) uint {
 		hookConflict: is[HookConflict](h), hookRetry: is[HookRetry](h), hookFenced: is[HookFenced](h),
 		hookCompaction: is[HookCompaction](h), hookExpiry: is[HookExpiry](h),
 		hookBackpressure: is[HookBackpressure](h), hookRound: is[HookRoundCommitted](h),
+		hookConversion: is[HookDeleteConversion](h),
 	} {
 		if ok {
 			k |= 1 << kind
@@ -325,6 +343,8 @@ func (s *hookSet) dispatch(ev any) {
 		each(s.hooks, func(h HookCompaction) { h.OnCompaction(ev) })
 	case Expiry:
 		each(s.hooks, func(h HookExpiry) { h.OnExpiry(ev) })
+	case DeleteConversion:
+		each(s.hooks, func(h HookDeleteConversion) { h.OnDeleteConversion(ev) })
 	case BackpressureWait:
 		each(s.hooks, func(h HookBackpressure) { h.OnBackpressureWait(ev) })
 	case RoundCommit:

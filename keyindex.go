@@ -40,14 +40,21 @@ type keyIndex struct {
 	byPath map[string]int32
 	keys   map[string][]keyLoc
 	over   bool // the budget was exceeded: disable after the current run
+	// stale: a run's outcome left the index unsure of the table (it fell back to equality deletes, or its
+	// snapshot could not be found to tell): the next run catches up first (catchUpLocked), which also takes
+	// each file's live vector from the table.
+	stale bool
 }
 
 type keyLoc struct{ file, pos int32 }
 
 type indexedFile struct {
 	df     ice.DataFile
-	dv     *dv.RoaringPositionBitmap // positions this writer's deletion vectors removed
-	dvFile ice.DataFile              // this writer's live deletion vector for the file
+	dv     *dv.RoaringPositionBitmap // every position deleted: what the file's next deletion vector must hold
+	dvFile ice.DataFile              // the file's live deletion vector (nil: none), which the next one replaces
+	// applied names the position and equality delete files whose rows the index removed (catchUpLocked reads
+	// the file again only for deletes not named here).
+	applied map[string]struct{}
 }
 
 // fileKeys are the keys of a data file the writer wrote, in row order.
@@ -243,7 +250,7 @@ func concatChunks(c *arrow.Chunked) (arrow.Array, error) {
 // load opens the key index of a merge-on-read writer with a key on a format-v3 table (a positive
 // WithKeyIndexBytes): empty on an empty table; on one that holds rows (typically this writer's, reopened) read
 // from the key columns of its live data files (loadKeyIndex), so that upserts stay deletion vectors across
-// restarts. An index that cannot be complete stays off (logged). The error is that of a read cut short by ctx:
+// restarts. An index over the budget stays off (logged). The error is that of a read cut short by ctx:
 // any other failure costs read speed (equality deletes are always right), not the writer.
 func (k *keyStage) load(ctx context.Context, tbl *table.Table) error {
 	if k.spec == nil || k.cow || k.layoutErr != nil || tbl.Metadata().Version() < 3 || k.limit <= 0 {
@@ -303,6 +310,15 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	idx := k.idx.Load()
+	if idx != nil && (idx.stale || foreignSince(tbl.Metadata(), k.branch, idx.base, k.writerID)) {
+		if err := k.catchUpLocked(ctx, tbl, idx); err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			k.dropLocked("catching up with others' commits", err)
+			idx = nil
+		}
+	}
 	if idx == nil {
 		// Batches encoded while the index was on wrote no equality deletes: write them now.
 		for _, b := range batches {
@@ -362,6 +378,8 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 		f := idx.files[fid]
 		if f.dv != nil {
 			writer.Load(f.df.FilePath(), f.dv, f.df.SpecID(), f.df.Partition())
+		}
+		if f.dvFile != nil { // a file whose deletes were position deletes or equality deletes has no vector to replace
 			removed = append(removed, f.dvFile)
 		}
 		if err := writer.Add(f.df.FilePath(), positions, f.df.SpecID(), f.df.Partition()); err != nil {
@@ -401,12 +419,18 @@ func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
 	if idx == nil {
 		return
 	}
-	if res.IndexLost {
-		k.dropLocked("the table changed outside this writer", nil)
-		return
-	}
 	if idx.over {
 		k.dropLocked(idx.budget(), nil)
+		return
+	}
+	if res.IndexLost {
+		// Someone committed between the table apply placed the run on and the commit: the committer wrote
+		// equality deletes on the run's keys instead of its vectors. The index still says where every row it
+		// knows is (the run's keys were removed, its new files indexed); its base stays, so the next run catches
+		// up with the others' commits (catchUpLocked), this run's equality deletes included, and reloads the
+		// table first (fresh) to place itself on the head.
+		k.fresh.Store(true)
+		idx.stale = true
 		return
 	}
 	idx.base = res.SnapshotID
@@ -433,12 +457,8 @@ func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
 func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten map[string]struct{}) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	idx := k.idx.Load()
+	idx := k.indexBefore(pre, "a compaction")
 	if idx == nil {
-		return
-	}
-	if foreignSince(pre.Metadata(), k.branch, idx.base, k.writerID) {
-		k.dropLocked("the table changed outside this writer before a compaction", nil)
 		return
 	}
 	head := post.Metadata().SnapshotByName(k.branch)
@@ -464,6 +484,18 @@ func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten
 		idx.add(fileKeys{df: t.File, keys: keys})
 	}
 	idx.base = head.SnapshotID
+}
+
+// indexBefore returns the key index when no one but this writer changed the table between the index's base and
+// pre, the table one of the writer's maintenance commits (what) planned on; else it turns the index off and
+// returns nil. The caller holds mu.
+func (k *keyStage) indexBefore(pre *table.Table, what string) *keyIndex {
+	idx := k.idx.Load()
+	if idx != nil && foreignSince(pre.Metadata(), k.branch, idx.base, k.writerID) {
+		k.dropLocked("the table changed outside this writer before "+what, nil)
+		return nil
+	}
+	return idx
 }
 
 // drop turns the key index off for good: from now on upserts and deletes use equality deletes (batches already
@@ -541,20 +573,20 @@ func foreignSince(meta table.Metadata, branch string, base int64, writerID strin
 	return foreign || (!found && base >= 0)
 }
 
-// loadKeyIndex builds the key index of a table that already holds rows (a writer reopening its table): the key
-// columns of every live data file, minus the rows its deletion vector removes. It returns nil with the reason
-// when the index cannot be complete or would not fit the budget: equality or position delete files (their rows
-// have no place in the index), or more rows than the budget holds.
+// loadKeyIndex builds the key index of a table that already holds rows (a writer reopening its table, or one
+// another writer or tool wrote): the key columns of every live data file, minus the rows its deletes remove,
+// whatever their kind: its deletion vector, its position delete files, and the equality deletes scan planning
+// applies to it (deleteResolver matches them against the file's columns). A file's recorded vector (indexedFile.dv)
+// holds every position deleted, so the first vector this writer writes for it carries the position deletes and
+// equality-deleted rows too (readers ignore position delete files for a file with a vector). It returns nil with
+// the reason when the index would not fit the budget.
 func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keySpec, limit int64, parallel int) (*keyIndex, string, error) {
 	meta := tbl.Metadata()
 	snap := meta.SnapshotByName(branch)
 	if snap == nil {
 		return newKeyIndex(limit, nil), "", nil
 	}
-	// The summary answers the common refusals without reading a manifest.
-	if v, ok := summaryProp(snap, "total-equality-deletes"); ok && v != "0" {
-		return nil, "the table has equality delete files", nil
-	}
+	// The summary answers the common refusal without reading a manifest.
 	if v, ok := summaryProp(snap, "total-records"); ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n*keyEntryOverhead > limit {
 			return nil, fmt.Sprintf("%d rows exceed the key index budget of %d bytes (WithKeyIndexBytes)", n, limit), nil
@@ -566,15 +598,12 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 	}
 	var rows int64
 	for _, t := range tasks {
-		if len(t.EqualityDeleteFiles) > 0 || len(t.DeleteFiles) > 0 {
-			return nil, "the table has equality or position delete files", nil
-		}
 		rows += t.File.Count()
 	}
 	if rows*keyEntryOverhead > limit {
 		return nil, fmt.Sprintf("%d rows exceed the key index budget of %d bytes (WithKeyIndexBytes)", rows, limit), nil
 	}
-	fs, err := tbl.FS(ctx)
+	res, err := newDeleteResolver(ctx, tbl)
 	if err != nil {
 		return nil, "", err
 	}
@@ -601,13 +630,21 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 				return errOver
 			}
 			out[i].keys = keys
-			if len(t.DeletionVectorFiles) > 0 {
-				bm, err := dv.ReadDV(fs, t.DeletionVectorFiles[0])
-				if err != nil {
-					return fmt.Errorf("iceberg: key index: deletion vector of %s: %w", t.File.FilePath(), err)
-				}
-				out[i].dv = bm
+			dead, err := res.positionDeleted(t)
+			if err != nil {
+				return fmt.Errorf("iceberg: key index: %w", err)
 			}
+			eq, err := res.equalityDeleted(gctx, t, &knownKeys{spec: ks, keys: keys})
+			if err != nil {
+				return fmt.Errorf("iceberg: key index: %w", err)
+			}
+			switch {
+			case dead == nil:
+				dead = eq
+			case eq != nil:
+				dead.Or(eq)
+			}
+			out[i].dv = dead
 			return nil
 		})
 	}
@@ -620,10 +657,7 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 	idx := newKeyIndex(limit, &snap.SnapshotID)
 	for i, t := range tasks {
 		id := int32(len(idx.files))
-		f := &indexedFile{df: t.File}
-		if out[i].dv != nil {
-			f.dv, f.dvFile = out[i].dv, t.DeletionVectorFiles[0]
-		}
+		f := &indexedFile{df: t.File, dv: out[i].dv, dvFile: liveVector(t), applied: appliedDeletes(t)}
 		idx.files = append(idx.files, f)
 		idx.byPath[t.File.FilePath()] = id
 		for pos, k := range out[i].keys {

@@ -51,7 +51,14 @@ type keyStage struct {
 
 	mu  sync.Mutex               // held by every operation that changes the index
 	idx atomic.Pointer[keyIndex] // nil: off, upserts and deletes use equality deletes
+	// fresh: another writer's commit made a run fall back to equality deletes; the writer reloads the table
+	// before placing its runs in the index (wantsFresh), so they place themselves on the head, not on the table
+	// its last commit left. A writer that never meets another pays no reload.
+	fresh atomic.Bool
 }
+
+// wantsFresh reports whether the next run should be placed in the key index on a freshly loaded table.
+func (k *keyStage) wantsFresh() bool { return k.fresh.Load() && k.idx.Load() != nil }
 
 // newKeyStage resolves the writer's key from WithKeys, else the table's identifier fields (see resolveKeys);
 // target is the table's schema as Arrow. The key index starts off: load opens it.

@@ -23,6 +23,7 @@ type maintainer struct {
 	rewriteEvery int           // WithRewriteManifestsEvery (0: off)
 	autoCompact  int           // WithAutoCompact (0: off)
 	smallFiles   int           // WithSmallFileCompaction (0: off)
+	convertEvery int           // WithDeleteConversion (0: off)
 	branch       string
 	ident        table.Identifier
 	log          *slog.Logger
@@ -33,6 +34,7 @@ type maintainer struct {
 	commit  func(ctx context.Context, op *txOp) (txResult, error)
 	compact func(ctx context.Context, smallOnly bool) error
 	cleanup func(func(ctx context.Context)) // runs file deletions off the commit path
+	convert func(ctx context.Context) error
 
 	commits      int64 // commits so far
 	deltaCommits int   // commits with delete files since the last automatic compaction
@@ -46,7 +48,7 @@ const maintainAttempts = 3
 func (w *Writer) newMaintainer(o *options) *maintainer {
 	return &maintainer{
 		keep: o.keepSnapshots, expireAge: o.expireAge, rewriteEvery: o.rewriteEvery,
-		autoCompact: o.autoCompact, smallFiles: o.smallFiles,
+		autoCompact: o.autoCompact, smallFiles: o.smallFiles, convertEvery: o.convertEvery,
 		branch: w.env.branch, ident: w.env.ident, log: w.env.log, events: w.cbs,
 		table: w.Table, commit: w.commitTx, cleanup: w.compactor.spawn,
 		// Off the commit path (compactor): the pass reads and writes while the loop commits on.
@@ -54,21 +56,30 @@ func (w *Writer) newMaintainer(o *options) *maintainer {
 			w.compactor.start(smallOnly)
 			return nil
 		},
+		convert: func(ctx context.Context) error {
+			_, err := w.convertLocked(ctx, true)
+			return err
+		},
 	}
 }
 
 // afterCommit runs the maintenance due after a commit of the writer that added deleteFiles delete files. Each
 // step runs on the table the previous one left. Metadata first: expiry once the snapshots exceed the kept count
 // by a slack of max(10, keep/2) (expiry reads every retained manifest list, so fewer, larger steps cost less in
-// total) or, with an age limit, every 50 commits; manifest rewriting every rewriteEvery commits. Then at most one
-// compaction: the automatic one once autoCompact commits added delete files, else the small-file one every
-// smallFiles commits.
+// total) or, with an age limit, every 50 commits; manifest rewriting every rewriteEvery commits; the conversion of
+// equality deletes every convertEvery commits while the table holds any (anyone's). Then at most one compaction:
+// the automatic one once autoCompact commits added delete files, else the small-file one every smallFiles
+// commits.
 func (m *maintainer) afterCommit(ctx context.Context, deleteFiles int) {
 	m.commits++
 	if m.expiryDue() && m.stop("expire snapshots", m.expire(ctx)) {
 		return
 	}
 	if m.rewriteEvery > 0 && m.commits%int64(m.rewriteEvery) == 0 && m.stop("rewrite manifests", m.rewriteManifests(ctx)) {
+		return
+	}
+	if m.convertEvery > 0 && m.commits%int64(m.convertEvery) == 0 && hasEqualityDeletes(m.table(), m.branch) &&
+		m.stop("equality delete conversion", m.convert(ctx)) {
 		return
 	}
 	if m.autoCompact > 0 && deleteFiles > 0 {
@@ -271,4 +282,15 @@ func (m *maintainer) deleteExpiredPositions(ctx context.Context, post *table.Tab
 	if post.Properties().GetBool(table.GCEnabledKey, table.GCEnabledDefault) {
 		removePaths(ctx, m.log, post, expiredPositionFiles(post.Metadata(), expired))
 	}
+}
+
+// hasEqualityDeletes reports whether the branch head may hold live equality delete files: its summary says so,
+// or has no count.
+func hasEqualityDeletes(tbl *table.Table, branch string) bool {
+	s := tbl.Metadata().SnapshotByName(branch)
+	if s == nil {
+		return false
+	}
+	v, ok := summaryProp(s, "total-equality-deletes")
+	return !ok || v != "0"
 }

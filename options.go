@@ -76,6 +76,7 @@ type options struct {
 	branch         string
 	autoCompact    int
 	smallFiles     int   // WithSmallFileCompaction; -1: default by table origin
+	convertEvery   int   // WithDeleteConversion
 	createErr      error // WithCreateFor: the struct type could not be mapped
 	keyIndexBytes  int64
 	orphanWindow   time.Duration
@@ -106,6 +107,7 @@ func defaultOptions() options {
 		keyIndexBytes:  DefaultKeyIndexBytes,
 		orphanWindow:   DefaultOrphanWindow,
 		smallFiles:     -1,
+		convertEvery:   DefaultDeleteConversionEvery,
 		logger:         slog.Default(),
 		branch:         table.MainBranch,
 	}
@@ -241,13 +243,23 @@ func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n
 // Default: DefaultSmallFileCompactionEvery (32) on tables the writer creates, off on others; 0 turns it off.
 func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFiles = n } }
 
+// WithDeleteConversion makes the maintainer convert the table's live equality delete files every n commits
+// (ConvertEqualityDeletes): their rows become position deletes (format v2) or deletion vectors (v3) and the
+// equality delete files are removed, so readers stop matching every older data file against them. It converts
+// anyone's equality deletes: other writers', older versions', and this writer's own when its key index cannot
+// place a key. A pass reads the equality columns of the data files the deletes apply to. Default:
+// DefaultDeleteConversionEvery (10); 0 turns it off.
+func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEvery = n } }
+
 // WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v3 table:
 // the index places each key's row, so upserts and deletes become deletion vectors (cheap to read) instead of
-// equality deletes. A writer opening a table that already holds rows (its own, reopened) reads the key columns
-// of every live data file to build it, unless the table has equality or position delete files or more rows than
-// the budget. The writer's own compactions move the index to the files they write. Past the budget, once
-// another writer or tool adds or removes files, or after a compaction commit that returned an error (its reply
-// may be lost), the writer uses equality deletes. About 64 bytes plus the key's size per row. Default:
+// equality deletes. A writer opening a table that already holds rows (its own reopened, or anyone's) reads the
+// key columns of every live data file to build it, minus the rows the table's deletes remove (deletion vectors,
+// position and equality deletes), unless the table has more rows than the budget. The writer's own compactions move the index to the files they write, and it catches up with other
+// writers' commits (reading the files they added and the deletes they wrote) instead of turning off; a run
+// placed before another writer's commit that lands first still falls back to equality deletes, and once that
+// happened the writer reloads the table before placing each run. Past the budget, or after a compaction commit
+// that returned an error (its reply may be lost), the writer uses equality deletes. About 64 bytes plus the key's size per row. Default:
 // DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
 

@@ -23,7 +23,15 @@ func (w *Writer) commit(ctx context.Context, batches []*batch) (*Run, *CommitRes
 	if err != nil {
 		return nil, nil, err
 	}
-	dvs, err := w.keys.apply(ctx, tbl, run, batches)
+	placeOn := tbl
+	if w.keys.wantsFresh() {
+		// Others commit to the table: place the run on its head, so that the key index catches up with them
+		// before the commit rather than after a fallback (a failed load costs the fallback, not the run).
+		if fresh, err := w.env.cat.LoadTable(ctx, w.env.ident); err == nil {
+			placeOn = w.env.tables.loaded(fresh)
+		}
+	}
+	dvs, err := w.keys.apply(ctx, placeOn, run, batches)
 	var res *CommitResult
 	if err == nil {
 		res, err = w.runs.commit(ctx, run)

@@ -1,0 +1,280 @@
+package iceberg
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	ice "github.com/apache/iceberg-go"
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/apache/iceberg-go/table/dv"
+)
+
+// deleteResolver finds, by position, the rows of a table's data files that its delete files remove: the rows
+// an equality delete matches (read from the data file's equality columns), a deletion vector's positions, and
+// the positions a position delete file names for the file. It turns deletes this writer did not place into
+// positions: the maintainer's conversion of equality deletes (deleteconvert.go) and the key index's load over
+// a table that holds deletes (keyindex.go).
+//
+// Scan planning (iceberg-go's PlanFiles) decides which delete files apply to which data file: an equality delete
+// only to data of a strictly lower data sequence number, of the same spec and partition unless it is global.
+// The resolver only matches values. Each delete file is read once per resolver (a plan lists a global equality
+// delete on every task); the resolver is safe for concurrent use.
+type deleteResolver struct {
+	tbl *table.Table
+	fs  iceio.IO
+
+	mu  sync.Mutex
+	eq  map[string]*eqDeleteKeys       // equality delete file path -> its keys
+	pos map[string]map[string][]uint64 // position delete file path -> data file path -> positions
+}
+
+// knownKeys are a data file's rows read as keys on spec's columns, in row order.
+type knownKeys struct {
+	spec *keySpec
+	keys []string
+}
+
+// eqDeleteKeys are the rows of one equality delete file, encoded as keys on its equality columns.
+type eqDeleteKeys struct {
+	once sync.Once
+	keys map[string]struct{}
+	err  error
+}
+
+func newDeleteResolver(ctx context.Context, tbl *table.Table) (*deleteResolver, error) {
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &deleteResolver{tbl: tbl, fs: fs, eq: map[string]*eqDeleteKeys{}, pos: map[string]map[string][]uint64{}}, nil
+}
+
+// equalitySpec is a keySpec on the columns an equality delete file matches (its equality field ids), named by
+// the table's current schema.
+func equalitySpec(sc *ice.Schema, ids []int) (*keySpec, error) {
+	ks := &keySpec{fieldIDs: slices.Clone(ids)}
+	for _, id := range ids {
+		n, ok := sc.FindColumnName(id)
+		if !ok {
+			return nil, fmt.Errorf("iceberg: equality delete on field id %d, which the table's schema does not have", id)
+		}
+		ks.names = append(ks.names, n)
+	}
+	return ks, nil
+}
+
+// equalityDeleted returns the positions of task's data file that the task's equality delete files remove (nil:
+// none). Delete files are grouped by their equality columns; the data file's columns are read once per group.
+// known, when not nil, are the data file's rows already read as keys on known.spec's columns (the key index's
+// load has them): a group on the same columns uses them instead of reading the file again.
+func (r *deleteResolver) equalityDeleted(ctx context.Context, task table.FileScanTask, known *knownKeys) (*dv.RoaringPositionBitmap, error) {
+	if len(task.EqualityDeleteFiles) == 0 {
+		return nil, nil
+	}
+	groups := map[string][]ice.DataFile{}
+	var order []string
+	for _, f := range task.EqualityDeleteFiles {
+		g := idsKey(f.EqualityFieldIDs())
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], f)
+	}
+	var out *dv.RoaringPositionBitmap
+	for _, g := range order {
+		files := groups[g]
+		ks, err := equalitySpec(r.tbl.Schema(), files[0].EqualityFieldIDs())
+		if err != nil {
+			return nil, err
+		}
+		sets := make([]map[string]struct{}, 0, len(files))
+		for _, f := range files {
+			keys, err := r.equalityKeys(ctx, f, ks)
+			if err != nil {
+				return nil, err
+			}
+			if len(keys) > 0 {
+				sets = append(sets, keys)
+			}
+		}
+		if len(sets) == 0 {
+			continue
+		}
+		var rows []string
+		if known != nil && slices.Equal(known.spec.fieldIDs, ks.fieldIDs) {
+			rows = known.keys
+		} else if rows, err = readFileKeys(ctx, r.tbl, task.File, ks); err != nil {
+			return nil, fmt.Errorf("iceberg: match equality deletes against %s: %w", task.File.FilePath(), err)
+		}
+		for pos, k := range rows {
+			for _, s := range sets {
+				if _, ok := s[k]; ok {
+					if out == nil {
+						out = dv.NewRoaringPositionBitmap()
+					}
+					out.Set(uint64(pos))
+					break
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// equalityKeys reads an equality delete file's rows as keys (once per resolver).
+func (r *deleteResolver) equalityKeys(ctx context.Context, f ice.DataFile, ks *keySpec) (map[string]struct{}, error) {
+	r.mu.Lock()
+	e, ok := r.eq[f.FilePath()]
+	if !ok {
+		e = &eqDeleteKeys{}
+		r.eq[f.FilePath()] = e
+	}
+	r.mu.Unlock()
+	e.once.Do(func() {
+		rows, err := readFileKeys(ctx, r.tbl, f, ks)
+		if err != nil {
+			e.err = fmt.Errorf("iceberg: read equality delete file %s: %w", f.FilePath(), err)
+			return
+		}
+		e.keys = make(map[string]struct{}, len(rows))
+		for _, k := range rows {
+			e.keys[k] = struct{}{}
+		}
+	})
+	return e.keys, e.err
+}
+
+// positionDeleted returns the positions of task's data file that its deletion vector, else its position delete
+// files, remove (nil: none). Scan planning lists position delete files only for a file without a vector: a
+// vector holds every earlier position of its file.
+func (r *deleteResolver) positionDeleted(task table.FileScanTask) (*dv.RoaringPositionBitmap, error) {
+	if len(task.DeletionVectorFiles) > 0 {
+		bm, err := dv.ReadDV(r.fs, task.DeletionVectorFiles[0])
+		if err != nil {
+			return nil, fmt.Errorf("iceberg: deletion vector of %s: %w", task.File.FilePath(), err)
+		}
+		return bm, nil
+	}
+	var out *dv.RoaringPositionBitmap
+	for _, f := range task.DeleteFiles {
+		byFile, err := r.positionFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range byFile[task.File.FilePath()] {
+			if out == nil {
+				out = dv.NewRoaringPositionBitmap()
+			}
+			out.Set(p)
+		}
+	}
+	return out, nil
+}
+
+// positionFile reads a position delete file (once per resolver): the positions it names, by data file.
+func (r *deleteResolver) positionFile(f ice.DataFile) (map[string][]uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock() // position delete files are small and read rarely: one at a time is enough
+	if m, ok := r.pos[f.FilePath()]; ok {
+		return m, nil
+	}
+	m, err := readPositionDeletes(r.fs, f)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: read position delete file %s: %w", f.FilePath(), err)
+	}
+	r.pos[f.FilePath()] = m
+	return m, nil
+}
+
+// readPositionDeletes reads a Parquet position delete file's file_path and pos columns (found by their
+// reserved field ids).
+func readPositionDeletes(fs iceio.IO, f ice.DataFile) (map[string][]uint64, error) {
+	in, err := fs.Open(f.FilePath())
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	pr, err := file.NewParquetReader(in)
+	if err != nil {
+		return nil, err
+	}
+	defer pr.Close()
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 << 10}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	sc := pr.MetaData().Schema
+	pathCol, posCol := -1, -1
+	for c := 0; c < sc.NumColumns(); c++ {
+		switch sc.Column(c).SchemaNode().FieldID() {
+		case positionDeletePathID:
+			pathCol = c
+		case positionDeletePosID:
+			posCol = c
+		}
+	}
+	if pathCol < 0 || posCol < 0 {
+		return nil, fmt.Errorf("no file_path (field id %d) and pos (field id %d) columns", positionDeletePathID, positionDeletePosID)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	defer tbl.Release()
+	paths, err := concatChunks(tbl.Column(fieldIndexOf(fr, pathCol)).Data())
+	if err != nil {
+		return nil, err
+	}
+	defer paths.Release()
+	poss, err := concatChunks(tbl.Column(fieldIndexOf(fr, posCol)).Data())
+	if err != nil {
+		return nil, err
+	}
+	defer poss.Release()
+	ps, ok1 := paths.(*array.String)
+	pp, ok2 := poss.(*array.Int64)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("file_path %s and pos %s: want string and int64", paths.DataType(), poss.DataType())
+	}
+	out := map[string][]uint64{}
+	for i := 0; i < ps.Len(); i++ {
+		out[ps.Value(i)] = append(out[ps.Value(i)], uint64(pp.Value(i)))
+	}
+	return out, nil
+}
+
+// fieldIndexOf maps a Parquet leaf column to its top-level Arrow field (the position delete schema is flat).
+func fieldIndexOf(fr *pqarrow.FileReader, col int) int {
+	idx, _ := fr.Manifest.GetFieldIndices([]int{col})
+	if len(idx) == 0 {
+		return col
+	}
+	return idx[0]
+}
+
+// The reserved field ids of a position delete file's columns (Iceberg spec, "Position Delete Files").
+const (
+	positionDeletePathID = 2147483546
+	positionDeletePosID  = 2147483545
+)
+
+// idsKey names a set of equality field ids (in the file's order).
+func idsKey(ids []int) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(id))
+	}
+	return b.String()
+}

@@ -1,0 +1,175 @@
+package iceberg
+
+import (
+	"context"
+	"fmt"
+
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/apache/iceberg-go/table/dv"
+)
+
+// catchUpLocked brings the key index to tbl's branch head after others committed since its base, instead of
+// turning it off: the data files no longer live are forgotten, the rows of data files the index does not know
+// (another writer's, or the output of someone's compaction) are read and indexed minus the rows their deletes
+// remove, and for known files the deletes added since (another writer's deletion vector, position deletes,
+// equality deletes, this writer's own fallback equality deletes included) remove their rows from the index. A
+// file's deletes are recognised by their paths (indexedFile.applied) and its vector by its file and offset, so
+// a file whose deletes did not change is not read again. The head becomes the index's base. The caller holds mu.
+//
+// The head is planned whole (scan planning decides which deletes apply to which file), not replayed snapshot by
+// snapshot: the same answer whatever the others did (appends, row deltas, compactions, expiry of the snapshots
+// between), at the cost of reading the table's manifests.
+func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *keyIndex) error {
+	head := tbl.Metadata().SnapshotByName(k.branch)
+	if head == nil {
+		return fmt.Errorf("the branch has no snapshot")
+	}
+	tasks, err := tbl.Scan(table.WithSnapshotID(head.SnapshotID)).PlanFiles(ctx)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	res, err := newDeleteResolver(ctx, tbl)
+	if err != nil {
+		return err
+	}
+	live := make(map[string]struct{}, len(tasks))
+	for _, t := range tasks {
+		live[t.File.FilePath()] = struct{}{}
+	}
+	gone := map[string]struct{}{}
+	for p := range idx.byPath {
+		if _, ok := live[p]; !ok {
+			gone[p] = struct{}{}
+		}
+	}
+	idx.forget(gone)
+	for _, t := range tasks {
+		fid, known := idx.byPath[t.File.FilePath()]
+		if known && !deletesChanged(idx.files[fid], t) {
+			continue
+		}
+		keys, err := readFileKeys(ctx, tbl, t.File, k.spec)
+		if err != nil {
+			return err
+		}
+		dead, err := res.positionDeleted(t)
+		if err != nil {
+			return err
+		}
+		eq, err := res.equalityDeleted(ctx, t, &knownKeys{spec: k.spec, keys: keys})
+		if err != nil {
+			return err
+		}
+		switch {
+		case dead == nil:
+			dead = eq
+		case eq != nil:
+			dead.Or(eq)
+		}
+		if !known {
+			idx.addLive(t, keys, dead)
+			continue
+		}
+		f := idx.files[fid]
+		if dead != nil {
+			for pos := range dead.Positions() {
+				if f.dv == nil || !f.dv.Contains(pos) {
+					idx.removeLoc(keys[pos], keyLoc{file: fid, pos: int32(pos)})
+				}
+			}
+			if f.dv != nil {
+				dead.Or(f.dv)
+			}
+		}
+		f.dv, f.dvFile, f.applied = dead, liveVector(t), appliedDeletes(t)
+	}
+	if idx.full() {
+		idx.over = true
+	}
+	idx.base, idx.stale = head.SnapshotID, false
+	return nil
+}
+
+// addLive indexes a data file's rows (keys, in row order) minus the positions dead removes, with the deletes
+// that removed them.
+func (idx *keyIndex) addLive(t table.FileScanTask, keys []string, dead *dv.RoaringPositionBitmap) {
+	id := int32(len(idx.files))
+	idx.files = append(idx.files, &indexedFile{df: t.File, dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t)})
+	idx.byPath[t.File.FilePath()] = id
+	for pos, k := range keys {
+		if dead != nil && dead.Contains(uint64(pos)) {
+			continue
+		}
+		idx.keys[k] = append(idx.keys[k], keyLoc{file: id, pos: int32(pos)})
+		idx.grow(int64(len(k) + keyEntryOverhead))
+	}
+}
+
+// removeLoc removes one location of key (a row another writer's delete removed), if the index holds it.
+func (idx *keyIndex) removeLoc(key string, loc keyLoc) {
+	locs := idx.keys[key]
+	for i, l := range locs {
+		if l == loc {
+			locs = append(locs[:i], locs[i+1:]...)
+			if len(locs) == 0 {
+				delete(idx.keys, key)
+			} else {
+				idx.keys[key] = locs
+			}
+			idx.grow(-int64(len(key) + keyEntryOverhead))
+			return
+		}
+	}
+}
+
+// deletesChanged reports whether a data file's deletes in a scan task differ from those the index applied: its
+// vector (by file and offset), or a position or equality delete file it has not seen.
+func deletesChanged(f *indexedFile, t table.FileScanTask) bool {
+	if !sameVector(f.dvFile, liveVector(t)) {
+		return true
+	}
+	for _, files := range [][]ice.DataFile{t.DeleteFiles, t.EqualityDeleteFiles} {
+		for _, d := range files {
+			if _, ok := f.applied[d.FilePath()]; !ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// liveVector returns the deletion vector of a scan task's data file (nil: none).
+func liveVector(t table.FileScanTask) ice.DataFile {
+	if len(t.DeletionVectorFiles) > 0 {
+		return t.DeletionVectorFiles[0]
+	}
+	return nil
+}
+
+func sameVector(a, b ice.DataFile) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	off := func(d ice.DataFile) int64 {
+		if o := d.ContentOffset(); o != nil {
+			return *o
+		}
+		return -1
+	}
+	return a.FilePath() == b.FilePath() && off(a) == off(b)
+}
+
+// appliedDeletes names the position and equality delete files of a scan task (nil: none).
+func appliedDeletes(t table.FileScanTask) map[string]struct{} {
+	if len(t.DeleteFiles)+len(t.EqualityDeleteFiles) == 0 {
+		return nil
+	}
+	m := make(map[string]struct{}, len(t.DeleteFiles)+len(t.EqualityDeleteFiles))
+	for _, files := range [][]ice.DataFile{t.DeleteFiles, t.EqualityDeleteFiles} {
+		for _, d := range files {
+			m[d.FilePath()] = struct{}{}
+		}
+	}
+	return m
+}

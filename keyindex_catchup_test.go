@@ -1,0 +1,69 @@
+package iceberg_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+)
+
+// TestKeyIndexCatchesUp: two merge-on-read writers with key indexes interleave writes, upserts and deletes on one
+// v3 table (partitioned or not), each flushing between the other's commits. Each writer's first commit after
+// the other's falls back to equality deletes (its run was placed on the table its last commit left); from then
+// on it reloads the table before placing a run and catches its index up with the other's commits (new files,
+// deletion vectors replaced on its own files, the other's fallback equality deletes), so the table ends with at
+// most one equality delete file per writer. After every round the table reads back as the model.
+func TestKeyIndexCatchesUp(t *testing.T) {
+	for _, partitioned := range []bool{false, true} {
+		t.Run(fmt.Sprintf("partitioned=%v", partitioned), func(t *testing.T) {
+			ctx := context.Background()
+			cat := openCatalog(t)
+			ident := table.Identifier{"mor", "catchup"}
+			create := []iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.FormatVersion(3)}
+			if partitioned {
+				create = append(create, iceberg.PartitionBy("bucket(4, id)"))
+			}
+			open := func(id string) *iceberg.Writer {
+				w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, create...),
+					iceberg.WithMode(iceberg.MergeOnRead), iceberg.WithWriterID(id), iceberg.WithFlushInterval(0),
+					iceberg.WithSmallFileCompaction(0), iceberg.WithDeleteConversion(0), iceberg.WithRowGroupRowsForTest(64))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return w
+			}
+			model := kvModel{}
+			a := open("a")
+			writeIDs(t, ctx, a, model, 800)
+			b := open("b")
+			ops := &kvOps{rng: rand.New(rand.NewPCG(7, 18)), keySpace: 1000, maxRows: 30, writes: 2, next: 1_000_000}
+			for round := 0; round < 8; round++ {
+				for _, w := range []*iceberg.Writer{a, b} {
+					for range 3 {
+						ops.apply(t, ctx, w, model)
+					}
+					if err := w.Flush(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				compareKV(t, readKV(t, cat, ident), model)
+			}
+			for _, w := range []*iceberg.Writer{a, b} {
+				if err := w.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			compareKV(t, readKV(t, cat, ident), model)
+			fallbacks := 2 // one per writer, of one equality delete file per partition
+			if partitioned {
+				fallbacks *= 4
+			}
+			if eq, _, dvs := liveDeleteFiles(t, cat, ident); eq > fallbacks || dvs == 0 {
+				t.Fatalf("%d equality delete files and %d deletion vectors: want at most one fallback per writer", eq, dvs)
+			}
+		})
+	}
+}

@@ -26,6 +26,10 @@ type sharedBudget struct {
 	// gated: the router commits in rounds (router_rounds.go): a writer's commit loop commits only what a round
 	// released, and its run commits join the round's multi-table commit.
 	gated bool
+	// wantRound (gated budgets only, capacity 1) brings the router's next timed round forward: a writer
+	// whose call waits for a commit (its uncommitted batches or their held file metadata are at their cap)
+	// would otherwise wait up to a flush interval for the timed round.
+	wantRound chan struct{}
 
 	// index and versions are the memory of the tables' key indexes (WithKeyIndexBytes) and of Apply's versions
 	// of keys (ChangeColumns.VersionBytes), one budget each for all tables (nil: no versions budget).
@@ -103,6 +107,14 @@ func (s *sharedBudget) full(size int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.used > 0 && s.used+size > s.limit
+}
+
+// askRound asks for a round without waiting for it; a request already pending covers this one.
+func (s *sharedBudget) askRound() {
+	select {
+	case s.wantRound <- struct{}{}:
+	default:
+	}
 }
 
 // changedCh returns a channel closed the next time memory is freed.

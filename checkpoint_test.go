@@ -287,6 +287,7 @@ func TestCrashResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
+	t.Parallel() // a long test that mostly waits: see TestMain
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(3, 4))
 	ctx := context.Background()

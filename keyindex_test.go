@@ -132,6 +132,7 @@ func TestKeyIndexAcrossRestarts(t *testing.T) {
 // table never holds an equality delete file: every upsert and delete stays a deletion vector across restarts,
 // with files of many row groups, partitioned or not, with stable or random writer ids.
 func TestKeyIndexRestartModel(t *testing.T) {
+	t.Parallel() // a long test that mostly waits: see TestMain
 	// Trials 1, 2, 4 and 5 cover each pairing of partitioned (odd) and random writer ids (trial%3 == 2).
 	for _, trial := range []int{1, 2, 4, 5} {
 		t.Run(fmt.Sprintf("trial=%d", trial), func(t *testing.T) {

@@ -181,6 +181,7 @@ func TestCompactLostReplyThenUpsert(t *testing.T) {
 // TestConcurrentUpserts: two writers upsert overlapping keys at the same time. Commits serialize in catalog
 // order, so every key ends with exactly one row, holding the last value one of the two writers gave it.
 func TestConcurrentUpserts(t *testing.T) {
+	t.Parallel() // a long test that mostly waits: see TestMain
 	for _, v := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) { concurrentUpserts(t, v) })
 	}

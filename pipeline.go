@@ -248,6 +248,10 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 		if waitFrom.IsZero() && p.cfg.waited != nil {
 			waitFrom, waitMem = time.Now(), memFull
 		}
+		if !rowsFull && p.gatedLocked() {
+			// Only a commit makes room now, and a Router's writer commits in rounds: ask for one.
+			p.cfg.shared.askRound()
+		}
 		if err := p.waitLocked(ctx); err != nil {
 			return err
 		}

@@ -311,6 +311,7 @@ func TestPositionsThroughCoordinator(t *testing.T) {
 // TestPositionsConcurrentWriters: two writers commit at once, each recording 50 partitions one commit at a
 // time; conflicts retry and re-merge on the new head, so no partition's position is lost.
 func TestPositionsConcurrentWriters(t *testing.T) {
+	t.Parallel() // a long test that mostly waits: see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"pos", "concurrent"}

@@ -191,13 +191,13 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 		r.rounds.events = r.events
 	}
 	if r.rounds != nil {
-		shared.gated = true
+		shared.gated, shared.wantRound = true, make(chan struct{}, 1)
 		interval := o.flushInterval
 		if interval <= 0 {
 			interval = time.Second
 		}
 		r.roundReqs, r.roundsStop, r.roundsDone = make(chan roundRequest), make(chan struct{}), make(chan struct{})
-		go r.roundLoop(interval, r.roundsStop, r.roundsDone)
+		go r.roundLoop(interval, shared.wantRound, r.roundsStop, r.roundsDone)
 	}
 	return r, nil
 }

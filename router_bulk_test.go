@@ -112,6 +112,7 @@ func TestRouterBulkKilledResumesExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a process")
 	}
+	t.Parallel() // a long test that mostly waits: see TestMain
 	dir := t.TempDir()
 	ctx := context.Background()
 	cat := openCatalogAt(t, filepath.Join(dir, "catalog.db"))

@@ -33,7 +33,7 @@ import (
 //     each retries as it would alone and joins again, so the retries are one multi-table commit too.
 //
 // Rounds run on one goroutine of the router, every flush interval (WithFlushInterval among the writer options;
-// 1 s when it is 0) and on Router.Flush and Close. Other commits of a writer (its fence, schema changes,
+// 1 s when it is 0), on Router.Flush and Close, and when a writer's call waits for a commit. Other commits of a writer (its fence, schema changes,
 // maintenance) go to the catalog alone: they change no rows.
 
 // roundRunKey marks the context of a gated pipeline's run commit: its CommitTable joins the router's round.
@@ -369,8 +369,9 @@ func newRounds(cat icecatalog.Catalog, log *slog.Logger, timeout time.Duration) 
 	return rd, redact.WrapCatalog(&roundCatalog{Catalog: masked, rd: rd}, redact.RedactorOf(masked))
 }
 
-// roundLoop runs rounds every interval and on request until stop is closed.
-func (r *Router) roundLoop(interval time.Duration, stop <-chan struct{}, done chan<- struct{}) {
+// roundLoop runs rounds every interval, on request (Flush, Close) and when a writer's call waits for a commit
+// (wanted: the next timed round, brought forward), until stop is closed.
+func (r *Router) roundLoop(interval time.Duration, wanted <-chan struct{}, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -380,6 +381,7 @@ func (r *Router) roundLoop(interval time.Duration, stop <-chan struct{}, done ch
 		case <-stop:
 			return
 		case <-tick.C:
+		case <-wanted:
 		case req := <-r.roundReqs:
 			reqs = append(reqs, req)
 		}

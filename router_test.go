@@ -3,12 +3,10 @@ package iceberg_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/atomicread"
 	"github.com/icewriter/iceberg/internal/seed"
 )
 
@@ -63,6 +62,7 @@ func keyedTables(_ context.Context, ident table.Identifier, _ *arrow.Schema) (ic
 // table read back with iceberg-go's scanner holds what the sequential model predicts, the shared budget is never
 // exceeded by more than one record, and the per-table stats add up.
 func TestRouterTablesMatchModel(t *testing.T) {
+	t.Parallel()                                                            // a long test that mostly waits: see TestMain
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock fails, not hangs
 	defer cancel()
 	cat := openCatalog(t)
@@ -392,6 +392,40 @@ func TestRouterSourceResumeExactlyOnce(t *testing.T) {
 	}
 }
 
+// TestRouterWriteWaitingForCommitAsksForRound: a router's writers commit only in rounds, which run every flush
+// interval (here an hour). A call that finds its writer's uncommitted batches at their cap waits for a commit,
+// so it asks for a round instead of waiting for the tick: twenty calls, each sealing a batch with a cap of one
+// uncommitted batch, end long before the next tick and commit every row.
+func TestRouterWriteWaitingForCommitAsksForRound(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // waiting for the tick fails, not hangs
+	defer cancel()
+	cat := openCatalog(t)
+	ident := table.Identifier{"db", "capped"}
+	r, err := iceberg.NewRouter(cat, iceberg.WithWriterOptions(iceberg.WithFlushInterval(time.Hour),
+		iceberg.WithFlushRows(2), iceberg.WithMaxUncommitted(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const calls = 20
+	for i := int64(0); i < calls; i++ {
+		rec := kvBatch([]int64{2 * i, 2*i + 1}, []int64{i, i})
+		err := r.Write(ctx, ident, rec)
+		rec.Release()
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	st := r.Stats()
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st.Total.Commits < calls/2 {
+		t.Fatalf("%d commits for %d calls at a cap of one uncommitted batch", st.Total.Commits, calls)
+	}
+	counts, _ := readRows(t, cat, ident)
+	assertIDs(t, counts, 0, 2*calls)
+}
+
 // TestRouterRoundsAreAtomic writes one row per table into three tables per step, each step ended by a router
 // checkpoint, while commit rounds run every few milliseconds and on a Flush every ten steps, after which the test
 // waits for a read. A reader loads the tables one after
@@ -422,63 +456,7 @@ func TestRouterRoundsAreAtomic(t *testing.T) {
 	if err := r.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	readerDone := make(chan error, 1)
-	seen := map[int64]bool{}
-	var reads atomic.Int64
-	readSignal := make(chan struct{}, 1)
-	go func() {
-		defer close(readerDone)
-		var err error
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			order := slices.Clone(idents)
-			if i%2 == 1 {
-				slices.Reverse(order)
-			}
-			// Load them one right after the other, then scan what was loaded: the loads are what a reader sees.
-			tbls := make([]*table.Table, len(order))
-			for j, ident := range order {
-				if tbls[j], err = cat.LoadTable(ctx, ident); err != nil {
-					readerDone <- err
-					return
-				}
-			}
-			last := int64(-1)
-			for j, tbl := range tbls {
-				n, err := scanCount(tbl)
-				if err != nil {
-					readerDone <- err
-					return
-				}
-				seen[n] = true
-				if n < last {
-					readerDone <- fmt.Errorf("table %v loaded after another holds %d rows, the other %d", order[j], n, last)
-					return
-				}
-				last = n
-			}
-			reads.Add(1)
-			select {
-			case readSignal <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	// readBetween waits until a read that started after the call has ended: a read between two commits.
-	readBetween := func() {
-		for n := reads.Load(); reads.Load() < n+2; {
-			select {
-			case <-readSignal:
-			case err := <-readerDone:
-				t.Fatal(err)
-			}
-		}
-	}
+	reader := atomicread.Start(ctx, cat, idents)
 	for k := int64(1); k <= steps; k++ {
 		for _, ident := range idents {
 			rec := kvBatch([]int64{k}, []int64{k})
@@ -494,16 +472,13 @@ func TestRouterRoundsAreAtomic(t *testing.T) {
 			if err := r.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			readBetween()
+			reader.Between(t)
 		}
 	}
 	if err := r.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	close(stop)
-	if err := <-readerDone; err != nil {
-		t.Fatal(err)
-	}
+	_, seen := reader.Stop(t)
 	st := r.Stats()
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -511,33 +486,12 @@ func TestRouterRoundsAreAtomic(t *testing.T) {
 	if !st.AtomicCommits || st.MultiTableCommits < 2 {
 		t.Fatalf("atomic %v, %d multi-table commits", st.AtomicCommits, st.MultiTableCommits)
 	}
-	if len(seen) < steps/10 {
-		t.Fatalf("the reader saw only the row counts %v: it never read between commits", seen)
+	if seen < steps/10 {
+		t.Fatalf("the reader saw only %d distinct row counts: it never read between commits", seen)
 	}
 	for _, ident := range idents {
 		counts, _ := readRows(t, cat, ident)
 		assertIDs(t, counts, 0, steps+1)
 	}
-	t.Logf("%d multi-table commits; the reader saw %d distinct row counts", st.MultiTableCommits, len(seen))
-}
-
-// scanCount reads a loaded table with iceberg-go's scanner and returns its rows (an error, not a test failure:
-// the atomicity test's reader runs on a goroutine of its own).
-func scanCount(tbl *table.Table) (int64, error) {
-	if tbl.CurrentSnapshot() == nil {
-		return 0, nil
-	}
-	_, it, err := tbl.Scan().ToArrowRecords(context.Background())
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for rec, err := range it {
-		if err != nil {
-			return 0, err
-		}
-		n += rec.NumRows()
-		rec.Release()
-	}
-	return n, nil
+	t.Logf("%d multi-table commits; the reader saw %d distinct row counts", st.MultiTableCommits, seen)
 }

@@ -28,7 +28,7 @@ func TestRowSelection(t *testing.T) {
 		{Name: "tags", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
 	}, nil)
 	for _, sc := range []*arrow.Schema{strs, lists} {
-		for seed := uint64(0); seed < 20; seed++ {
+		for seed := uint64(0); seed < 12; seed++ {
 			t.Run(fmt.Sprintf("%s/%d", sc.Field(1).Name, seed), func(t *testing.T) {
 				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 				defer mem.AssertSize(t, 0)

@@ -4,16 +4,14 @@ package integration_test
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/apache/iceberg-go/table"
 
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/atomicread"
 	"github.com/icewriter/iceberg/internal/seed"
 )
 
@@ -58,75 +56,20 @@ func TestRouterAtomicCommits(t *testing.T) {
 		if err := r.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		stop, readerDone := make(chan struct{}), make(chan error, 1)
-		var reads atomic.Int64
-		readSignal := make(chan struct{}, 1)
-		go func() {
-			defer close(readerDone)
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				order := slices.Clone(idents)
-				if i%2 == 1 {
-					slices.Reverse(order)
-				}
-				tbls := make([]*table.Table, len(order))
-				for j, ident := range order {
-					var err error
-					if tbls[j], err = cat.LoadTable(ctx, ident); err != nil {
-						readerDone <- err
-						return
-					}
-				}
-				last := int64(-1)
-				for j, tbl := range tbls {
-					n, err := scanRows(tbl)
-					if err != nil {
-						readerDone <- err
-						return
-					}
-					if n < last {
-						readerDone <- fmt.Errorf("table %v loaded after another holds %d rows, the other %d", order[j], n, last)
-						return
-					}
-					last = n
-				}
-				reads.Add(1)
-				select {
-				case readSignal <- struct{}{}:
-				default:
-				}
-			}
-		}()
-		// readBetween waits until a read that started after the call has ended: a read between two commits.
-		readBetween := func() {
-			for n := reads.Load(); reads.Load() < n+2; {
-				select {
-				case <-readSignal:
-				case err := <-readerDone:
-					t.Fatal(err)
-				}
-			}
-		}
+		reader := atomicread.Start(ctx, cat, idents)
 		for k := 1; k <= steps; k++ {
 			step(k)
 			if k%5 == 0 {
 				if err := r.Flush(ctx); err != nil {
 					t.Fatal(err)
 				}
-				readBetween()
+				reader.Between(t)
 			}
 		}
 		if err := r.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		close(stop)
-		if err := <-readerDone; err != nil {
-			t.Fatal(err)
-		}
+		reads, _ := reader.Stop(t)
 		st := r.Stats()
 		if err := r.Close(ctx); err != nil {
 			t.Fatal(err)
@@ -137,26 +80,6 @@ func TestRouterAtomicCommits(t *testing.T) {
 		for i, ident := range idents {
 			checkExactly(t, cat, ident, models[i])
 		}
-		t.Logf("%s: %d multi-table commits, %d reads of the three tables", b.name, st.MultiTableCommits, reads.Load())
+		t.Logf("%s: %d multi-table commits, %d reads of the three tables", b.name, st.MultiTableCommits, reads)
 	})
-}
-
-// scanRows scans a loaded table with iceberg-go's scanner and counts its rows.
-func scanRows(tbl *table.Table) (int64, error) {
-	if tbl.CurrentSnapshot() == nil {
-		return 0, nil
-	}
-	_, it, err := tbl.Scan().ToArrowRecords(context.Background())
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for rec, err := range it {
-		if err != nil {
-			return 0, err
-		}
-		n += rec.NumRows()
-		rec.Release()
-	}
-	return n, nil
 }

@@ -106,3 +106,29 @@ func readNamedTable(t *testing.T, tbl *table.Table) map[int64][]string {
 	}
 	return got
 }
+
+// requireIndexedModel requires a table of idNameRows/namedRows rows to hold model (names by id) exactly, with
+// the upserts and deletes made after a bulk phase as deletion vectors, never equality deletes: the key index
+// covered the bulk files.
+func requireIndexedModel(t *testing.T, tbl *table.Table, model map[int64][]string) {
+	t.Helper()
+	got := readNamedTable(t, tbl)
+	if len(got) != len(model) {
+		t.Fatalf("table has %d ids, model %d", len(got), len(model))
+	}
+	for id, names := range model {
+		if !slices.Equal(got[id], names) {
+			t.Fatalf("id %d: %v, model %v", id, got[id], names)
+		}
+	}
+	var dvs int
+	for _, task := range dataFiles(t, tbl) {
+		if len(task.EqualityDeleteFiles) > 0 {
+			t.Fatalf("equality deletes on %s: the key index did not cover the bulk file", task.File.FilePath())
+		}
+		dvs += len(task.DeletionVectorFiles)
+	}
+	if dvs == 0 {
+		t.Fatal("no deletion vector after upserts and deletes of bulk rows")
+	}
+}

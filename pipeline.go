@@ -392,7 +392,11 @@ func (p *pipeline) committableLocked() int {
 
 // coveredEnd returns the length of the longest prefix of q[:n] that a run may take with WithCheckpoints: it
 // ends at a batch that carries a checkpoint, and every row in it is covered by a checkpoint in it (a token
-// covers every row before it, a position the rows of its partition before it).
+// covers every row before it, a position the rows of its partition before it). A closer (sealCloserLocked: no
+// rows, it only closes the bulk files of the batches before it) right after such a prefix extends it: it holds
+// nothing a checkpoint must cover, and left queued it would keep a flush's queue non-empty, which leaveBulk reads
+// as rows encoded without the key index (a bulk load with checkpoints then left the index off, and every later
+// upsert became an equality delete).
 func coveredEnd(q []*batch, n int) int {
 	end := 0
 	var pending map[string]struct{} // partitions with rows no checkpoint has covered yet
@@ -409,7 +413,7 @@ func coveredEnd(q []*batch, n int) int {
 			}
 			pending[s] = struct{}{}
 		}
-		if len(pending) == 0 && (b.hasToken || len(b.positions) > 0) {
+		if len(pending) == 0 && (b.hasToken || len(b.positions) > 0 || (b.closer && end == i)) {
 			end = i + 1
 		}
 	}

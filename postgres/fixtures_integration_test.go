@@ -6,6 +6,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -25,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/icewriter/iceberg/catalog"
+	"github.com/icewriter/iceberg/postgres"
 )
 
 // sourceDB creates a database of its own on the integration suite's Postgres (ICEWRITER_PG_DSN, started by
@@ -321,4 +323,114 @@ func diff(want, got model) string {
 		out = append(out[:10], fmt.Sprintf("... %d differences", len(out)))
 	}
 	return strings.Join(out, "; ")
+}
+
+// events funnels a pipeline's events to a test: kick is signalled on every event (a test re-checks its
+// condition then), all queues them for waitKind.
+type events struct {
+	kick chan struct{}
+	all  chan postgres.Event
+}
+
+func newEvents() *events {
+	return &events{kick: make(chan struct{}, 1), all: make(chan postgres.Event, 1<<16)}
+}
+
+func (e *events) on(ev postgres.Event) {
+	select {
+	case e.all <- ev:
+	default:
+	}
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// waitKind waits for an event of kind.
+func (e *events) waitKind(t *testing.T, kind string, errc <-chan error) postgres.Event {
+	t.Helper()
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case ev := <-e.all:
+			if ev.Kind == kind {
+				return ev
+			}
+		case err := <-errc:
+			t.Fatalf("pipeline stopped waiting for %s: %v", kind, err)
+		case <-timeout:
+			t.Fatalf("no %s event", kind)
+		}
+	}
+}
+
+// converge waits until the Iceberg table equals want, re-reading it at every pipeline event.
+func converge(t *testing.T, read func() (model, error), want model, kick <-chan struct{}, errc <-chan error) {
+	t.Helper()
+	timeout := time.After(2 * time.Minute)
+	last := ""
+	for {
+		got, err := read()
+		if err == nil {
+			if last = diff(want, got); last == "" {
+				return
+			}
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-kick:
+		case err := <-errc:
+			t.Fatalf("pipeline stopped: %v (table: %s)", err, last)
+		case <-timeout:
+			t.Fatalf("table never matched the model: %s", last)
+		}
+	}
+}
+
+// runningPipeline is a pipeline startPipeline runs on a goroutine: its events, and Run's error once it ends.
+type runningPipeline struct {
+	*events
+	errc chan error // Run's result, sent once
+	stop context.CancelFunc
+}
+
+// startPipeline runs postgres.Run(cat, cfg) on a goroutine, with cfg.OnEvent set to record the events, until
+// stop is called or the test ends (its cleanup stops it and waits for Run to return).
+func startPipeline(t *testing.T, cat icecatalog.Catalog, cfg postgres.Config) *runningPipeline {
+	t.Helper()
+	p := &runningPipeline{events: newEvents(), errc: make(chan error, 1)}
+	cfg.OnEvent = p.on
+	ctx, stop := context.WithCancel(context.Background())
+	p.stop = stop
+	finished := make(chan struct{})
+	t.Cleanup(func() { stop(); <-finished })
+	go func() {
+		defer close(finished)
+		p.errc <- postgres.Run(ctx, cat, cfg)
+	}()
+	return p
+}
+
+// wait waits for an event of kind; the test fails if the pipeline stops first.
+func (p *runningPipeline) wait(t *testing.T, kind string) postgres.Event {
+	t.Helper()
+	return p.waitKind(t, kind, p.errc)
+}
+
+// converge waits until read returns want, re-reading at every event; the test fails if the pipeline stops.
+func (p *runningPipeline) converge(t *testing.T, read func() (model, error), want model) {
+	t.Helper()
+	converge(t, read, want, p.kick, p.errc)
+}
+
+// stopCleanly stops the pipeline and requires Run to end with context.Canceled (what it returns once it has
+// committed what it read).
+func (p *runningPipeline) stopCleanly(t *testing.T) {
+	t.Helper()
+	p.stop()
+	if err := <-p.errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel: %v", err)
+	}
 }

@@ -235,7 +235,7 @@ func TestKillDuringSnapshotAndLiveResumesExactly(t *testing.T) {
 
 	// 3. The last restart catches up: the table must equal the model exactly (no key twice, none missing).
 	c = startChild(t, dsn, uri, slot)
-	converge(t, ctx, read, items, c.kick, nil)
+	converge(t, read, items, c.kick, nil)
 	_ = c.cmd.Process.Signal(os.Interrupt)
 	for range c.lines {
 	}

@@ -45,20 +45,12 @@ INSERT INTO events SELECT r, i, i FROM unnest(ARRAY['eu', 'us']) r, generate_ser
 		t.Fatalf("listing a partition: %v, want an error naming its partitioned table", err)
 	}
 
-	ev := newEvents()
-	runCtx, stop := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	finished := make(chan struct{})
-	t.Cleanup(func() { stop(); <-finished })
-	go func() {
-		defer close(finished)
-		errc <- postgres.Run(runCtx, cat, postgres.Config{DSN: dsn, Slot: slot, Workers: 2, BatchRows: 500,
-			FlushInterval: 100 * time.Millisecond, OnEvent: ev.on})
-	}()
-	ev.waitKind(t, "live-start", errc)
+	p := startPipeline(t, cat, postgres.Config{DSN: dsn, Slot: slot, Workers: 2, BatchRows: 500,
+		FlushInterval: 100 * time.Millisecond})
+	p.wait(t, "live-start")
 	ident := table.Identifier{"public", "events"}
 	read := func() (model, error) { return readTable(ctx, cat, ident, "region", "id") }
-	converge(t, ctx, read, want, ev.kick, errc)
+	p.converge(t, read, want)
 	for _, leaf := range []string{"events_eu", "events_us", "events_us_low", "events_us_high"} {
 		if _, err := cat.LoadTable(ctx, table.Identifier{"public", leaf}); !errors.Is(err, icecatalog.ErrNoSuchTable) {
 			t.Fatalf("Iceberg table of partition %s: %v, want none", leaf, err)
@@ -89,9 +81,6 @@ INSERT INTO events SELECT r, i, i FROM unnest(ARRAY['eu', 'us']) r, generate_ser
 	for i := 1400; i <= 1449; i++ {
 		delete(want, fmt.Sprintf("us|%d", i))
 	}
-	converge(t, ctx, read, want, ev.kick, errc)
-	stop()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run after cancel: %v", err)
-	}
+	p.converge(t, read, want)
+	p.stopCleanly(t)
 }

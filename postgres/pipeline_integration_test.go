@@ -16,70 +16,6 @@ import (
 	"github.com/icewriter/iceberg/postgres"
 )
 
-// events funnels a pipeline's events to a test: kick is signalled on every event (a test re-checks its
-// condition then), seen records the kinds.
-type events struct {
-	kick chan struct{}
-	all  chan postgres.Event
-}
-
-func newEvents() *events {
-	return &events{kick: make(chan struct{}, 1), all: make(chan postgres.Event, 1<<16)}
-}
-
-func (e *events) on(ev postgres.Event) {
-	select {
-	case e.all <- ev:
-	default:
-	}
-	select {
-	case e.kick <- struct{}{}:
-	default:
-	}
-}
-
-// waitKind waits for an event of kind.
-func (e *events) waitKind(t *testing.T, kind string, errc <-chan error) postgres.Event {
-	t.Helper()
-	timeout := time.After(2 * time.Minute)
-	for {
-		select {
-		case ev := <-e.all:
-			if ev.Kind == kind {
-				return ev
-			}
-		case err := <-errc:
-			t.Fatalf("pipeline stopped waiting for %s: %v", kind, err)
-		case <-timeout:
-			t.Fatalf("no %s event", kind)
-		}
-	}
-}
-
-// converge waits until the Iceberg table equals want, re-reading it at every pipeline event.
-func converge(t *testing.T, ctx context.Context, read func() (model, error), want model, kick <-chan struct{}, errc <-chan error) {
-	t.Helper()
-	timeout := time.After(2 * time.Minute)
-	last := ""
-	for {
-		got, err := read()
-		if err == nil {
-			if last = diff(want, got); last == "" {
-				return
-			}
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-kick:
-		case err := <-errc:
-			t.Fatalf("pipeline stopped: %v (table: %s)", err, last)
-		case <-timeout:
-			t.Fatalf("table never matched the model: %s", last)
-		}
-	}
-}
-
 func TestSnapshotThenLiveChangesMatchModel(t *testing.T) {
 	ctx := context.Background()
 	dsn, slot := sourceDB(t)
@@ -107,24 +43,16 @@ func TestSnapshotThenLiveChangesMatchModel(t *testing.T) {
 
 	uri := catalogURI(t)
 	cat := openCatalog(t, uri)
-	ev := newEvents()
-	runCtx, stop := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	finished := make(chan struct{})
-	t.Cleanup(func() { stop(); <-finished })
-	go func() {
-		defer close(finished)
-		errc <- postgres.Run(runCtx, cat, postgres.Config{DSN: dsn, Slot: slot, ChunkPages: 16, Workers: 2,
-			BatchRows: 500, FlushInterval: 100 * time.Millisecond, OnEvent: ev.on})
-	}()
-	ev.waitKind(t, "snapshot-done", errc)
-	start := ev.waitKind(t, "live-start", errc)
+	p := startPipeline(t, cat, postgres.Config{DSN: dsn, Slot: slot, ChunkPages: 16, Workers: 2,
+		BatchRows: 500, FlushInterval: 100 * time.Millisecond})
+	p.wait(t, "snapshot-done")
+	start := p.wait(t, "live-start")
 	itemsID := table.Identifier{"public", "items"}
 	ordersID := table.Identifier{"public", "orders"}
 	readItems := func() (model, error) { return readTable(ctx, cat, itemsID, "id") }
 	readOrders := func() (model, error) { return readTable(ctx, cat, ordersID, "a", "b") }
-	converge(t, ctx, readItems, items, ev.kick, errc)
-	converge(t, ctx, readOrders, orders, ev.kick, errc)
+	p.converge(t, readItems, items)
+	p.converge(t, readOrders, orders)
 
 	// Live: inserts, updates that leave the TOASTed column unchanged, a key-changing update, deletes, a new
 	// column, a truncate and rows after it.
@@ -154,13 +82,10 @@ func TestSnapshotThenLiveChangesMatchModel(t *testing.T) {
 		"INSERT INTO orders VALUES (1, 'after', 7); COMMIT")
 	orders = model{"1|after": {"qty": "7"}}
 
-	converge(t, ctx, readItems, items, ev.kick, errc)
-	converge(t, ctx, readOrders, orders, ev.kick, errc)
+	p.converge(t, readItems, items)
+	p.converge(t, readOrders, orders)
 
-	stop()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run after cancel: %v", err)
-	}
+	p.stopCleanly(t)
 	// The slot confirmed past its consistent point: only after the commits that hold the changes.
 	var advanced bool
 	if err := conn.QueryRow(ctx, "SELECT confirmed_flush_lsn > $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1",
@@ -201,27 +126,19 @@ func TestTableWithoutKeyIsAppendOnly(t *testing.T) {
 		want["line "+strconv.Itoa(i)] = map[string]string{"n": strconv.Itoa(i)}
 	}
 	cat := openCatalog(t, catalogURI(t))
-	ev := newEvents()
-	runCtx, stop := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	finished := make(chan struct{})
-	t.Cleanup(func() { stop(); <-finished })
-	go func() {
-		defer close(finished)
-		errc <- postgres.Run(runCtx, cat, postgres.Config{DSN: dsn, Slot: slot, Tables: []string{"logs"},
-			FlushInterval: 100 * time.Millisecond, OnEvent: ev.on})
-	}()
-	ev.waitKind(t, "live-start", errc)
+	p := startPipeline(t, cat, postgres.Config{DSN: dsn, Slot: slot, Tables: []string{"logs"},
+		FlushInterval: 100 * time.Millisecond})
+	p.wait(t, "live-start")
 	read := func() (model, error) { return readTable(ctx, cat, table.Identifier{"public", "logs"}, "line") }
-	converge(t, ctx, read, want, ev.kick, errc)
+	p.converge(t, read, want)
 	execSQL(t, dsn, "INSERT INTO logs SELECT 'line ' || i, i FROM generate_series(301, 350) i")
 	for i := 301; i <= 350; i++ {
 		want["line "+strconv.Itoa(i)] = map[string]string{"n": strconv.Itoa(i)}
 	}
-	converge(t, ctx, read, want, ev.kick, errc)
+	p.converge(t, read, want)
 	execSQL(t, dsn, "DELETE FROM logs WHERE n = 1")
 	select {
-	case err := <-errc:
+	case err := <-p.errc:
 		if !errors.Is(err, postgres.ErrNoPrimaryKey) || !strings.Contains(err.Error(), "public.logs") {
 			t.Fatalf("Run after a delete: %v, want ErrNoPrimaryKey naming public.logs", err)
 		}

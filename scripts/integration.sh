@@ -289,15 +289,21 @@ elif [[ "${1:-}" == bench ]]; then
 	shift
 	go test -tags integration -count=1 -run '^$' -bench . -benchtime 1x ./internal/integration "$@"
 	if [[ "${ICEWRITER_SKIP_SQL:-}" != 1 ]]; then
-		# The Postgres snapshot (TPC-H-shaped, SF $ICEWRITER_TPCH_SF, default 0.1): embedded catalog, then REST + S3.
+		# The Postgres snapshot (TPC-H-shaped, SF $ICEWRITER_TPCH_SF, default 0.1): embedded catalog, then REST + S3;
+		# with ICEWRITER_TPCH_LIVE=60s (a duration) each run then streams 10,000 changes/s of updates for that
+		# long into format v3 tables and reports the commit lag.
 		sf=${ICEWRITER_TPCH_SF:-0.1}
+		live=()
+		if [[ -n "${ICEWRITER_TPCH_LIVE:-}" ]]; then
+			live=(-live "$ICEWRITER_TPCH_LIVE" -rate 10000 -format 3)
+		fi
 		(cd postgres && go build -o "$WORK/tpch" ./cmd/tpch)
-		"$WORK/tpch" -dsn "$ICEWRITER_PG_DSN" -sf "$sf"
+		"$WORK/tpch" -dsn "$ICEWRITER_PG_DSN" -sf "$sf" "${live[@]}"
 		# A failure on REST + S3 is reported and the script goes on (the embedded figure above still stands).
-		if "$WORK/tpch" -dsn "$ICEWRITER_PG_DSN" -sf "$sf" -load=false -catalog "$ICEWRITER_REST_URI" \
+		if "$WORK/tpch" -dsn "$ICEWRITER_PG_DSN" -sf "$sf" -load=false "${live[@]}" -catalog "$ICEWRITER_REST_URI" \
 			-catalog-props "credential=$ACCESS:$SECRET,warehouse=$ICEWRITER_REST_WAREHOUSE,s3.endpoint=$ICEWRITER_SEAWEED_S3_ENDPOINT,s3.region=us-east-1,s3.path-style-access=true,s3.access-key-id=$ACCESS,s3.secret-access-key=$SECRET" \
 			>"$WORK/tpch-rest.out" 2>&1; then
-			tail -n 1 "$WORK/tpch-rest.out" | sed 's/$/ (REST + S3)/'
+			grep '^| [0-9]' "$WORK/tpch-rest.out" | sed 's/$/ (REST + S3)/'
 		else
 			log "postgres snapshot on REST + S3 failed:"
 			grep -v '^time=' "$WORK/tpch-rest.out" | tail -n 3 | cut -c1-400 >&2

@@ -46,6 +46,9 @@ var catProps = iceapi.Properties{}
 // smallFiles is -small-files, formatVersion -format.
 var smallFiles, formatVersion int
 
+// stallDump is -stall-dump.
+var stallDump string
+
 func main() {
 	dsn := flag.String("dsn", os.Getenv("ICEWRITER_PG_DSN"), "source DSN (default $ICEWRITER_PG_DSN)")
 	sf := flag.Float64("sf", 0.1, "TPC-H scale factor (at least 0.01)")
@@ -70,6 +73,7 @@ func main() {
 	live := flag.Duration("live", 0, "after the snapshot, stream updates for this long and report commit lag (0: snapshot only)")
 	verbose := flag.Bool("v", false, "log the pipeline's and the writers' progress (commits with their durations)")
 	rate := flag.Int("rate", 10_000, "changes per second the live phase's driver commits (updates of lineitem, 100 transactions/s)")
+	flag.StringVar(&stallDump, "stall-dump", "", "in the live phase, write every goroutine's stack to this file (appended, at most 10 times) whenever no commit has confirmed changes for 2.5 s")
 	flag.Parse()
 	if *profile != "" {
 		f, err := os.Create(*profile)
@@ -205,9 +209,11 @@ func run(dsn string, sf float64, load bool, catURI string, workers int, memory i
 		return fmt.Errorf("the tables hold %d rows, the source %d", committed, rows)
 	}
 	if live > 0 {
+		pgLive, selfLive := postgresCPU(postmaster), selfCPU()
 		if err := drive(ctx, dsn, live, rate, tpch.Rows(sf)["orders"], lag, runErr); err != nil {
 			return err
 		}
+		lag.cpu(postgresCPU(postmaster)-pgLive, selfCPU()-selfLive)
 	}
 	stop()
 	if err := <-runErr; err != nil && runCtx.Err() == nil {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,8 +28,10 @@ func envInt(name string, def int) int {
 
 // BenchmarkCommitLatencyFlat makes many small commits (10 rows, Flush each) to a format-v2 table the writer
 // created (keeping the last 100 snapshots) and reports the mean Flush latency of the last tenth against the
-// first tenth: metadata maintenance must keep it flat (goal: at most 1.5x). ICEWRITER_BENCH_COMMITS sets the
-// number of commits (default 10,000).
+// first tenth: metadata maintenance must keep it flat (goal: at most 1.5x). It also reports the live Go heap
+// (after a collection) once the first tenth committed and after the last commit: a long-running writer's memory
+// must stay flat too (goal: last/first at most 1.5; it grew with every commit while committed metadata kept the
+// files of every commit before it). ICEWRITER_BENCH_COMMITS sets the number of commits (default 10,000).
 func BenchmarkCommitLatencyFlat(b *testing.B) {
 	commits := envInt("ICEWRITER_BENCH_COMMITS", 10_000)
 	ctx := context.Background()
@@ -40,7 +44,11 @@ func BenchmarkCommitLatencyFlat(b *testing.B) {
 		}
 		g := seed.New(0, 1)
 		lat := make([]time.Duration, commits)
+		var heapFirst uint64
 		for c := 0; c < commits; c++ {
+			if c == commits/10 {
+				heapFirst = liveHeap()
+			}
 			rec := g.Batch(10)
 			start := time.Now()
 			if err := w.Write(ctx, rec); err != nil {
@@ -52,9 +60,13 @@ func BenchmarkCommitLatencyFlat(b *testing.B) {
 			lat[c] = time.Since(start)
 			rec.Release()
 		}
+		heapLast := liveHeap()
 		if err := w.Close(ctx); err != nil {
 			b.Fatal(err)
 		}
+		b.ReportMetric(float64(heapFirst)/(1<<20), "live-heap-first-MiB")
+		b.ReportMetric(float64(heapLast)/(1<<20), "live-heap-last-MiB")
+		b.ReportMetric(float64(heapLast)/float64(heapFirst), "heap-last/first")
 		tenth := commits / 10
 		first, last := mean(lat[:tenth]), mean(lat[commits-tenth:])
 		b.ReportMetric(float64(first.Microseconds())/1000, "first-tenth-ms")
@@ -63,6 +75,14 @@ func BenchmarkCommitLatencyFlat(b *testing.B) {
 		tbl := w.Table()
 		b.ReportMetric(float64(len(tbl.Metadata().Snapshots())), "snapshots")
 	}
+}
+
+// liveHeap is the Go heap a collection leaves: what the process holds reachable.
+func liveHeap() uint64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 func mean(ds []time.Duration) time.Duration {

@@ -47,3 +47,9 @@ func HoldRewritesForTest(hold func()) (undo func()) {
 	testHookRewriteWritten = hold
 	return func() { testHookRewriteWritten = nil }
 }
+
+// WithCommitterWrapForTest wraps the committer the writer hands its runs to (the default one, unless
+// WithCommitter replaced it) in wrap: a test observes the runs the writer commits.
+func WithCommitterWrapForTest(wrap func(Committer) Committer) Option {
+	return func(o *options) { o.wrapCommitter = wrap }
+}

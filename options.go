@@ -88,7 +88,9 @@ type options struct {
 	// retryWaits, when set, replaces the commit retries' backoff bounds (the first wait and the cap; see
 	// backoff): tests of conflicts and lost replies shrink them so that their retries cost no wall time.
 	retryWaits *[2]time.Duration
-	fanout     fanoutLimits // tests only (export_test.go); zero fields: the defaults (fanout.go)
+	// wrapCommitter, when set, wraps the committer the writer hands its runs to (tests observe runs with it).
+	wrapCommitter func(Committer) Committer
+	fanout        fanoutLimits // tests only (export_test.go); zero fields: the defaults (fanout.go)
 }
 
 func defaultOptions() options {

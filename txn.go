@@ -203,7 +203,14 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 			res.table, res.how = tbl, txNothing
 			return res, nil
 		}
-		meta, loc, err := e.cat.CommitTable(ctx, op.ident, tc.Requirements, tc.Updates)
+		sendUpdates, err := detachSnapshots(tc.Updates)
+		if err != nil { // a bug, not a hiccup: no retry
+			if sent {
+				return res, fmt.Errorf("%w: %s: %w", ErrCommitStateUnknown, op.what, err)
+			}
+			return res, err
+		}
+		meta, loc, err := e.cat.CommitTable(ctx, op.ident, tc.Requirements, sendUpdates)
 		cause := e.attempted(op, attempt, start, true, err)
 		if err == nil {
 			next := e.tables.derive(tbl, meta, loc, e.cat)

@@ -226,6 +226,9 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	env.events = w.cbs
 	w.runs = newRunStage(env, o.committer, tbl,
 		cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows})
+	if o.wrapCommitter != nil {
+		w.runs.committer = o.wrapCommitter(w.runs.committer)
+	}
 	w.compactor = newCompactor(w)
 	w.maint = w.newMaintainer(&o)
 	w.pipe = newPipeline(ctx, w, pipelineConfig{

@@ -206,6 +206,19 @@ func (ks *keySet) encoder(rec arrow.RecordBatch) (*keyEncoder, error) {
 	return newKeyEncoder(cols)
 }
 
+// inRange matches the rows whose column name holds one of vals: the set itself, and the range from its least
+// to its greatest value. iceberg-go's metrics evaluator gives up on a set of more than 200 values (every file
+// might match, as Java Iceberg's does), so an upsert of more keys than that would make every data file of the
+// table a candidate, each read to confirm; the range still prunes the files whose bounds lie outside it.
+func inRange[T int32 | int64 | string](name string, vals []T) ice.BooleanExpression {
+	in := ice.IsIn(ice.Reference(name), vals...)
+	if len(vals) == 0 {
+		return in
+	}
+	return ice.NewAnd(in, ice.GreaterThanEqual(ice.Reference(name), slices.Min(vals)),
+		ice.LessThanEqual(ice.Reference(name), slices.Max(vals)))
+}
+
 // filter builds a scan filter that matches every row holding one of the keys (an over-approximation for
 // multi-column keys). Only used to find candidate files: partition and column-statistics pruning.
 func (ks *keySet) filter(recs []arrow.RecordBatch) ice.BooleanExpression {
@@ -218,13 +231,13 @@ func (ks *keySet) filter(recs []arrow.RecordBatch) ice.BooleanExpression {
 			for _, r := range recs {
 				vals = append(vals, r.Column(i).(*array.Int64).Int64Values()...)
 			}
-			pred = ice.IsIn(ice.Reference(name), vals...)
+			pred = inRange(name, vals)
 		case *array.Int32:
 			var vals []int32
 			for _, r := range recs {
 				vals = append(vals, r.Column(i).(*array.Int32).Int32Values()...)
 			}
-			pred = ice.IsIn(ice.Reference(name), vals...)
+			pred = inRange(name, vals)
 		case *array.String:
 			var vals []string
 			for _, r := range recs {
@@ -233,7 +246,7 @@ func (ks *keySet) filter(recs []arrow.RecordBatch) ice.BooleanExpression {
 					vals = append(vals, c.Value(j))
 				}
 			}
-			pred = ice.IsIn(ice.Reference(name), vals...)
+			pred = inRange(name, vals)
 		default:
 			continue // no pruning on this column; the key column is read to confirm anyway
 		}

@@ -68,6 +68,43 @@ func TestCopyOnWriteRewritesOnlyHoldingFiles(t *testing.T) {
 	}
 }
 
+// TestCopyOnWritePrunesLargeUpsertsByKeyRange: an upsert of 300 consecutive keys (more than the 200 values
+// iceberg-go's statistics pruning evaluates in a set) makes only the 2 files whose id ranges hold them
+// candidates, not all 20 of the table, and the table reads back as the model says.
+func TestCopyOnWritePrunesLargeUpsertsByKeyRange(t *testing.T) {
+	ctx := context.Background()
+	w, holder, cat, ident := cowTable(t, ctx, 20, 200, false)
+	model := kvModel{}
+	for id := int64(0); id < 4000; id++ {
+		model.insert(id, id)
+	}
+	var keys, vs []int64
+	files := map[int]bool{}
+	for id := int64(650); id < 950; id++ {
+		keys, vs = append(keys, id), append(vs, -id)
+		model.upsert(id, -id)
+		files[holder[id]] = true
+	}
+	if err := w.Upsert(ctx, kvBatch(keys, vs)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	props := w.Table().CurrentSnapshot().Summary.Properties
+	want := strconv.Itoa(len(files))
+	if got := props["icewriter.cow-candidate-files"]; got != want {
+		t.Errorf("%s candidate files for keys in %d files of 20, want %s", got, len(files), want)
+	}
+	if got := props["icewriter.cow-rewritten-files"]; got != want {
+		t.Errorf("rewrote %s files, want %s", got, want)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	compareKV(t, readKV(t, cat, ident), model)
+}
+
 // TestCopyOnWriteKeepsEarlierDeletes: a row deleted by a merge-on-read delete file stays deleted when a
 // copy-on-write writer later rewrites its file, and the delete files that became dead are removed.
 // On v2 the earlier delete is an equality delete file, on v3 a deletion vector.

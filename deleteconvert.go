@@ -54,16 +54,22 @@ func (w *Writer) ConvertEqualityDeletes(ctx context.Context) (ConvertResult, err
 // learns the new vectors when the commit succeeds, and is dropped when an attempt's commit errs (which vector
 // is live is not known then).
 //
-// automatic says the maintainer runs it; a pass that finds nothing to convert reports no event.
+// automatic says the maintainer runs it; a pass that finds nothing to convert reports no event. The
+// maintainer's pass builds on the table the writer's last commit left, as expiry does, without a catalog load:
+// if another writer committed since, the catalog rejects the attempt and the retry reloads at once. A call of
+// ConvertEqualityDeletes loads the table first, to convert what other writers committed too.
 func (w *Writer) convertLocked(ctx context.Context, automatic bool) (ConvertResult, error) {
 	nonce := uuid.NewString()
 	var plan *conversion
 	attempts := compactAttempts
+	var from *table.Table // nil: load the table first
 	if automatic {
 		attempts = maintainAttempts // it holds the commit queue; what is not done now is done when next due
+		from = w.Table()
 	}
 	op := &txOp{
-		what: "convert equality deletes", kind: KindDeleteConversion, maxAttempts: attempts, maxBuilds: maxBuildAttempts,
+		start: from,
+		what:  "convert equality deletes", kind: KindDeleteConversion, maxAttempts: attempts, maxBuilds: maxBuildAttempts,
 		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			var err error
 			plan, err = planConversion(ctx, tbl, w.env.branch, ice.Properties{

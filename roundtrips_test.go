@@ -72,3 +72,60 @@ func TestCommitsBuildOnTheTableTheirLastCommitLeft(t *testing.T) {
 		}
 	}
 }
+
+// The maintainer's conversion of equality deletes builds on the table the writer's last commit left: a v2
+// writer alone on its table, upserting (equality deletes every commit) and converting every 2 commits, loads
+// no table over 6 commits and 3 passes, and the table reads back as the model.
+func TestConversionBuildsOnTheTableTheLastCommitLeft(t *testing.T) {
+	ctx := context.Background()
+	cat := &slowCatalog{Catalog: openCatalog(t)}
+	ident := table.Identifier{"trips", "converted"}
+	events := make(conversions, 8)
+	w, err := iceberg.NewWriter(ctx, cat, ident,
+		iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(2)),
+		iceberg.WithFlushInterval(0), iceberg.WithDeleteConversion(2), iceberg.WithSmallFileCompaction(0),
+		iceberg.WithHooks(events))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := kvModel{}
+	upsert := func(c int) {
+		t.Helper()
+		ids, vs := make([]int64, 20), make([]int64, 20)
+		for i := range ids {
+			ids[i], vs[i] = int64(c*15+i), int64(c) // the first 5 update the previous commit's last 5
+			model.upsert(ids[i], vs[i])
+		}
+		rec := kvBatch(ids, vs)
+		defer rec.Release()
+		if err := w.Upsert(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upsert(0)
+	loads := cat.loadCount()
+	for c := 1; c <= 6; c++ {
+		upsert(c)
+	}
+	if n := cat.loadCount() - loads; n != 0 {
+		t.Errorf("%d table loads for 6 commits and their conversions, want 0", n)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(events)
+	passes := 0
+	for ev := range events {
+		if ev.Err != nil || !ev.Automatic || ev.Result.EqualityDeleteFiles == 0 || ev.Result.Attempts != 1 {
+			t.Errorf("conversion pass: %+v", ev)
+		}
+		passes++
+	}
+	if passes != 3 {
+		t.Errorf("%d conversion passes, want 3 (every 2 commits of 7)", passes)
+	}
+	compareKV(t, readKV(t, cat.Catalog, ident), model)
+}

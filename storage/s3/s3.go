@@ -17,6 +17,14 @@
 // or a 5xx answer are retried for about a minute before the operation fails. The endpoint may also come from
 // AWS_ENDPOINT_URL_S3 or AWS_S3_ENDPOINT.
 //
+// s3.unsigned-payload (auto, true or false; default auto) decides whether a request's SigV4 signature covers
+// the SHA-256 of its body, which costs the writer a hash of every byte it uploads. Over HTTPS the SDK never
+// hashes bodies (TLS protects them; it signs UNSIGNED-PAYLOAD), whatever this says. Over plain HTTP, auto
+// hashes them unless the endpoint is a loopback address (the body never leaves the host, so nothing between
+// client and store can alter it); true never hashes them (a network you trust, such as a private link to
+// the store); false always hashes them, as the SDK does. A body sent unsigned still carries its checksum
+// (s3.checksum), which the store verifies.
+//
 // s3.request-timeout (or icewriter.request-timeout, for every backend; default 60s, a Go duration or seconds)
 // bounds how long a request may go without moving a byte: connecting, sending the body, waiting for the
 // answer, reading the body. An attempt that moves no byte for half of it is abandoned and retried at once, and
@@ -34,6 +42,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -66,6 +75,9 @@ const (
 	RetryMaxAttempts = "s3.retry.max-attempts"
 	// RetryMaxBackoff caps the delay between attempts, as a Go duration (default DefaultMaxBackoff).
 	RetryMaxBackoff = "s3.retry.max-backoff"
+	// UnsignedPayload is auto (default), true or false: whether bodies sent over plain HTTP are signed without
+	// their SHA-256 (see the package documentation).
+	UnsignedPayload = "s3.unsigned-payload"
 )
 
 // Retry defaults: about a minute of retrying in total before an operation fails.
@@ -126,6 +138,9 @@ type Options struct {
 	MaxBackoff  time.Duration
 	// RequestTimeout is how long a request may go without moving a byte (storage.RequestTimeout).
 	RequestTimeout time.Duration
+	// UnsignedPayload signs bodies sent over plain HTTP as UNSIGNED-PAYLOAD rather than by their SHA-256
+	// (s3.unsigned-payload, resolved against the endpoint). Over HTTPS the SDK sends them unsigned anyway.
+	UnsignedPayload bool
 }
 
 // ParseOptions resolves the endpoint, region, addressing style and checksum mode from the properties and the
@@ -184,7 +199,32 @@ func ParseOptions(props map[string]string) (Options, error) {
 	default:
 		return o, fmt.Errorf("storage/s3: %s=%q (want when_supported or when_required)", Checksum, props[Checksum])
 	}
+	switch v := strings.ToLower(props[UnsignedPayload]); v {
+	case "", "auto":
+		o.UnsignedPayload = loopback(o.Endpoint)
+	default:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return o, fmt.Errorf("storage/s3: %s=%q (want auto, true or false)", UnsignedPayload, props[UnsignedPayload])
+		}
+		o.UnsignedPayload = b
+	}
 	return o, nil
+}
+
+// loopback reports whether endpoint is a plain-HTTP URL whose host is a loopback address (127.0.0.0/8, ::1)
+// or localhost: a request to it never leaves the machine. An endpoint that does not parse is not.
+func loopback(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil || !strings.EqualFold(u.Scheme, "http") {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // Open opens the bucket u.Host configured by props. It is registered with package storage for Schemes and
@@ -230,6 +270,9 @@ func Open(ctx context.Context, u *url.URL, props map[string]string) (*blob.Bucke
 			ro.Throttles = append(ro.Throttles, retry.ThrottleErrorCode{Codes: map[string]struct{}{"TooManyRequests": {}}})
 		})}
 		so.APIOptions = append(so.APIOptions, addStallBudget)
+		if o.UnsignedPayload {
+			so.APIOptions = append(so.APIOptions, addUnsignedPayload)
+		}
 	})
 	b, err := s3blob.OpenBucketV2(ctx, client, u.Host, &s3blob.Options{RequestChecksumCalculation: o.Checksum})
 	if err != nil {

@@ -125,8 +125,13 @@ type CommitResult struct {
 // writer must be committed one at a time in sequence order; the caller guarantees that (a Writer hands its
 // runs over one at a time from its commit loop, so a coordinator that commits each writer's runs in the order
 // received, waiting for each, keeps it).
-// Its errors and log lines are masked as a Writer's are.
+// A timeout of 0 or less means DefaultCommitTimeout (5 min), as WithCommitTimeout's default: with no time to
+// retry, a run built on a table that moved since (the writer's own maintenance commits move it too) could not
+// even reload it. Its errors and log lines are masked as a Writer's are.
 func NewCatalogCommitter(cat catalog.Catalog, timeout time.Duration) Committer {
+	if timeout <= 0 {
+		timeout = DefaultCommitTimeout
+	}
 	cat = redact.WrapCatalog(cat, nil)
 	return newCatalogCommitter(cat, nil, redact.Logger(slog.Default(), redact.RedactorOf(cat)), timeout, nil)
 }

@@ -37,6 +37,40 @@ func (f forwarder) Commit(ctx context.Context, run *iceberg.Run) (*iceberg.Commi
 	return f.coord.Commit(ctx, &got)
 }
 
+// TestCatalogCommitterDefaultTimeout: NewCatalogCommitter with no timeout gets the default, so a run built on a
+// table the writer's own small-file compaction moved since reloads and commits (with no time to retry, the
+// writer stopped at its first run after a compaction with ErrCommitStateUnknown).
+func TestCatalogCommitterDefaultTimeout(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"coord", "compacted"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema),
+		iceberg.WithCommitter(iceberg.NewCatalogCommitter(cat, 0)), iceberg.WithSmallFileCompaction(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const commits = 12
+	commitSeed(t, w, seed.New(0, 1), commits, 10)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compactions := 0
+	for _, s := range tbl.Metadata().Snapshots() {
+		if s.Summary != nil && s.Summary.Operation == table.OpReplace {
+			compactions++
+		}
+	}
+	if compactions == 0 {
+		t.Fatal("no small-file compaction committed between the runs")
+	}
+	counts, _ := readRows(t, cat, ident)
+	assertIDs(t, counts, 0, commits*10)
+}
+
 // TestCoordinatorCommitter: writers hand their runs, serialized, to one coordinator committing through the
 // catalog; the table holds every row once, partition values included.
 func TestCoordinatorCommitter(t *testing.T) {

@@ -168,9 +168,6 @@ func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *
 		for _, r := range b.recs {
 			rows += r.NumRows()
 		}
-		if chunks := e.encodeChunks(b, rows); chunks > 1 {
-			return e.writeChunks(ctx, tbl, schema, b, rows, chunks, opts, keep)
-		}
 		bt, err := e.withBlooms(tbl, rows)
 		if err != nil {
 			return nil, err

@@ -133,10 +133,7 @@ func WithFlushBytes(n int64) Option { return func(o *options) { o.flushBytes = n
 func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.flushInterval = d } }
 
 // WithMaxInFlight sets how many sealed batches encode and upload at once. Commits are always applied in order
-// by one commit loop, whatever this number. A keyed batch (Upsert, Delete, Apply) sealed by a Writer's Flush
-// or Close borrows the slots no other batch is using and is written as that many files at once (up to
-// GOMAXPROCS, each of at least 16,384 rows), so that the caller's wait is shorter. Default:
-// DefaultMaxInFlight (2).
+// by one commit loop, whatever this number. Default: DefaultMaxInFlight (2).
 func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
 
 // WithMemoryLimit bounds the memory the writer holds: row data (the open buffer plus batches waiting for or in

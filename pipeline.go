@@ -66,8 +66,6 @@ type pipeline struct {
 	fileGen   int64
 	closerSeq int64
 	timer     *time.Timer
-	// sealAwaited is set while a Flush or Close seals: the batches it seals are awaited.
-	sealAwaited bool
 	// committedPos is the newest position committed per partition (PositionLags).
 	committedPos map[string]string
 	// Counters reported by Stats.
@@ -501,7 +499,6 @@ func (p *pipeline) sealLocked() {
 	for _, b := range parts {
 		b.seq = p.nextSeq
 		b.gen = p.fileGen
-		b.awaited = p.sealAwaited
 		p.nextSeq++
 		p.queue = append(p.queue, b)
 		p.batches++
@@ -586,11 +583,7 @@ func (p *pipeline) encode(b *batch) {
 	if p.cfg.encoded != nil {
 		start = time.Now()
 	}
-	if b.awaited {
-		b.pool = p.encSem
-	}
 	err := p.env.encode(ctx, b)
-	b.pool = nil
 	p.encSem.Release(1)
 	if err == nil && p.cfg.encoded != nil {
 		p.cfg.encoded(b, start)
@@ -811,15 +804,12 @@ func (p *pipeline) flush(ctx context.Context) error {
 	if err := p.usableLocked(); err != nil {
 		return err
 	}
-	return p.waitCommittedLocked(ctx, p.flushTargetLocked(true))
+	return p.waitCommittedLocked(ctx, p.flushTargetLocked())
 }
 
-// flushTargetLocked seals the open buffer and returns the sequence number a flush waits for. awaited: a caller
-// waits for the batch sealed (Flush, Close), not a router's round, which seals as an interval policy does.
-func (p *pipeline) flushTargetLocked(awaited bool) int64 {
-	p.sealAwaited = awaited
+// flushTargetLocked seals the open buffer and returns the sequence number a flush waits for.
+func (p *pipeline) flushTargetLocked() int64 {
 	p.sealLocked()
-	p.sealAwaited = false
 	p.sealCloserLocked()
 	return p.sealedTargetLocked()
 }
@@ -872,7 +862,7 @@ func (p *pipeline) shutdown(ctx context.Context, flush bool) (shutdown, error) {
 		return s, ErrClosed
 	}
 	if flush && p.failed == nil {
-		s.flushErr = p.waitCommittedLocked(ctx, p.flushTargetLocked(true))
+		s.flushErr = p.waitCommittedLocked(ctx, p.flushTargetLocked())
 	}
 	s.failed = p.failed
 	p.closed, p.stopping = true, true

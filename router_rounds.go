@@ -61,7 +61,7 @@ func (p *pipeline) cutForRound(seal bool) (int64, bool) {
 	}
 	target := p.sealedTargetLocked()
 	if seal {
-		target = p.flushTargetLocked(false)
+		target = p.flushTargetLocked()
 	} else if p.carry {
 		// Batches in bulk files still open commit only once a file closes: a timed round takes what may
 		// commit now, instead of waiting for files the round does not close.

@@ -21,7 +21,6 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/icewriter/iceberg/internal/redact"
 )
@@ -95,10 +94,6 @@ type batch struct {
 	closes  []closedSpan
 	closer  bool
 	firstAt time.Time
-	// awaited: a Flush or Close sealed the batch, and its caller waits for its encoding. pool is then the
-	// encode pool while the batch encodes: a keyed batch's encoder borrows idle slots of it (encodeHelpers).
-	awaited bool
-	pool    *semaphore.Weighted
 }
 
 // Stats are the writer's counters.

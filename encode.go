@@ -70,6 +70,10 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 	if err == nil && indexed {
 		b.fileKeys, err = w.keys.readKeys(ctx, tbl, files)
 	}
+	var written, keyed map[uint64]struct{}
+	if res != nil {
+		written, keyed = res.keySets()
+	}
 	if err != nil {
 		return err
 	}
@@ -77,7 +81,7 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 	b.held = packed.memBytes() + int64(len(files)+len(deletes))*fileMetaBytes(schema)
 	b.runHeld = int64(b.dataFileCount()+len(deletes)) * fileMetaBytes(schema)
 	if res != nil {
-		b.written, b.keyedSet = res.written, res.keyed
+		b.written, b.keyedSet = written, keyed
 	}
 	return nil
 }

@@ -356,6 +356,21 @@ func keyBatch(ids []int64) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
+// liveDataFiles loads the table and plans its current snapshot: one task per live data file.
+func liveDataFiles(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) (*table.Table, []table.FileScanTask) {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl, tasks
+}
+
 // readKV returns, per id, the sorted v values of its rows.
 func readKV(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) map[int64][]int64 {
 	t.Helper()

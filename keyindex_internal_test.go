@@ -121,7 +121,8 @@ func (e *stageEnv) encode(k *keyStage, kind opKind, ids []int64, name string) *b
 			e.t.Fatal(err)
 		}
 	}
-	b.written, b.keyedSet, b.staged = res.written, res.keyed, true
+	b.written, b.keyedSet = res.keySets()
+	b.staged = true
 	e.ops[b] = func() {
 		for _, id := range ids {
 			switch kind {

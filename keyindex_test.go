@@ -202,16 +202,8 @@ func TestKeyIndexRestartModel(t *testing.T) {
 // maxRowGroups returns the largest row-group count of the table's live data files.
 func maxRowGroups(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) int {
 	t.Helper()
-	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tasks, err := tbl.Scan().PlanFiles(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := tbl.FS(ctx)
+	tbl, tasks := liveDataFiles(t, cat, ident)
+	fs, err := tbl.FS(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,14 +29,7 @@ func TestSmallFileCompaction(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tasks, err := tbl.Scan().PlanFiles(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tasks := liveDataFiles(t, cat, ident)
 	if len(tasks) > 30 {
 		t.Fatalf("%d live data files after 100 commits, want the small ones merged", len(tasks))
 	}
@@ -56,8 +49,7 @@ func TestSmallFileCompaction(t *testing.T) {
 		}
 	}
 	_ = off.Close(ctx)
-	tbl, _ = cat.LoadTable(ctx, table.Identifier{"small", "off"})
-	if tasks, _ := tbl.Scan().PlanFiles(ctx); len(tasks) != 40 {
+	if _, tasks := liveDataFiles(t, cat, table.Identifier{"small", "off"}); len(tasks) != 40 {
 		t.Fatalf("%d files with small-file compaction off, want 40", len(tasks))
 	}
 }

@@ -64,6 +64,9 @@ type config struct {
 	addr, dir        string
 	rate, partitions int
 	duration         time.Duration
+	// onCommit, when set, is called after each commit, once the commit's hook events were delivered (a writer
+	// delivers its callbacks and hook events in order, on a goroutine of their own, after Flush returns).
+	onCommit func(iceberg.CommitInfo)
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -134,8 +137,12 @@ func newApp(ctx context.Context, cfg config) (*app, error) {
 		return nil, err
 	}
 	ident := table.Identifier{"metrics", "events"}
-	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(schema), iceberg.WithHooks(hooks),
-		iceberg.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	opts := []iceberg.Option{iceberg.WithCreate(schema), iceberg.WithHooks(hooks),
+		iceberg.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
+	if cfg.onCommit != nil {
+		opts = append(opts, iceberg.WithOnCommit(cfg.onCommit))
+	}
+	w, err := iceberg.NewWriter(ctx, cat, ident, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -6,13 +6,16 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	iceberg "github.com/icewriter/iceberg"
 )
 
 // TestMetricsServedForPrometheus: after rows are written and committed, a scrape of /metrics holds the writer's
 // counters, histograms and gauges in Prometheus' text format, labelled with the table.
 func TestMetricsServedForPrometheus(t *testing.T) {
 	ctx := context.Background()
-	a, err := newApp(ctx, config{dir: t.TempDir(), partitions: 2})
+	commits := make(chan struct{}, 100)
+	a, err := newApp(ctx, config{dir: t.TempDir(), partitions: 2, onCommit: func(iceberg.CommitInfo) { commits <- struct{}{} }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,6 +27,11 @@ func TestMetricsServedForPrometheus(t *testing.T) {
 	}
 	if err := a.w.Flush(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// Flush returns once the rows are committed; the hooks' events of those commits are delivered after it, on
+	// the writer's callback goroutine, each commit's before its OnCommit callback. Wait for them.
+	for range a.w.Stats().Commits {
+		<-commits
 	}
 	if err := a.write(ctx, 10); err != nil { // positions waiting: a freshness and a lag to show
 		t.Fatal(err)

@@ -290,6 +290,7 @@ func TestApplyWithoutKeys(t *testing.T) {
 // restart the keys the table holds are (their versions come from the table), while deleted keys may come back
 // until the replay deletes them again (their versions did not survive), and the end state is the same.
 func TestApplyVersions(t *testing.T) {
+	t.Parallel() // see TestMain
 	cc := changeColumns{version: "lsn"}
 	opt := iceberg.WithChangeColumns(iceberg.ChangeColumns{Version: "lsn"})
 	for i, c := range applyCases {

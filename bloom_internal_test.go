@@ -194,6 +194,7 @@ func TestBloomSizedForSkewedPartitions(t *testing.T) {
 // TestBloomSizedForCompactedFile: compacting 20 files of 100 rows writes one file of 2,000 rows whose key-column
 // filter is sized for those rows (at most twice what they need), not for a full row group (131,072 rows: 256 KiB).
 func TestBloomSizedForCompactedFile(t *testing.T) {
+	t.Parallel() // see TestMain
 	w := idNameWriter(t, 20, 100, WithCreate(idNameSchema, IdentifierFields("id")))
 	if _, err := w.Compact(context.Background()); err != nil {
 		t.Fatal(err)

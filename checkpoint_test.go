@@ -83,6 +83,7 @@ func TestCheckpointsBoundCommits(t *testing.T) {
 // 400 rows gets files sized by the flush policy, every row up to the last checkpoint committed, and the rows
 // after it carried into the next batch (committed with the next checkpoint, discarded by Close without one).
 func TestCheckpointsDoNotEndFiles(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"ckpt", "boundaries"}
@@ -199,6 +200,7 @@ func TestIdleCheckpointsCommitNothing(t *testing.T) {
 // TestLastCheckpointRollbackAndExpiry: a rollback hides tokens committed after the restored snapshot; snapshot
 // expiry does not erase the newest token.
 func TestLastCheckpointRollbackAndExpiry(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"ckpt", "rollback"}

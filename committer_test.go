@@ -74,6 +74,7 @@ func TestCatalogCommitterDefaultTimeout(t *testing.T) {
 // TestCoordinatorCommitter: writers hand their runs, serialized, to one coordinator committing through the
 // catalog; the table holds every row once, partition values included.
 func TestCoordinatorCommitter(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"coord", "events"}
@@ -118,6 +119,7 @@ func TestCoordinatorCommitter(t *testing.T) {
 // attempt state that concurrent calls must not share). Each writer's own loop keeps its runs in sequence
 // order; the coordinator serializes nothing.
 func TestCoordinatorConcurrentCommits(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	coord := iceberg.NewCatalogCommitter(cat, time.Minute)

@@ -21,6 +21,7 @@ func quickRetries(int) []iceberg.Option { return []iceberg.Option{iceberg.WithQu
 // sentinel, and a lost compare-and-swap with table.ErrCommitFailed). Every rejected attempt is retried, so the
 // writers' Retries add up to the same count.
 func TestStatsConflictsCountEveryRejectedAttempt(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	const writers, commits, rows = 4, 5, 200
 	base := openCatalog(t)

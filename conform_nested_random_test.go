@@ -229,6 +229,7 @@ type nestedRandomStats struct {
 // quarter of the tables use WithDeadLetter: there the bad rows are routed one by one and the rest accepted.
 // Many records share a table, whose contents are read back once after Close.
 func TestNestedRandom(t *testing.T) {
+	t.Parallel() // see TestMain
 	total := nestedRandomRecords(t)
 	const perTable = 250
 	var st nestedRandomStats

@@ -14,6 +14,7 @@ import (
 // The retry re-plans from scratch: the table equals the model, and on v3 row ids are unique and upserted keys
 // keep theirs.
 func TestCopyOnWriteSplitRunRetry(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, v := range []int{2, 3} {
 		for _, mode := range []string{"fail", "lose", "concurrent"} {
 			t.Run(fmt.Sprintf("v%d/%s", v, mode), func(t *testing.T) { copyOnWriteSplitRunRetry(t, v, mode) })

@@ -19,6 +19,7 @@ import (
 // upsert of 5 keys that sit in 5 files rewrites exactly those 5 files (iceberg-go's own copy-on-write delete
 // rewrote 20 of 20 here), and the table reads back as the model says.
 func TestCopyOnWriteRewritesOnlyHoldingFiles(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	for _, shuffled := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shuffled=%v", shuffled), func(t *testing.T) {
@@ -165,6 +166,7 @@ func copyOnWriteKeepsEarlierDeletes(t *testing.T, version int) {
 // TestCopyOnWriteConcurrentAppend: an append committed by another writer while a copy-on-write commit is
 // planned survives it (the commit re-plans on the new head instead of overwriting).
 func TestCopyOnWriteConcurrentAppend(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, v := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) { copyOnWriteConcurrentAppend(t, v) })
 	}

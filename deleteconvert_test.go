@@ -70,6 +70,7 @@ func liveDeleteFilesAt(t *testing.T, cat icecatalog.Catalog, ident table.Identif
 // table reads back as the model before and after, and after more upserts and deletes of the first writer. Both
 // format versions, partitioned and not.
 func TestConvertEqualityDeletes(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, c := range []struct {
 		version     int
 		partitioned bool
@@ -165,6 +166,7 @@ func (c conversions) OnDeleteConversion(ev iceberg.DeleteConversion) { c <- ev }
 // (on v2 the writer's next commits add new ones: its upserts write equality deletes until the key index covers
 // v2 tables). The table reads back as the model.
 func TestMaintainerConvertsEqualityDeletes(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, version := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
 			ctx := context.Background()

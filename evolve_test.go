@@ -249,6 +249,7 @@ func TestEvolveExternalChange(t *testing.T) {
 // TestEvolveConcurrentWriters: two writers evolve the same table at once, adding different columns and the same
 // ones; both converge on one schema and no row is lost or duplicated.
 func TestEvolveConcurrentWriters(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"evolve", "concurrent"}

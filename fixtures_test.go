@@ -32,9 +32,10 @@ import (
 // TestMain keeps the writers' Info lines (one per commit) out of the output of tests and benchmarks; the tests
 // of what is logged give their writers loggers of their own.
 //
-// Parallel tests: a few long tests that spend most of their time waiting (on commits, child processes, or each
-// other's retries) call t.Parallel(). Go runs them only after every other test of the package has ended, two at
-// a time (GOMAXPROCS), so they never overlap the tests that set a package hook or measure memory.
+// Parallel tests: every test over a few seconds calls t.Parallel(), unless it sets a package hook (resolveHash,
+// changeHash, testHook*, HoldRewritesForTest), measures memory or time, or stalls storage. Go runs the parallel
+// ones only after every other test of the package has ended, two at a time (GOMAXPROCS), so they never overlap
+// the tests that do; on two cores this lets one test's waits on commits overlap another's encoding.
 func TestMain(m *testing.M) {
 	slog.SetLogLoggerLevel(slog.LevelWarn)
 	os.Exit(m.Run())

@@ -17,6 +17,7 @@ import (
 // deletion vectors replaced on its own files, the other's fallback equality deletes), so the table ends with at
 // most one equality delete file per writer. After every round the table reads back as the model.
 func TestKeyIndexCatchesUp(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, partitioned := range []bool{false, true} {
 		t.Run(fmt.Sprintf("partitioned=%v", partitioned), func(t *testing.T) {
 			ctx := context.Background()

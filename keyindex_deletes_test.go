@@ -15,6 +15,7 @@ import (
 // deletes' rows too (readers ignore position delete files for a file with a vector), and the table reads back
 // as the model.
 func TestKeyIndexLoadsOverPositionDeletes(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"mor", "upgraded"}

@@ -47,6 +47,7 @@ func deleteFileKinds(t *testing.T, cat icecatalog.Catalog, ident table.Identifie
 // upserts and deletes stay deletion vectors (merged with the vectors already there) instead of adding equality
 // deletes; a table over the index budget falls back to equality deletes. Every case reads back as the model.
 func TestKeyIndexAcrossRestarts(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, c := range []struct {
 		name        string
 		first       []iceberg.Option // the first writer's options

@@ -248,6 +248,7 @@ func TestLostReplyExpiredRandomID(t *testing.T) {
 // times in a row than a plan that fails on one table may be retried. A failed plan on a table that moved since
 // is a fresh try: the writer must re-plan until the other writer pauses, and lose nothing.
 func TestCopyOnWriteBusyExpirer(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	base := openCatalog(t)
 	cat := &slowCatalog{Catalog: base}

@@ -62,6 +62,7 @@ func TestKeyedInputErrors(t *testing.T) {
 // TestCompact: after upserts and deletes, Compact rewrites the data files the deletes apply to and expunges the
 // delete files; the table reads back the same, and upserts after it still apply to the rewritten rows.
 func TestCompact(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, version := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
 			ctx := context.Background()

@@ -28,6 +28,7 @@ func childProcess(t *testing.T, dir, test string, env ...string) *exec.Cmd {
 // TestMultiProcessWriters: two processes with distinct writer IDs append to one table in a shared SQLite
 // catalog at the same time; every row lands once.
 func TestMultiProcessWriters(t *testing.T) {
+	t.Parallel() // see TestMain
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}

@@ -21,6 +21,7 @@ import (
 // partition (its partition value is its user_id's lower and upper bound), a batch writes one file per partition
 // it touches, and the fan-out is reported once, naming the partitioning and the count.
 func TestHighCardinalityPartitions(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"db", "fanout"}

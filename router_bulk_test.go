@@ -43,6 +43,7 @@ func bulkRouter(t testing.TB, cat icecatalog.Catalog, target int64, opts ...iceb
 // rows read back exactly. Under the race detector the load and the target are a quarter of that (25 MB, 4 MiB
 // files): the same ratios, in a quarter of the time.
 func TestRouterBulkFilesSpanBatches(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"db", "load"}

@@ -19,6 +19,7 @@ import (
 // live, its key index covers the bulk file: upserts and deletes of bulk rows become deletion vectors, never
 // equality deletes, and the table read back holds what the model says.
 func TestRouterBulkThenLive(t *testing.T) {
+	t.Parallel() // see TestMain
 	t.Run("rounds", func(t *testing.T) { bulkThenLive(t) })
 	t.Run("per-table", func(t *testing.T) { bulkThenLive(t, WithPerTableCommits()) })
 }

@@ -435,6 +435,7 @@ func TestRouterWriteWaitingForCommitAsksForRound(t *testing.T) {
 // rounds went out as multi-table commits (the embedded SQLite catalog commits them in one database
 // transaction).
 func TestRouterRoundsAreAtomic(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	idents := []table.Identifier{{"db", "a"}, {"db", "b"}, {"db", "c"}}

@@ -18,6 +18,7 @@ import (
 // allocated is left once its records are released. Columns: primitives and strings with nulls (the chunked
 // take) and, in a second schema, a list column (filtered record by record).
 func TestRowSelection(t *testing.T) {
+	t.Parallel() // see TestMain
 	strs := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},

@@ -12,6 +12,7 @@ import (
 // TestSmallFileCompaction: 200 tiny commits to a table the writer created end in far fewer live files (merged by
 // size tier inside the commit loop), every row read back once.
 func TestSmallFileCompaction(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"small", "files"}

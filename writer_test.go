@@ -45,6 +45,7 @@ func TestWriteReadBack(t *testing.T) {
 
 // TestConcurrentWriters runs writers with distinct IDs on one table, plus concurrent calls on one writer.
 func TestConcurrentWriters(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"conc", "events"}

@@ -322,7 +322,7 @@ func (w *uploadWriter) stream() error {
 		return nil
 	}
 	defer w.release()
-	if _, err := w.buf.WriteTo(writerOnly{w.Writer}); err != nil {
+	if _, err := w.buf.WriteTo(w.Writer); err != nil {
 		return fmt.Errorf("storage: upload %s: %w", w.name, err)
 	}
 	return nil

@@ -123,9 +123,17 @@ func (b *uploadBuffer) head(n int) []byte {
 	return b.chunks[0][:min(n, b.n, uploadChunkSize)]
 }
 
-// WriteTo writes what the buffer holds to w.
+// WriteTo writes what the buffer holds to w, a chunk a call.
 func (b *uploadBuffer) WriteTo(w io.Writer) (int64, error) {
-	return io.Copy(w, b.reader())
+	var written int64
+	for i, c := range b.chunks {
+		n, err := w.Write(c[:min(uploadChunkSize, b.n-i*uploadChunkSize)])
+		written += int64(n)
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
 }
 
 // reader reads the buffer from its start; a request body the SDK can rewind for a retry.

@@ -9,9 +9,9 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"path"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -210,8 +210,8 @@ func (f *fileIO) Create(name string) (iceio.FileWriter, error) {
 		} else {
 			// The streaming writer is opened only when the file outgrows whole.max: a file that does not is
 			// one request from the buffer.
-			up = &uploadWriter{name: name, max: f.whole.max, open: open, put: func(body []byte) (bool, error) {
-				return f.whole.put(f.ctx, f.b.As, f.host, key, body)
+			up = &uploadWriter{name: name, max: f.whole.max, open: open, put: func(body io.ReadSeeker, size int64, contentType string) (bool, error) {
+				return f.whole.put(f.ctx, f.b.As, f.host, key, body, size, contentType)
 			}}
 		}
 	}
@@ -287,19 +287,15 @@ type uploadWriter struct {
 	*blobfs.Writer // nil while buffering
 	name           string
 	open           func() (*blobfs.Writer, error)
-	put            func(body []byte) (bool, error)
+	put            func(body io.ReadSeeker, size int64, contentType string) (bool, error)
 	max            int
-	buf            *bytes.Buffer
+	buf            *uploadBuffer // chunks of uploadChunks (nil: nothing written yet)
 }
-
-// uploadBuffers holds the buffers of whole uploads: a writer uploading a file a commit after the other reuses
-// one instead of growing a new one by copying.
-var uploadBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 func (w *uploadWriter) Write(p []byte) (int, error) {
 	if w.Writer == nil {
 		if w.buf == nil {
-			w.buf = uploadBuffers.Get().(*bytes.Buffer)
+			w.buf = &uploadBuffer{store: uploadChunks}
 		}
 		if w.buf.Len()+len(p) <= w.max {
 			return w.buf.Write(p)
@@ -326,18 +322,15 @@ func (w *uploadWriter) stream() error {
 		return nil
 	}
 	defer w.release()
-	if _, err := w.Writer.Write(w.buf.Bytes()); err != nil {
+	if _, err := w.buf.WriteTo(w.Writer); err != nil {
 		return fmt.Errorf("storage: upload %s: %w", w.name, err)
 	}
 	return nil
 }
 
-// release returns the buffer to the pool; a buffer grown past the largest whole upload is dropped.
+// release hands the buffer's chunks back for the next upload.
 func (w *uploadWriter) release() {
-	if w.buf.Cap() <= w.max {
-		w.buf.Reset()
-		uploadBuffers.Put(w.buf)
-	}
+	w.buf.release()
 	w.buf = nil
 }
 
@@ -354,12 +347,12 @@ func (w *uploadWriter) ReadFrom(r io.Reader) (int64, error) {
 
 func (w *uploadWriter) Close() error {
 	if w.Writer == nil {
-		var body []byte
-		if w.buf != nil {
-			body = w.buf.Bytes()
-			defer w.release()
+		if w.buf == nil {
+			w.buf = &uploadBuffer{store: uploadChunks}
 		}
-		ok, err := w.put(body)
+		defer w.release()
+		// The content type gocloud's writer would give the object: sniffed from its first 512 bytes.
+		ok, err := w.put(w.buf.reader(), int64(w.buf.Len()), http.DetectContentType(w.buf.head(512)))
 		if err != nil {
 			return fmt.Errorf("storage: upload %s: %w", w.name, err)
 		}

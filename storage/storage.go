@@ -20,6 +20,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/url"
 	"sort"
 	"strconv"
@@ -110,9 +111,12 @@ func RegisterSuffixRange(f SuffixRange, schemes ...string) {
 }
 
 // WholePut uploads an object in one request whose body is all of it, bypassing gocloud's streaming writer: as
-// is the bucket's As (to reach the backend's client), bucket the location's host. It reports whether it could;
-// when it could not, the file goes through the streaming writer.
-type WholePut func(ctx context.Context, as func(any) bool, bucket, key string, body []byte) (bool, error)
+// is the bucket's As (to reach the backend's client), bucket the location's host; body holds size bytes, read
+// from the start and rewindable for a retry (valid only until WholePut returns), and contentType is what
+// gocloud's writer would sniff. It reports whether it could; when it could not, the file goes through the
+// streaming writer.
+type WholePut func(ctx context.Context, as func(any) bool, bucket, key string, body io.ReadSeeker, size int64,
+	contentType string) (bool, error)
 
 // wholePut is a scheme's WholePut and the largest object it takes (larger ones stream).
 type wholePut struct {

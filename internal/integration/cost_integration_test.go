@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -53,6 +54,7 @@ var costCases = []costCase{
 // (setup, the table's creation, is counted apart).
 type costRun struct {
 	cpu                time.Duration
+	allocBytes         uint64 // bytes the process allocated on the Go heap during the writes
 	rows, commits      int64
 	fileBytes          int64
 	setupCat, setupS3  faultproxy.Tally
@@ -83,6 +85,13 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// heapAllocated is how many bytes this process has allocated on the Go heap so far.
+func heapAllocated() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // runCost writes the workload into a new table of cat. The proxies, when given, are tallied around it.
@@ -117,7 +126,7 @@ func runCost(b *testing.B, cat icecatalog.Catalog, tc costCase, catP, s3P *fault
 		stop := startCPUProfile(b, dir, tc.name, cat)
 		defer stop()
 	}
-	cpu0, start := processCPU(), time.Now()
+	cpu0, alloc0, start := processCPU(), heapAllocated(), time.Now()
 	for c := 0; c < costCommits; c++ {
 		// Keys are consecutive: a keyed commit starts a tenth of a commit before the previous one ended, so
 		// its first tenth updates the previous commit's last tenth.
@@ -144,7 +153,7 @@ func runCost(b *testing.B, cat icecatalog.Catalog, tc costCase, catP, s3P *fault
 	if err := w.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
-	run.cpu, run.wall = processCPU()-cpu0, time.Since(start)
+	run.cpu, run.allocBytes, run.wall = processCPU()-cpu0, heapAllocated()-alloc0, time.Since(start)
 	st := w.Stats()
 	run.rows, run.commits = st.RowsCommitted, st.Commits
 	cat2, s32 := tally()
@@ -196,6 +205,9 @@ func BenchmarkRemoteCost(b *testing.B) {
 			b.ReportMetric(perM(r.emb.cpu, r.emb.rows), "emb-cpu-s/Mrows")
 			b.ReportMetric(perM(r.direct.cpu, r.direct.rows), "rest-cpu-s/Mrows")
 			b.ReportMetric(r.direct.cpu.Seconds()/r.emb.cpu.Seconds(), "cpu-x-embedded")
+			perCommit := func(bytes uint64, commits int64) float64 { return float64(bytes) / float64(commits) / (1 << 20) }
+			b.ReportMetric(perCommit(r.emb.allocBytes, r.emb.commits), "emb-alloc-MiB/commit")
+			b.ReportMetric(perCommit(r.direct.allocBytes, r.direct.commits), "rest-alloc-MiB/commit")
 			b.ReportMetric(float64(r.rest.catalog.Total())/float64(r.rest.commits), "catalog-req/commit")
 			b.ReportMetric(float64(r.rest.s3.Total())/float64(r.rest.commits), "s3-req/commit")
 			b.ReportMetric(float64(r.rest.s3.Total())/float64(r.rest.rows)*1e6, "s3-req/Mrows")

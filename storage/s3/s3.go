@@ -38,10 +38,9 @@
 package s3
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net/http"
+	"io"
 	"net/netip"
 	"net/url"
 	"os"
@@ -102,8 +101,9 @@ const singlePutMax = 16<<20 - 1
 
 // wholePut uploads body in one PutObject, as the transfer manager would for an object this small, but from a
 // buffer the SDK can rewind for a retry, without the pipe, the goroutine and the copy of the body into a
-// buffer grown by doubling. The content type is sniffed as gocloud's writer sniffs it.
-func wholePut(ctx context.Context, as func(any) bool, bucket, key string, body []byte) (bool, error) {
+// buffer grown by doubling.
+func wholePut(ctx context.Context, as func(any) bool, bucket, key string, body io.ReadSeeker, size int64,
+	contentType string) (bool, error) {
 	var client *s3.Client
 	if !as(&client) || client == nil {
 		return false, nil
@@ -111,9 +111,9 @@ func wholePut(ctx context.Context, as func(any) bool, bucket, key string, body [
 	_, err := client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(bucket),
 		Key:           aws.String(key),
-		Body:          bytes.NewReader(body),
-		ContentLength: aws.Int64(int64(len(body))),
-		ContentType:   aws.String(http.DetectContentType(body)),
+		Body:          body,
+		ContentLength: aws.Int64(size),
+		ContentType:   aws.String(contentType),
 	})
 	return true, err
 }

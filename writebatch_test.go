@@ -4,33 +4,58 @@ import (
 	"context"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
 )
 
-// TestDistinctStringsDropTheirDictionary: a batch of seed events written as one file keeps no dictionary for
-// the info column (92 distinct characters a row: a dictionary of it only costs) and keeps one for event_type
-// (six values), with every row read back as written. With iceberg-go's 20,000-row write batch the info column
-// filled a data page before the cost-based fallback could run, and wrote its dictionary page.
+// TestDistinctStringsDropTheirDictionary: a batch of seed events written by a writer, and by a router's bulk
+// phase (files kept open across batches, bulkfile.go), keeps no dictionary for the info column (92 distinct
+// characters a row: a dictionary of it only costs) and keeps one for event_type (six values), with every row
+// read back as written. With iceberg-go's 20,000-row write batch the info column filled a data page before the
+// cost-based fallback could run, and wrote its dictionary page.
 func TestDistinctStringsDropTheirDictionary(t *testing.T) {
 	ctx := context.Background()
-	cat := openCatalog(t)
-	ident := table.Identifier{"db", "dict"}
-	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema))
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := seed.New(0, 7).Batch(20_000)
 	defer rec.Release()
-	if err := w.Write(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	t.Run("writer", func(t *testing.T) {
+		cat := openCatalog(t)
+		ident := table.Identifier{"db", "dict"}
+		w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		checkDictionaries(t, cat, ident, rec)
+	})
+	t.Run("bulk", func(t *testing.T) {
+		cat := openCatalog(t)
+		ident := table.Identifier{"db", "dict"}
+		r := bulkRouter(t, cat, 16<<20)
+		if err := r.Write(ctx, ident, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		checkDictionaries(t, cat, ident, rec)
+	})
+}
+
+// checkDictionaries checks that the table's one data file has no dictionary page for the info column and one
+// for event_type in every row group, and that the table holds the rows of rec.
+func checkDictionaries(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, rec arrow.RecordBatch) {
+	t.Helper()
+	ctx := context.Background()
 	tbl, tasks := liveDataFiles(t, cat, ident)
 	if len(tasks) != 1 {
 		t.Fatalf("%d data files, want 1", len(tasks))

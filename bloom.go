@@ -46,10 +46,14 @@ func bloomBytes(ndv int64) int64 {
 // on or off, and a filter size the table sets, are left as the table says (a filter the table turns on without
 // a size is sized here too).
 func withKeyBlooms(tbl *table.Table, keys []string, rows int64) (*table.Table, error) {
+	return withWriteProperties(tbl, keyBloomProperties(tbl.Properties(), keys, rows))
+}
+
+// keyBloomProperties are the properties withKeyBlooms sets on a table of properties props (none: nil).
+func keyBloomProperties(props ice.Properties, keys []string, rows int64) ice.Properties {
 	if len(keys) == 0 {
-		return tbl, nil
+		return nil
 	}
-	props := tbl.Properties()
 	set := ice.Properties{}
 	on := false // some key column gets a filter
 	for _, k := range keys {
@@ -66,19 +70,25 @@ func withKeyBlooms(tbl *table.Table, keys []string, rows int64) (*table.Table, e
 	if _, ok := props[table.ParquetBloomFilterMaxBytesKey]; on && !ok {
 		set[table.ParquetBloomFilterMaxBytesKey] = strconv.FormatInt(bloomBytes(rows), 10)
 	}
+	return set
+}
+
+// withWriteProperties returns tbl, or a copy of it with the properties set (tbl itself when set is empty), for
+// iceberg-go's writer to read: nothing of that copy is ever committed.
+func withWriteProperties(tbl *table.Table, set ice.Properties) (*table.Table, error) {
 	if len(set) == 0 {
 		return tbl, nil
 	}
 	b, err := table.MetadataBuilderFromBase(tbl.Metadata(), tbl.MetadataLocation())
 	if err != nil {
-		return nil, fmt.Errorf("iceberg: bloom filter properties: %w", err)
+		return nil, fmt.Errorf("iceberg: write properties: %w", err)
 	}
 	if err := b.SetProperties(set); err != nil {
-		return nil, fmt.Errorf("iceberg: bloom filter properties: %w", err)
+		return nil, fmt.Errorf("iceberg: write properties: %w", err)
 	}
 	meta, err := b.Build()
 	if err != nil {
-		return nil, fmt.Errorf("iceberg: bloom filter properties: %w", err)
+		return nil, fmt.Errorf("iceberg: write properties: %w", err)
 	}
 	return table.New(tbl.Identifier(), meta, tbl.MetadataLocation(), tbl.FS, nil), nil
 }

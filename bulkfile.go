@@ -186,7 +186,7 @@ func (e *fileEncoder) writeBulk(ctx context.Context, tbl *table.Table, schema *a
 	}
 	if c == nil {
 		var err error
-		if c, err = e.openBulk(ctx, tbl, schema); err != nil {
+		if c, err = e.openBulk(ctx, tbl, schema, b.recs); err != nil {
 			return err
 		}
 	}
@@ -224,8 +224,9 @@ func (e *fileEncoder) closeGen(ctx context.Context, tbl *table.Table, b *batch) 
 }
 
 // openBulk opens a data file named as the writer's other files are (its mark included) at the table's data
-// location, with the Parquet settings of the table's properties.
-func (e *fileEncoder) openBulk(ctx context.Context, tbl *table.Table, schema *arrow.Schema) (*bulkFile, error) {
+// location, with the Parquet settings of the table's properties and a write batch picked for recs, the first
+// records it takes (writeBatchRows).
+func (e *fileEncoder) openBulk(ctx context.Context, tbl *table.Table, schema *arrow.Schema, recs []arrow.RecordBatch) (*bulkFile, error) {
 	lp, err := tbl.LocationProvider()
 	if err != nil {
 		return nil, err
@@ -245,7 +246,7 @@ func (e *fileEncoder) openBulk(ctx context.Context, tbl *table.Table, schema *ar
 	}
 	sink := &countingSink{w: w}
 	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(e.mem), pqarrow.WithStoreSchema())
-	props, err := bulkWriterProps(tbl.Properties(), e.rowGroupRows, schema, arrProps)
+	props, err := bulkWriterProps(tbl.Properties(), e.rowGroupRows, writeBatchRows(tbl.Properties(), recs), schema, arrProps)
 	if err != nil {
 		_ = w.Close()
 		return nil, err
@@ -299,10 +300,14 @@ func (e *fileEncoder) dropBulk(ctx context.Context, tbl *table.Table) {
 }
 
 // bulkWriterProps are the Parquet writer properties of a bulk file, iceberg-go's defaults for its own files:
-// the table's codec (zstd by default), statistics, its page sizes, the writer's row-group limit, and the
-// cost-based dictionary fallback on every leaf column (without it a column of distinct values keeps its
-// dictionary: 12% larger files measured).
-func bulkWriterProps(props ice.Properties, rowGroupRows int, schema *arrow.Schema, arrProps pqarrow.ArrowWriterProperties) (*parquet.WriterProperties, error) {
+// the table's codec (zstd by default), statistics, its page sizes, the writer's row-group limit, the write batch
+// (batchRows; 0: the table's write.parquet.page-row-limit, 20,000 by default) and the cost-based dictionary
+// fallback on every leaf column (without it a column of distinct values keeps its dictionary: 12% larger files
+// measured).
+func bulkWriterProps(props ice.Properties, rowGroupRows, batchRows int, schema *arrow.Schema, arrProps pqarrow.ArrowWriterProperties) (*parquet.WriterProperties, error) {
+	if batchRows <= 0 {
+		batchRows = props.GetInt(table.ParquetPageRowLimitKey, table.ParquetPageRowLimitDefault)
+	}
 	codec := compress.Codecs.Zstd
 	switch name := props.Get("write.parquet.compression-codec", "zstd"); name {
 	case "zstd":
@@ -325,8 +330,8 @@ func bulkWriterProps(props ice.Properties, rowGroupRows int, schema *arrow.Schem
 		parquet.WithStats(true),
 		parquet.WithMaxRowGroupLength(int64(rowGroupRows)),
 		parquet.WithDataPageVersion(parquet.DataPageV2),
-		parquet.WithDataPageSize(1 << 20),
-		parquet.WithBatchSize(20_000),
+		parquet.WithDataPageSize(int64(props.GetInt(table.ParquetPageSizeBytesKey, table.ParquetPageSizeBytesDefault))),
+		parquet.WithBatchSize(int64(batchRows)),
 		parquet.WithDictionaryPageSizeLimit(2 << 20),
 	}
 	ps, err := pqarrow.ToParquet(schema, parquet.NewWriterProperties(wp...), arrProps)

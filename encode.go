@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"maps"
 	"math"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -168,7 +170,7 @@ func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *
 		for _, r := range b.recs {
 			rows += r.NumRows()
 		}
-		bt, err := e.withBlooms(tbl, rows)
+		bt, err := e.writeTable(tbl, rows, b.recs...)
 		if err != nil {
 			return nil, err
 		}
@@ -220,7 +222,7 @@ func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *
 	if share := math.Float64frombits(e.partShare.Load()); share > 0 {
 		est = int64(math.Ceil(float64(rows) * min(1, 2*share)))
 	}
-	bt, err := e.withBlooms(tbl, est)
+	bt, err := e.writeTable(tbl, est, one)
 	if err != nil {
 		return nil, err
 	}
@@ -257,13 +259,19 @@ func (e *fileEncoder) warnFanout(tbl *table.Table, partitions int, rows int64) {
 	}
 }
 
-// withBlooms returns tbl with the key columns' bloom filters sized for files of rows rows (tbl itself without
-// key columns, and in a bulk phase).
-func (e *fileEncoder) withBlooms(tbl *table.Table, rows int64) (*table.Table, error) {
-	if e.keyNames == nil || e.bulk() {
-		return tbl, nil
+// writeTable returns tbl, or a copy of it for iceberg-go's writer to write recs with: bloom filters on the key
+// columns sized for files of rows rows (none without key columns, and in a bulk phase), and the Parquet write
+// batch of writeBatchRows.
+func (e *fileEncoder) writeTable(tbl *table.Table, rows int64, recs ...arrow.RecordBatch) (*table.Table, error) {
+	props := tbl.Properties()
+	set := ice.Properties{}
+	if e.keyNames != nil && !e.bulk() {
+		maps.Copy(set, keyBloomProperties(props, e.keyNames, min(rows, int64(e.rowGroupRows))))
 	}
-	return withKeyBlooms(tbl, e.keyNames, min(rows, int64(e.rowGroupRows)))
+	if n := writeBatchRows(props, recs); n > 0 {
+		set[table.ParquetPageRowLimitKey] = strconv.Itoa(n)
+	}
+	return withWriteProperties(tbl, set)
 }
 
 // writeRecord writes one record, whose ownership passes to iceberg-go (it releases the records it takes).

@@ -339,7 +339,7 @@ func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema 
 	chunks := fanoutChunks(g, e.limits.chunkPartitions)
 	// write writes one chunk's record (owned).
 	write := func(ctx context.Context, c fanoutChunk, part arrow.RecordBatch) ([]ice.DataFile, error) {
-		bt, err := e.withBlooms(tbl, int64(c.largest))
+		bt, err := e.writeTable(tbl, int64(c.largest), part)
 		if err != nil {
 			part.Release()
 			return nil, err

@@ -52,28 +52,53 @@ func (t rowTaker) array(a arrow.Array, rows []int32) (arrow.Array, error) {
 
 // takeDirect is rowTaker.array for the layouts it copies itself; nil for any other.
 func takeDirect(mem memory.Allocator, a arrow.Array, rows []int32) arrow.Array {
-	d, dt := a.Data(), a.DataType()
-	if len(rows) == 0 || dt.ID() == arrow.DICTIONARY || len(d.Children()) > 0 || len(d.Buffers()) < 2 || d.Buffers()[1] == nil {
+	if len(rows) == 0 {
 		return nil // compute.Take copes with empty arrays and their missing buffers
+	}
+	return takeDirectChunks(mem, []arrow.Array{a}, [][]int32{rows})
+}
+
+// takeDirectChunks takes, into one array, the values of chunks[0] at rows[0], then those of chunks[1] at
+// rows[1], and so on (chunks of one type, every row within its chunk), for the layouts takeDirect copies
+// itself; nil for any other, or for no rows at all.
+func takeDirectChunks(mem memory.Allocator, chunks []arrow.Array, rows [][]int32) arrow.Array {
+	n := 0
+	for _, rs := range rows {
+		n += len(rs)
+	}
+	if n == 0 {
+		return nil
+	}
+	dt := chunks[0].DataType()
+	for _, a := range chunks {
+		d := a.Data()
+		if dt.ID() == arrow.DICTIONARY || len(d.Children()) > 0 || len(d.Buffers()) < 2 || d.Buffers()[1] == nil {
+			return nil
+		}
 	}
 	var values []*memory.Buffer
 	switch id := dt.ID(); {
 	case id == arrow.STRING || id == arrow.BINARY:
-		values = takeVarBinary[int32](mem, d, rows)
+		values = takeVarBinary[int32](mem, chunks, rows, n)
 	case id == arrow.LARGE_STRING || id == arrow.LARGE_BINARY:
-		values = takeVarBinary[int64](mem, d, rows)
+		values = takeVarBinary[int64](mem, chunks, rows, n)
 	case id != arrow.BOOL && id != arrow.EXTENSION && id != arrow.STRING_VIEW && id != arrow.BINARY_VIEW:
 		fw, ok := dt.(arrow.FixedWidthDataType)
-		if !ok || fw.BitWidth()%8 != 0 || len(d.Buffers()) != 2 {
+		if !ok || fw.BitWidth()%8 != 0 {
 			return nil
 		}
-		values = []*memory.Buffer{takeFixed(mem, d, fw.BitWidth()/8, rows)}
+		for _, a := range chunks {
+			if len(a.Data().Buffers()) != 2 {
+				return nil
+			}
+		}
+		values = []*memory.Buffer{takeFixed(mem, chunks, fw.BitWidth()/8, rows, n)}
 	default:
 		return nil
 	}
-	validity, nulls := takeValidity(mem, a, rows)
+	validity, nulls := takeValidity(mem, chunks, rows, n)
 	bufs := append([]*memory.Buffer{validity}, values...)
-	out := array.NewData(dt, len(rows), bufs, nil, nulls, 0)
+	out := array.NewData(dt, n, bufs, nil, nulls, 0)
 	for _, b := range bufs {
 		if b != nil {
 			b.Release()
@@ -83,73 +108,102 @@ func takeDirect(mem memory.Allocator, a arrow.Array, rows []int32) arrow.Array {
 	return array.MakeFromData(out)
 }
 
-// takeValidity returns the validity bitmap of a's rows (nil when none is null) and their nulls.
-func takeValidity(mem memory.Allocator, a arrow.Array, rows []int32) (*memory.Buffer, int) {
-	if a.NullN() == 0 {
+// takeValidity returns the validity bitmap of the n rows taken (nil when none is null) and their nulls.
+func takeValidity(mem memory.Allocator, chunks []arrow.Array, rows [][]int32, n int) (*memory.Buffer, int) {
+	hasNulls := false
+	for j, a := range chunks {
+		hasNulls = hasNulls || (a.NullN() > 0 && len(rows[j]) > 0)
+	}
+	if !hasNulls {
 		return nil, 0
 	}
 	buf := memory.NewResizableBuffer(mem)
-	buf.Resize(int(bitutil.BytesForBits(int64(len(rows)))))
+	buf.Resize(int(bitutil.BytesForBits(int64(n))))
 	bits := buf.Bytes()
 	clear(bits)
-	nulls := 0
-	for i, r := range rows {
-		if a.IsValid(int(r)) {
-			bitutil.SetBit(bits, i)
-		} else {
-			nulls++
+	nulls, i := 0, 0
+	for j, a := range chunks {
+		if a.NullN() == 0 {
+			bitutil.SetBitsTo(bits, int64(i), int64(len(rows[j])), true)
+			i += len(rows[j])
+			continue
+		}
+		for _, r := range rows[j] {
+			if a.IsValid(int(r)) {
+				bitutil.SetBit(bits, i)
+			} else {
+				nulls++
+			}
+			i++
 		}
 	}
 	return buf, nulls
 }
 
-// takeFixed copies the width-byte values of d at rows.
-func takeFixed(mem memory.Allocator, d arrow.ArrayData, width int, rows []int32) *memory.Buffer {
+// takeFixed copies the width-byte values of the n rows taken.
+func takeFixed(mem memory.Allocator, chunks []arrow.Array, width int, rows [][]int32, n int) *memory.Buffer {
 	buf := memory.NewResizableBuffer(mem)
-	buf.Resize(len(rows) * width)
+	buf.Resize(n * width)
 	dst := buf.Bytes()
-	src := d.Buffers()[1].Bytes()[d.Offset()*width:]
-	if width == 8 {
-		dst64, src64 := arrow.Uint64Traits.CastFromBytes(dst), arrow.Uint64Traits.CastFromBytes(src)
-		for i, r := range rows {
-			dst64[i] = src64[r]
+	for j, a := range chunks {
+		d := a.Data()
+		src := d.Buffers()[1].Bytes()[d.Offset()*width:]
+		if width == 8 {
+			dst64, src64 := arrow.Uint64Traits.CastFromBytes(dst), arrow.Uint64Traits.CastFromBytes(src)
+			for i, r := range rows[j] {
+				dst64[i] = src64[r]
+			}
+		} else {
+			for i, r := range rows[j] {
+				copy(dst[i*width:(i+1)*width], src[int(r)*width:])
+			}
 		}
-		return buf
-	}
-	for i, r := range rows {
-		copy(dst[i*width:(i+1)*width], src[int(r)*width:])
+		dst = dst[len(rows[j])*width:]
 	}
 	return buf
 }
 
-// takeVarBinary copies the strings or binaries (offsets of type O) of d at rows: the offsets, then the bytes.
-func takeVarBinary[O int32 | int64](mem memory.Allocator, d arrow.ArrayData, rows []int32) []*memory.Buffer {
-	srcOffs := offsetsOf[O](d.Buffers()[1].Bytes())[d.Offset() : d.Offset()+d.Len()+1]
-	var src []byte
-	if b := d.Buffers()[2]; b != nil {
-		src = b.Bytes()
-	}
+// takeVarBinary copies the strings or binaries (offsets of type O) of the n rows taken: the offsets, then the
+// bytes.
+func takeVarBinary[O int32 | int64](mem memory.Allocator, chunks []arrow.Array, rows [][]int32, n int) []*memory.Buffer {
 	offBuf := memory.NewResizableBuffer(mem)
-	offBuf.Resize((len(rows) + 1) * int(unsafe.Sizeof(O(0))))
+	offBuf.Resize((n + 1) * int(unsafe.Sizeof(O(0))))
 	offs := offsetsOf[O](offBuf.Bytes())
 	var size O
 	offs[0] = 0
-	for i, r := range rows {
-		size += srcOffs[r+1] - srcOffs[r]
-		offs[i+1] = size
+	i := 0
+	for j, a := range chunks {
+		d := a.Data()
+		srcOffs := offsetsOf[O](d.Buffers()[1].Bytes())[d.Offset() : d.Offset()+d.Len()+1]
+		for _, r := range rows[j] {
+			size += srcOffs[r+1] - srcOffs[r]
+			i++
+			offs[i] = size
+		}
 	}
 	valBuf := memory.NewResizableBuffer(mem)
 	valBuf.Resize(int(size))
 	// Runs of consecutive rows are one copy each: an Apply call keeps most of its rows, and a copy per value was
 	// most of the time taken for a column of short strings.
 	dst := valBuf.Bytes()
-	for i := 0; i < len(rows); {
-		j := i + 1
-		for j < len(rows) && rows[j] == rows[j-1]+1 {
-			j++
+	at := 0 // the first output row of chunk j
+	for j, a := range chunks {
+		d := a.Data()
+		srcOffs := offsetsOf[O](d.Buffers()[1].Bytes())[d.Offset() : d.Offset()+d.Len()+1]
+		var src []byte
+		if b := d.Buffers()[2]; b != nil {
+			src = b.Bytes()
 		}
-		copy(dst[offs[i]:offs[j]], src[srcOffs[rows[i]]:srcOffs[rows[j-1]+1]])
-		i = j
+		rs, o := rows[j], offs[at:]
+		for i := 0; i < len(rs); {
+			k := i + 1
+			for k < len(rs) && rs[k] == rs[k-1]+1 {
+				k++
+			}
+			copy(dst[o[i]:o[k]], src[srcOffs[rs[i]]:srcOffs[rs[k-1]+1]])
+			i = k
+		}
+		at += len(rs)
 	}
 	return []*memory.Buffer{offBuf, valBuf}
 }

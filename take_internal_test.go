@@ -16,7 +16,7 @@ import (
 // TestRowTakerMatchesTake: rowTaker takes the same values as compute.Take for every layout, the ones it copies
 // itself (fixed widths of 1 to 16 bytes, strings and binaries with 32- and 64-bit offsets) and the ones it hands
 // to compute.Take (booleans, lists), with and without nulls, from sliced arrays, for rows in any
-// order with repeats and runs and for no rows at all; and nothing it allocated is left once its arrays are released.
+// order with repeats and runs and for no rows at all, from one array or from several chunks of it; and nothing it allocated is left once its arrays are released.
 func TestRowTakerMatchesTake(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	value := func(typ arrow.DataType, i int) string {
@@ -96,6 +96,36 @@ func TestRowTakerMatchesTake(t *testing.T) {
 					direct.Release()
 				} else if id := typ.ID(); id != arrow.BOOL && id != arrow.LIST {
 					t.Fatalf("%s went through compute.Take", typ)
+				}
+				// The same rows from src cut into three chunks (the middle one without rows taken): one array.
+				cuts := []int{0, src.Len() / 3, src.Len() / 2, src.Len()}
+				chunks := make([]arrow.Array, 3)
+				local := make([][]int32, 3)
+				var order []int32 // rows, chunk by chunk
+				for j := range chunks {
+					chunks[j] = array.NewSlice(src, int64(cuts[j]), int64(cuts[j+1]))
+					defer chunks[j].Release()
+					for _, r := range rows {
+						if int(r) >= cuts[j] && int(r) < cuts[j+1] && j != 1 {
+							local[j] = append(local[j], r-int32(cuts[j]))
+							order = append(order, r)
+						}
+					}
+				}
+				chunked := takeDirectChunks(mem, chunks, local)
+				if chunked == nil {
+					return // a layout takeDirect does not copy (checked above)
+				}
+				defer chunked.Release()
+				oidx := int32Array(memory.DefaultAllocator, order)
+				defer oidx.Release()
+				wantChunked, err := compute.TakeArray(context.Background(), src, oidx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer wantChunked.Release()
+				if !array.Equal(chunked, wantChunked) {
+					t.Fatalf("took from chunks\n%v\nwant\n%v", chunked, wantChunked)
 				}
 			})
 		}

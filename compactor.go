@@ -8,7 +8,6 @@ import (
 	"time"
 
 	ice "github.com/apache/iceberg-go"
-	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 )
@@ -17,16 +16,21 @@ import (
 // that a live stream's next flush never waits behind one: reading the files with their deletes and writing the
 // merged files, the slow part, happens on a goroutine of its own on the table as the writer's last commit left
 // it (snapshot S), while the commit loop goes on committing. Only the rewrite's commit takes the commit queue,
-// between two runs, and it is metadata only.
+// between two runs: metadata, and the deletes it re-bases (below).
 //
 // Commits the writer made meanwhile stay correct this way:
 //   - The new files get S's sequence number as their data sequence number (Java's "use starting sequence
 //     number"), so every equality delete committed after S still applies to them, as it did to the files they
 //     replace. Equality deletes at or before S were applied when the files were read.
-//   - A position delete or deletion vector committed after S that targets a rewritten file (or cannot be tied
-//     to one file), or a rewritten file removed since S, would be lost: the pass is then given up, its files
-//     removed, and the next one that is due plans again. So is a pass whose S is no longer an ancestor of the
-//     branch's head.
+//   - A position delete or deletion vector committed after S on a rewritten file (on a v3 keyed table the
+//     key index writes one on almost every upsert; on v2 the equality delete conversion writes position
+//     deletes) is re-based: the pass's output holds each row live at S once, in read order (rewriteRows), so
+//     the commit moves each such delete onto the output row that holds it, as one deletion vector per new
+//     file (v3) or one file-scoped position delete file per new file (v2), and removes the deletes it
+//     replaces. The commit's build does this on the table it commits onto, so a retry re-bases again.
+//   - The pass is given up, its files removed, and the next one that is due plans again, when S is no longer
+//     an ancestor of the branch's head, a rewritten file was removed since S, a position delete since S
+//     cannot be tied to one file, or the rows of the rewrite cannot be traced (a table with a sort order).
 //
 // One pass runs at a time; a pass due while one runs is skipped. Close and Abort cancel a pass still reading or
 // writing, and wait for one that is committing. The compactor also runs the file cleanup after an expiry
@@ -121,16 +125,40 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 	}
 	var results []table.CompactionGroupResult
 	var res CompactResult
-	removeNew := func() {
+	// rebased: the deletes the last build staged on the new files; orphans: those of earlier builds.
+	var rebased *rebasedDeletes
+	var orphans []string
+	removePaths := func(paths []string) {
 		fs, err := base.FS(context.WithoutCancel(ctx))
 		if err != nil {
 			return
 		}
+		for _, p := range paths {
+			_ = fs.Remove(p)
+		}
+	}
+	removeNew := func() {
+		var paths []string
 		for _, gr := range results {
 			for _, df := range gr.NewDataFiles {
-				_ = fs.Remove(df.FilePath())
+				paths = append(paths, df.FilePath())
 			}
 		}
+		if rebased != nil {
+			paths = append(paths, rebased.paths...)
+		}
+		removePaths(append(paths, orphans...))
+	}
+	// traced maps each rewritten file to its group's rewriteRows: what re-bases the deletes committed on it
+	// while the pass runs. A table with a sort order has none (its writer reorders rows), nor has a group whose
+	// rows cannot be traced (traceErr says why); a delete since on such a file gives the pass up.
+	traced := map[string]*rewriteRows{}
+	var traceErr error
+	var resolver *deleteResolver
+	if pl.writeTable.Metadata().SortOrder().IsUnsorted() {
+		resolver, traceErr = newDeleteResolver(ctx, pl.base)
+	} else {
+		traceErr = errors.New("the table has a sort order")
 	}
 	for _, g := range pl.groups {
 		gr, err := table.ExecuteCompactionGroup(ctx, pl.writeTable, g, w.compactionGroupOptions()...)
@@ -141,6 +169,21 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 			removeNew()
 			return CompactResult{}, w.env.red.Error(fmt.Errorf("iceberg: compact: rewrite: %w", err))
 		}
+		if resolver != nil {
+			rows, err := newRewriteRows(ctx, resolver, g.Tasks, gr.NewDataFiles)
+			if err != nil {
+				if ctx.Err() != nil {
+					removeNew()
+					return CompactResult{}, ctx.Err()
+				}
+				traceErr = err
+			}
+			for _, t := range g.Tasks {
+				if rows != nil {
+					traced[t.File.FilePath()] = rows
+				}
+			}
+		}
 		res.RewrittenDataFiles += len(gr.OldDataFiles)
 		res.AddedDataFiles += len(gr.NewDataFiles)
 		res.RemovedDeleteFiles += len(gr.SafePosDeletes) + len(gr.SafeDeletionVectors)
@@ -149,6 +192,13 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 	}
 	if len(results) == 0 {
 		return CompactResult{}, nil
+	}
+	// The files the commit removes: a group that wrote nothing (its rows were all deleted) is not committed.
+	rewritten := map[string]struct{}{}
+	for _, gr := range results {
+		for _, df := range gr.OldDataFiles {
+			rewritten[df.FilePath()] = struct{}{}
+		}
 	}
 	if testHookRewriteWritten != nil {
 		testHookRewriteWritten()
@@ -168,28 +218,66 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 	nonce := uuid.NewString()
 	var overlap error
 	var sent bool
+	var drift *rewriteDrift
 	op := &txOp{
 		what: "compact", kind: KindCompaction, maxAttempts: compactAttempts, maxBuilds: maxBuildAttempts,
 		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
-			if overlap = rewriteOverlap(tbl, w.env.branch, pl); overlap != nil {
+			if rebased != nil {
+				orphans = append(orphans, rebased.paths...)
+				rebased = nil
+			}
+			var err error
+			if drift, err = rewriteDriftOn(tbl, w.env.branch, pl.snap, rewritten); err != nil {
+				overlap = err
 				return nil, nil
+			}
+			if rebased, err = rebaseDeletes(ctx, tbl, drift, traced, w.own.names); err != nil {
+				if errors.Is(err, errRewriteOverlap) {
+					if traceErr != nil {
+						err = fmt.Errorf("%w (%w)", err, traceErr)
+					}
+					overlap = err
+					return nil, nil
+				}
+				return nil, err
 			}
 			tx := tbl.NewTransactionOnBranch(w.env.branch)
 			rw := tx.NewRewrite(ice.Properties{summaryWriterID: w.env.id, summaryOperation: "compact", summaryNonce: nonce})
+			// The delete files that die with the rewritten files go as iceberg-go's automatic removals: those of
+			// the pass's snapshot that are still live, and its dead equality deletes. The deletes committed since
+			// go as explicit removals, which the deletes re-based onto the new files replace (iceberg-go gives
+			// added delete files the highest sequence number of the explicit ones, above the new files').
 			staged := map[string]struct{}{}
+			var auto []ice.DataFile
 			for _, gr := range results {
-				rw.ApplyResult(gr)
-				for _, df := range gr.SafePosDeletes {
-					staged[df.FilePath()] = struct{}{}
+				for _, df := range gr.OldDataFiles {
+					rw.DeleteFile(df)
 				}
-				for _, df := range gr.SafeDeletionVectors {
-					staged[df.FilePath()] = struct{}{}
+				for _, df := range gr.NewDataFiles {
+					rw.AddDataFile(df)
+				}
+				for _, safe := range [][]ice.DataFile{gr.SafePosDeletes, gr.SafeDeletionVectors} {
+					for _, df := range safe {
+						if _, ok := staged[deleteFileKey(df)]; !ok && !drift.has(df) {
+							staged[deleteFileKey(df)] = struct{}{}
+							auto = append(auto, df)
+						}
+					}
 				}
 			}
 			for _, df := range pl.deadEq {
-				if _, ok := staged[df.FilePath()]; !ok {
-					rw.DeleteFile(df)
+				if _, ok := staged[deleteFileKey(df)]; !ok && !drift.has(df) {
+					staged[deleteFileKey(df)] = struct{}{}
+					auto = append(auto, df)
 				}
+			}
+			// ApplyResult is iceberg-go's only way to an automatic removal: a result of delete files alone.
+			rw.ApplyResult(table.CompactionGroupResult{SafePosDeletes: auto})
+			for _, df := range drift.deletes {
+				rw.DeleteFile(df)
+			}
+			for _, df := range rebased.files {
+				rw.AddDeleteFile(df)
 			}
 			rw.DataSequenceNumber(pl.snap.SequenceNumber)
 			if err := rw.Commit(ctx); err != nil {
@@ -205,7 +293,7 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 			}
 		},
 		committed: func(ctx context.Context, pre, next *table.Table) {
-			w.keys.rebase(ctx, pre, next, pl.rewritten)
+			w.keys.rebase(ctx, pre, next, rewritten)
 		},
 	}
 	r, err := w.commitTx(commitCtx, op)
@@ -223,8 +311,18 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 		}
 		return CompactResult{Attempts: r.attempts}, nil
 	}
+	if !sent {
+		removePaths(orphans) // no earlier build reached the catalog: its deletes are nobody's
+	}
 	res.Attempts = r.attempts
 	res.RemovedDeleteFiles += len(pl.deadEq)
+	if drift != nil {
+		res.RemovedDeleteFiles += len(drift.deletes)
+	}
+	if rebased != nil && len(rebased.files) > 0 {
+		w.env.log.Debug("iceberg: compaction re-based deletes committed while it ran", "table", w.env.ident,
+			"delete_files", len(drift.deletes), "rows", rebased.rows)
+	}
 	if s, ok := findNonce(r.table.Metadata(), w.env.branch, summaryNonce, nonce); ok {
 		res.SnapshotID = s.SnapshotID
 		if s.Summary != nil {
@@ -232,79 +330,4 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 		}
 	}
 	return res, nil
-}
-
-// rewriteOverlap reports (wrapping errRewriteOverlap) why a rewrite planned on pl.snap cannot commit onto tbl:
-// pl.snap is no longer an ancestor of the branch's head, or a snapshot since removed a rewritten file or added
-// a position delete or deletion vector that targets one (or whose target is not one known file). Equality
-// deletes added since are no overlap: the rewrite's files keep pl.snap's sequence number.
-func rewriteOverlap(tbl *table.Table, branch string, pl *rewritePlan) error {
-	meta := tbl.Metadata()
-	head := meta.SnapshotByName(branch)
-	var since []*table.Snapshot
-	for s := head; ; {
-		if s == nil {
-			return fmt.Errorf("%w: its snapshot %d is no longer an ancestor of the branch", errRewriteOverlap, pl.snap.SnapshotID)
-		}
-		if s.SnapshotID == pl.snap.SnapshotID {
-			break
-		}
-		since = append(since, s)
-		if s.ParentSnapshotID == nil {
-			s = nil
-			continue
-		}
-		s = meta.SnapshotByID(*s.ParentSnapshotID)
-	}
-	if len(since) == 0 {
-		return nil
-	}
-	fs, err := tbl.FS(context.Background())
-	if err != nil {
-		return fmt.Errorf("%w: %w", errRewriteOverlap, err)
-	}
-	for _, s := range since {
-		if err := snapshotOverlaps(fs, s, pl.rewritten); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// snapshotOverlaps checks the entries snapshot s added or deleted against the rewritten files.
-func snapshotOverlaps(fs iceio.IO, s *table.Snapshot, rewritten map[string]struct{}) error {
-	mans, err := s.Manifests(fs)
-	if err != nil {
-		return fmt.Errorf("%w: snapshot %d: %w", errRewriteOverlap, s.SnapshotID, err)
-	}
-	for _, m := range mans {
-		if m.SnapshotID() != s.SnapshotID {
-			continue // carried over from an earlier snapshot
-		}
-		for e, err := range m.Entries(fs, false) {
-			if err != nil {
-				return fmt.Errorf("%w: snapshot %d: %w", errRewriteOverlap, s.SnapshotID, err)
-			}
-			if e.SnapshotID() != s.SnapshotID {
-				continue
-			}
-			df := e.DataFile()
-			switch {
-			case df.ContentType() == ice.EntryContentData && e.Status() == ice.EntryStatusDELETED:
-				if _, ok := rewritten[df.FilePath()]; ok {
-					return fmt.Errorf("%w: snapshot %d removed %s", errRewriteOverlap, s.SnapshotID, df.FilePath())
-				}
-			case df.ContentType() == ice.EntryContentPosDeletes && e.Status() == ice.EntryStatusADDED:
-				ref := df.ReferencedDataFile()
-				if ref == nil {
-					return fmt.Errorf("%w: snapshot %d added position deletes %s of no one file", errRewriteOverlap,
-						s.SnapshotID, df.FilePath())
-				}
-				if _, ok := rewritten[*ref]; ok {
-					return fmt.Errorf("%w: snapshot %d added position deletes on %s", errRewriteOverlap, s.SnapshotID, *ref)
-				}
-			}
-		}
-	}
-	return nil
 }

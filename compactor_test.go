@@ -2,10 +2,10 @@ package iceberg_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
@@ -19,32 +19,23 @@ func (c compactions) OnCompaction(ev iceberg.Compaction) { c <- ev }
 // TestCompactionDoesNotHoldLiveFlushes: a small-file compaction pass of the writer's maintenance is held after
 // writing its files, before its commit. Meanwhile the writer goes on committing: flushes of new rows and of
 // upserts of rows inside the very files the pass rewrites (equality deletes committed after the pass's
-// snapshot) each return while the pass is held. Released, the pass commits its rewrite, and the table holds
-// every row once with its newest values: the rewritten files kept the pass snapshot's sequence number, so the
-// upserts' equality deletes still apply to them.
+// snapshot, which the maintainer converts into position deletes on those files) each return while the pass is
+// held. Released, the pass commits its rewrite, and the table holds every row once with its newest values: the
+// rewritten files kept the pass snapshot's sequence number, so the upserts' equality deletes still apply to
+// them, and the converted position deletes were moved onto the new files.
 func TestCompactionDoesNotHoldLiveFlushes(t *testing.T) {
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"compact", "live"}
-	held, release := make(chan struct{}), make(chan struct{})
-	undo := iceberg.HoldRewritesForTest(func() {
-		close(held)
-		<-release
-	})
-	defer undo()
+	held, letGo := holdFirstPass(t)
 	events := make(compactions, 4)
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithKeys("id"),
-		iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(8), iceberg.WithHooks(events),
-		// No conversion of the upserts' equality deletes: its position deletes on the held pass's files would
-		// make the pass give up, and this test is about the pass committing after the flushes.
-		iceberg.WithDeleteConversion(0))
+		iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(8), iceberg.WithHooks(events))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close(ctx)
-	var once sync.Once
-	letGo := func() { once.Do(func() { close(release) }) }
-	defer letGo() // before Close: a failed test must not leave the pass held
+	defer letGo()
 	g := seed.New(0, 1)
 	rows := int64(0)
 	// Eight commits of 50 rows: the pass after the eighth merges them.
@@ -96,5 +87,106 @@ func TestCompactionDoesNotHoldLiveFlushes(t *testing.T) {
 	}
 	if n := len(planFiles(t, tbl)); n > 12 {
 		t.Fatalf("%d data files after the compaction, want the 8 first ones merged", n)
+	}
+}
+
+// TestCompactionRebasesConcurrentDeletes: a small-file compaction pass is held after writing its files while
+// the writer upserts rows inside the very files it rewrites, on a format-v3 table (the key index writes each
+// upsert as a deletion vector on the file holding the old row) and on a v2 one (the upserts' equality deletes
+// are converted into position deletes on those files). Released, the pass moves those deletes onto its new
+// files and commits: it is not given up, the table read back holds every row once with its newest values, it
+// holds fewer data files, and later upserts of rows the pass moved still replace them.
+func TestCompactionRebasesConcurrentDeletes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		version int
+		opts    []iceberg.Option
+	}{
+		{"v3 deletion vectors", 3, nil},
+		{"v2 converted position deletes", 2, []iceberg.Option{iceberg.WithDeleteConversion(1)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			cat := openCatalog(t)
+			ident := table.Identifier{"compact", "rebase"}
+			held, letGo := holdFirstPass(t)
+			events := make(compactions, 64)
+			opts := append([]iceberg.Option{
+				iceberg.WithCreate(seed.Schema, iceberg.FormatVersion(tc.version)), iceberg.WithKeys("id"),
+				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(8), iceberg.WithHooks(events),
+			}, tc.opts...)
+			w, err := iceberg.NewWriter(ctx, cat, ident, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close(ctx)
+			defer letGo()
+			model := seedModel{}
+			flush := func(recs ...arrow.RecordBatch) {
+				t.Helper()
+				for _, rec := range recs {
+					model.put(rec)
+				}
+				fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				if err := w.Flush(fctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g := seed.New(0, 1)
+			for i := 0; i < 8; i++ { // ids 0..399 in eight files: the pass after the eighth commit merges them
+				rec := g.Batch(50)
+				if err := w.Write(ctx, rec); err != nil {
+					t.Fatal(err)
+				}
+				flush(rec)
+				rec.Release()
+			}
+			select {
+			case <-held:
+			case <-time.After(time.Minute):
+				t.Fatal("no compaction pass after 8 commits")
+			}
+			// While the pass is held: new rows, and upserts of ids 0..299, all in the files it rewrites.
+			upserts := seed.New(0, 99)
+			for i := 0; i < 10; i++ {
+				rec, up := g.Batch(20), upserts.Batch(30)
+				if err := w.Write(ctx, rec); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Upsert(ctx, up); err != nil {
+					t.Fatal(err)
+				}
+				flush(rec, up)
+				rec.Release()
+				up.Release()
+			}
+			_, tasks := liveDataFiles(t, cat, ident)
+			if !hasPositionDeletes(tasks) {
+				t.Fatal("no position delete or deletion vector on the held pass's files: the test tests nothing")
+			}
+			filesBefore := len(tasks)
+			letGo()
+			ev := <-events
+			if ev.Err != nil || ev.Result.SnapshotID == 0 || ev.Result.RewrittenDataFiles < 8 {
+				t.Fatalf("the held pass did not commit: %+v", ev)
+			}
+			model.check(t, cat, ident)
+			_, tasks = liveDataFiles(t, cat, ident)
+			if len(tasks) >= filesBefore {
+				t.Fatalf("%d live data files after the compaction, %d before", len(tasks), filesBefore)
+			}
+			// Rows the pass moved: ones whose old copy it deleted in its new files (0..9), and untouched ones
+			// (350..359). Each upsert must replace the row, not add a second one.
+			for _, first := range []int64{0, 350} {
+				up := seed.New(first, 7).Batch(10)
+				if err := w.Upsert(ctx, up); err != nil {
+					t.Fatal(err)
+				}
+				flush(up)
+				up.Release()
+			}
+			model.check(t, cat, ident)
+		})
 	}
 }

@@ -303,6 +303,40 @@ func readRows(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) (map
 	return counts, rows
 }
 
+// seedModel is the rows a seed-table test expects, by id: each id's newest row, as readRows returns them.
+type seedModel map[int64]map[string]any
+
+// put records rec's rows (a write or an upsert: the newest row of an id wins).
+func (m seedModel) put(rec arrow.RecordBatch) {
+	ids := rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64)
+	for r := 0; r < int(rec.NumRows()); r++ {
+		row := map[string]any{}
+		for c, f := range rec.Schema().Fields() {
+			row[f.Name] = cellValue(rec.Column(c), r)
+		}
+		m[ids.Value(r)] = row
+	}
+}
+
+// check fails unless the table read back with iceberg-go's scanner holds every id of m once, with m's values.
+func (m seedModel) check(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) {
+	t.Helper()
+	counts, got := readRows(t, cat, ident)
+	if len(counts) != len(m) {
+		t.Fatalf("table has %d ids, want %d", len(counts), len(m))
+	}
+	for id, want := range m {
+		if counts[id] != 1 {
+			t.Fatalf("id %d appears %d times", id, counts[id])
+		}
+		for col, v := range want {
+			if got[id][col] != v {
+				t.Fatalf("id %d: %s = %v, want %v", id, col, got[id][col], v)
+			}
+		}
+	}
+}
+
 // cellValue is row r of a as the Go value readRows and the models compare (timestamps as int64).
 func cellValue(a arrow.Array, r int) any {
 	if a.IsNull(r) {
@@ -370,6 +404,34 @@ func liveDataFiles(t testing.TB, cat icecatalog.Catalog, ident table.Identifier)
 		t.Fatal(err)
 	}
 	return tbl, tasks
+}
+
+// holdFirstPass holds the writer's first background compaction pass after it wrote its files, before it takes
+// the commit queue: held is closed once it waits, letGo releases it (later passes run through). Defer letGo
+// after the writer's Close, so that a failed test does not leave Close waiting for the held pass.
+func holdFirstPass(t *testing.T) (held <-chan struct{}, letGo func()) {
+	h, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	t.Cleanup(iceberg.HoldRewritesForTest(func() {
+		select {
+		case <-h:
+			return
+		default:
+		}
+		close(h)
+		<-release
+	}))
+	return h, func() { once.Do(func() { close(release) }) }
+}
+
+// hasPositionDeletes reports whether any planned data file has a deletion vector or position delete files.
+func hasPositionDeletes(tasks []table.FileScanTask) bool {
+	for _, t := range tasks {
+		if len(t.DeleteFiles)+len(t.DeletionVectorFiles) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // readKV returns, per id, the sorted v values of its rows.

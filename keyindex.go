@@ -450,8 +450,8 @@ func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
 
 // rebase keeps the key index valid across a compaction this writer committed (pre is the table the compaction
 // planned on, post the one its commit made): the rows of the rewritten files now sit in the compaction's new
-// files (deletes applied, so every row there is live), which are read back and indexed, and post's head becomes
-// the index's base. When someone else changed the table since the index's base, or the new files cannot be
+// files, which are read back and indexed minus the rows their deletes remove (a background pass moves the
+// deletes committed while it ran onto its new files, see compactor), and post's head becomes the index's base. When someone else changed the table since the index's base, or the new files cannot be
 // read, the index goes off instead. A compaction whose commit returned an error (its reply may be lost, the
 // rewrite applied) calls drop instead.
 func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten map[string]struct{}) {
@@ -471,6 +471,11 @@ func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten
 		k.dropLocked("plan after a compaction", err)
 		return
 	}
+	res, err := newDeleteResolver(ctx, post)
+	if err != nil {
+		k.dropLocked("read deletes after a compaction", err)
+		return
+	}
 	idx.forget(rewritten)
 	for _, t := range tasks {
 		if _, known := idx.byPath[t.File.FilePath()]; known {
@@ -481,7 +486,28 @@ func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten
 			k.dropLocked("read keys after a compaction", err)
 			return
 		}
-		idx.add(fileKeys{df: t.File, keys: keys})
+		// A background pass moves the deletes committed while it ran onto its new files: their rows are not
+		// live, and the file's next vector must hold them.
+		dead, err := res.positionDeleted(t)
+		if err != nil {
+			k.dropLocked("read deletes after a compaction", err)
+			return
+		}
+		eq, err := res.equalityDeleted(ctx, t, &knownKeys{spec: k.spec, keys: keys})
+		if err != nil {
+			k.dropLocked("read deletes after a compaction", err)
+			return
+		}
+		switch {
+		case dead == nil:
+			dead = eq
+		case eq != nil:
+			dead.Or(eq)
+		}
+		idx.addLive(t, keys, dead)
+	}
+	if idx.full() {
+		idx.over = true
 	}
 	idx.base = head.SnapshotID
 }

@@ -240,8 +240,9 @@ func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n
 // stream) otherwise leave readers opening thousands of tiny files. A pass runs off the commit path: it reads and
 // writes on the table of the commit that made it due while later flushes commit, then commits its rewrite
 // between two of them (one pass at a time; a pass due while one runs is skipped). Its new files keep that
-// table's sequence number, so equality deletes committed meanwhile still apply to them; a pass whose files got
-// a deletion vector or a position delete meanwhile, or lost one, is given up and the next one due plans again.
+// table's sequence number, so equality deletes committed meanwhile still apply to them, and deletion vectors and
+// position deletes committed meanwhile on its files are moved onto the rows of its new files in its commit; a
+// pass whose files were removed meanwhile is given up and the next one due plans again.
 // Default: DefaultSmallFileCompactionEvery (32) on tables the writer creates, off on others; 0 turns it off.
 func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFiles = n } }
 

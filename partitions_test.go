@@ -60,20 +60,7 @@ func TestHighCardinalityPartitions(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	counts, got := readRows(t, cat, ident)
-	if len(got) != len(want) {
-		t.Fatalf("read %d rows, want %d", len(got), len(want))
-	}
-	for id, row := range want {
-		if counts[id] != 1 {
-			t.Fatalf("id %d read %d times", id, counts[id])
-		}
-		for col, v := range row {
-			if got[id][col] != v {
-				t.Fatalf("id %d column %s: read %v, want %v", id, col, got[id][col], v)
-			}
-		}
-	}
+	seedModel(want).check(t, cat, ident)
 	tbl, err := cat.LoadTable(ctx, ident)
 	if err != nil {
 		t.Fatal(err)

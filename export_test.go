@@ -41,8 +41,9 @@ func WithFanoutForTest(chunkPartitions, warnPartitions int) Option {
 	}
 }
 
-// HoldRewritesForTest makes every background compaction pass (the writer's maintenance) call hold once it has
-// written its files and before it takes the commit queue; the returned func undoes it.
+// HoldRewritesForTest makes every background pass of the writer's maintenance (compaction or conversion of
+// equality deletes) call hold once it has written its files and before it takes the commit queue; the returned
+// func undoes it.
 func HoldRewritesForTest(hold func()) (undo func()) {
 	testHookRewriteWritten = hold
 	return func() { testHookRewriteWritten = nil }
@@ -53,3 +54,7 @@ func HoldRewritesForTest(hold func()) (undo func()) {
 func WithCommitterWrapForTest(wrap func(Committer) Committer) Option {
 	return func(o *options) { o.wrapCommitter = wrap }
 }
+
+// BackgroundPassDoneForTest returns a channel closed when the writer's running background maintenance pass
+// (compaction or conversion of equality deletes) ends, or already closed when none runs.
+func BackgroundPassDoneForTest(w *Writer) <-chan struct{} { return w.compactor.passDone() }

@@ -14,9 +14,10 @@ import (
 // maintainer is the writer's one maintenance scheduler: snapshot expiry (by count, and by age when asked),
 // manifest rewriting, automatic compaction after commits with delete files, and small-file compaction. The
 // commit loop calls afterCommit after each of its commits, holding commitMu, so maintenance never races the
-// writer's own commits; compactions only start there and run off the commit path (compactor). Its commits go
-// through the writer's transaction helper (Writer.commitTx): retried, fenced and installed like every other. A failure is logged and tried again when next due, since no data
-// depends on it; a fenced writer stops (commitTx fails it), and so does its maintenance.
+// writer's own commits; compactions and conversions of equality deletes only start there and run off the commit
+// path, one at a time (compactor). Its commits go through the writer's transaction helper (Writer.commitTx):
+// retried, fenced and installed like every other. A failure is logged and tried again when next due, since no
+// data depends on it; a fenced writer stops (commitTx fails it), and so does its maintenance.
 type maintainer struct {
 	keep         int           // WithKeepSnapshots (0: off)
 	expireAge    time.Duration // WithExpireOlderThan (0: off)
@@ -53,12 +54,20 @@ func (w *Writer) newMaintainer(o *options) *maintainer {
 		table: w.Table, commit: w.commitTx, cleanup: w.compactor.spawn,
 		// Off the commit path (compactor): the pass reads and writes while the loop commits on.
 		compact: func(_ context.Context, smallOnly bool) error {
-			w.compactor.start(smallOnly)
+			w.compactor.start("compaction", func(ctx context.Context) error {
+				start := time.Now()
+				res, err := w.compactBackground(ctx, smallOnly)
+				w.compacted(start, true, smallOnly, res, err)
+				return err
+			}, "small_only", smallOnly)
 			return nil
 		},
-		convert: func(ctx context.Context) error {
-			_, err := w.convertLocked(ctx, true)
-			return err
+		convert: func(context.Context) error {
+			w.compactor.start("equality delete conversion", func(ctx context.Context) error {
+				_, err := w.convertBackground(ctx)
+				return err
+			})
+			return nil
 		},
 	}
 }

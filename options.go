@@ -249,8 +249,9 @@ func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFi
 // (ConvertEqualityDeletes): their rows become position deletes (format v2) or deletion vectors (v3) and the
 // equality delete files are removed, so readers stop matching every older data file against them. It converts
 // anyone's equality deletes: other writers', older versions', and this writer's own when its key index cannot
-// place a key. A pass reads the equality columns of the data files the deletes apply to. Default:
-// DefaultDeleteConversionEvery (10); 0 turns it off.
+// place a key. A pass reads the equality columns of the data files the deletes apply to, off the commit path
+// (the writer's flushes go on meanwhile; one background pass, conversion or compaction, at a time: one due
+// while another runs is skipped). Default: DefaultDeleteConversionEvery (10); 0 turns it off.
 func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEvery = n } }
 
 // WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v3 table:

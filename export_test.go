@@ -56,5 +56,11 @@ func WithCommitterWrapForTest(wrap func(Committer) Committer) Option {
 }
 
 // BackgroundPassDoneForTest returns a channel closed when the writer's running background maintenance pass
-// (compaction or conversion of equality deletes) ends, or already closed when none runs.
-func BackgroundPassDoneForTest(w *Writer) <-chan struct{} { return w.compactor.passDone() }
+// (compaction or conversion of equality deletes) ends, or already closed when none runs. It first waits for the
+// commit queue: the maintenance after a commit (which starts a pass) runs in it, and may still run when the
+// commit's Flush has returned.
+func BackgroundPassDoneForTest(w *Writer) <-chan struct{} {
+	w.pipe.commitMu.Lock()
+	defer w.pipe.commitMu.Unlock()
+	return w.compactor.passDone()
+}

@@ -28,9 +28,10 @@ import (
 //     removed, and the next one that is due plans again. So is a pass whose S is no longer an ancestor of the
 //     branch's head.
 //
-// One background pass, compaction or conversion, runs at a time; a pass due while one runs is skipped. Close
-// and Abort cancel a pass still reading or writing, and wait for one that is committing. The compactor also
-// runs the file cleanup after an expiry (spawn), for the same reason.
+// One background pass, compaction or conversion, runs at a time; start refuses a pass while one runs (the
+// maintainer tries it again after its next commit). Close and Abort cancel a pass still reading or writing, and
+// wait for one that is committing. The compactor also runs the file cleanup after an expiry (spawn), for the
+// same reason.
 type compactor struct {
 	w      *Writer
 	ctx    context.Context // ends at stop

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -13,7 +12,8 @@ import (
 )
 
 // compactor runs the maintenance compactions (WithSmallFileCompaction, WithAutoCompact) off the commit path, so
-// that a live stream's next flush never waits behind one: reading the files with their deletes and writing the
+// that a live stream's next flush never waits behind one (and, with the same runner, start, the conversion of
+// equality deletes: see convertBackground): reading the files with their deletes and writing the
 // merged files, the slow part, happens on a goroutine of its own on the table as the writer's last commit left
 // it (snapshot S), while the commit loop goes on committing. Only the rewrite's commit takes the commit queue,
 // between two runs: metadata, and the deletes it re-bases (below).
@@ -32,16 +32,17 @@ import (
 //     an ancestor of the branch's head, a rewritten file was removed since S, a position delete since S
 //     cannot be tied to one file, or the rows of the rewrite cannot be traced (a table with a sort order).
 //
-// One pass runs at a time; a pass due while one runs is skipped. Close and Abort cancel a pass still reading or
-// writing, and wait for one that is committing. The compactor also runs the file cleanup after an expiry
-// (spawn), for the same reason.
+// One background pass, compaction or conversion, runs at a time; start refuses a pass while one runs (the
+// maintainer tries it again after its next commit). Close and Abort cancel a pass still reading or writing, and
+// wait for one that is committing. The compactor also runs the file cleanup after an expiry (spawn), for the
+// same reason.
 type compactor struct {
 	w      *Writer
 	ctx    context.Context // ends at stop
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	running bool
+	pass    chan struct{} // while a pass runs: closed when it ends
 	stopped bool
 	wg      sync.WaitGroup
 }
@@ -51,37 +52,52 @@ func newCompactor(w *Writer) *compactor {
 	return &compactor{w: w, ctx: ctx, cancel: cancel}
 }
 
-// testHookRewriteWritten, when set, runs after a background pass wrote its files and before it takes the commit
-// queue (tests hold a pass there).
+// testHookRewriteWritten, when set, runs after a background pass (compaction or conversion) wrote its files
+// and before it takes the commit queue (tests hold a pass there).
 var testHookRewriteWritten func()
 
-// start begins a pass unless one is running or the writer is closing; it reports whether it began one.
-func (c *compactor) start(smallOnly bool) bool {
+// start begins a background pass (a compaction or an equality delete conversion: what names it in logs) unless
+// one is running or the writer is closing; it reports whether it began one. pass runs on the compactor's
+// goroutine with a context that stop cancels; it reports its own events. A failure is logged and the pass runs
+// again when next due; a fenced writer stopped and said so.
+func (c *compactor) start(what string, pass func(ctx context.Context) error, logAttrs ...any) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.running || c.stopped {
+	if c.pass != nil || c.stopped {
 		return false
 	}
-	c.running = true
+	done := make(chan struct{})
+	c.pass = done
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		start := time.Now()
-		res, err := c.w.compactBackground(c.ctx, smallOnly)
-		c.w.compacted(start, true, smallOnly, res, err)
+		defer close(done)
+		err := pass(c.ctx)
 		switch {
 		case err == nil, c.ctx.Err() != nil:
 		case errors.Is(err, ErrFenced):
 			// The writer stopped and said so.
 		default:
-			c.w.env.log.Warn("iceberg: maintenance not done; it runs again when next due", "what", "compaction",
-				"small_only", smallOnly, "table", c.w.env.ident, "err", err)
+			c.w.env.log.Warn("iceberg: maintenance not done; it runs again when next due",
+				append([]any{"what", what, "table", c.w.env.ident, "err", err}, logAttrs...)...)
 		}
 		c.mu.Lock()
-		c.running = false
+		c.pass = nil
 		c.mu.Unlock()
 	}()
 	return true
+}
+
+// passDone returns a channel closed when the running pass ends (closed already when none runs).
+func (c *compactor) passDone() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pass == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return c.pass
 }
 
 // spawn runs fn on a goroutine stop waits for (the file cleanup after an expiry), unless the writer is closing.

@@ -38,82 +38,99 @@ type ConvertResult struct {
 // unless it is global (scan planning decides, as for readers); its rows are found by reading those files'
 // equality columns. The commit asserts the branch head it planned on: a concurrent commit makes it fail, and it
 // plans again on the reloaded table (up to 10 attempts within the commit timeout). It runs inside the writer's
-// commit queue, as Compact does. The maintainer runs it every WithDeleteConversion commits.
+// commit queue, as Compact does. The maintainer runs a conversion every WithDeleteConversion commits, off the
+// commit path: it reads and writes while the writer's flushes go on, and takes the queue only for its commit.
 func (w *Writer) ConvertEqualityDeletes(ctx context.Context) (ConvertResult, error) {
 	if err := w.pipe.usable(); err != nil {
 		return ConvertResult{}, err
 	}
 	w.pipe.commitMu.Lock()
 	defer w.pipe.commitMu.Unlock()
-	res, err := w.convertLocked(ctx, false)
+	res, err := w.convertLocked(ctx)
 	return res, err
 }
 
-// convertLocked runs one conversion through the writer's transaction helper; the caller holds commitMu. The
-// snapshots carry a nonce of this call, the proof that an attempt whose reply was lost applied. The key index
-// learns the new vectors when the commit succeeds, and is dropped when an attempt's commit errs (which vector
-// is live is not known then).
-//
-// automatic says the maintainer runs it; a pass that finds nothing to convert reports no event. The
-// maintainer's pass builds on the table the writer's last commit left, as expiry does, without a catalog load:
-// if another writer committed since, the catalog rejects the attempt and the retry reloads at once. A call of
-// ConvertEqualityDeletes loads the table first, to convert what other writers committed too.
-func (w *Writer) convertLocked(ctx context.Context, automatic bool) (ConvertResult, error) {
+// convertLocked runs one conversion through the writer's transaction helper; the caller holds commitMu. It
+// loads the table first, to convert what other writers committed too, and plans (reads and writes) inside each
+// attempt. The snapshots carry a nonce of this call, the proof that an attempt whose reply was lost applied. The
+// key index learns the new vectors when the commit succeeds, and is dropped when an attempt's commit errs (which
+// vector is live is not known then). The maintainer's conversion runs off the commit path instead
+// (convertBackground).
+func (w *Writer) convertLocked(ctx context.Context) (ConvertResult, error) {
 	nonce := uuid.NewString()
 	var plan *conversion
-	attempts := compactAttempts
-	var from *table.Table // nil: load the table first
-	if automatic {
-		attempts = maintainAttempts // it holds the commit queue; what is not done now is done when next due
-		from = w.Table()
-	}
 	op := &txOp{
-		start: from,
-		what:  "convert equality deletes", kind: KindDeleteConversion, maxAttempts: attempts, maxBuilds: maxBuildAttempts,
+		what: "convert equality deletes", kind: KindDeleteConversion,
+		maxAttempts: compactAttempts, maxBuilds: maxBuildAttempts,
 		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			var err error
-			plan, err = planConversion(ctx, tbl, w.env.branch, ice.Properties{
-				summaryWriterID: w.env.id, summaryOperation: opConvertDeletes, summaryNonce: nonce,
-			}, w.keys.files, w.keys.parallel)
+			plan, err = planConversion(ctx, tbl, w.env.branch, w.keys.files, w.keys.parallel)
 			if err != nil || plan == nil {
 				return nil, err
 			}
-			return plan.tx, nil
+			return plan.stage(ctx, tbl, w.env.branch, w.conversionProps(nonce))
 		},
-		prove: nonceProof(w.env.branch, summaryNonce, nonce, nil),
-		failed: func(sent bool) {
-			if sent {
-				w.keys.drop("an equality delete conversion's commit returned an error (its reply may be lost)", nil)
-			}
-		},
+		prove:  nonceProof(w.env.branch, summaryNonce, nonce, nil),
+		failed: w.conversionFailed,
 		committed: func(_ context.Context, pre, next *table.Table) {
 			w.keys.converted(pre, next, plan.vectors)
 		},
 	}
 	start := time.Now()
 	r, err := w.commitTx(ctx, op)
+	res := conversionResult(w.env.branch, r, err, plan, nonce)
+	return res, w.convertedEvent(start, false, res, err)
+}
+
+// conversionProps are the summary properties of a conversion's snapshots.
+func (w *Writer) conversionProps(nonce string) ice.Properties {
+	return ice.Properties{summaryWriterID: w.env.id, summaryOperation: opConvertDeletes, summaryNonce: nonce}
+}
+
+// conversionFailed drops the key index after a conversion's commit that reached the catalog failed: which vector
+// is live is not known then.
+func (w *Writer) conversionFailed(sent bool) {
+	if sent {
+		w.keys.drop("an equality delete conversion's commit returned an error (its reply may be lost)", nil)
+	}
+}
+
+// conversionResult reports the conversion plan committed by r (none when it failed or had nothing to do).
+func conversionResult(branch string, r txResult, err error, plan *conversion, nonce string) ConvertResult {
 	res := ConvertResult{Attempts: r.attempts}
 	if err == nil && r.how != txNothing && plan != nil {
 		res.EqualityDeleteFiles, res.DataFiles, res.DeletedRows = len(plan.removed), plan.dataFiles, plan.rows
-		if s, ok := findNonce(r.table.Metadata(), w.env.branch, summaryNonce, nonce); ok {
+		if s, ok := findNonce(r.table.Metadata(), branch, summaryNonce, nonce); ok {
 			res.SnapshotID = s.SnapshotID
 		}
 	}
-	err = w.env.red.Error(err) // reads data files: storage errors may quote presigned URLs
+	return res
+}
+
+// convertedEvent reports a conversion that started at start, when it committed or failed, and returns its error
+// redacted (it reads data files: storage errors may quote presigned URLs).
+func (w *Writer) convertedEvent(start time.Time, automatic bool, res ConvertResult, err error) error {
+	err = w.env.red.Error(err)
 	if (err != nil || res.SnapshotID != 0) && w.cbs.wants(hookConversion) {
 		w.cbs.emit(DeleteConversion{Table: w.env.ident, WriterID: w.env.id, Automatic: automatic, Result: res,
 			Duration: time.Since(start), Err: w.cbs.masked(err)})
 	}
-	return res, err
+	return err
 }
 
 // opConvertDeletes is the icewriter.operation of a conversion's snapshots.
 const opConvertDeletes = "convert-deletes"
 
-// conversion is a staged conversion of equality deletes.
+// conversion is a planned conversion of equality deletes: the snapshot it was planned on, the delete files it
+// wrote, and what its commit removes. Staging it (stage) touches no file, so it can commit onto a later head
+// of the branch (convertBackground).
 type conversion struct {
-	tx        *table.Transaction
-	removed   []ice.DataFile // the equality delete files removed
+	snap      *table.Snapshot
+	v3        bool
+	added     []ice.DataFile      // the position delete files or deletion vectors written
+	replaced  []ice.DataFile      // v3: the vectors the new ones replace
+	removed   []ice.DataFile      // the equality delete files removed
+	targets   map[string]struct{} // the data files that got position deletes or a new vector
 	dataFiles int
 	rows      int64
 	vectors   map[string]convertedVector // v3: the new live vector of each data file that got one
@@ -125,12 +142,11 @@ type convertedVector struct {
 	file ice.DataFile
 }
 
-// planConversion stages the conversion of tbl's live equality deletes on branch (nil: there are none). Two
-// snapshots in one transaction (one catalog commit): a row delta adds the position deletes or vectors (replacing
-// the files' old vectors), then a rewrite removes the equality delete files. iceberg-go has no single operation
-// for it (a row delta removes only vectors, a rewrite does not turn one kind of delete into another); both
-// snapshots read the same rows, since the first only adds deletes of rows the equality deletes already remove.
-func planConversion(ctx context.Context, tbl *table.Table, branch string, props ice.Properties, names *fileNamer, parallel int) (*conversion, error) {
+// planConversion plans the conversion of the live equality deletes of tbl's branch head (nil: there are none):
+// it reads the data files they apply to and writes the position deletes (v2) or deletion vectors (v3, each
+// holding the file's older deletes too) that stage then commits.
+func planConversion(ctx context.Context, tbl *table.Table, branch string, names *fileNamer,
+	parallel int) (*conversion, error) {
 	snap := tbl.Metadata().SnapshotByName(branch)
 	if snap == nil || tbl.Metadata().Version() < 2 {
 		return nil, nil
@@ -198,8 +214,8 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, props 
 	if err != nil {
 		return nil, err
 	}
-	c := &conversion{removed: live, vectors: map[string]convertedVector{}}
-	var added, replaced []ice.DataFile
+	c := &conversion{snap: snap, v3: v3, removed: live, targets: map[string]struct{}{},
+		vectors: map[string]convertedVector{}}
 	if v3 {
 		wfs, err := writableFS(fs, "deletion vectors")
 		if err != nil {
@@ -213,8 +229,9 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, props 
 			}
 			writer.Load(t.task.File.FilePath(), t.dead, t.task.File.SpecID(), t.task.File.Partition())
 			if len(t.task.DeletionVectorFiles) > 0 {
-				replaced = append(replaced, t.task.DeletionVectorFiles[0])
+				c.replaced = append(c.replaced, t.task.DeletionVectorFiles[0])
 			}
+			c.targets[t.task.File.FilePath()] = struct{}{}
 			c.dataFiles++
 			c.rows += t.rows
 		}
@@ -223,7 +240,7 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, props 
 			if err != nil {
 				return nil, fmt.Errorf("iceberg: write deletion vectors: %w", err)
 			}
-			added = dvs
+			c.added = dvs
 			byRef := map[string]ice.DataFile{}
 			for _, d := range dvs {
 				if ref := d.ReferencedDataFile(); ref != nil {
@@ -247,26 +264,37 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, props 
 			if err != nil {
 				return nil, err
 			}
-			added = append(added, f)
+			c.added = append(c.added, f)
+			c.targets[t.task.File.FilePath()] = struct{}{}
 			c.dataFiles++
 			c.rows += t.rows
 		}
 	}
+	return c, nil
+}
+
+// stage stages the conversion on tbl, the snapshot it was planned on or a later head of the branch that
+// conversionOverlap accepts. Two snapshots in one transaction (one catalog commit): a row delta adds the
+// position deletes or vectors (replacing the files' old vectors), then a rewrite removes the equality delete
+// files. iceberg-go has no single operation for it (a row delta removes only vectors, a rewrite does not turn
+// one kind of delete into another); both snapshots read the same rows, since the first only adds deletes of
+// rows the equality deletes already remove.
+func (c *conversion) stage(ctx context.Context, tbl *table.Table, branch string,
+	props ice.Properties) (*table.Transaction, error) {
 	tx := tbl.NewTransactionOnBranch(branch)
-	if len(added) > 0 {
-		if err := tx.NewRowDelta(props).AddDeletes(added...).RemoveDeletes(replaced...).Commit(ctx); err != nil {
+	if len(c.added) > 0 {
+		if err := tx.NewRowDelta(props).AddDeletes(c.added...).RemoveDeletes(c.replaced...).Commit(ctx); err != nil {
 			return nil, fmt.Errorf("iceberg: convert equality deletes: stage deletes: %w", err)
 		}
 	}
 	rw := tx.NewRewrite(props)
-	for _, f := range live {
+	for _, f := range c.removed {
 		rw.DeleteFile(f)
 	}
 	if err := rw.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("iceberg: convert equality deletes: remove equality deletes: %w", err)
 	}
-	c.tx = tx
-	return c, nil
+	return tx, nil
 }
 
 // liveEqualityDeletes lists the live equality delete files of a snapshot from its delete manifests, those that

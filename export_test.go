@@ -41,8 +41,9 @@ func WithFanoutForTest(chunkPartitions, warnPartitions int) Option {
 	}
 }
 
-// HoldRewritesForTest makes every background compaction pass (the writer's maintenance) call hold once it has
-// written its files and before it takes the commit queue; the returned func undoes it.
+// HoldRewritesForTest makes every background pass of the writer's maintenance (compaction or conversion of
+// equality deletes) call hold once it has written its files and before it takes the commit queue; the returned
+// func undoes it.
 func HoldRewritesForTest(hold func()) (undo func()) {
 	testHookRewriteWritten = hold
 	return func() { testHookRewriteWritten = nil }
@@ -52,4 +53,14 @@ func HoldRewritesForTest(hold func()) (undo func()) {
 // WithCommitter replaced it) in wrap: a test observes the runs the writer commits.
 func WithCommitterWrapForTest(wrap func(Committer) Committer) Option {
 	return func(o *options) { o.wrapCommitter = wrap }
+}
+
+// BackgroundPassDoneForTest returns a channel closed when the writer's running background maintenance pass
+// (compaction or conversion of equality deletes) ends, or already closed when none runs. It first waits for the
+// commit queue: the maintenance after a commit (which starts a pass) runs in it, and may still run when the
+// commit's Flush has returned.
+func BackgroundPassDoneForTest(w *Writer) <-chan struct{} {
+	w.pipe.commitMu.Lock()
+	defer w.pipe.commitMu.Unlock()
+	return w.compactor.passDone()
 }

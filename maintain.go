@@ -14,9 +14,10 @@ import (
 // maintainer is the writer's one maintenance scheduler: snapshot expiry (by count, and by age when asked),
 // manifest rewriting, automatic compaction after commits with delete files, and small-file compaction. The
 // commit loop calls afterCommit after each of its commits, holding commitMu, so maintenance never races the
-// writer's own commits; compactions only start there and run off the commit path (compactor). Its commits go
-// through the writer's transaction helper (Writer.commitTx): retried, fenced and installed like every other. A failure is logged and tried again when next due, since no data
-// depends on it; a fenced writer stops (commitTx fails it), and so does its maintenance.
+// writer's own commits; compactions and conversions of equality deletes only start there and run off the commit
+// path, one at a time (compactor). Its commits go through the writer's transaction helper (Writer.commitTx):
+// retried, fenced and installed like every other. A failure is logged and tried again when next due, since no
+// data depends on it; a fenced writer stops (commitTx fails it), and so does its maintenance.
 type maintainer struct {
 	keep         int           // WithKeepSnapshots (0: off)
 	expireAge    time.Duration // WithExpireOlderThan (0: off)
@@ -29,16 +30,27 @@ type maintainer struct {
 	log          *slog.Logger
 	events       *callbacks // HookExpiry
 
-	// The writer's side: the table as its last commit left it, a transaction of the writer, a compaction.
+	// The writer's side: the table as its last commit left it, a transaction of the writer, the start of a
+	// background compaction or conversion (false: one is running, or the writer is closing).
 	table   func() *table.Table
 	commit  func(ctx context.Context, op *txOp) (txResult, error)
-	compact func(ctx context.Context, smallOnly bool) error
+	compact func(smallOnly bool) (started bool)
 	cleanup func(func(ctx context.Context)) // runs file deletions off the commit path
-	convert func(ctx context.Context) error
+	convert func() (started bool)
 
-	commits      int64 // commits so far
-	deltaCommits int   // commits with delete files since the last automatic compaction
+	commits      int64      // commits so far
+	deltaCommits int        // commits with delete files since the last automatic compaction
+	waiting      []passKind // background passes due but not started yet (another one ran), the oldest first
 }
+
+// passKind is a background pass of the maintenance.
+type passKind int
+
+const (
+	passConvert passKind = iota
+	passCompact
+	passSmallFiles
+)
 
 // maintainAttempts bounds the attempts of one maintenance commit: it holds the commit queue, and whatever is
 // not done now is done when next due. A second attempt is what finds a writer fenced meanwhile.
@@ -52,13 +64,19 @@ func (w *Writer) newMaintainer(o *options) *maintainer {
 		branch: w.env.branch, ident: w.env.ident, log: w.env.log, events: w.cbs,
 		table: w.Table, commit: w.commitTx, cleanup: w.compactor.spawn,
 		// Off the commit path (compactor): the pass reads and writes while the loop commits on.
-		compact: func(_ context.Context, smallOnly bool) error {
-			w.compactor.start(smallOnly)
-			return nil
+		compact: func(smallOnly bool) bool {
+			return w.compactor.start("compaction", func(ctx context.Context) error {
+				start := time.Now()
+				res, err := w.compactBackground(ctx, smallOnly)
+				w.compacted(start, true, smallOnly, res, err)
+				return err
+			}, "small_only", smallOnly)
 		},
-		convert: func(ctx context.Context) error {
-			_, err := w.convertLocked(ctx, true)
-			return err
+		convert: func() bool {
+			return w.compactor.start("equality delete conversion", func(ctx context.Context) error {
+				_, err := w.convertBackground(ctx)
+				return err
+			})
 		},
 	}
 }
@@ -69,7 +87,9 @@ func (w *Writer) newMaintainer(o *options) *maintainer {
 // total) or, with an age limit, every 50 commits; manifest rewriting every rewriteEvery commits; the conversion of
 // equality deletes every convertEvery commits while the table holds any (anyone's). Then at most one compaction:
 // the automatic one once autoCompact commits added delete files, else the small-file one every smallFiles
-// commits.
+// commits. The conversion and the compactions run in the background, one at a time (compactor): one due while
+// another runs waits, and starts after a later commit once the runner is free, the one that waited longest
+// first, so that frequent conversions do not starve compactions.
 func (m *maintainer) afterCommit(ctx context.Context, deleteFiles int) {
 	m.commits++
 	if m.expiryDue() && m.stop("expire snapshots", m.expire(ctx)) {
@@ -78,20 +98,49 @@ func (m *maintainer) afterCommit(ctx context.Context, deleteFiles int) {
 	if m.rewriteEvery > 0 && m.commits%int64(m.rewriteEvery) == 0 && m.stop("rewrite manifests", m.rewriteManifests(ctx)) {
 		return
 	}
-	if m.convertEvery > 0 && m.commits%int64(m.convertEvery) == 0 && hasEqualityDeletes(m.table(), m.branch) &&
-		m.stop("equality delete conversion", m.convert(ctx)) {
-		return
+	if m.convertEvery > 0 && m.commits%int64(m.convertEvery) == 0 && hasEqualityDeletes(m.table(), m.branch) {
+		m.due(passConvert)
 	}
-	if m.autoCompact > 0 && deleteFiles > 0 {
+	switch {
+	case m.autoCompact > 0 && deleteFiles > 0 && m.deltaCommits+1 >= m.autoCompact:
+		m.deltaCommits = 0
+		m.due(passCompact)
+	case m.autoCompact > 0 && deleteFiles > 0:
 		m.deltaCommits++
-		if m.deltaCommits >= m.autoCompact {
-			m.deltaCommits = 0
-			m.stop("automatic compaction", m.compact(ctx, false))
+		fallthrough
+	default:
+		if m.smallFiles > 0 && m.commits%int64(m.smallFiles) == 0 {
+			m.due(passSmallFiles)
+		}
+	}
+	for len(m.waiting) > 0 && m.start(m.waiting[0]) {
+		m.waiting = m.waiting[1:]
+	}
+}
+
+// due queues a background pass unless it waits already; an automatic compaction covers a small-file one.
+func (m *maintainer) due(k passKind) {
+	for i, w := range m.waiting {
+		switch {
+		case w == k, w == passCompact && k == passSmallFiles:
+			return
+		case w == passSmallFiles && k == passCompact:
+			m.waiting[i] = passCompact
 			return
 		}
 	}
-	if m.smallFiles > 0 && m.commits%int64(m.smallFiles) == 0 {
-		m.stop("small-file compaction", m.compact(ctx, true))
+	m.waiting = append(m.waiting, k)
+}
+
+// start starts a background pass, reporting whether it did (false: one is running, or the writer is closing).
+func (m *maintainer) start(k passKind) bool {
+	switch k {
+	case passConvert:
+		return m.convert()
+	case passCompact:
+		return m.compact(false)
+	default:
+		return m.compact(true)
 	}
 }
 

@@ -22,13 +22,13 @@ func scheduled(m *maintainer, deleteFiles []int, fail map[string]error) []string
 		ran = append(ran, fmt.Sprintf("%d %s", m.commits, op.what))
 		return txResult{}, fail[op.what]
 	}
-	m.compact = func(_ context.Context, smallOnly bool) error {
+	m.compact = func(smallOnly bool) bool {
 		what := "compact"
 		if smallOnly {
 			what = "small files"
 		}
 		ran = append(ran, fmt.Sprintf("%d %s", m.commits, what))
-		return fail[what]
+		return true
 	}
 	m.table = func() *table.Table { return nil } // only expiry by count reads it
 	for _, n := range deleteFiles {
@@ -70,5 +70,34 @@ func TestMaintainerStopsWhenFenced(t *testing.T) {
 	got = scheduled(m, []int{0}, map[string]error{"rewrite manifests": errors.New("injected: maintenance failed")})
 	if want := []string{"1 rewrite manifests", "1 small files"}; !slices.Equal(got, want) {
 		t.Fatalf("failed: ran %q, want %q", got, want)
+	}
+}
+
+// TestMaintainerPassesWait: a background pass due while another runs waits and starts after the first later
+// commit that finds the runner free; a due automatic compaction covers a waiting small-file one, and a pass due
+// again while it waits is not queued twice.
+func TestMaintainerPassesWait(t *testing.T) {
+	busy := map[int64]bool{2: true, 3: true, 4: true, 6: true}
+	var ran []string
+	m := &maintainer{autoCompact: 3, smallFiles: 2, log: slog.New(slog.DiscardHandler)}
+	m.table = func() *table.Table { return nil }
+	m.compact = func(smallOnly bool) bool {
+		if busy[m.commits] {
+			return false
+		}
+		what := "compact"
+		if smallOnly {
+			what = "small files"
+		}
+		ran = append(ran, fmt.Sprintf("%d %s", m.commits, what))
+		return true
+	}
+	// Commit 2: small files due, busy; 3: automatic compaction due (3 commits with deletes), covers it; 4: small
+	// files due again, busy; 5: the compaction starts; 6: small files due, busy; 7: it starts.
+	for _, n := range []int{1, 1, 1, 0, 0, 0, 0} {
+		m.afterCommit(context.Background(), n)
+	}
+	if want := []string{"5 compact", "7 small files"}; !slices.Equal(ran, want) {
+		t.Fatalf("ran %q, want %q", ran, want)
 	}
 }

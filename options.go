@@ -239,10 +239,11 @@ func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n
 // each pass costs about what the small files weigh. Frequent small commits (a flush every few seconds, a CDC
 // stream) otherwise leave readers opening thousands of tiny files. A pass runs off the commit path: it reads and
 // writes on the table of the commit that made it due while later flushes commit, then commits its rewrite
-// between two of them (one pass at a time; a pass due while one runs is skipped). Its new files keep that
-// table's sequence number, so equality deletes committed meanwhile still apply to them, and deletion vectors and
-// position deletes committed meanwhile on its files are moved onto the rows of its new files in its commit; a
-// pass whose files were removed meanwhile is given up and the next one due plans again.
+// between two of them (one background pass, compaction or conversion, at a time; one due while another runs
+// starts after a later commit). Its new files keep that table's sequence number, so equality deletes committed
+// meanwhile still apply to them, and deletion vectors and position deletes committed meanwhile on its files are
+// moved onto the rows of its new files in its commit; a pass whose files were removed meanwhile is given up and
+// the next one due plans again.
 // Default: DefaultSmallFileCompactionEvery (32) on tables the writer creates, off on others; 0 turns it off.
 func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFiles = n } }
 
@@ -250,8 +251,9 @@ func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFi
 // (ConvertEqualityDeletes): their rows become position deletes (format v2) or deletion vectors (v3) and the
 // equality delete files are removed, so readers stop matching every older data file against them. It converts
 // anyone's equality deletes: other writers', older versions', and this writer's own when its key index cannot
-// place a key. A pass reads the equality columns of the data files the deletes apply to. Default:
-// DefaultDeleteConversionEvery (10); 0 turns it off.
+// place a key. A pass reads the equality columns of the data files the deletes apply to, off the commit path
+// (the writer's flushes go on meanwhile; one background pass, conversion or compaction, at a time: one due
+// while another runs starts after a later commit). Default: DefaultDeleteConversionEvery (10); 0 turns it off.
 func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEvery = n } }
 
 // WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v3 table:

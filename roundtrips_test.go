@@ -75,7 +75,8 @@ func TestCommitsBuildOnTheTableTheirLastCommitLeft(t *testing.T) {
 
 // The maintainer's conversion of equality deletes builds on the table the writer's last commit left: a v2
 // writer alone on its table, upserting (equality deletes every commit) and converting every 2 commits, loads
-// no table over 6 commits and 3 passes, and the table reads back as the model.
+// no table over 6 commits and 3 passes (each waited for before the next commit, so none is skipped), and the
+// table reads back as the model.
 func TestConversionBuildsOnTheTableTheLastCommitLeft(t *testing.T) {
 	ctx := context.Background()
 	cat := &slowCatalog{Catalog: openCatalog(t)}
@@ -104,6 +105,8 @@ func TestConversionBuildsOnTheTableTheLastCommitLeft(t *testing.T) {
 		if err := w.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// The pass runs off the commit path: waiting for it keeps the next one due from being skipped.
+		<-iceberg.BackgroundPassDoneForTest(w)
 	}
 	upsert(0)
 	loads := cat.loadCount()

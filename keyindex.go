@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -246,7 +247,7 @@ func concatChunks(c *arrow.Chunked) (arrow.Array, error) {
 // restarts. An index that cannot be complete stays off (logged). The error is that of a read cut short by ctx:
 // any other failure costs read speed (equality deletes are always right), not the writer.
 func (k *keyStage) load(ctx context.Context, tbl *table.Table) error {
-	if k.spec == nil || k.cow || k.layoutErr != nil || tbl.Metadata().Version() < 3 || k.limit <= 0 {
+	if k.spec == nil || k.cow || k.layoutErr != nil || tbl.Metadata().Version() < 2 || k.limit <= 0 {
 		return nil
 	}
 	k.mu.Lock()
@@ -309,11 +310,11 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 			if len(b.keyRecs) == 0 {
 				continue
 			}
-			files, err := k.equalityDeletes(ctx, tbl, b.keyRecs)
+			seg := &run.Segments[b.segIdx]
+			files, err := k.uncovered(ctx, tbl, b.keyRecs, &seg.DeleteKeys)
 			if err != nil {
 				return nil, err
 			}
-			seg := &run.Segments[b.segIdx]
 			seg.DeleteFiles = append(seg.DeleteFiles, files...)
 			b.keyRecs = nil
 		}
@@ -321,6 +322,7 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	}
 	base := idx.base
 	run.IndexBase = &base
+	run.Deletes = k.deletes
 	run.KeyFieldIDs = k.spec.fieldIDs
 	pending := map[int32][]int64{}
 	for _, b := range batches {
@@ -355,21 +357,14 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 		return nil, fmt.Errorf("iceberg: the table's file system cannot write deletion vectors")
 	}
 	meta := tbl.Metadata()
-	writer := dv.NewDVWriter(writeFS, func(id int32) *ice.PartitionSpec { return meta.PartitionSpecByID(int(id)) })
-	var removed []ice.DataFile
+	var added, removed []ice.DataFile
 	merged := runDVs{}
 	for fid, positions := range pending {
 		f := idx.files[fid]
-		if f.dv != nil {
-			writer.Load(f.df.FilePath(), f.dv, f.df.SpecID(), f.df.Partition())
-			removed = append(removed, f.dvFile)
-		}
-		if err := writer.Add(f.df.FilePath(), positions, f.df.SpecID(), f.df.Partition()); err != nil {
-			return nil, err
-		}
 		bm := dv.NewRoaringPositionBitmap()
 		if f.dv != nil {
 			bm.Or(f.dv)
+			removed = append(removed, f.dvFile)
 		}
 		for _, p := range positions {
 			bm.Set(uint64(p))
@@ -380,12 +375,20 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	if err != nil {
 		return nil, err
 	}
-	dvs, err := writer.Flush(ctx, lp.NewDataLocation("icewriter-dv-"+k.files.next().String()+".puffin"))
-	if err != nil {
-		return nil, fmt.Errorf("iceberg: write deletion vectors: %w", err)
+	if meta.Version() >= 3 {
+		writer := dv.NewDVWriter(writeFS, func(id int32) *ice.PartitionSpec { return meta.PartitionSpecByID(int(id)) })
+		for fid := range pending {
+			f := idx.files[fid]
+			writer.Load(f.df.FilePath(), merged[f.df.FilePath()], f.df.SpecID(), f.df.Partition())
+		}
+		if added, err = writer.Flush(ctx, lp.NewDataLocation("icewriter-dv-"+k.files.next().String()+".puffin")); err != nil {
+			return nil, fmt.Errorf("iceberg: write deletion vectors: %w", err)
+		}
+	} else if added, err = k.writePositionDeletes(ctx, writeFS, tbl, lp, idx, pending, merged); err != nil {
+		return nil, err
 	}
 	last := &run.Segments[len(run.Segments)-1]
-	last.DVFiles = append(last.DVFiles, dvs...)
+	last.DVFiles = append(last.DVFiles, added...)
 	last.RemovedDVs = append(last.RemovedDVs, removed...)
 	return merged, nil
 }
@@ -493,20 +496,31 @@ func (k *keyStage) dropLocked(reason string, err error) {
 // indexStale reports whether a run's deletion vectors cannot be committed on tbl: someone other than the run's
 // writer added or removed files since the snapshot its key index covers, so a key the index did not place may
 // now exist and a vector's data file may be gone. The committer then falls back to equality deletes
-// (fallBackToEqualityDeletes) and reports CommitResult.IndexLost.
+// (fallBack) and reports CommitResult.IndexLost.
 func indexStale(tbl *table.Table, run *Run) bool {
 	return run.IndexBase != nil && foreignSince(tbl.Metadata(), run.Branch, *run.IndexBase, run.WriterID)
 }
 
-// fallBackToEqualityDeletes replaces a segment's deletion vectors by equality deletes on every key it upserts or
-// deletes (its FallbackKeys), which are right whatever changed. seg is the committer's copy of a segment: its
-// slices are replaced, never appended to in place.
-func fallBackToEqualityDeletes(ctx context.Context, tbl *table.Table, keyFieldIDs []int, seg *Segment) error {
-	files, err := writeKeyDeletes(ctx, tbl, keyFieldIDs, seg.FallbackKeys)
-	if err != nil {
-		return err
+// fallBack replaces a segment's position deletes from the key index (DVFiles, RemovedDVs), which cannot be
+// committed on tbl (indexStale), by what run.Deletes allows for every key the segment upserts or deletes (its
+// FallbackKeys), which is right whatever changed: equality deletes on the key (AnyDeleteFiles), a copy-on-write
+// rewrite of the files holding them (NoEqualityDeletes), or ErrEqualityDeletesRefused. seg is the committer's
+// copy of a segment: its slices are replaced, never appended to in place.
+func fallBack(ctx context.Context, tbl *table.Table, run *Run, seg *Segment) error {
+	switch run.Deletes {
+	case NoEqualityDeletes, NoDeleteFiles:
+		seg.DeleteKeys = append(slices.Clone(seg.DeleteKeys), seg.FallbackKeys...)
+	case NoEqualityDeletesOrFail:
+		if len(seg.FallbackKeys) > 0 {
+			return fmt.Errorf("%w: the table changed outside this writer since its key index was built", ErrEqualityDeletesRefused)
+		}
+	default:
+		files, err := writeKeyDeletes(ctx, tbl, run.KeyFieldIDs, seg.FallbackKeys)
+		if err != nil {
+			return err
+		}
+		seg.DeleteFiles = append(slices.Clone(seg.DeleteFiles), files...)
 	}
-	seg.DeleteFiles = append(append([]ice.DataFile(nil), seg.DeleteFiles...), files...)
 	seg.DVFiles, seg.RemovedDVs = nil, nil
 	return nil
 }

@@ -30,6 +30,30 @@ func withFirstRowID(meta table.Metadata, df ice.DataFile, firstRowID int64) (ice
 	if spec == nil {
 		return nil, fmt.Errorf("iceberg: data file %s: unknown partition spec %d", df.FilePath(), df.SpecID())
 	}
+	b, err := ice.NewDataFileBuilder(*spec, df.ContentType(), df.FilePath(), df.FileFormat(), df.Partition(),
+		partitionLogicalTypes(meta, spec), nil,
+		df.Count(), df.FileSizeBytes())
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: data file %s: %w", df.FilePath(), err)
+	}
+	b.ColumnSizes(df.ColumnSizes()).ValueCounts(df.ValueCounts()).NullValueCounts(df.NullValueCounts()).
+		NaNValueCounts(df.NaNValueCounts()).LowerBoundValues(df.LowerBoundValues()).
+		UpperBoundValues(df.UpperBoundValues()).SplitOffsets(df.SplitOffsets())
+	if d := df.DistinctValueCounts(); len(d) > 0 {
+		b.DistinctValueCounts(d)
+	}
+	if k := df.KeyMetadata(); len(k) > 0 {
+		b.KeyMetadata(k)
+	}
+	if s := df.SortOrderID(); s != nil {
+		b.SortOrderID(*s)
+	}
+	return b.FirstRowID(firstRowID).Build(), nil
+}
+
+// partitionLogicalTypes maps the partition fields of spec whose values need an Avro logical type in a manifest
+// (dates, times, timestamps, decimals, UUIDs) to it, as iceberg-go's DataFileBuilder wants them.
+func partitionLogicalTypes(meta table.Metadata, spec *ice.PartitionSpec) map[int]string {
 	sc := meta.CurrentSchema()
 	logical := map[int]string{}
 	for _, f := range spec.Fields() {
@@ -50,24 +74,7 @@ func withFirstRowID(meta table.Metadata, df ice.DataFile, firstRowID int64) (ice
 			logical[f.FieldID] = atype.UUID
 		}
 	}
-	b, err := ice.NewDataFileBuilder(*spec, df.ContentType(), df.FilePath(), df.FileFormat(), df.Partition(), logical, nil,
-		df.Count(), df.FileSizeBytes())
-	if err != nil {
-		return nil, fmt.Errorf("iceberg: data file %s: %w", df.FilePath(), err)
-	}
-	b.ColumnSizes(df.ColumnSizes()).ValueCounts(df.ValueCounts()).NullValueCounts(df.NullValueCounts()).
-		NaNValueCounts(df.NaNValueCounts()).LowerBoundValues(df.LowerBoundValues()).
-		UpperBoundValues(df.UpperBoundValues()).SplitOffsets(df.SplitOffsets())
-	if d := df.DistinctValueCounts(); len(d) > 0 {
-		b.DistinctValueCounts(d)
-	}
-	if k := df.KeyMetadata(); len(k) > 0 {
-		b.KeyMetadata(k)
-	}
-	if s := df.SortOrderID(); s != nil {
-		b.SortOrderID(*s)
-	}
-	return b.FirstRowID(firstRowID).Build(), nil
+	return logical
 }
 
 // carryLineage gives the new rows of copy-on-write segment seg the row ids of the rows they replace

@@ -124,4 +124,3 @@ func TestPositionDeletesV2DeletedTwice(t *testing.T) {
 		t.Fatalf("the first data file's live position delete file holds %d positions, want 3 (keys 1, 2, 3)", got)
 	}
 }
-

@@ -47,8 +47,27 @@ type keyLoc struct{ file, pos int32 }
 
 type indexedFile struct {
 	df     ice.DataFile
-	dv     *dv.RoaringPositionBitmap // positions this writer's deletion vectors removed
-	dvFile ice.DataFile              // this writer's live deletion vector for the file
+	dv     *dv.RoaringPositionBitmap // positions this writer's deletes removed (deletion vector or position delete file)
+	dvFile ice.DataFile              // this writer's live deletion vector (v3) or position delete file (v2) for the file
+	// Row lineage (format version 3), for merge-on-read upserts that keep the replaced row's _row_id: the
+	// explicit _row_id of the rows this writer wrote with one (ids, by position), and the first_row_id the
+	// table gave the file (its other rows' ids follow from it), known only for files this writer added by a row
+	// delta (learnFirstRowIDs); files loaded from the table or written by a compaction may carry explicit ids
+	// the index does not know, so their rows' ids count as unknown.
+	ids        map[int32]int64
+	firstRowID int64
+	hasFirst   bool
+}
+
+// rowID returns the _row_id of the row at pos, if the index knows it.
+func (f *indexedFile) rowID(pos int32) (int64, bool) {
+	if id, ok := f.ids[pos]; ok {
+		return id, true
+	}
+	if f.hasFirst {
+		return f.firstRowID + int64(pos), true
+	}
+	return 0, false
 }
 
 // fileKeys are the keys of a data file the writer wrote, in row order.
@@ -325,9 +344,12 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	run.Deletes = k.deletes
 	run.KeyFieldIDs = k.spec.fieldIDs
 	pending := map[int32][]int64{}
+	lineage := tbl.Metadata().Version() >= 3
 	for _, b := range batches {
 		seg := &run.Segments[b.segIdx]
 		seg.FallbackKeys = append(seg.FallbackKeys, b.keyRecs...)
+		// carried: the _row_id of each key's replaced row, where the index knows it (format version 3).
+		var carried map[string]int64
 		for _, rec := range b.keyRecs {
 			enc, err := newKeyEncoder(rec.Columns())
 			if err != nil {
@@ -338,11 +360,29 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 				buf = enc.appendKey(buf[:0], r)
 				for _, l := range idx.remove(string(buf)) {
 					pending[l.file] = append(pending[l.file], int64(l.pos))
+					if id, ok := idx.files[l.file].rowID(l.pos); ok && lineage {
+						if carried == nil {
+							carried = map[string]int64{}
+						}
+						carried[string(buf)] = id
+					}
 				}
 			}
 		}
-		for _, fk := range b.fileKeys {
+		fks := b.fileKeys
+		var ids []map[int32]int64
+		if len(carried) > 0 {
+			var err error
+			if fks, ids, err = k.carryRowIDs(ctx, tbl, seg, b, carried); err != nil {
+				return nil, err
+			}
+		}
+		for i, fk := range fks {
 			idx.add(fk)
+			if i < len(ids) && len(ids[i]) > 0 {
+				idx.files[len(idx.files)-1].ids = ids[i]
+				idx.grow(int64(len(ids[i])) * 16)
+			}
 		}
 	}
 	if len(pending) == 0 {
@@ -393,11 +433,12 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	return merged, nil
 }
 
-// committed records a committed run in the index: its snapshot becomes the index's base and its vectors (from
-// apply) the live ones of their files. The index goes off when the committer fell back to equality deletes
+// committed records a committed run in the index: its snapshot becomes the index's base, its vectors (from
+// apply) the live ones of their files, and on format version 3 the first row ids of its data files are learnt
+// (learnFirstRowIDs). The index goes off when the committer fell back to equality deletes
 // (res.IndexLost: someone else changed the table since the index's base) or when the run took it past its
 // memory budget.
-func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
+func (k *keyStage) committed(ctx context.Context, run *Run, res *CommitResult, merged runDVs) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	idx := k.idx.Load()
@@ -412,7 +453,11 @@ func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
 		k.dropLocked(idx.budget(), nil)
 		return
 	}
+	prev := idx.base
 	idx.base = res.SnapshotID
+	if res.Table != nil && res.Table.Metadata().Version() >= 3 {
+		learnFirstRowIDs(ctx, res.Table, idx, run.Branch, prev)
+	}
 	for _, seg := range run.Segments {
 		for _, d := range seg.DVFiles {
 			ref := d.ReferencedDataFile()

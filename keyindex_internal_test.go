@@ -154,7 +154,7 @@ func (e *stageEnv) commit(k *keyStage, b *batch) (*Run, *CommitResult) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	k.committed(run, res, dvs)
+	k.committed(e.ctx, run, res, dvs)
 	e.tbl = res.Table
 	e.ops[b]()
 	delete(e.ops, b)

@@ -39,6 +39,7 @@ type keyStage struct {
 	cow       bool        // copy-on-write mode: the committer rewrites the files that hold upserted and deleted keys
 	layoutErr error       // why Upsert and Delete cannot run on this table's layout (reported by check)
 	deletes   DeleteFiles // WithDeleteFiles: what a keyed change the index cannot cover becomes
+	rewrite   cowConfig   // how new data files are written again to carry row ids (carryRowIDs)
 
 	ident    table.Identifier
 	branch   string
@@ -62,7 +63,8 @@ func newKeyStage(tbl *table.Table, target *arrow.Schema, o *options, cow bool) (
 	}
 	return &keyStage{
 		spec: spec, cow: cow, layoutErr: layoutErr, ident: tbl.Identifier(), branch: o.branch,
-		writerID: o.writerID, limit: o.keyIndexBytes, deletes: o.deleteFiles, parallel: o.maxInFlight, log: o.logger, pool: routerIndexPool(o),
+		writerID: o.writerID, limit: o.keyIndexBytes, deletes: o.deleteFiles,
+		rewrite: cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows}, parallel: o.maxInFlight, log: o.logger, pool: routerIndexPool(o),
 	}, nil
 }
 

@@ -40,3 +40,6 @@ func WithFanoutForTest(chunkPartitions, warnPartitions int) Option {
 		o.fanout = fanoutLimits{chunkPartitions: chunkPartitions, warnPartitions: warnPartitions}
 	}
 }
+
+// SupersededBatch is how many superseded position delete files a v2 writer lets accumulate before removing them.
+const SupersededBatch = supersededBatch

@@ -851,7 +851,7 @@ type liveDeleteSet struct {
 	eq, pos, dvs int
 	unscoped     int              // position delete files scoped to no single data file
 	perData      map[string]int   // data file -> live position delete files planned on it
-	positions    map[string]int64 // data file -> rows of its position delete files
+	positions    map[string]int64 // data file -> rows of the largest of its position delete files
 }
 
 func liveDeletes(t *testing.T, cat tableLoader, ident table.Identifier) liveDeleteSet {
@@ -883,7 +883,7 @@ func liveDeletes(t *testing.T, cat tableLoader, ident table.Identifier) liveDele
 			}
 			pos[f.FilePath()] = true
 			out.perData[task.File.FilePath()]++
-			out.positions[task.File.FilePath()] += f.Count()
+			out.positions[task.File.FilePath()] = max(out.positions[task.File.FilePath()], f.Count())
 		}
 	}
 	out.eq, out.pos, out.dvs = len(eq), len(pos), len(dvs)

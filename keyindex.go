@@ -41,6 +41,9 @@ type keyIndex struct {
 	byPath map[string]int32
 	keys   map[string][]keyLoc
 	over   bool // the budget was exceeded: disable after the current run
+	// superseded are this writer's position delete files (format version 2) that later ones of the same data
+	// files replaced and that are still live: removed together, a batch at a time (supersede).
+	superseded []ice.DataFile
 }
 
 type keyLoc struct{ file, pos int32 }
@@ -429,6 +432,9 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	}
 	last := &run.Segments[len(run.Segments)-1]
 	last.DVFiles = append(last.DVFiles, added...)
+	if meta.Version() < 3 {
+		removed = idx.supersede(removed)
+	}
 	last.RemovedDVs = append(last.RemovedDVs, removed...)
 	return merged, nil
 }
@@ -500,6 +506,10 @@ func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten
 		return
 	}
 	idx.forget(rewritten)
+	idx.superseded = slices.DeleteFunc(idx.superseded, func(f ice.DataFile) bool {
+		_, gone := rewritten[posDeleteTarget(f)]
+		return gone // the compaction removed it with its data file
+	})
 	for _, t := range tasks {
 		if _, known := idx.byPath[t.File.FilePath()]; known {
 			continue

@@ -23,9 +23,9 @@ import (
 // DefaultKeyIndexBytes is the memory budget of the key index (see WithKeyIndexBytes).
 const DefaultKeyIndexBytes = 64 << 20
 
-// keyIndex maps every key of a merge-on-read v3 table to the data file and row position that hold it, so that
-// an upsert or delete is written as a deletion vector on that file instead of an equality delete that readers
-// must apply to every older file. It is complete only while it covers the whole table: from the writer's open
+// keyIndex maps every key of a merge-on-read table (format version 2 or 3) to the data file and row position
+// that hold it, so that an upsert or delete is written as a deletion vector (v3) or a position delete file (v2)
+// on that file instead of an equality delete that readers must apply to every older file. It is complete only while it covers the whole table: from the writer's open
 // (an empty table, or one whose keys loadKeyIndex read) up to the first commit by someone else that adds or
 // removes files. The writer's own compactions move it to the files they write (keyStage.rebase); one whose
 // commit returned an error (its reply may be lost) drops it. Without it the writer falls back to equality
@@ -263,7 +263,7 @@ func concatChunks(c *arrow.Chunked) (arrow.Array, error) {
 	return array.Concatenate(c.Chunks(), memory.DefaultAllocator)
 }
 
-// load opens the key index of a merge-on-read writer with a key on a format-v3 table (a positive
+// load opens the key index of a merge-on-read writer with a key on a format-v2 or v3 table (a positive
 // WithKeyIndexBytes): empty on an empty table; on one that holds rows (typically this writer's, reopened) read
 // from the key columns of its live data files (loadKeyIndex), so that upserts stay deletion vectors across
 // restarts. An index that cannot be complete stays off (logged). The error is that of a read cut short by ctx:

@@ -21,9 +21,10 @@ import (
 
 // keyStage is the writer's key stage, the one owner of everything keyed: the key columns (keySpec), the
 // resolution of a batch's operations by key (resolve), what the keys a batch upserts or deletes become
-// (stageDeletes: rewrites in copy-on-write mode; in merge-on-read mode deletion vectors while the key index
-// places every key, else equality deletes) and the key index itself, with its operations in keyindex.go (load,
-// apply a run, committed, rebase after a compaction, drop to equality deletes). A Writer holds one whether or not
+// (stageDeletes: rewrites in copy-on-write mode; in merge-on-read mode position deletes, deletion vectors on v3
+// and position delete files on v2, while the key index places every key, else what WithDeleteFiles allows:
+// equality deletes, rewrites or an error, see uncovered) and the key index itself, with its operations in
+// keyindex.go (load, apply a run, committed, rebase after a compaction, drop). A Writer holds one whether or not
 // it has a key (spec nil: no key columns; Upsert and Delete then fail check).
 //
 // Locking. spec, cow, layoutErr and the configuration are set by newKeyStage and never change: read them

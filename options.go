@@ -279,7 +279,8 @@ func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFi
 // of every live data file to build it, unless the table has equality or position delete files or more rows than
 // the budget. The writer's own compactions move the index to the files they write. Past the budget, once
 // another writer or tool adds or removes files, or after a compaction commit that returned an error (its reply
-// may be lost), the writer uses equality deletes. About 64 bytes plus the key's size per row. Default:
+// may be lost), the writer uses equality deletes (or what WithDeleteFiles says instead). A v2 table that holds
+// position delete files loads no index yet. About 64 bytes plus the key's size per row. Default:
 // DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -254,26 +255,27 @@ const maxBuildAttempts = 5
 // build stages the run's transaction on tbl.
 func (c *catalogCommitter) build(ctx context.Context, call *commitCall, tbl *table.Table, run *Run) (*table.Transaction, error) {
 	tx := tbl.NewTransactionOnBranch(run.Branch)
-	call.cow = newCowStage(c.cow, run.Branch, run.Segments)
-	stale := indexStale(tbl, run)
-	if stale {
+	segs := run.Segments
+	if indexStale(tbl, run) {
 		call.indexLost = true
+		// The attempt's copies of the segments: the run's stay as they are for the next attempt.
+		segs = slices.Clone(segs)
+		for i := range segs {
+			if err := fallBack(ctx, tbl, run, &segs[i]); err != nil {
+				return nil, err
+			}
+		}
 	}
+	call.cow = newCowStage(c.cow, run.Branch, segs)
 	if err := c.stagePositions(ctx, call, tbl, run); err != nil {
 		return nil, err
 	}
-	segs := run.Segments
 	if len(segs) == 0 && call.positions != "" {
 		// Positions need a snapshot to name them.
 		segs = []Segment{{LastSeq: run.LastSeq}}
 	}
 	for i := range segs {
 		seg := segs[i]
-		if stale {
-			if err := fallBackToEqualityDeletes(ctx, tbl, run.KeyFieldIDs, &seg); err != nil {
-				return nil, err
-			}
-		}
 		if err := c.applySegment(ctx, call, tx, tbl, run, &seg, i, i == len(segs)-1); err != nil {
 			return nil, err
 		}
@@ -337,9 +339,12 @@ func (c *catalogCommitter) applySegment(ctx context.Context, call *commitCall, t
 		return call.cow.apply(ctx, tx, i, seg, props)
 	}
 	call.cow.note(seg.DataFiles)
-	if len(seg.DVFiles) > 0 {
+	if len(seg.DVFiles) > 0 && tbl.Metadata().Version() >= 3 {
 		return tx.NewRowDelta(props).AddRows(seg.DataFiles...).AddDeletes(seg.DeleteFiles...).
 			AddDeletes(seg.DVFiles...).RemoveDeletes(seg.RemovedDVs...).Commit(ctx)
+	}
+	if len(seg.DVFiles) > 0 {
+		return stagePositionDeletes(ctx, tx, seg, props)
 	}
 	return appendSegment(ctx, tx, tbl.Metadata().Version(), seg, props)
 }

@@ -295,13 +295,15 @@ func snapshotOverlaps(fs iceio.IO, s *table.Snapshot, rewritten map[string]struc
 					return fmt.Errorf("%w: snapshot %d removed %s", errRewriteOverlap, s.SnapshotID, df.FilePath())
 				}
 			case df.ContentType() == ice.EntryContentPosDeletes && e.Status() == ice.EntryStatusADDED:
-				ref := df.ReferencedDataFile()
-				if ref == nil {
+				// posDeleteTarget, not ReferencedDataFile: format v2 manifests do not keep the referenced file,
+				// and the key index's v2 position deletes say it by their file_path bounds.
+				ref := posDeleteTarget(df)
+				if ref == "" {
 					return fmt.Errorf("%w: snapshot %d added position deletes %s of no one file", errRewriteOverlap,
 						s.SnapshotID, df.FilePath())
 				}
-				if _, ok := rewritten[*ref]; ok {
-					return fmt.Errorf("%w: snapshot %d added position deletes on %s", errRewriteOverlap, s.SnapshotID, *ref)
+				if _, ok := rewritten[ref]; ok {
+					return fmt.Errorf("%w: snapshot %d added position deletes on %s", errRewriteOverlap, s.SnapshotID, ref)
 				}
 			}
 		}

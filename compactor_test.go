@@ -35,9 +35,10 @@ func TestCompactionDoesNotHoldLiveFlushes(t *testing.T) {
 	events := make(compactions, 4)
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithKeys("id"),
 		iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(8), iceberg.WithHooks(events),
-		// No conversion of the upserts' equality deletes: its position deletes on the held pass's files would
-		// make the pass give up, and this test is about the pass committing after the flushes.
-		iceberg.WithDeleteConversion(0))
+		// Upserts as equality deletes, the case this test is about: no key index (on v2 it writes position
+		// deletes on the held pass's files) and no conversion of the equality deletes (its position deletes
+		// too): either makes the pass give up, since a position delete on a file it rewrote would be lost.
+		iceberg.WithKeyIndexBytes(0), iceberg.WithDeleteConversion(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,3 +53,10 @@ func HoldRewritesForTest(hold func()) (undo func()) {
 func WithCommitterWrapForTest(wrap func(Committer) Committer) Option {
 	return func(o *options) { o.wrapCommitter = wrap }
 }
+
+// SupersededBatch is how many superseded position delete files a v2 writer lets accumulate before removing them.
+const SupersededBatch = supersededBatch
+
+// WithSupersededBatchForTest sets how many superseded position delete files a v2 writer lets accumulate before
+// a run removes them, so that a short test reaches the removal.
+func WithSupersededBatchForTest(n int) Option { return func(o *options) { o.supersedeBatch = n } }

@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -44,6 +45,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 		}
 	}
 	idx.forget(gone)
+	idx.keepLiveSuperseded(tasks)
 	for _, t := range tasks {
 		fid, known := idx.byPath[t.File.FilePath()]
 		if known && !deletesChanged(idx.files[fid], t) {
@@ -82,7 +84,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 				dead.Or(f.dv)
 			}
 		}
-		f.dv, f.dvFile, f.applied = dead, liveVector(t), appliedDeletes(t)
+		f.dv, f.dvFile, f.applied = dead, ownDeletes(f, t), appliedDeletes(t)
 	}
 	if idx.full() {
 		idx.over = true
@@ -126,7 +128,7 @@ func (idx *keyIndex) removeLoc(key string, loc keyLoc) {
 // deletesChanged reports whether a data file's deletes in a scan task differ from those the index applied: its
 // vector (by file and offset), or a position or equality delete file it has not seen.
 func deletesChanged(f *indexedFile, t table.FileScanTask) bool {
-	if !sameVector(f.dvFile, liveVector(t)) {
+	if !sameVector(f.dvFile, ownDeletes(f, t)) {
 		return true
 	}
 	for _, files := range [][]ice.DataFile{t.DeleteFiles, t.EqualityDeleteFiles} {
@@ -137,6 +139,38 @@ func deletesChanged(f *indexedFile, t table.FileScanTask) bool {
 		}
 	}
 	return false
+}
+
+// ownDeletes returns the delete file a scan task's data file's next deletes replace: its deletion vector (v3),
+// or on v2 the position delete file the index wrote for it last (f.dvFile), while the task still lists it.
+func ownDeletes(f *indexedFile, t table.FileScanTask) ice.DataFile {
+	if v := liveVector(t); v != nil || f == nil || f.dvFile == nil || f.dvFile.FileFormat() == ice.PuffinFile {
+		return v
+	}
+	for _, d := range t.DeleteFiles {
+		if d.FilePath() == f.dvFile.FilePath() {
+			return d
+		}
+	}
+	return nil
+}
+
+// keepLiveSuperseded forgets the superseded position delete files (v2) that no scan task of the head lists
+// any more (someone compacted their data files or removed them): a run must not remove a file twice.
+func (idx *keyIndex) keepLiveSuperseded(tasks []table.FileScanTask) {
+	if len(idx.superseded) == 0 {
+		return
+	}
+	live := map[string]struct{}{}
+	for _, t := range tasks {
+		for _, d := range t.DeleteFiles {
+			live[d.FilePath()] = struct{}{}
+		}
+	}
+	idx.superseded = slices.DeleteFunc(idx.superseded, func(f ice.DataFile) bool {
+		_, ok := live[f.FilePath()]
+		return !ok
+	})
 }
 
 // liveVector returns the deletion vector of a scan task's data file (nil: none).

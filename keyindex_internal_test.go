@@ -155,7 +155,7 @@ func (e *stageEnv) commit(k *keyStage, b *batch) (*Run, *CommitResult) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	k.committed(run, res, dvs)
+	k.committed(e.ctx, run, res, dvs)
 	e.tbl = res.Table
 	e.ops[b]()
 	delete(e.ops, b)
@@ -414,8 +414,8 @@ func TestKeyStageOverBudget(t *testing.T) {
 	e.check(k)
 }
 
-// TestKeyStageLoad: load opens the index only for a merge-on-read writer on a v3 table within the budget; on a
-// table that holds rows it places the live rows (deletion vectors applied).
+// TestKeyStageLoad: load opens the index only for a merge-on-read writer on a v2 or v3 table within the budget;
+// on a table that holds rows it places the live rows (deletion vectors applied).
 func TestKeyStageLoad(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -424,7 +424,8 @@ func TestKeyStageLoad(t *testing.T) {
 		opts    []Option
 		want    bool
 	}{
-		{"v2", 2, false, nil, false},
+		{"v2", 2, false, nil, true},
+		{"v2 copy-on-write", 2, true, nil, false},
 		{"v3 copy-on-write", 3, true, nil, false},
 		{"v3 index off", 3, false, []Option{WithKeyIndexBytes(0)}, false},
 		{"v3", 3, false, nil, true},

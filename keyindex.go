@@ -58,9 +58,14 @@ type indexedFile struct {
 	// must hold.
 	dv *dv.RoaringPositionBitmap
 	// dvFile is the delete file the next one replaces (nil: none): the file's live deletion vector (v3), or on
-	// v2 the position delete file this writer wrote for it last, while that is live. Other position deletes
-	// (v2 files of other writers, or of this writer before a reload) stay live beside the next one.
+	// v2 the position delete file this writer wrote for it last, while that is live.
 	dvFile ice.DataFile
+	// inherited (format version 2) are the other file-scoped position delete files live on the data file when
+	// the index read its deletes (load, catch-up): another writer's, or this writer's before a restart or a
+	// commit the index could not record. dv holds their positions, so the next position delete file the index
+	// writes for the data file supersedes them as it does dvFile. Position deletes that name other data files
+	// too stay live.
+	inherited []ice.DataFile
 	// applied names the position and equality delete files whose rows the index removed (catchUpLocked reads
 	// the file again only for deletes not named here).
 	applied map[string]struct{}
@@ -432,6 +437,7 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 		if f.dvFile != nil { // a file whose deletes were equality deletes or others' position deletes has none to replace
 			removed = append(removed, f.dvFile)
 		}
+		removed = append(removed, f.inherited...)
 		for _, p := range positions {
 			bm.Set(uint64(p))
 		}
@@ -503,8 +509,12 @@ func (k *keyStage) committed(ctx context.Context, run *Run, res *CommitResult, m
 			}
 			if fid, ok := idx.byPath[*ref]; ok {
 				f := idx.files[fid]
-				if f.dvFile != nil && d.FileFormat() != ice.PuffinFile {
-					idx.superseded = append(idx.superseded, f.dvFile) // v2: live until a run removes it
+				if d.FileFormat() != ice.PuffinFile { // v2: live until a run removes them
+					if f.dvFile != nil {
+						idx.superseded = append(idx.superseded, f.dvFile)
+					}
+					idx.superseded = append(idx.superseded, f.inherited...)
+					f.inherited = nil
 				}
 				f.dvFile, f.dv = d, merged[*ref]
 				if d.FileFormat() != ice.PuffinFile { // v2: catchUpLocked must not take its own file for news
@@ -743,7 +753,8 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 	idx := newKeyIndex(limit, &snap.SnapshotID)
 	for i, t := range tasks {
 		id := int32(len(idx.files))
-		f := &indexedFile{df: t.File, dv: out[i].dv, dvFile: liveVector(t), applied: appliedDeletes(t)}
+		f := &indexedFile{df: t.File, dv: out[i].dv, dvFile: liveVector(t), applied: appliedDeletes(t),
+			inherited: idx.inheritedDeletes(meta, t, nil)}
 		idx.files = append(idx.files, f)
 		idx.byPath[t.File.FilePath()] = id
 		for pos, k := range out[i].keys {

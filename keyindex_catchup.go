@@ -70,7 +70,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 			dead.Or(eq)
 		}
 		if !known {
-			idx.addLive(t, keys, dead)
+			idx.addLive(tbl.Metadata(), t, keys, dead)
 			continue
 		}
 		f := idx.files[fid]
@@ -85,6 +85,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 			}
 		}
 		f.dv, f.dvFile, f.applied = dead, ownDeletes(f, t), appliedDeletes(t)
+		f.inherited = idx.inheritedDeletes(tbl.Metadata(), t, f.dvFile)
 	}
 	if idx.full() {
 		idx.over = true
@@ -95,9 +96,10 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 
 // addLive indexes a data file's rows (keys, in row order) minus the positions dead removes, with the deletes
 // that removed them.
-func (idx *keyIndex) addLive(t table.FileScanTask, keys []string, dead *dv.RoaringPositionBitmap) {
+func (idx *keyIndex) addLive(meta table.Metadata, t table.FileScanTask, keys []string, dead *dv.RoaringPositionBitmap) {
 	id := int32(len(idx.files))
-	idx.files = append(idx.files, &indexedFile{df: t.File, dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t)})
+	idx.files = append(idx.files, &indexedFile{df: t.File, dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t),
+		inherited: idx.inheritedDeletes(meta, t, nil)})
 	idx.byPath[t.File.FilePath()] = id
 	for pos, k := range keys {
 		if dead != nil && dead.Contains(uint64(pos)) {
@@ -171,6 +173,26 @@ func (idx *keyIndex) keepLiveSuperseded(tasks []table.FileScanTask) {
 		_, ok := live[f.FilePath()]
 		return !ok
 	})
+}
+
+// inheritedDeletes returns the file-scoped position delete files a scan task lists for its data file on a
+// format-version 2 table (nil on 3: there the next deletion vector replaces them for readers, and a row delta
+// removes vectors only), but for own, the one the index wrote last, and those already superseded (a run
+// removes each once).
+func (idx *keyIndex) inheritedDeletes(meta table.Metadata, t table.FileScanTask, own ice.DataFile) []ice.DataFile {
+	if meta.Version() >= 3 {
+		return nil
+	}
+	var out []ice.DataFile
+	for _, d := range t.DeleteFiles {
+		if d.ContentType() != ice.EntryContentPosDeletes || posDeleteTarget(d) != t.File.FilePath() ||
+			(own != nil && d.FilePath() == own.FilePath()) ||
+			slices.ContainsFunc(idx.superseded, func(s ice.DataFile) bool { return s.FilePath() == d.FilePath() }) {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // liveVector returns the deletion vector of a scan task's data file (nil: none).

@@ -130,3 +130,63 @@ func TestPositionDeletesV2DeletedTwice(t *testing.T) {
 			"each file merges the earlier ones)", got)
 	}
 }
+
+// TestPositionDeletesV2StableWriterRestarts: a writer with a stable ID (WithWriterID) keeps upserting on a
+// format-version 2 table while another writer appends to it between its commits (so it places each run on a
+// freshly loaded table and catches its key index up), and is closed and opened again on the table, as a
+// connector restarts. Every commit that wrote position deletes is recorded in the key index, and a process's
+// index takes over the file-scoped position delete files already live on a data file (the process's before, or
+// other writers'), so each new one supersedes them: the live position delete files stay at one per live data
+// file plus the superseded ones waiting for the next removal batch, with no equality delete but after a
+// fallback, and the table reads back as the model after every process.
+func TestPositionDeletesV2StableWriterRestarts(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"mor", "pos2restart"}
+	const batch = 4
+	open := func(opts ...iceberg.Option) *iceberg.Writer {
+		w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{iceberg.WithCreate(kvSchema,
+			iceberg.IdentifierFields("id"), iceberg.FormatVersion(2)), iceberg.WithFlushInterval(0),
+			iceberg.WithSmallFileCompaction(0), iceberg.WithDeleteConversion(0)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	model := kvModel{}
+	w := open(iceberg.WithWriterID("cdc"))
+	writeIDs(t, ctx, w, model, 40)
+	must(t, w.Close(ctx))
+	rng := rand.New(rand.NewPCG(18, 2))
+	other := int64(1000)
+	for restart := 0; restart < 3; restart++ {
+		w = open(iceberg.WithWriterID("cdc"), iceberg.WithSupersededBatchForTest(batch))
+		x := open(iceberg.WithKeyIndexBytes(0))
+		for commit := 0; commit < 8; commit++ {
+			// Every commit updates keys of the first file and of later ones: each data file's position
+			// delete file is superseded again and again.
+			var ids, vs []int64
+			for _, id := range rng.Perm(40)[:4] {
+				v := int64(1000*restart + 10*commit)
+				ids, vs = append(ids, int64(id)), append(vs, v)
+				model.upsert(int64(id), v)
+			}
+			must(t, w.Upsert(ctx, kvBatch(ids, vs)))
+			must(t, w.Flush(ctx))
+			// The other writer's rows: keys the first never touches.
+			must(t, x.Write(ctx, kvBatch([]int64{other}, []int64{other})))
+			model.insert(other, other)
+			other++
+			must(t, x.Flush(ctx))
+		}
+		must(t, x.Close(ctx))
+		must(t, w.Close(ctx))
+		compareKV(t, readKV(t, cat, ident), model)
+		live := liveDeletes(t, cat, ident)
+		// Only a run that met the other writer's commit between placing itself and committing falls back.
+		if extra := live.pos - len(live.perData); extra >= batch {
+			t.Fatalf("process %d: %d live position delete files on %d data files (%d equality delete files); "+
+				"want at most %d more", restart, live.pos, len(live.perData), live.eq, batch-1)
+		}
+	}
+}

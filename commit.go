@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,8 +33,15 @@ type catalogCommitter struct {
 // commitCall is what one Commit call learns over its attempts. It lives in the call, not in the committer, so
 // that a coordinator may commit runs of different writers and tables through one committer at once.
 type commitCall struct {
-	// indexLost is set by an attempt that dropped a run's deletion vectors.
+	// indexLost says whether the current attempt dropped the run's position deletes from the key index
+	// (indexStale on the table it was built on). Each build sets it afresh: a first attempt built on a cached
+	// table older than the head the run was placed on falls back, is rejected as stale, and the retry on the
+	// reloaded head keeps the index's deletes; reporting the fallback for that commit left the index recording
+	// nothing of it (on format version 2 the position delete files it superseded were never removed).
 	indexLost bool
+	// sentFallback: an attempt that reached the catalog fell back. When a later proof finds the run applied,
+	// which attempt applied is not known, so the index must not trust its own deletes.
+	sentFallback bool
 	// cow is the current attempt's copy-on-write stage, with the files it wrote and replaced. Files of attempts
 	// that did not apply are deleted once the run commits, and so are the replaced files of the attempt that did.
 	cow *cowStage
@@ -138,12 +146,13 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 			if o == outcomeApplied {
 				// The key index cannot tell what changed between its base and a snapshot it never saw.
 				res.SnapshotID = id
-				res.IndexLost = call.indexLost || (run.IndexBase != nil && tbl.Metadata().SnapshotByID(id) == nil)
+				res.IndexLost = call.indexLost || call.sentFallback || (run.IndexBase != nil && tbl.Metadata().SnapshotByID(id) == nil)
 			}
 			return o
 		},
 		failed: func(sent bool) {
 			earlier = append(earlier, call.cow.written...)
+			call.sentFallback = call.sentFallback || (sent && call.indexLost)
 			call.positionsAttemptFailed(sent)
 		},
 		committed: func(ctx context.Context, _, next *table.Table) {
@@ -254,26 +263,27 @@ const maxBuildAttempts = 5
 // build stages the run's transaction on tbl.
 func (c *catalogCommitter) build(ctx context.Context, call *commitCall, tbl *table.Table, run *Run) (*table.Transaction, error) {
 	tx := tbl.NewTransactionOnBranch(run.Branch)
-	call.cow = newCowStage(c.cow, run.Branch, run.Segments)
-	stale := indexStale(tbl, run)
-	if stale {
-		call.indexLost = true
+	segs := run.Segments
+	call.indexLost = indexStale(tbl, run)
+	if call.indexLost {
+		// The attempt's copies of the segments: the run's stay as they are for the next attempt.
+		segs = slices.Clone(segs)
+		for i := range segs {
+			if err := fallBack(ctx, tbl, run, &segs[i]); err != nil {
+				return nil, err
+			}
+		}
 	}
+	call.cow = newCowStage(c.cow, run.Branch, segs)
 	if err := c.stagePositions(ctx, call, tbl, run); err != nil {
 		return nil, err
 	}
-	segs := run.Segments
 	if len(segs) == 0 && call.positions != "" {
 		// Positions need a snapshot to name them.
 		segs = []Segment{{LastSeq: run.LastSeq}}
 	}
 	for i := range segs {
 		seg := segs[i]
-		if stale {
-			if err := fallBackToEqualityDeletes(ctx, tbl, run.KeyFieldIDs, &seg); err != nil {
-				return nil, err
-			}
-		}
 		if err := c.applySegment(ctx, call, tx, tbl, run, &seg, i, i == len(segs)-1); err != nil {
 			return nil, err
 		}
@@ -337,9 +347,12 @@ func (c *catalogCommitter) applySegment(ctx context.Context, call *commitCall, t
 		return call.cow.apply(ctx, tx, i, seg, props)
 	}
 	call.cow.note(seg.DataFiles)
-	if len(seg.DVFiles) > 0 {
+	if len(seg.DVFiles) > 0 && tbl.Metadata().Version() >= 3 {
 		return tx.NewRowDelta(props).AddRows(seg.DataFiles...).AddDeletes(seg.DeleteFiles...).
 			AddDeletes(seg.DVFiles...).RemoveDeletes(seg.RemovedDVs...).Commit(ctx)
+	}
+	if len(seg.DVFiles) > 0 {
+		return stagePositionDeletes(ctx, tx, seg, props)
 	}
 	return appendSegment(ctx, tx, tbl.Metadata().Version(), seg, props)
 }

@@ -42,12 +42,18 @@ type Run struct {
 	BaseSnapshotID *int64
 	// Segments are applied in order as consecutive snapshots of one atomic commit (usually there is one).
 	Segments []Segment
-	// IndexBase is the snapshot the writer's key index covers, when the run uses deletion vectors; KeyFieldIDs
+	// IndexBase is the snapshot the writer's key index covers, when the run uses position deletes (deletion
+	// vectors on format version 3, position delete files on 2); KeyFieldIDs
 	// are the key's field ids, for the equality-delete fallback.
 	IndexBase   *int64
 	KeyFieldIDs []int
-	Rows        int64 // rows accepted by the run's batches (upserted and inserted rows, deleted keys)
-	Bytes       int64
+	// Deletes are the delete files the writer allows (WithDeleteFiles): when the table changed outside the
+	// writer since IndexBase, the committer replaces the run's position deletes by equality deletes
+	// (AnyDeleteFiles), by copy-on-write rewrites of the files holding its keys (NoEqualityDeletes), or fails
+	// with ErrEqualityDeletesRefused (NoEqualityDeletesOrFail).
+	Deletes DeleteFiles
+	Rows    int64 // rows accepted by the run's batches (upserted and inserted rows, deleted keys)
+	Bytes   int64
 	// Positions are the source positions (partition -> position) recorded by the run's checkpoints, the newest
 	// per partition, committed atomically with the run's rows and merged with the positions already on the
 	// table: a partition here replaces its value there, the others are kept (see Positions). A run with
@@ -74,10 +80,12 @@ type Segment struct {
 	// DeleteKeys are the keys a copy-on-write segment upserts or deletes (key columns only): the committer
 	// rewrites the data files holding them, planned against the table it commits on.
 	DeleteKeys []arrow.RecordBatch
-	// DVFiles are deletion vectors (v3) for rows of this writer's files that the segment upserts or deletes;
-	// RemovedDVs are the vectors they supersede (one live vector per data file). FallbackKeys are the keys
-	// the segment upserts or deletes: if the table changed outside the writer since IndexBase, the committer
-	// drops the vectors and writes equality deletes for these keys instead.
+	// DVFiles are the position deletes from the key index for rows of this writer's files that the segment
+	// upserts or deletes: deletion vectors (format version 3) or file-scoped position delete files (2), one per
+	// data file, each holding the positions of the one it supersedes; RemovedDVs are those it supersedes (one
+	// live file or vector per data file). FallbackKeys are the keys the segment upserts or deletes: if the table
+	// changed outside the writer since IndexBase, the committer drops DVFiles and RemovedDVs and follows
+	// Run.Deletes for these keys instead.
 	DVFiles      []ice.DataFile
 	RemovedDVs   []ice.DataFile
 	FallbackKeys []arrow.RecordBatch

@@ -1,7 +1,6 @@
 package iceberg
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -316,19 +315,18 @@ func rebaseDeletes(ctx context.Context, tbl *table.Table, drift *rewriteDrift, t
 	}
 	for _, p := range order {
 		t := targets[p]
-		positions := make([]uint64, 0, len(t.positions))
+		bm := dv.NewRoaringPositionBitmap()
 		for pos := range t.positions {
-			positions = append(positions, uint64(pos))
+			bm.Set(uint64(pos))
 		}
-		slices.Sort(positions)
 		path := lp.NewDataLocation("icewriter-pos-" + names.next().String() + ".parquet")
 		out.paths = append(out.paths, path)
-		f, err := writePositionDeletes(ctx, tbl, t.df, positions, path)
+		f, err := writePositionDeleteFile(ctx, wfs, tbl.Metadata(), t.df, bm, path)
 		if err != nil {
 			return out, err
 		}
 		out.files = append(out.files, f)
-		out.rows += len(positions)
+		out.rows += len(t.positions)
 	}
 	return out, nil
 }
@@ -338,12 +336,8 @@ func rebaseDeletes(ctx context.Context, tbl *table.Table, drift *rewriteDrift, t
 // is recognised as Java's ContentFileUtil.referencedDataFile does, by equal file_path bounds, and when its
 // bounds are truncated by reading its file_path column.
 func positionDeleteTarget(fs iceio.IO, df ice.DataFile) (string, error) {
-	if ref := df.ReferencedDataFile(); ref != nil && *ref != "" {
-		return *ref, nil
-	}
-	lo, hi := df.LowerBoundValues()[positionDeletePathID], df.UpperBoundValues()[positionDeletePathID]
-	if len(lo) > 0 && bytes.Equal(lo, hi) {
-		return string(lo), nil // a string bound is its UTF-8 bytes
+	if ref := posDeleteTarget(df); ref != "" {
+		return ref, nil
 	}
 	byFile, err := readPositionDeletes(fs, df)
 	if err != nil {

@@ -3,7 +3,6 @@ package iceberg
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	ice "github.com/apache/iceberg-go"
@@ -254,12 +253,16 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, names 
 			}
 		}
 	} else {
+		wfs, err := writableFS(fs, "position deletes")
+		if err != nil {
+			return nil, err
+		}
+		meta := tbl.Metadata()
 		for _, t := range targets {
 			if t.dead == nil {
 				continue
 			}
-			positions := slices.Sorted(t.dead.Positions())
-			f, err := writePositionDeletes(ctx, tbl, t.task.File, positions,
+			f, err := writePositionDeleteFile(ctx, wfs, meta, t.task.File, t.dead,
 				lp.NewDataLocation("icewriter-pos-"+names.next().String()+".parquet"))
 			if err != nil {
 				return nil, err

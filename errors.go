@@ -30,6 +30,10 @@ var (
 	// the writer stops (ErrWriterFailed wraps it), and the partition's rows must be read again from the table's
 	// position by whoever owns it now. Beside ErrFenced, not wrapping it: the writer ID was not taken over.
 	ErrPositionMoved = errors.New("iceberg: source position moved by another writer")
+	// ErrEqualityDeletesRefused means an upsert or delete needed equality deletes, which
+	// WithDeleteFiles(NoEqualityDeletesOrFail) refuses: the key index does not cover the table (it is off or
+	// over its budget, or another writer changed the table since the index was built).
+	ErrEqualityDeletesRefused = errors.New("iceberg: equality deletes refused (WithDeleteFiles(NoEqualityDeletesOrFail)) and the key index does not cover the table")
 	// ErrNotSupported is returned for an operation the table or mode does not support yet.
 	ErrNotSupported = errors.New("iceberg: not supported")
 )

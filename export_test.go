@@ -64,3 +64,10 @@ func BackgroundPassDoneForTest(w *Writer) <-chan struct{} {
 	defer w.pipe.commitMu.Unlock()
 	return w.compactor.passDone()
 }
+
+// SupersededBatch is how many superseded position delete files a v2 writer lets accumulate before removing them.
+const SupersededBatch = supersededBatch
+
+// WithSupersededBatchForTest sets how many superseded position delete files a v2 writer lets accumulate before
+// a run removes them, so that a short test reaches the removal.
+func WithSupersededBatchForTest(n int) Option { return func(o *options) { o.supersedeBatch = n } }

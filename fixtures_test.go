@@ -931,3 +931,113 @@ func writeIDs(t *testing.T, ctx context.Context, w *iceberg.Writer, model kvMode
 		t.Fatal(err)
 	}
 }
+
+// must fails the test on err.
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// posFilePathID is the field id of a position delete file's file_path column.
+const posFilePathID = 2147483546
+
+// liveDeleteSet describes the live delete files of a table, as iceberg-go's planner assigns them: equality
+// delete files, position delete files and deletion vectors (each counted once).
+type liveDeleteSet struct {
+	eq, pos, dvs int
+	unscoped     int              // position delete files scoped to no single data file
+	perData      map[string]int   // data file -> live position delete files planned on it
+	positions    map[string]int64 // data file -> rows of the largest of its position delete files
+}
+
+func liveDeletes(t *testing.T, cat tableLoader, ident table.Identifier) liveDeleteSet {
+	t.Helper()
+	out := liveDeleteSet{perData: map[string]int{}, positions: map[string]int64{}}
+	eq, pos, dvs := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, task := range planTasks(t, cat, ident) {
+		for _, f := range task.EqualityDeleteFiles {
+			eq[f.FilePath()] = true
+		}
+		for _, f := range task.DeletionVectorFiles {
+			var off int64
+			if o := f.ContentOffset(); o != nil {
+				off = *o
+			}
+			dvs[fmt.Sprint(f.FilePath(), "@", off)] = true
+		}
+		for _, f := range task.DeleteFiles {
+			if f.ContentType() != ice.EntryContentPosDeletes {
+				continue
+			}
+			// Format version 2 manifests have no referenced_data_file (iceberg-go writes it on v3 only): a
+			// file-scoped position delete says so by file_path bounds with lower = upper, as Java's readers take it.
+			path := task.File.FilePath()
+			scoped := (f.ReferencedDataFile() != nil && *f.ReferencedDataFile() == path) ||
+				(string(f.LowerBoundValues()[posFilePathID]) == path && string(f.UpperBoundValues()[posFilePathID]) == path)
+			if !pos[f.FilePath()] && !scoped {
+				out.unscoped++
+			}
+			pos[f.FilePath()] = true
+			out.perData[task.File.FilePath()]++
+			out.positions[task.File.FilePath()] = max(out.positions[task.File.FilePath()], f.Count())
+		}
+	}
+	out.eq, out.pos, out.dvs = len(eq), len(pos), len(dvs)
+	return out
+}
+
+// firstDataFile returns the path of the table's live data file of rows rows (the test writes one).
+func firstDataFile(t *testing.T, cat tableLoader, ident table.Identifier, rows int64) string {
+	t.Helper()
+	for _, task := range planTasks(t, cat, ident) {
+		if task.File.Count() == rows {
+			return task.File.FilePath()
+		}
+	}
+	t.Fatalf("no live data file of %d rows", rows)
+	return ""
+}
+
+// planTasks plans a scan of the table's current snapshot.
+func planTasks(t testing.TB, cat tableLoader, ident table.Identifier) []table.FileScanTask {
+	t.Helper()
+	tbl, err := cat.LoadTable(context.Background(), ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return planFiles(t, tbl)
+}
+
+// planFiles lists the table's data files.
+func planFiles(t testing.TB, tbl *table.Table) []table.FileScanTask {
+	t.Helper()
+	tasks, err := tbl.Scan().PlanFiles(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tasks
+}
+
+// tableLoader is what the helpers that read a table need of a catalog.
+type tableLoader interface {
+	LoadTable(context.Context, table.Identifier) (*table.Table, error)
+}
+
+// replaceSnapshots counts the table's "replace" snapshots: with compaction and conversion off, a v2 writer's
+// removals of its superseded position delete files.
+func replaceSnapshots(t *testing.T, cat tableLoader, ident table.Identifier) int {
+	t.Helper()
+	tbl, err := cat.LoadTable(context.Background(), ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range tbl.Metadata().Snapshots() {
+		if s.Summary != nil && s.Summary.Operation == table.OpReplace {
+			n++
+		}
+	}
+	return n
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -22,9 +23,9 @@ import (
 // DefaultKeyIndexBytes is the memory budget of the key index (see WithKeyIndexBytes).
 const DefaultKeyIndexBytes = 64 << 20
 
-// keyIndex maps every key of a merge-on-read v3 table to the data file and row position that hold it, so that
-// an upsert or delete is written as a deletion vector on that file instead of an equality delete that readers
-// must apply to every older file. It is complete only while it covers the whole table: from the writer's open
+// keyIndex maps every key of a merge-on-read table (format version 2 or 3) to the data file and row position
+// that hold it, so that an upsert or delete is written as a deletion vector (v3) or a position delete file (v2)
+// on that file instead of an equality delete that readers must apply to every older file. It is complete only while it covers the whole table: from the writer's open
 // (an empty table, or one whose keys loadKeyIndex read) up to the first commit by someone else that adds or
 // removes files. The writer's own compactions move it to the files they write (keyStage.rebase); one whose
 // commit returned an error (its reply may be lost) drops it. Without it the writer falls back to equality
@@ -44,17 +45,49 @@ type keyIndex struct {
 	// snapshot could not be found to tell): the next run catches up first (catchUpLocked), which also takes
 	// each file's live vector from the table.
 	stale bool
+	// superseded are this writer's position delete files (format version 2) that later ones of the same data
+	// files replaced and that are still live: removed together, a batch at a time (supersededBy).
+	superseded []ice.DataFile
 }
 
 type keyLoc struct{ file, pos int32 }
 
 type indexedFile struct {
-	df     ice.DataFile
-	dv     *dv.RoaringPositionBitmap // every position deleted: what the file's next deletion vector must hold
-	dvFile ice.DataFile              // the file's live deletion vector (nil: none), which the next one replaces
+	df ice.DataFile
+	// dv holds every position deleted: what the file's next deletion vector (v3) or position delete file (v2)
+	// must hold.
+	dv *dv.RoaringPositionBitmap
+	// dvFile is the delete file the next one replaces (nil: none): the file's live deletion vector (v3), or on
+	// v2 the position delete file this writer wrote for it last, while that is live.
+	dvFile ice.DataFile
+	// inherited (format version 2) are the other file-scoped position delete files live on the data file when
+	// the index read its deletes (load, catch-up): another writer's, or this writer's before a restart or a
+	// commit the index could not record. dv holds their positions, so the next position delete file the index
+	// writes for the data file supersedes them as it does dvFile. Position deletes that name other data files
+	// too stay live.
+	inherited []ice.DataFile
 	// applied names the position and equality delete files whose rows the index removed (catchUpLocked reads
 	// the file again only for deletes not named here).
 	applied map[string]struct{}
+	// Row lineage (format version 3), for merge-on-read upserts that keep the replaced row's _row_id: the
+	// explicit _row_id of the rows this writer wrote with one (ids, by position), and the first_row_id the
+	// table gave the file (its other rows' ids follow from it), known only for files this writer added by a row
+	// delta (learnFirstRowIDs); files loaded from the table or written by a compaction may carry explicit ids
+	// the index does not know, so their rows' ids count as unknown.
+	ids        map[int32]int64
+	firstRowID int64
+	hasFirst   bool
+}
+
+// rowID returns the _row_id of the row at pos, if the index knows it.
+func (f *indexedFile) rowID(pos int32) (int64, bool) {
+	if id, ok := f.ids[pos]; ok {
+		return id, true
+	}
+	if f.hasFirst {
+		return f.firstRowID + int64(pos), true
+	}
+	return 0, false
 }
 
 // fileKeys are the keys of a data file the writer wrote, in row order.
@@ -247,13 +280,13 @@ func concatChunks(c *arrow.Chunked) (arrow.Array, error) {
 	return array.Concatenate(c.Chunks(), memory.DefaultAllocator)
 }
 
-// load opens the key index of a merge-on-read writer with a key on a format-v3 table (a positive
+// load opens the key index of a merge-on-read writer with a key on a format-v2 or v3 table (a positive
 // WithKeyIndexBytes): empty on an empty table; on one that holds rows (typically this writer's, reopened) read
 // from the key columns of its live data files (loadKeyIndex), so that upserts stay deletion vectors across
 // restarts. An index over the budget stays off (logged). The error is that of a read cut short by ctx:
 // any other failure costs read speed (equality deletes are always right), not the writer.
 func (k *keyStage) load(ctx context.Context, tbl *table.Table) error {
-	if k.spec == nil || k.cow || k.layoutErr != nil || tbl.Metadata().Version() < 3 || k.limit <= 0 {
+	if k.spec == nil || k.cow || k.layoutErr != nil || tbl.Metadata().Version() < 2 || k.limit <= 0 {
 		return nil
 	}
 	k.mu.Lock()
@@ -325,11 +358,11 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 			if len(b.keyRecs) == 0 {
 				continue
 			}
-			files, err := k.equalityDeletes(ctx, tbl, b.keyRecs)
+			seg := &run.Segments[b.segIdx]
+			files, err := k.uncovered(ctx, tbl, b.keyRecs, &seg.DeleteKeys)
 			if err != nil {
 				return nil, err
 			}
-			seg := &run.Segments[b.segIdx]
 			seg.DeleteFiles = append(seg.DeleteFiles, files...)
 			b.keyRecs = nil
 		}
@@ -337,11 +370,15 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	}
 	base := idx.base
 	run.IndexBase = &base
+	run.Deletes = k.deletes
 	run.KeyFieldIDs = k.spec.fieldIDs
 	pending := map[int32][]int64{}
+	lineage := tbl.Metadata().Version() >= 3
 	for _, b := range batches {
 		seg := &run.Segments[b.segIdx]
 		seg.FallbackKeys = append(seg.FallbackKeys, b.keyRecs...)
+		// carried: the _row_id of each key's replaced row, where the index knows it (format version 3).
+		var carried map[string]int64
 		for _, rec := range b.keyRecs {
 			enc, err := newKeyEncoder(rec.Columns())
 			if err != nil {
@@ -352,11 +389,29 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 				buf = enc.appendKey(buf[:0], r)
 				for _, l := range idx.remove(string(buf)) {
 					pending[l.file] = append(pending[l.file], int64(l.pos))
+					if id, ok := idx.files[l.file].rowID(l.pos); ok && lineage {
+						if carried == nil {
+							carried = map[string]int64{}
+						}
+						carried[string(buf)] = id
+					}
 				}
 			}
 		}
-		for _, fk := range b.fileKeys {
+		fks := b.fileKeys
+		var ids []map[int32]int64
+		if len(carried) > 0 {
+			var err error
+			if fks, ids, err = k.carryRowIDs(ctx, tbl, seg, b, carried); err != nil {
+				return nil, err
+			}
+		}
+		for i, fk := range fks {
 			idx.add(fk)
+			if i < len(ids) && len(ids[i]) > 0 {
+				idx.files[len(idx.files)-1].ids = ids[i]
+				idx.grow(int64(len(ids[i])) * 16)
+			}
 		}
 	}
 	if len(pending) == 0 {
@@ -371,24 +426,18 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 		return nil, fmt.Errorf("iceberg: the table's file system cannot write deletion vectors")
 	}
 	meta := tbl.Metadata()
-	writer := dv.NewDVWriter(writeFS, func(id int32) *ice.PartitionSpec { return meta.PartitionSpecByID(int(id)) })
-	var removed []ice.DataFile
+	var added, removed []ice.DataFile
 	merged := runDVs{}
 	for fid, positions := range pending {
 		f := idx.files[fid]
-		if f.dv != nil {
-			writer.Load(f.df.FilePath(), f.dv, f.df.SpecID(), f.df.Partition())
-		}
-		if f.dvFile != nil { // a file whose deletes were position deletes or equality deletes has no vector to replace
-			removed = append(removed, f.dvFile)
-		}
-		if err := writer.Add(f.df.FilePath(), positions, f.df.SpecID(), f.df.Partition()); err != nil {
-			return nil, err
-		}
 		bm := dv.NewRoaringPositionBitmap()
 		if f.dv != nil {
 			bm.Or(f.dv)
 		}
+		if f.dvFile != nil { // a file whose deletes were equality deletes or others' position deletes has none to replace
+			removed = append(removed, f.dvFile)
+		}
+		removed = append(removed, f.inherited...)
 		for _, p := range positions {
 			bm.Set(uint64(p))
 		}
@@ -398,21 +447,33 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	if err != nil {
 		return nil, err
 	}
-	dvs, err := writer.Flush(ctx, lp.NewDataLocation("icewriter-dv-"+k.files.next().String()+".puffin"))
-	if err != nil {
-		return nil, fmt.Errorf("iceberg: write deletion vectors: %w", err)
+	if meta.Version() >= 3 {
+		writer := dv.NewDVWriter(writeFS, func(id int32) *ice.PartitionSpec { return meta.PartitionSpecByID(int(id)) })
+		for fid := range pending {
+			f := idx.files[fid]
+			writer.Load(f.df.FilePath(), merged[f.df.FilePath()], f.df.SpecID(), f.df.Partition())
+		}
+		if added, err = writer.Flush(ctx, lp.NewDataLocation("icewriter-dv-"+k.files.next().String()+".puffin")); err != nil {
+			return nil, fmt.Errorf("iceberg: write deletion vectors: %w", err)
+		}
+	} else if added, err = k.writePositionDeletes(ctx, writeFS, tbl, lp, idx, pending, merged); err != nil {
+		return nil, err
 	}
 	last := &run.Segments[len(run.Segments)-1]
-	last.DVFiles = append(last.DVFiles, dvs...)
+	last.DVFiles = append(last.DVFiles, added...)
+	if meta.Version() < 3 {
+		removed = idx.supersededBy(removed, k.supersedeBatch)
+	}
 	last.RemovedDVs = append(last.RemovedDVs, removed...)
 	return merged, nil
 }
 
-// committed records a committed run in the index: its snapshot becomes the index's base and its vectors (from
-// apply) the live ones of their files. The index goes off when the committer fell back to equality deletes
+// committed records a committed run in the index: its snapshot becomes the index's base, its vectors (from
+// apply) the live ones of their files, and on format version 3 the first row ids of its data files are learnt
+// (learnFirstRowIDs). The index goes off when the committer fell back to equality deletes
 // (res.IndexLost: someone else changed the table since the index's base) or when the run took it past its
 // memory budget.
-func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
+func (k *keyStage) committed(ctx context.Context, run *Run, res *CommitResult, merged runDVs) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	idx := k.idx.Load()
@@ -433,26 +494,47 @@ func (k *keyStage) committed(run *Run, res *CommitResult, merged runDVs) {
 		idx.stale = true
 		return
 	}
+	prev := idx.base
 	idx.base = res.SnapshotID
+	if res.Table != nil && res.Table.Metadata().Version() >= 3 {
+		learnFirstRowIDs(ctx, res.Table, idx, run.Branch, prev)
+	}
+	var removed []ice.DataFile
 	for _, seg := range run.Segments {
+		removed = append(removed, seg.RemovedDVs...)
 		for _, d := range seg.DVFiles {
 			ref := d.ReferencedDataFile()
 			if ref == nil {
 				continue
 			}
 			if fid, ok := idx.byPath[*ref]; ok {
-				idx.files[fid].dvFile = d
-				idx.files[fid].dv = merged[*ref]
+				f := idx.files[fid]
+				if d.FileFormat() != ice.PuffinFile { // v2: live until a run removes them
+					if f.dvFile != nil {
+						idx.superseded = append(idx.superseded, f.dvFile)
+					}
+					idx.superseded = append(idx.superseded, f.inherited...)
+					f.inherited = nil
+				}
+				f.dvFile, f.dv = d, merged[*ref]
+				if d.FileFormat() != ice.PuffinFile { // v2: catchUpLocked must not take its own file for news
+					if f.applied == nil {
+						f.applied = map[string]struct{}{}
+					}
+					f.applied[d.FilePath()] = struct{}{}
+				}
 			}
 		}
 	}
+	idx.removedSuperseded(removed)
 }
 
 // rebase keeps the key index valid across a compaction this writer committed (pre is the table the compaction
 // planned on, post the one its commit made): the rows of the rewritten files now sit in the compaction's new
 // files, which are read back and indexed minus the rows their deletes remove (a background pass moves the
-// deletes committed while it ran onto its new files, see compactor), and post's head becomes the index's base. When someone else changed the table since the index's base, or the new files cannot be
-// read, the index goes off instead. A compaction whose commit returned an error (its reply may be lost, the
+// deletes committed while it ran onto its new files, see compactor), and post's head becomes the index's base.
+// When someone else changed the table since the index's base, or the new files cannot be read, the index goes
+// off instead. A compaction whose commit returned an error (its reply may be lost, the
 // rewrite applied) calls drop instead.
 func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten map[string]struct{}) {
 	k.mu.Lock()
@@ -477,6 +559,10 @@ func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten
 		return
 	}
 	idx.forget(rewritten)
+	idx.superseded = slices.DeleteFunc(idx.superseded, func(f ice.DataFile) bool {
+		_, gone := rewritten[posDeleteTarget(f)]
+		return gone // the compaction removed it with its data file
+	})
 	for _, t := range tasks {
 		if _, known := idx.byPath[t.File.FilePath()]; known {
 			continue
@@ -504,7 +590,7 @@ func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten
 		case eq != nil:
 			dead.Or(eq)
 		}
-		idx.addLive(t, keys, dead)
+		idx.addLive(post.Metadata(), t, keys, dead)
 	}
 	if idx.full() {
 		idx.over = true
@@ -551,20 +637,31 @@ func (k *keyStage) dropLocked(reason string, err error) {
 // indexStale reports whether a run's deletion vectors cannot be committed on tbl: someone other than the run's
 // writer added or removed files since the snapshot its key index covers, so a key the index did not place may
 // now exist and a vector's data file may be gone. The committer then falls back to equality deletes
-// (fallBackToEqualityDeletes) and reports CommitResult.IndexLost.
+// (fallBack) and reports CommitResult.IndexLost.
 func indexStale(tbl *table.Table, run *Run) bool {
 	return run.IndexBase != nil && foreignSince(tbl.Metadata(), run.Branch, *run.IndexBase, run.WriterID)
 }
 
-// fallBackToEqualityDeletes replaces a segment's deletion vectors by equality deletes on every key it upserts or
-// deletes (its FallbackKeys), which are right whatever changed. seg is the committer's copy of a segment: its
-// slices are replaced, never appended to in place.
-func fallBackToEqualityDeletes(ctx context.Context, tbl *table.Table, keyFieldIDs []int, seg *Segment) error {
-	files, err := writeKeyDeletes(ctx, tbl, keyFieldIDs, seg.FallbackKeys)
-	if err != nil {
-		return err
+// fallBack replaces a segment's position deletes from the key index (DVFiles, RemovedDVs), which cannot be
+// committed on tbl (indexStale), by what run.Deletes allows for every key the segment upserts or deletes (its
+// FallbackKeys), which is right whatever changed: equality deletes on the key (AnyDeleteFiles), a copy-on-write
+// rewrite of the files holding them (NoEqualityDeletes), or ErrEqualityDeletesRefused. seg is the committer's
+// copy of a segment: its slices are replaced, never appended to in place.
+func fallBack(ctx context.Context, tbl *table.Table, run *Run, seg *Segment) error {
+	switch run.Deletes {
+	case NoEqualityDeletes, NoDeleteFiles:
+		seg.DeleteKeys = append(slices.Clone(seg.DeleteKeys), seg.FallbackKeys...)
+	case NoEqualityDeletesOrFail:
+		if len(seg.FallbackKeys) > 0 {
+			return fmt.Errorf("%w: the table changed outside this writer since its key index was built", ErrEqualityDeletesRefused)
+		}
+	default:
+		files, err := writeKeyDeletes(ctx, tbl, run.KeyFieldIDs, seg.FallbackKeys)
+		if err != nil {
+			return err
+		}
+		seg.DeleteFiles = append(slices.Clone(seg.DeleteFiles), files...)
 	}
-	seg.DeleteFiles = append(append([]ice.DataFile(nil), seg.DeleteFiles...), files...)
 	seg.DVFiles, seg.RemovedDVs = nil, nil
 	return nil
 }
@@ -683,7 +780,8 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 	idx := newKeyIndex(limit, &snap.SnapshotID)
 	for i, t := range tasks {
 		id := int32(len(idx.files))
-		f := &indexedFile{df: t.File, dv: out[i].dv, dvFile: liveVector(t), applied: appliedDeletes(t)}
+		f := &indexedFile{df: t.File, dv: out[i].dv, dvFile: liveVector(t), applied: appliedDeletes(t),
+			inherited: idx.inheritedDeletes(meta, t, nil)}
 		idx.files = append(idx.files, f)
 		idx.byPath[t.File.FilePath()] = id
 		for pos, k := range out[i].keys {

@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -44,6 +45,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 		}
 	}
 	idx.forget(gone)
+	idx.keepLiveSuperseded(tasks)
 	for _, t := range tasks {
 		fid, known := idx.byPath[t.File.FilePath()]
 		if known && !deletesChanged(idx.files[fid], t) {
@@ -68,7 +70,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 			dead.Or(eq)
 		}
 		if !known {
-			idx.addLive(t, keys, dead)
+			idx.addLive(tbl.Metadata(), t, keys, dead)
 			continue
 		}
 		f := idx.files[fid]
@@ -82,7 +84,8 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 				dead.Or(f.dv)
 			}
 		}
-		f.dv, f.dvFile, f.applied = dead, liveVector(t), appliedDeletes(t)
+		f.dv, f.dvFile, f.applied = dead, ownDeletes(f, t), appliedDeletes(t)
+		f.inherited = idx.inheritedDeletes(tbl.Metadata(), t, f.dvFile)
 	}
 	if idx.full() {
 		idx.over = true
@@ -93,9 +96,10 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 
 // addLive indexes a data file's rows (keys, in row order) minus the positions dead removes, with the deletes
 // that removed them.
-func (idx *keyIndex) addLive(t table.FileScanTask, keys []string, dead *dv.RoaringPositionBitmap) {
+func (idx *keyIndex) addLive(meta table.Metadata, t table.FileScanTask, keys []string, dead *dv.RoaringPositionBitmap) {
 	id := int32(len(idx.files))
-	idx.files = append(idx.files, &indexedFile{df: t.File, dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t)})
+	idx.files = append(idx.files, &indexedFile{df: t.File, dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t),
+		inherited: idx.inheritedDeletes(meta, t, nil)})
 	idx.byPath[t.File.FilePath()] = id
 	for pos, k := range keys {
 		if dead != nil && dead.Contains(uint64(pos)) {
@@ -126,7 +130,7 @@ func (idx *keyIndex) removeLoc(key string, loc keyLoc) {
 // deletesChanged reports whether a data file's deletes in a scan task differ from those the index applied: its
 // vector (by file and offset), or a position or equality delete file it has not seen.
 func deletesChanged(f *indexedFile, t table.FileScanTask) bool {
-	if !sameVector(f.dvFile, liveVector(t)) {
+	if !sameVector(f.dvFile, ownDeletes(f, t)) {
 		return true
 	}
 	for _, files := range [][]ice.DataFile{t.DeleteFiles, t.EqualityDeleteFiles} {
@@ -137,6 +141,58 @@ func deletesChanged(f *indexedFile, t table.FileScanTask) bool {
 		}
 	}
 	return false
+}
+
+// ownDeletes returns the delete file a scan task's data file's next deletes replace: its deletion vector (v3),
+// or on v2 the position delete file the index wrote for it last (f.dvFile), while the task still lists it.
+func ownDeletes(f *indexedFile, t table.FileScanTask) ice.DataFile {
+	if v := liveVector(t); v != nil || f == nil || f.dvFile == nil || f.dvFile.FileFormat() == ice.PuffinFile {
+		return v
+	}
+	for _, d := range t.DeleteFiles {
+		if d.FilePath() == f.dvFile.FilePath() {
+			return d
+		}
+	}
+	return nil
+}
+
+// keepLiveSuperseded forgets the superseded position delete files (v2) that no scan task of the head lists
+// any more (someone compacted their data files or removed them): a run must not remove a file twice.
+func (idx *keyIndex) keepLiveSuperseded(tasks []table.FileScanTask) {
+	if len(idx.superseded) == 0 {
+		return
+	}
+	live := map[string]struct{}{}
+	for _, t := range tasks {
+		for _, d := range t.DeleteFiles {
+			live[d.FilePath()] = struct{}{}
+		}
+	}
+	idx.superseded = slices.DeleteFunc(idx.superseded, func(f ice.DataFile) bool {
+		_, ok := live[f.FilePath()]
+		return !ok
+	})
+}
+
+// inheritedDeletes returns the file-scoped position delete files a scan task lists for its data file on a
+// format-version 2 table (nil on 3: there the next deletion vector replaces them for readers, and a row delta
+// removes vectors only), but for own, the one the index wrote last, and those already superseded (a run
+// removes each once).
+func (idx *keyIndex) inheritedDeletes(meta table.Metadata, t table.FileScanTask, own ice.DataFile) []ice.DataFile {
+	if meta.Version() >= 3 {
+		return nil
+	}
+	var out []ice.DataFile
+	for _, d := range t.DeleteFiles {
+		if d.ContentType() != ice.EntryContentPosDeletes || posDeleteTarget(d) != t.File.FilePath() ||
+			(own != nil && d.FilePath() == own.FilePath()) ||
+			slices.ContainsFunc(idx.superseded, func(s ice.DataFile) bool { return s.FilePath() == d.FilePath() }) {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // liveVector returns the deletion vector of a scan task's data file (nil: none).

@@ -11,26 +11,33 @@ import (
 )
 
 // TestKeyIndexCatchesUp: two merge-on-read writers with key indexes interleave writes, upserts and deletes on one
-// v3 table (partitioned or not), each flushing between the other's commits. Each writer's first commit after
-// the other's falls back to equality deletes (its run was placed on the table its last commit left); from then
-// on it reloads the table before placing a run and catches its index up with the other's commits (new files,
-// deletion vectors replaced on its own files, the other's fallback equality deletes), so the table ends with at
-// most one equality delete file per writer. After every round the table reads back as the model.
+// v2 or v3 table (partitioned or not), each flushing between the other's commits. Each writer's first commit
+// after the other's falls back to equality deletes (its run was placed on the table its last commit left); from
+// then on it reloads the table before placing a run and catches its index up with the other's commits (new
+// files, deletion vectors replaced on its own files, the other's fallback equality deletes), so the table ends
+// with at most one equality delete file per writer. After every round the table reads back as the model. On v2
+// the position delete files a fallback run would have superseded stay live (the run wrote none of its own), so
+// the batched removal of superseded files never removes the one file still holding a row's delete.
 func TestKeyIndexCatchesUp(t *testing.T) {
 	t.Parallel() // see TestMain
-	for _, partitioned := range []bool{false, true} {
-		t.Run(fmt.Sprintf("partitioned=%v", partitioned), func(t *testing.T) {
+	for _, tc := range []struct {
+		version     int
+		partitioned bool
+	}{{3, false}, {3, true}, {2, false}, {2, true}} {
+		t.Run(fmt.Sprintf("v%d/partitioned=%v", tc.version, tc.partitioned), func(t *testing.T) {
+			partitioned := tc.partitioned
 			ctx := context.Background()
 			cat := openCatalog(t)
 			ident := table.Identifier{"mor", "catchup"}
-			create := []iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.FormatVersion(3)}
+			create := []iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.FormatVersion(tc.version)}
 			if partitioned {
 				create = append(create, iceberg.PartitionBy("bucket(4, id)"))
 			}
 			open := func(id string) *iceberg.Writer {
 				w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, create...),
 					iceberg.WithMode(iceberg.MergeOnRead), iceberg.WithWriterID(id), iceberg.WithFlushInterval(0),
-					iceberg.WithSmallFileCompaction(0), iceberg.WithDeleteConversion(0), iceberg.WithRowGroupRowsForTest(64))
+					iceberg.WithSmallFileCompaction(0), iceberg.WithDeleteConversion(0), iceberg.WithRowGroupRowsForTest(64),
+					iceberg.WithSupersededBatchForTest(4))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -62,8 +69,10 @@ func TestKeyIndexCatchesUp(t *testing.T) {
 			if partitioned {
 				fallbacks *= 4
 			}
-			if eq, _, dvs := liveDeleteFiles(t, cat, ident); eq > fallbacks || dvs == 0 {
-				t.Fatalf("%d equality delete files and %d deletion vectors: want at most one fallback per writer", eq, dvs)
+			eq, pos, dvs := liveDeleteFiles(t, cat, ident)
+			if eq > fallbacks || (tc.version >= 3 && dvs == 0) || (tc.version == 2 && pos == 0) {
+				t.Fatalf("%d equality delete files, %d position delete files and %d deletion vectors: want at most one fallback per writer",
+					eq, pos, dvs)
 			}
 		})
 	}

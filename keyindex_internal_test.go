@@ -143,11 +143,18 @@ func (e *stageEnv) encode(k *keyStage, kind opKind, ids []int64, name string) *b
 // committed.
 func (e *stageEnv) commit(k *keyStage, b *batch) (*Run, *CommitResult) {
 	e.t.Helper()
+	return e.commitOn(k, b, e.tbl)
+}
+
+// commitOn is commit with the run placed in the index on placeOn, a table older than the head when the test
+// changes the table between placing a run and committing it.
+func (e *stageEnv) commitOn(k *keyStage, b *batch, placeOn *table.Table) (*Run, *CommitResult) {
+	e.t.Helper()
 	run := &Run{Table: e.ident, Branch: e.o.branch, WriterID: e.o.writerID, Epoch: 1, FirstSeq: b.seq, LastSeq: b.seq,
-		BaseSnapshotID: headID(e.tbl.Metadata(), e.o.branch), Rows: b.rows, formatVersion: e.tbl.Metadata().Version(),
-		spec: e.tbl.Spec(), schema: e.tbl.Schema(),
+		BaseSnapshotID: headID(placeOn.Metadata(), e.o.branch), Rows: b.rows, formatVersion: placeOn.Metadata().Version(),
+		spec: placeOn.Spec(), schema: placeOn.Schema(),
 		Segments: []Segment{{DataFiles: b.files, DeleteFiles: b.deletes, DeleteKeys: b.cowKeys, LastSeq: b.seq, Rows: b.rows}}}
-	dvs, err := k.apply(e.ctx, e.tbl, run, []*batch{b})
+	dvs, err := k.apply(e.ctx, placeOn, run, []*batch{b})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -155,7 +162,7 @@ func (e *stageEnv) commit(k *keyStage, b *batch) (*Run, *CommitResult) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	k.committed(run, res, dvs)
+	k.committed(e.ctx, run, res, dvs)
 	e.tbl = res.Table
 	e.ops[b]()
 	delete(e.ops, b)
@@ -350,9 +357,10 @@ func TestKeyStageFallbackWhenTableChangesOutside(t *testing.T) {
 	if len(first.keyRecs) == 0 || len(second.keyRecs) == 0 || len(first.deletes) != 0 {
 		t.Fatal("batches encoded with the index on should keep their keys for apply")
 	}
+	placed := e.tbl // the run is placed in the index before the append, and committed after it
 	e.outsideAppend([]int64{100, 101}, "out")
 
-	run, res := e.commit(k, first)
+	run, res := e.commitOn(k, first, placed)
 	if !res.IndexLost || !k.indexed() || !k.wantsFresh() {
 		t.Fatalf("commit after an outside append: IndexLost %v, index on %v, wants a fresh table %v",
 			res.IndexLost, k.indexed(), k.wantsFresh())
@@ -414,8 +422,8 @@ func TestKeyStageOverBudget(t *testing.T) {
 	e.check(k)
 }
 
-// TestKeyStageLoad: load opens the index only for a merge-on-read writer on a v3 table within the budget; on a
-// table that holds rows it places the live rows (deletion vectors applied).
+// TestKeyStageLoad: load opens the index only for a merge-on-read writer on a v2 or v3 table within the budget;
+// on a table that holds rows it places the live rows (deletion vectors applied).
 func TestKeyStageLoad(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -424,7 +432,8 @@ func TestKeyStageLoad(t *testing.T) {
 		opts    []Option
 		want    bool
 	}{
-		{"v2", 2, false, nil, false},
+		{"v2", 2, false, nil, true},
+		{"v2 copy-on-write", 2, true, nil, false},
 		{"v3 copy-on-write", 3, true, nil, false},
 		{"v3 index off", 3, false, []Option{WithKeyIndexBytes(0)}, false},
 		{"v3", 3, false, nil, true},

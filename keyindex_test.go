@@ -18,28 +18,8 @@ import (
 // deleteFileKinds counts the live delete files of the table: equality deletes and deletion vectors.
 func deleteFileKinds(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) (eq, dvs int) {
 	t.Helper()
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tasks, err := tbl.Scan().PlanFiles(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	seenEq, seenDV := map[string]bool{}, map[string]bool{}
-	for _, task := range tasks {
-		for _, f := range task.EqualityDeleteFiles {
-			seenEq[f.FilePath()] = true
-		}
-		for _, f := range task.DeletionVectorFiles {
-			var off int64
-			if o := f.ContentOffset(); o != nil {
-				off = *o
-			}
-			seenDV[fmt.Sprint(f.FilePath(), "@", off)] = true
-		}
-	}
-	return len(seenEq), len(seenDV)
+	l := liveDeletes(t, cat, ident)
+	return l.eq, l.dvs
 }
 
 // TestKeyIndexAcrossRestarts: a merge-on-read writer reopening a v3 table it wrote with deletion vectors, or with

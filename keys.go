@@ -22,9 +22,10 @@ import (
 
 // keyStage is the writer's key stage, the one owner of everything keyed: the key columns (keySpec), the
 // resolution of a batch's operations by key (resolve), what the keys a batch upserts or deletes become
-// (stageDeletes: rewrites in copy-on-write mode; in merge-on-read mode deletion vectors while the key index
-// places every key, else equality deletes) and the key index itself, with its operations in keyindex.go (load,
-// apply a run, committed, rebase after a compaction, drop to equality deletes). A Writer holds one whether or not
+// (stageDeletes: rewrites in copy-on-write mode; in merge-on-read mode position deletes, deletion vectors on v3
+// and position delete files on v2, while the key index places every key, else what WithDeleteFiles allows:
+// equality deletes, rewrites or an error, see uncovered) and the key index itself, with its operations in
+// keyindex.go (load, apply a run, committed, rebase after a compaction, drop). A Writer holds one whether or not
 // it has a key (spec nil: no key columns; Upsert and Delete then fail check).
 //
 // Locking. spec, cow, layoutErr and the configuration are set by newKeyStage and never change: read them
@@ -36,9 +37,14 @@ import (
 // Lock order: the pipeline's commitMu, then keyStage.mu. keyStage.mu is a leaf: the stage calls nothing back in
 // the Writer, and nothing else is locked while it is held.
 type keyStage struct {
-	spec      *keySpec // nil: no key columns
-	cow       bool     // copy-on-write mode: the committer rewrites the files that hold upserted and deleted keys
-	layoutErr error    // why Upsert and Delete cannot run on this table's layout (reported by check)
+	spec      *keySpec    // nil: no key columns
+	cow       bool        // copy-on-write mode: the committer rewrites the files that hold upserted and deleted keys
+	layoutErr error       // why Upsert and Delete cannot run on this table's layout (reported by check)
+	deletes   DeleteFiles // WithDeleteFiles: what a keyed change the index cannot cover becomes
+	rewrite   cowConfig   // how new data files are written again to carry row ids (carryRowIDs)
+	// supersedeBatch is how many superseded v2 position delete files wait before a run removes them
+	// (supersededBatch; WithSupersededBatchForTest lowers it).
+	supersedeBatch int
 
 	ident    table.Identifier
 	branch   string
@@ -69,7 +75,8 @@ func newKeyStage(tbl *table.Table, target *arrow.Schema, o *options, cow bool) (
 	}
 	return &keyStage{
 		spec: spec, cow: cow, layoutErr: layoutErr, ident: tbl.Identifier(), branch: o.branch,
-		writerID: o.writerID, limit: o.keyIndexBytes, parallel: o.maxInFlight, log: o.logger, pool: routerIndexPool(o),
+		writerID: o.writerID, limit: o.keyIndexBytes, deletes: o.deleteFiles, supersedeBatch: o.supersedeBatch,
+		rewrite: cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows}, parallel: o.maxInFlight, log: o.logger, pool: routerIndexPool(o),
 	}, nil
 }
 
@@ -92,6 +99,9 @@ func (k *keyStage) check(op string, formatVersion int) error {
 	if !k.cow && formatVersion < 2 {
 		return fmt.Errorf("%w: %s in merge-on-read mode needs a format-version 2 or later table (use WithMode(CopyOnWrite))", ErrNotSupported, op)
 	}
+	if !k.cow && k.deletes == NoEqualityDeletesOrFail && !k.indexed() {
+		return fmt.Errorf("%s: %w", op, ErrEqualityDeletesRefused)
+	}
 	return nil
 }
 
@@ -112,6 +122,22 @@ func (k *keyStage) stageDeletes(ctx context.Context, tbl *table.Table, b *batch,
 	case k.cow:
 		b.cowKeys = keys
 		return nil, nil
+	}
+	return k.uncovered(ctx, tbl, keys, &b.cowKeys)
+}
+
+// uncovered is what the keys a batch upserts or deletes become when the key index cannot place them, by
+// WithDeleteFiles: equality delete files on the key (returned), or keys for the committer to rewrite the files
+// holding them (appended to cowKeys: NoEqualityDeletes), or ErrEqualityDeletesRefused (NoEqualityDeletesOrFail).
+func (k *keyStage) uncovered(ctx context.Context, tbl *table.Table, keys []arrow.RecordBatch, cowKeys *[]arrow.RecordBatch) ([]ice.DataFile, error) {
+	switch {
+	case len(keys) == 0:
+		return nil, nil
+	case k.deletes == NoEqualityDeletes:
+		*cowKeys = append(*cowKeys, keys...)
+		return nil, nil
+	case k.deletes == NoEqualityDeletesOrFail:
+		return nil, fmt.Errorf("%w: the key index is off", ErrEqualityDeletesRefused)
 	}
 	return k.equalityDeletes(ctx, tbl, keys)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"sync"
 
@@ -30,6 +31,30 @@ func withFirstRowID(meta table.Metadata, df ice.DataFile, firstRowID int64) (ice
 	if spec == nil {
 		return nil, fmt.Errorf("iceberg: data file %s: unknown partition spec %d", df.FilePath(), df.SpecID())
 	}
+	b, err := ice.NewDataFileBuilder(*spec, df.ContentType(), df.FilePath(), df.FileFormat(), df.Partition(),
+		partitionLogicalTypes(meta, spec), nil,
+		df.Count(), df.FileSizeBytes())
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: data file %s: %w", df.FilePath(), err)
+	}
+	b.ColumnSizes(df.ColumnSizes()).ValueCounts(df.ValueCounts()).NullValueCounts(df.NullValueCounts()).
+		NaNValueCounts(df.NaNValueCounts()).LowerBoundValues(df.LowerBoundValues()).
+		UpperBoundValues(df.UpperBoundValues()).SplitOffsets(df.SplitOffsets())
+	if d := df.DistinctValueCounts(); len(d) > 0 {
+		b.DistinctValueCounts(d)
+	}
+	if k := df.KeyMetadata(); len(k) > 0 {
+		b.KeyMetadata(k)
+	}
+	if s := df.SortOrderID(); s != nil {
+		b.SortOrderID(*s)
+	}
+	return b.FirstRowID(firstRowID).Build(), nil
+}
+
+// partitionLogicalTypes maps the partition fields of spec whose values need an Avro logical type in a manifest
+// (dates, times, timestamps, decimals, UUIDs) to it, as iceberg-go's DataFileBuilder wants them.
+func partitionLogicalTypes(meta table.Metadata, spec *ice.PartitionSpec) map[int]string {
 	sc := meta.CurrentSchema()
 	logical := map[int]string{}
 	for _, f := range spec.Fields() {
@@ -50,24 +75,7 @@ func withFirstRowID(meta table.Metadata, df ice.DataFile, firstRowID int64) (ice
 			logical[f.FieldID] = atype.UUID
 		}
 	}
-	b, err := ice.NewDataFileBuilder(*spec, df.ContentType(), df.FilePath(), df.FileFormat(), df.Partition(), logical, nil,
-		df.Count(), df.FileSizeBytes())
-	if err != nil {
-		return nil, fmt.Errorf("iceberg: data file %s: %w", df.FilePath(), err)
-	}
-	b.ColumnSizes(df.ColumnSizes()).ValueCounts(df.ValueCounts()).NullValueCounts(df.NullValueCounts()).
-		NaNValueCounts(df.NaNValueCounts()).LowerBoundValues(df.LowerBoundValues()).
-		UpperBoundValues(df.UpperBoundValues()).SplitOffsets(df.SplitOffsets())
-	if d := df.DistinctValueCounts(); len(d) > 0 {
-		b.DistinctValueCounts(d)
-	}
-	if k := df.KeyMetadata(); len(k) > 0 {
-		b.KeyMetadata(k)
-	}
-	if s := df.SortOrderID(); s != nil {
-		b.SortOrderID(*s)
-	}
-	return b.FirstRowID(firstRowID).Build(), nil
+	return logical
 }
 
 // carryLineage gives the new rows of copy-on-write segment seg the row ids of the rows they replace
@@ -315,4 +323,109 @@ func (r *rowIDs) apply(ks *keySet, rec arrow.RecordBatch) (arrow.RecordBatch, er
 	cols := slices.Clone(rec.Columns())
 	cols[idIdx[0]], cols[seqIdx[0]] = ids, nulls
 	return array.NewRecordBatch(sc, cols, int64(rows)), nil
+}
+
+// carryRowIDs keeps row lineage for a merge-on-read batch (format version 3): each new row of batch b (in
+// segment seg) whose key replaced a row of known _row_id (carried, by key; the key index's) takes that id, as
+// an update keeps its row id, so a changelog reader sees an update where it would see a delete and an insert.
+// The batch's data files that hold such a row are written again with an explicit _row_id column (carryRowIDs:
+// the id for those rows, null for the others, which take ids from the table) and replace the originals in the
+// segment and the batch; the originals, uploaded and never committed, are deleted. It returns the keys of the
+// batch's files in row order after the rewrite, and per file the explicit ids by position.
+func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segment, b *batch, carried map[string]int64) ([]fileKeys, []map[int32]int64, error) {
+	ks, err := newKeySet(b.keyRecs)
+	if err != nil {
+		return nil, nil, err
+	}
+	want := maps.Clone(carried) // carryRowIDs consumes the ids it gives
+	files := make([]ice.DataFile, len(b.fileKeys))
+	known := make(map[string]fileKeys, len(b.fileKeys))
+	for i, fk := range b.fileKeys {
+		files[i] = fk.df
+		known[fk.df.FilePath()] = fk
+	}
+	out, replaced, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried}, k.rewrite)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(replaced) == 0 {
+		return b.fileKeys, nil, nil
+	}
+	fks := make([]fileKeys, len(out))
+	ids := make([]map[int32]int64, len(out))
+	var added []ice.DataFile
+	for i, f := range out {
+		if fk, ok := known[f.FilePath()]; ok {
+			fks[i] = fk
+			continue
+		}
+		added = append(added, f)
+		keys, err := readFileKeys(ctx, tbl, f, k.spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		fks[i] = fileKeys{df: f, keys: keys}
+		// The ids go to the first row of each key, in file order, as rowIDs.apply gave them.
+		for pos, key := range keys {
+			if _, mine := ks.keys[key]; !mine {
+				continue
+			}
+			if id, ok := want[key]; ok {
+				if ids[i] == nil {
+					ids[i] = map[int32]int64{}
+				}
+				ids[i][int32(pos)] = id
+				delete(want, key)
+			}
+		}
+	}
+	gone := make(map[string]bool, len(replaced))
+	paths := make([]string, len(replaced))
+	for i, f := range replaced {
+		gone[f.FilePath()] = true
+		paths[i] = f.FilePath()
+	}
+	keep := func(fs []ice.DataFile) []ice.DataFile {
+		return append(slices.DeleteFunc(slices.Clone(fs), func(f ice.DataFile) bool { return gone[f.FilePath()] }), added...)
+	}
+	seg.DataFiles, b.files = keep(seg.DataFiles), keep(b.files)
+	removePaths(ctx, k.log, tbl, paths)
+	return fks, ids, nil
+}
+
+// learnFirstRowIDs records the first_row_id the table gave the data files a committed run added (format
+// version 3: a row delta assigns them), read from the manifests its snapshots added (those after prev, the
+// index's base before the run), so that the rows of those files have known ids for later upserts to keep.
+// A manifest that cannot be read leaves its files' ids unknown: those upserts then get new ids.
+func learnFirstRowIDs(ctx context.Context, tbl *table.Table, idx *keyIndex, branch string, prev int64) {
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return
+	}
+	meta := tbl.Metadata()
+	ancestors(meta, branch, func(s *table.Snapshot) bool {
+		if s.SnapshotID == prev {
+			return true
+		}
+		manifests, err := s.Manifests(fs)
+		if err != nil {
+			return true
+		}
+		for _, m := range manifests {
+			if m.SnapshotID() != s.SnapshotID || m.ManifestContent() != ice.ManifestContentData {
+				continue
+			}
+			entries, err := m.FetchEntries(fs, false)
+			if err != nil {
+				continue
+			}
+			for _, e := range entries {
+				fid, ok := idx.byPath[e.DataFile().FilePath()]
+				if first := e.DataFile().FirstRowID(); ok && first != nil && e.Status() == ice.EntryStatusADDED {
+					idx.files[fid].firstRowID, idx.files[fid].hasFirst = *first, true
+				}
+			}
+		}
+		return false
+	})
 }

@@ -36,9 +36,10 @@ func updateMode(o *options, tbl *table.Table) Mode {
 // the rest. Later operations on a key win over earlier ones, across batches and coalesced commits.
 //
 // In MergeOnRead mode each commit deletes the earlier rows of the keys it upserts or deletes with delete files:
-// deletion vectors on the files that hold them on a format-v3 table while the key index places every key
-// (WithKeyIndexBytes), else equality deletes on the key. Rows superseded inside the writer are dropped before
-// they are written. Key columns must not be null.
+// while the key index places every key (WithKeyIndexBytes), by position on the files that hold them (deletion
+// vectors on a format-v3 table, position delete files on v2; on v3 the new row keeps the replaced row's
+// _row_id), else equality deletes on the key, or what WithDeleteFiles says instead. Rows superseded inside the
+// writer are dropped before they are written. Key columns must not be null.
 func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
 	return w.upsert(ctx, "", rec)
 }

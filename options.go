@@ -29,6 +29,43 @@ func (m Mode) String() string {
 	return "unknown"
 }
 
+// DeleteFiles says which kinds of delete files a merge-on-read writer may add to a table (WithDeleteFiles), for
+// the readers of the table: some cannot apply equality deletes (Snowflake, Unity Catalog), some no delete files
+// at all, and equality deletes cost every reader until compaction.
+type DeleteFiles int
+
+const (
+	// AnyDeleteFiles: position deletes (format version 2) or deletion vectors (version 3) from the key index,
+	// and equality deletes on the key for a commit the index cannot cover (it is off, over its budget, or
+	// another writer changed the table since it was built). The default.
+	AnyDeleteFiles DeleteFiles = iota
+	// NoEqualityDeletes: never equality deletes; a commit the key index cannot cover rewrites the data files
+	// holding its keys instead (copy-on-write), and so does every commit while the index is off.
+	NoEqualityDeletes
+	// NoEqualityDeletesOrFail: never equality deletes; Upsert and Delete return ErrEqualityDeletesRefused while
+	// the key index is off, and a commit the index can no longer cover fails with it (the writer stops:
+	// ErrWriterFailed wraps it; reopen the writer, which rebuilds the index, and replay from LastCheckpoint).
+	NoEqualityDeletesOrFail
+	// NoDeleteFiles: no delete files at all: every upsert and delete rewrites the data files holding its keys
+	// (copy-on-write), whatever WithMode says.
+	NoDeleteFiles
+)
+
+// String names the choice as its constant does.
+func (d DeleteFiles) String() string {
+	switch d {
+	case AnyDeleteFiles:
+		return "AnyDeleteFiles"
+	case NoEqualityDeletes:
+		return "NoEqualityDeletes"
+	case NoEqualityDeletesOrFail:
+		return "NoEqualityDeletesOrFail"
+	case NoDeleteFiles:
+		return "NoDeleteFiles"
+	}
+	return "unknown"
+}
+
 // Defaults of the Writer's knobs. Each option's doc comment repeats its default.
 const (
 	DefaultFlushRows      = 1_000_000
@@ -79,6 +116,8 @@ type options struct {
 	convertEvery   int   // WithDeleteConversion
 	createErr      error // WithCreateFor: the struct type could not be mapped
 	keyIndexBytes  int64
+	deleteFiles    DeleteFiles // WithDeleteFiles
+	supersedeBatch int         // v2: superseded position delete files removed together (supersededBatch; tests lower it)
 	orphanWindow   time.Duration
 	evolve         bool                     // WithSchemaEvolution (evolve.go)
 	deadLetter     func(row any, err error) // WithDeadLetter (evolve.go)
@@ -107,6 +146,7 @@ func defaultOptions() options {
 		keepSnapshots:  -1, // resolved at NewWriter: DefaultKeepSnapshots on tables the writer creates
 		rewriteEvery:   defaultRewriteManifests,
 		keyIndexBytes:  DefaultKeyIndexBytes,
+		supersedeBatch: supersededBatch,
 		orphanWindow:   DefaultOrphanWindow,
 		smallFiles:     -1,
 		convertEvery:   DefaultDeleteConversionEvery,
@@ -256,17 +296,24 @@ func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFi
 // while another runs starts after a later commit). Default: DefaultDeleteConversionEvery (10); 0 turns it off.
 func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEvery = n } }
 
-// WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v3 table:
-// the index places each key's row, so upserts and deletes become deletion vectors (cheap to read) instead of
-// equality deletes. A writer opening a table that already holds rows (its own reopened, or anyone's) reads the
-// key columns of every live data file to build it, minus the rows the table's deletes remove (deletion vectors,
-// position and equality deletes), unless the table has more rows than the budget. The writer's own compactions move the index to the files they write, and it catches up with other
-// writers' commits (reading the files they added and the deletes they wrote) instead of turning off; a run
-// placed before another writer's commit that lands first still falls back to equality deletes, and once that
-// happened the writer reloads the table before placing each run. Past the budget, or after a compaction commit
-// that returned an error (its reply may be lost), the writer uses equality deletes. About 64 bytes plus the key's size per row. Default:
+// WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v2 or v3
+// table: the index places each key's row, so upserts and deletes become position delete files (v2, one live
+// per data file) or deletion vectors (v3), cheap to read, instead of equality deletes. A writer opening a table
+// that already holds rows (its own reopened, or anyone's) reads the key columns of every live data file to
+// build it, minus the rows the table's deletes remove (deletion vectors, position and equality deletes), unless
+// the table has more rows than the budget. The writer's own compactions move the index to the files they
+// write, and it catches up with other writers' commits (reading the files they added and the deletes they
+// wrote) instead of turning off; a run placed before another writer's commit that lands first still falls back
+// to equality deletes (or what WithDeleteFiles says instead), and once that happened the writer reloads the
+// table before placing each run. Past the budget, or after a compaction commit that returned an error (its
+// reply may be lost), the writer uses equality deletes. About 64 bytes plus the key's size per row. Default:
 // DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
+
+// WithDeleteFiles sets which kinds of delete files a merge-on-read writer may add (see DeleteFiles): with
+// NoEqualityDeletes or NoEqualityDeletesOrFail the table holds only position deletes and deletion vectors,
+// which every Iceberg reader applies cheaply; with NoDeleteFiles it holds none. Default: AnyDeleteFiles.
+func WithDeleteFiles(d DeleteFiles) Option { return func(o *options) { o.deleteFiles = d } }
 
 // WithOrphanWindow sets how old the files a writer ID left uncommitted must be before NewWriter removes them.
 // With WithWriterID, NewWriter looks (in the background: it never waits for it; at most 10 minutes, and no

@@ -74,9 +74,9 @@ func TestCommitsBuildOnTheTableTheirLastCommitLeft(t *testing.T) {
 }
 
 // The maintainer's conversion of equality deletes builds on the table the writer's last commit left: a v2
-// writer alone on its table, upserting (equality deletes every commit) and converting every 2 commits, loads
-// no table over 6 commits and 3 passes (each waited for before the next commit, so none is skipped), and the
-// table reads back as the model.
+// writer alone on its table, upserting (equality deletes every commit: its key index is off, else it writes
+// position deletes) and converting every 2 commits, loads no table over 6 commits and 3 passes (each waited for
+// before the next commit, so none is skipped), and the table reads back as the model.
 func TestConversionBuildsOnTheTableTheLastCommitLeft(t *testing.T) {
 	ctx := context.Background()
 	cat := &slowCatalog{Catalog: openCatalog(t)}
@@ -85,7 +85,7 @@ func TestConversionBuildsOnTheTableTheLastCommitLeft(t *testing.T) {
 	w, err := iceberg.NewWriter(ctx, cat, ident,
 		iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(2)),
 		iceberg.WithFlushInterval(0), iceberg.WithDeleteConversion(2), iceberg.WithSmallFileCompaction(0),
-		iceberg.WithHooks(events))
+		iceberg.WithKeyIndexBytes(0), iceberg.WithHooks(events))
 	if err != nil {
 		t.Fatal(err)
 	}

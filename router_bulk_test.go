@@ -225,13 +225,3 @@ func TestRouterBulkChild(t *testing.T) {
 	}()
 	bulkLoad(t, r, table.Identifier{"procs", "load"}, 0, 1<<40)
 }
-
-// planFiles lists the table's data files.
-func planFiles(t testing.TB, tbl *table.Table) []table.FileScanTask {
-	t.Helper()
-	tasks, err := tbl.Scan().PlanFiles(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tasks
-}

@@ -30,6 +30,7 @@ type runEnvelope struct {
 	SpecID         int               `json:"spec-id"`
 	IndexBase      *int64            `json:"index-base,omitempty"`
 	KeyFieldIDs    []int             `json:"key-field-ids,omitempty"`
+	Deletes        DeleteFiles       `json:"deletes-allowed,omitempty"`
 	Positions      map[string]string `json:"positions,omitempty"`
 	PositionBases  map[string]string `json:"position-bases,omitempty"`
 	Segments       []segmentEnvelope `json:"segments"`
@@ -45,8 +46,8 @@ type segmentEnvelope struct {
 	Data        []byte `json:"data,omitempty"`
 	Deletes     []byte `json:"deletes,omitempty"`
 	DeleteKeys  []byte `json:"delete-keys,omitempty"` // Arrow IPC stream of the copy-on-write keys
-	// Deletion vectors (v3) and the vectors they supersede, as delete manifests, and the keys for the
-	// equality-delete fallback as an Arrow IPC stream: without them a coordinator would commit an upsert's new
+	// The key index's position deletes (deletion vectors on v3, position delete files on v2) and those they
+	// supersede, as delete manifests, and the keys for the fallback as an Arrow IPC stream: without them a coordinator would commit an upsert's new
 	// row beside the old one.
 	DVFiles      int    `json:"dv-files,omitempty"`
 	DVs          []byte `json:"dvs,omitempty"`
@@ -62,7 +63,7 @@ func (r *Run) MarshalBinary() ([]byte, error) {
 		Table: r.Table, Branch: r.Branch, WriterID: r.WriterID, StableID: r.StableID, Epoch: r.Epoch,
 		FirstSeq: r.FirstSeq, LastSeq: r.LastSeq, Token: r.Token, HasToken: r.HasToken,
 		BaseSnapshotID: r.BaseSnapshotID, Rows: r.Rows, Bytes: r.Bytes, FormatVersion: r.formatVersion,
-		SpecID: r.spec.ID(), IndexBase: r.IndexBase, KeyFieldIDs: r.KeyFieldIDs, Positions: r.Positions,
+		SpecID: r.spec.ID(), IndexBase: r.IndexBase, KeyFieldIDs: r.KeyFieldIDs, Deletes: r.Deletes, Positions: r.Positions,
 		PositionBases: r.PositionBases,
 	}
 	for _, seg := range r.Segments {
@@ -128,7 +129,7 @@ func (r *Run) UnmarshalBinary(data []byte) error {
 		Table: table.Identifier(env.Table), Branch: env.Branch, WriterID: env.WriterID, StableID: env.StableID,
 		Epoch: env.Epoch, FirstSeq: env.FirstSeq, LastSeq: env.LastSeq, Token: env.Token, HasToken: env.HasToken,
 		BaseSnapshotID: env.BaseSnapshotID, Rows: env.Rows, Bytes: env.Bytes, formatVersion: env.FormatVersion,
-		IndexBase: env.IndexBase, KeyFieldIDs: env.KeyFieldIDs, Positions: env.Positions,
+		IndexBase: env.IndexBase, KeyFieldIDs: env.KeyFieldIDs, Deletes: env.Deletes, Positions: env.Positions,
 		PositionBases: env.PositionBases,
 	}
 	for _, se := range env.Segments {

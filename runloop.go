@@ -39,7 +39,7 @@ func (w *Writer) commit(ctx context.Context, batches []*batch) (*Run, *CommitRes
 	if err != nil {
 		return run, nil, err
 	}
-	w.keys.committed(run, res, dvs)
+	w.keys.committed(ctx, run, res, dvs)
 	if res.Table != nil {
 		_ = w.view.set(res.Table) // picks up schema changes made by others at the next batch
 	}

@@ -209,7 +209,9 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if o.evolve {
 		w.structs.evolve = w.evolveFor
 	}
-	if w.keys, err = newKeyStage(tbl, w.view.conformer().target, &o, updateMode(&o, tbl) == CopyOnWrite); err != nil {
+	// NoDeleteFiles: every keyed change is a rewrite, as in copy-on-write mode.
+	cow := updateMode(&o, tbl) == CopyOnWrite || o.deleteFiles == NoDeleteFiles
+	if w.keys, err = newKeyStage(tbl, w.view.conformer().target, &o, cow); err != nil {
 		return nil, err
 	}
 	if w.changes, err = newChangeStage(&o, w.view.conformer().target, w.keys.spec); err != nil {
@@ -274,6 +276,8 @@ func validateOptions(o *options) error {
 		return optionErr("WithOrphanWindow", "must not be negative, got %s", o.orphanWindow)
 	case o.mode != nil && *o.mode != MergeOnRead && *o.mode != CopyOnWrite:
 		return optionErr("WithMode", "unknown mode %d", int(*o.mode))
+	case o.deleteFiles < AnyDeleteFiles || o.deleteFiles > NoDeleteFiles:
+		return optionErr("WithDeleteFiles", "unknown value %d", int(o.deleteFiles))
 	}
 	if err := validateHooks(o.hooks); err != nil {
 		return err

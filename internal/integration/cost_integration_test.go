@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/metrics"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -21,6 +20,7 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/benchpair"
 	"github.com/icewriter/iceberg/internal/faultproxy"
 	"github.com/icewriter/iceberg/internal/seed"
 	"github.com/icewriter/iceberg/internal/testenv"
@@ -260,17 +260,11 @@ func startCPUProfile(b *testing.B, dir, name string, cat icecatalog.Catalog) fun
 	if cat.CatalogType() == icecatalog.REST {
 		kind = "rest"
 	}
-	f, err := os.Create(filepath.Join(dir, name+"-"+kind+".pprof"))
+	stop, err := benchpair.StartCPUProfile(filepath.Join(dir, name+"-"+kind+".pprof"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		b.Fatal(err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}
+	return stop
 }
 
 // traced prints each request with its kind to stderr when ICEWRITER_COST_TRACE is set: where a count comes

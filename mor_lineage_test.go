@@ -1,0 +1,75 @@
+package iceberg_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+)
+
+// TestMergeOnReadKeepsRowIDs: on a format-version 3 table a merge-on-read upsert keeps the replaced row's
+// _row_id (the new row is written with it), as an update does, across commits (a key upserted again keeps its
+// id again, from the file that carried it), while inserted keys and keys re-inserted after a delete get new
+// ids, and no two rows share an id. Read back with iceberg-go's scanner with row lineage.
+func TestMergeOnReadKeepsRowIDs(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"mor", "lineage"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
+		iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for id := int64(0); id < 100; id++ {
+		ids = append(ids, id)
+	}
+	must(t, w.Write(ctx, kvBatch(ids, ids)))
+	must(t, w.Flush(ctx))
+	first := readRowIDs(t, cat, ident)
+	check := func(step string, kept, fresh []int64, vals map[int64]int64) map[int64]keyRow {
+		t.Helper()
+		got := readRowIDs(t, cat, ident)
+		seen := map[int64]int64{}
+		for id, r := range got {
+			if other, dup := seen[r.rowID]; dup {
+				t.Fatalf("%s: keys %d and %d share _row_id %d", step, id, other, r.rowID)
+			}
+			seen[r.rowID] = id
+		}
+		for _, id := range kept {
+			if got[id].rowID != first[id].rowID {
+				t.Errorf("%s: key %d has _row_id %d, want %d (the replaced row's)", step, id, got[id].rowID, first[id].rowID)
+			}
+		}
+		for _, id := range fresh {
+			if r, ok := got[id]; ok && r.rowID == first[id].rowID && first[id] != (keyRow{}) {
+				t.Errorf("%s: key %d kept _row_id %d after a delete", step, id, r.rowID)
+			}
+		}
+		for id, v := range vals {
+			if got[id].v != v {
+				t.Errorf("%s: key %d has v=%d, want %d", step, id, got[id].v, v)
+			}
+		}
+		return got
+	}
+	must(t, w.Upsert(ctx, kvBatch([]int64{1, 50, 99}, []int64{-1, -50, -99})))
+	must(t, w.Flush(ctx))
+	check("first upsert", []int64{1, 50, 99}, nil, map[int64]int64{1: -1, 50: -50, 99: -99})
+
+	// Key 1 now lives in a file that carries its id; key 2 in the first file; 1000 is new.
+	must(t, w.Upsert(ctx, kvBatch([]int64{1, 2, 1000}, []int64{-11, -2, 1000})))
+	must(t, w.Flush(ctx))
+	check("second upsert", []int64{1, 2, 50, 99}, nil, map[int64]int64{1: -11, 2: -2, 1000: 1000})
+
+	must(t, w.Delete(ctx, keyBatch([]int64{50})))
+	must(t, w.Flush(ctx))
+	must(t, w.Upsert(ctx, kvBatch([]int64{50, 1, 3}, []int64{5000, -111, -3})))
+	must(t, w.Close(ctx))
+	check("after a delete", []int64{1, 2, 3, 99}, []int64{50}, map[int64]int64{1: -111, 3: -3, 50: 5000})
+	if live := liveDeletes(t, cat, ident); live.eq != 0 {
+		t.Fatalf("%d equality delete files; want deletion vectors only", live.eq)
+	}
+}

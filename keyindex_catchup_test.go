@@ -25,6 +25,7 @@ func TestKeyIndexCatchesUp(t *testing.T) {
 		partitioned bool
 	}{{3, false}, {3, true}, {2, false}, {2, true}} {
 		t.Run(fmt.Sprintf("v%d/partitioned=%v", tc.version, tc.partitioned), func(t *testing.T) {
+			t.Parallel()
 			partitioned := tc.partitioned
 			ctx := context.Background()
 			cat := openCatalog(t)
@@ -48,7 +49,7 @@ func TestKeyIndexCatchesUp(t *testing.T) {
 			writeIDs(t, ctx, a, model, 800)
 			b := open("b")
 			ops := &kvOps{rng: rand.New(rand.NewPCG(7, 18)), keySpace: 1000, maxRows: 30, writes: 2, next: 1_000_000}
-			for round := 0; round < 8; round++ {
+			for round := 0; round < 5; round++ {
 				for _, w := range []*iceberg.Writer{a, b} {
 					for range 3 {
 						ops.apply(t, ctx, w, model)

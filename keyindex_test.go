@@ -117,6 +117,7 @@ func TestKeyIndexRestartModel(t *testing.T) {
 	// Trials 1, 2, 4 and 5 cover each pairing of partitioned (odd) and random writer ids (trial%3 == 2).
 	for _, trial := range []int{1, 2, 4, 5} {
 		t.Run(fmt.Sprintf("trial=%d", trial), func(t *testing.T) {
+			t.Parallel()
 			rng := rand.New(rand.NewPCG(uint64(trial), 33))
 			ctx := context.Background()
 			cat := openCatalog(t)
@@ -157,7 +158,7 @@ func TestKeyIndexRestartModel(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				for op := 0; op < 40; op++ {
+				for op := 0; op < 30; op++ {
 					ops.apply(t, ctx, w, model)
 					if rng.IntN(10) == 0 {
 						if err := w.Flush(ctx); err != nil {

@@ -18,6 +18,7 @@ import (
 // and deleted again across commits), partitioned or not, read back with iceberg-go's scanner as the sequential
 // model after every few commits.
 func TestPositionDeletesV2Model(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, partitioned := range []bool{false, true} {
 		t.Run(fmt.Sprintf("partitioned=%v", partitioned), func(t *testing.T) {
 			ctx := context.Background()
@@ -140,6 +141,7 @@ func TestPositionDeletesV2DeletedTwice(t *testing.T) {
 // file plus the superseded ones waiting for the next removal batch, with no equality delete but after a
 // fallback, and the table reads back as the model after every process.
 func TestPositionDeletesV2StableWriterRestarts(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"mor", "pos2restart"}

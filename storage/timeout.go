@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -121,8 +123,13 @@ type idleConn struct {
 	last atomic.Int64 // unix nanoseconds of the last deadline set
 }
 
-// maxWriteChunk bounds one write to the connection, so that the deadline moves while a large body goes out.
-const maxWriteChunk = 64 << 10
+// maxWriteChunk bounds one write to the connection, so that the deadline moves while a large body goes out:
+// 256 KiB takes 30 s (half the default request timeout) only below 9 KB/s. Larger writes cost fewer syscalls,
+// and on loopback each one also runs the receiver's side of TCP and wakes the server on the writer's CPU.
+const maxWriteChunk = 256 << 10
+
+// bodyBufs holds the buffers ReadFrom copies request bodies through, one write each.
+var bodyBufs = sync.Pool{New: func() any { return new([maxWriteChunk]byte) }}
 
 // touch moves the deadline, at most once per tenth of the timeout unless forced (setting a deadline is not
 // free, and a read returns as soon as any bytes arrive): the effective limit lies between 0.9 and 1 times it.
@@ -159,6 +166,18 @@ func (c *idleConn) Write(p []byte) (int, error) {
 	}
 	return written, nil
 }
+
+// ReadFrom sends r through the connection in writes of up to maxWriteChunk. net/http hands a request body to
+// the connection's ReadFrom when it has one; without it, io.Copy would send the body in 32 KiB writes (96
+// syscalls for a 3 MiB Parquet file instead of 12).
+func (c *idleConn) ReadFrom(r io.Reader) (int64, error) {
+	buf := bodyBufs.Get().(*[maxWriteChunk]byte)
+	defer bodyBufs.Put(buf)
+	return io.CopyBuffer(writeOnly{c}, r, buf[:])
+}
+
+// writeOnly hides idleConn's ReadFrom from io.CopyBuffer, which would otherwise call it again.
+type writeOnly struct{ io.Writer }
 
 func (c *idleConn) wrap(op string, err error) error {
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {

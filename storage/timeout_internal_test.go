@@ -83,6 +83,7 @@ func TestRequestBodiesGoOutInLargeWrites(t *testing.T) {
 	if written < int64(len(body)) {
 		t.Fatalf("%d bytes written for a %d-byte body", written, len(body))
 	}
+	t.Logf("%d writes for a %d-byte body", len(writes), len(body))
 	// The headers and the start of the body leave through the transport's buffer, the rest a chunk a write.
 	if want := len(body)/maxWriteChunk + 2; len(writes) > want {
 		t.Errorf("%d writes for a %d-byte body, want at most %d (sizes %v)", len(writes), len(body), want, writes)

@@ -41,7 +41,8 @@ func newChunkStore(kept int, idle time.Duration) *chunkStore {
 	return &chunkStore{free: make(chan *uploadChunk, kept), idle: idle}
 }
 
-// uploadChunks is the process's store: uploads of every bucket share it.
+// uploadChunks is the process's store: uploads of every bucket share it, and connections with the request
+// timeout copy request bodies through its chunks (idleConn.ReadFrom).
 var uploadChunks = newChunkStore(uploadChunksKept, uploadChunksIdle)
 
 func (s *chunkStore) get() *uploadChunk {

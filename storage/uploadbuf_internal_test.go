@@ -9,7 +9,7 @@ import (
 )
 
 // An upload buffer reads back what was written in writes of any size across its chunks, from the start again
-// after a seek (the SDK rewinds a body to retry), and from any offset.
+// after a seek (the SDK rewinds a body to retry), and from any offset, by Read or by WriteTo.
 func TestUploadBufferReadsBackAcrossChunks(t *testing.T) {
 	s := newChunkStore(4, time.Hour)
 	for _, size := range []int{0, 1, uploadChunkSize - 1, uploadChunkSize, 2*uploadChunkSize + 12_345} {
@@ -50,6 +50,14 @@ func TestUploadBufferReadsBackAcrossChunks(t *testing.T) {
 			rest, err := io.ReadAll(r)
 			if err != nil || !bytes.Equal(rest, data[at:]) {
 				t.Fatalf("size %d: read from %d: %d bytes, %v", size, at, len(rest), err)
+			}
+			// WriteTo (the SDK's checksum pass) hands the chunks over from wherever the reader is.
+			if _, err := r.Seek(at, io.SeekStart); err != nil {
+				t.Fatal(err)
+			}
+			var rest2 bytes.Buffer
+			if n, err := r.WriteTo(&rest2); err != nil || n != int64(size)-at || !bytes.Equal(rest2.Bytes(), data[at:]) || r.Len() != 0 {
+				t.Fatalf("size %d: WriteTo from %d = %d, %v; Len %d after", size, at, n, err, r.Len())
 			}
 			if end, err := r.Seek(-1, io.SeekEnd); err != nil || end != int64(size-1) {
 				t.Fatalf("Seek(-1, end) = %d, %v", end, err)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,7 +55,8 @@ var costCases = []costCase{
 // (setup, the table's creation, is counted apart).
 type costRun struct {
 	cpu                time.Duration
-	allocBytes         uint64 // bytes the process allocated on the Go heap during the writes
+	usage              procUsage // the process's user and system CPU, syscalls and context switches
+	allocBytes         uint64    // bytes the process allocated on the Go heap during the writes
 	rows, commits      int64
 	fileBytes          int64
 	setupCat, setupS3  faultproxy.Tally
@@ -77,14 +79,45 @@ func leastCPU(a, b costRun) costRun {
 	return a
 }
 
-// processCPU is the user + system CPU this process has used: the writer's own, never the servers' (they run
-// in other processes).
-func processCPU() time.Duration {
+// procUsage is what this process has used so far: the writer's own, never the servers' (they run in other
+// processes). User and system CPU apart, because the servers' side of a loopback socket charges the kernel's
+// work to whichever process makes the call; read and write syscalls (/proc/self/io, Linux; zero elsewhere),
+// sockets and files alike; context switches the process's threads gave up (waits: a futex, epoll or sleep).
+type procUsage struct {
+	user, sys             time.Duration
+	readCalls, writeCalls int64
+	voluntary             int64
+}
+
+// cpu is user + system CPU.
+func (u procUsage) cpu() time.Duration { return u.user + u.sys }
+
+func (u procUsage) sub(v procUsage) procUsage {
+	return procUsage{user: u.user - v.user, sys: u.sys - v.sys, readCalls: u.readCalls - v.readCalls,
+		writeCalls: u.writeCalls - v.writeCalls, voluntary: u.voluntary - v.voluntary}
+}
+
+// processUsage reads the process's usage so far.
+func processUsage() procUsage {
+	var u procUsage
 	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		u.user, u.sys = time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+		u.voluntary = ru.Nvcsw
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if data, err := os.ReadFile("/proc/self/io"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			k, v, ok := strings.Cut(line, ": ")
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			switch {
+			case ok && k == "syscr":
+				u.readCalls = n
+			case ok && k == "syscw":
+				u.writeCalls = n
+			}
+		}
+	}
+	return u
 }
 
 // heapAllocated is how many bytes this process has allocated on the Go heap so far.
@@ -126,7 +159,7 @@ func runCost(b *testing.B, cat icecatalog.Catalog, tc costCase, catP, s3P *fault
 		stop := startCPUProfile(b, dir, tc.name, cat)
 		defer stop()
 	}
-	cpu0, alloc0, start := processCPU(), heapAllocated(), time.Now()
+	use0, alloc0, start := processUsage(), heapAllocated(), time.Now()
 	for c := 0; c < costCommits; c++ {
 		// Keys are consecutive: a keyed commit starts a tenth of a commit before the previous one ended, so
 		// its first tenth updates the previous commit's last tenth.
@@ -153,7 +186,8 @@ func runCost(b *testing.B, cat icecatalog.Catalog, tc costCase, catP, s3P *fault
 	if err := w.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
-	run.cpu, run.allocBytes, run.wall = processCPU()-cpu0, heapAllocated()-alloc0, time.Since(start)
+	run.usage, run.allocBytes, run.wall = processUsage().sub(use0), heapAllocated()-alloc0, time.Since(start)
+	run.cpu = run.usage.cpu()
 	st := w.Stats()
 	run.rows, run.commits = st.RowsCommitted, st.Commits
 	cat2, s32 := tally()
@@ -163,7 +197,8 @@ func runCost(b *testing.B, cat icecatalog.Catalog, tc costCase, catP, s3P *fault
 
 // BenchmarkRemoteCost measures what writing costs against a real REST catalog and S3 (SeaweedFS on loopback)
 // beside the embedded catalog in the same run: the writer's own CPU per million rows (process CPU; the servers
-// run in other processes), catalog and S3 requests by kind per commit and per million rows, counted by a proxy
+// run in other processes), split into user and system time, with the process's read and write syscalls and
+// waits (voluntary context switches) per commit; catalog and S3 requests by kind per commit and per million rows, counted by a proxy
 // in front of each server, and the bytes uploaded against the bytes of the files the commits added. Run it with
 //
 //	bash scripts/integration.sh bench -run '^$' -bench RemoteCost
@@ -185,6 +220,12 @@ func BenchmarkRemoteCost(b *testing.B) {
 	direct := openREST(b)
 	rest := openRESTAt(b, catP.Addr(), s3P.URL())
 	embedded := openEmbedded(b)
+	// ICEWRITER_COST_ONLY=rest or embedded runs only that catalog's CPU runs and no proxied run: a whole-process
+	// profiler (perf record, perf stat, strace -c) then sees one catalog's writer alone.
+	only := os.Getenv("ICEWRITER_COST_ONLY")
+	if only != "" && only != "rest" && only != "embedded" {
+		b.Fatalf("ICEWRITER_COST_ONLY=%q: want rest or embedded", only)
+	}
 	type result struct {
 		tc                costCase
 		emb, direct, rest costRun
@@ -196,15 +237,33 @@ func BenchmarkRemoteCost(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				r.emb, r.direct = costRun{}, costRun{}
 				for k := 0; k < costCPURuns; k++ {
-					r.emb = leastCPU(r.emb, runCost(b, embedded, tc, nil, nil))
-					r.direct = leastCPU(r.direct, runCost(b, direct, tc, nil, nil))
+					if only != "rest" {
+						r.emb = leastCPU(r.emb, runCost(b, embedded, tc, nil, nil))
+					}
+					if only != "embedded" {
+						r.direct = leastCPU(r.direct, runCost(b, direct, tc, nil, nil))
+					}
 				}
-				r.rest = runCost(b, rest, tc, catP, s3P)
+				if only == "" {
+					r.rest = runCost(b, rest, tc, catP, s3P)
+				}
 			}
 			perM := func(d time.Duration, rows int64) float64 { return d.Seconds() / float64(rows) * 1e6 }
 			b.ReportMetric(perM(r.emb.cpu, r.emb.rows), "emb-cpu-s/Mrows")
 			b.ReportMetric(perM(r.direct.cpu, r.direct.rows), "rest-cpu-s/Mrows")
 			b.ReportMetric(r.direct.cpu.Seconds()/r.emb.cpu.Seconds(), "cpu-x-embedded")
+			// The split of the two runs' CPU, and the syscalls behind the system part.
+			b.ReportMetric(perM(r.emb.usage.user, r.emb.rows), "emb-user-s/Mrows")
+			b.ReportMetric(perM(r.emb.usage.sys, r.emb.rows), "emb-sys-s/Mrows")
+			b.ReportMetric(perM(r.direct.usage.user, r.direct.rows), "rest-user-s/Mrows")
+			b.ReportMetric(perM(r.direct.usage.sys, r.direct.rows), "rest-sys-s/Mrows")
+			perC := func(n int64, commits int64) float64 { return float64(n) / float64(commits) }
+			b.ReportMetric(perC(r.emb.usage.writeCalls, r.emb.commits), "emb-writes/commit")
+			b.ReportMetric(perC(r.direct.usage.writeCalls, r.direct.commits), "rest-writes/commit")
+			b.ReportMetric(perC(r.emb.usage.readCalls, r.emb.commits), "emb-reads/commit")
+			b.ReportMetric(perC(r.direct.usage.readCalls, r.direct.commits), "rest-reads/commit")
+			b.ReportMetric(perC(r.emb.usage.voluntary, r.emb.commits), "emb-waits/commit")
+			b.ReportMetric(perC(r.direct.usage.voluntary, r.direct.commits), "rest-waits/commit")
 			perCommit := func(bytes uint64, commits int64) float64 { return float64(bytes) / float64(commits) / (1 << 20) }
 			b.ReportMetric(perCommit(r.emb.allocBytes, r.emb.commits), "emb-alloc-MiB/commit")
 			b.ReportMetric(perCommit(r.direct.allocBytes, r.direct.commits), "rest-alloc-MiB/commit")
@@ -227,9 +286,10 @@ func BenchmarkRemoteCost(b *testing.B) {
 		if x.commits == 0 {
 			continue // not selected by -bench
 		}
-		fmt.Printf("\n== %s: %d rows, %d commits (%d attempts, %d conflicts); writer CPU %.2fs, wall %.1fs (embedded %.2fs, %.1fs)\n",
-			r.tc.name, x.rows, x.commits, x.attempts, x.conflict, r.direct.cpu.Seconds(), r.direct.wall.Seconds(),
-			r.emb.cpu.Seconds(), r.emb.wall.Seconds())
+		fmt.Printf("\n== %s: %d rows, %d commits (%d attempts, %d conflicts); writer CPU %.2fs (user %.2fs, sys %.2fs), wall %.1fs (embedded %.2fs (%.2fs, %.2fs), %.1fs)\n",
+			r.tc.name, x.rows, x.commits, x.attempts, x.conflict, r.direct.cpu.Seconds(), r.direct.usage.user.Seconds(),
+			r.direct.usage.sys.Seconds(), r.direct.wall.Seconds(), r.emb.cpu.Seconds(), r.emb.usage.user.Seconds(),
+			r.emb.usage.sys.Seconds(), r.emb.wall.Seconds())
 		fmt.Printf("   connections: catalog %d, s3 %d; setup (create): catalog %v, s3 %v\n",
 			x.catalog.Connections, x.s3.Connections, sorted(x.setupCat.Requests), sorted(x.setupS3.Requests))
 		fmt.Printf("   %-26s %10s %12s %14s\n", "request", "total", "per commit", "per M rows")

@@ -15,20 +15,46 @@ import (
 )
 
 // httpClient returns the client every request goes through: the configured one (proxy and connect timeout
-// from the properties) with an idle timeout on each connection. It is frozen, so that the S3 client does not
-// re-derive the transport (and drop the wrapped dialer) from its defaults mode.
+// from the properties) with an idle timeout on each connection and larger buffers. It is frozen, so that the
+// S3 client does not re-derive the transport (and drop the wrapped dialer) from its defaults mode.
 func httpClient(c aws.HTTPClient, timeout time.Duration) aws.HTTPClient {
+	bc := buildableClient(c, timeout)
+	if bc == nil {
+		return c // a client of the caller's own: left as it is
+	}
+	return bc.Freeze()
+}
+
+// buildableClient is httpClient before it is frozen, or nil for a client of the caller's own.
+func buildableClient(c aws.HTTPClient, timeout time.Duration) *awshttp.BuildableClient {
 	bc, ok := c.(*awshttp.BuildableClient)
 	if !ok {
 		if c != nil {
-			return c // a client of the caller's own: left as it is
+			return nil
 		}
 		bc = awshttp.NewBuildableClient()
 	}
 	// The SDK's own read timeout covers reads only, and would wrap the connection a second time.
 	return bc.WithReadTimeout(0).WithTransportOptions(func(tr *http.Transport) {
 		storage.WithIdleTimeout(tr, timeout)
-	}).Freeze()
+		tuneBuffers(tr)
+	})
+}
+
+// transportBufferSize is each connection's write and read buffer (net/http's default is 4 KiB): a manifest
+// or manifest list upload, headers and body, goes out in one write syscall instead of one per 4 KiB, and a
+// ranged read of a Parquet footer comes in with few reads. Two buffers per kept-alive connection; a writer
+// keeps a few.
+const transportBufferSize = 64 << 10
+
+// tuneBuffers sets tr's buffers to transportBufferSize where they are left at the default.
+func tuneBuffers(tr *http.Transport) {
+	if tr.WriteBufferSize == 0 {
+		tr.WriteBufferSize = transportBufferSize
+	}
+	if tr.ReadBufferSize == 0 {
+		tr.ReadBufferSize = transportBufferSize
+	}
 }
 
 // stallAttempts is how many attempts of one request may stall before the request fails: each gets an equal

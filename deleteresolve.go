@@ -40,7 +40,7 @@ type deleteResolver struct {
 // knownKeys are a data file's rows read as keys on spec's columns, in row order.
 type knownKeys struct {
 	spec *keySpec
-	keys []string
+	keys *keyList
 }
 
 // eqDeleteKeys are the rows of one equality delete file, encoded as keys on its equality columns.
@@ -109,15 +109,15 @@ func (r *deleteResolver) equalityDeleted(ctx context.Context, task table.FileSca
 		if len(sets) == 0 {
 			continue
 		}
-		var rows []string
+		rows := new(keyList)
 		if known != nil && slices.Equal(known.spec.fieldIDs, ks.fieldIDs) {
 			rows = known.keys
-		} else if rows, err = readFileKeys(ctx, r.tbl, task.File, ks); err != nil {
+		} else if *rows, err = readFileKeys(ctx, r.tbl, task.File, ks); err != nil {
 			return nil, fmt.Errorf("iceberg: match equality deletes against %s: %w", task.File.FilePath(), err)
 		}
-		for pos, k := range rows {
+		for pos, k := range rows.all() {
 			for _, s := range sets {
-				if _, ok := s[k]; ok {
+				if _, ok := s[string(k)]; ok {
 					if out == nil {
 						out = dv.NewRoaringPositionBitmap()
 					}
@@ -145,9 +145,9 @@ func (r *deleteResolver) equalityKeys(ctx context.Context, f ice.DataFile, ks *k
 			e.err = fmt.Errorf("iceberg: read equality delete file %s: %w", f.FilePath(), err)
 			return
 		}
-		e.keys = make(map[string]struct{}, len(rows))
-		for _, k := range rows {
-			e.keys[k] = struct{}{}
+		e.keys = make(map[string]struct{}, rows.len())
+		for _, k := range rows.all() {
+			e.keys[string(k)] = struct{}{}
 		}
 	})
 	return e.keys, e.err

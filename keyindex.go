@@ -39,8 +39,11 @@ type keyIndex struct {
 	base   int64        // the snapshot the index covers (the writer's last commit); -1: empty table
 	files  []*indexedFile
 	byPath map[string]int32
-	keys   map[string][]keyLoc
-	over   bool // the budget was exceeded: disable after the current run
+	keys   keyTable // every live row by key
+	// tableBytes is what keys held when bytes last counted it (account): bytes is that plus the row ids of
+	// indexedFile.ids.
+	tableBytes int64
+	over       bool // the budget was exceeded: disable after the current run
 	// stale: a run's outcome left the index unsure of the table (it fell back to equality deletes, or its
 	// snapshot could not be found to tell): the next run catches up first (catchUpLocked), which also takes
 	// each file's live vector from the table.
@@ -49,8 +52,6 @@ type keyIndex struct {
 	// files replaced and that are still live: removed together, a batch at a time (supersededBy).
 	superseded []ice.DataFile
 }
-
-type keyLoc struct{ file, pos int32 }
 
 type indexedFile struct {
 	df ice.DataFile
@@ -93,27 +94,31 @@ func (f *indexedFile) rowID(pos int32) (int64, bool) {
 // fileKeys are the keys of a data file the writer wrote, in row order.
 type fileKeys struct {
 	df   ice.DataFile
-	keys []string
+	keys keyList
 }
 
-const keyEntryOverhead = 64 // map entry, slice header and location, per key
+// keyEntryOverhead is what the index holds per key besides the key's bytes: its slot and a share of the buckets
+// (keyTable), with room for the slot slice's growth. It estimates whether a table's rows fit the budget before
+// they are read; the index counts what it holds (keyTable.size).
+const keyEntryOverhead = keySlotBytes + 8
 
 func newKeyIndex(limit int64, base *int64) *keyIndex {
-	idx := &keyIndex{limit: limit, base: -1, byPath: map[string]int32{}, keys: map[string][]keyLoc{}}
+	idx := &keyIndex{limit: limit, base: -1, byPath: map[string]int32{}, keys: newKeyTable()}
 	if base != nil {
 		idx.base = *base
 	}
 	return idx
 }
 
-// remove deletes every row of key and returns their locations.
-func (idx *keyIndex) remove(key string) []keyLoc {
-	locs := idx.keys[key]
-	if len(locs) > 0 {
-		delete(idx.keys, key)
-		idx.grow(-int64(len(key)+keyEntryOverhead) * int64(len(locs)))
-	}
-	return locs
+// remove deletes every row of key and appends their locations to dst.
+func (idx *keyIndex) remove(dst []keyLoc, key []byte) []keyLoc { return idx.keys.remove(dst, key) }
+
+// account counts the bytes the key table holds now (it grows as rows are added and shrinks only when its
+// arena is compacted).
+func (idx *keyIndex) account() {
+	n := idx.keys.size()
+	idx.grow(n - idx.tableBytes)
+	idx.tableBytes = n
 }
 
 // grow counts n bytes more (negative: fewer) held by the index, in the router's pool too.
@@ -149,17 +154,26 @@ func (idx *keyIndex) budget() string {
 }
 
 // add indexes the rows of a new data file.
-func (idx *keyIndex) add(fk fileKeys) {
-	id := int32(len(idx.files))
-	idx.files = append(idx.files, &indexedFile{df: fk.df})
-	idx.byPath[fk.df.FilePath()] = id
-	for pos, k := range fk.keys {
-		idx.keys[k] = append(idx.keys[k], keyLoc{file: id, pos: int32(pos)})
-		idx.grow(int64(len(k) + keyEntryOverhead))
-	}
+func (idx *keyIndex) add(fk *fileKeys) {
+	idx.addRows(&indexedFile{df: fk.df}, &fk.keys)
 	if idx.full() {
 		idx.over = true
 	}
+}
+
+// addRows indexes a data file and its rows (keys, in row order) but those its f.dv deletes.
+func (idx *keyIndex) addRows(f *indexedFile, keys *keyList) {
+	id := int32(len(idx.files))
+	idx.files = append(idx.files, f)
+	idx.byPath[f.df.FilePath()] = id
+	idx.keys.reserve(keys.len(), len(keys.buf))
+	for pos, k := range keys.all() {
+		if f.dv != nil && f.dv.Contains(uint64(pos)) {
+			continue
+		}
+		idx.keys.add(k, keyLoc{file: id, pos: int32(pos)})
+	}
+	idx.account()
 }
 
 // forget removes data files from the index (a compaction rewrote them), with the locations of their rows.
@@ -174,45 +188,33 @@ func (idx *keyIndex) forget(paths map[string]struct{}) {
 	if len(gone) == 0 {
 		return
 	}
-	for key, locs := range idx.keys {
-		kept := locs[:0]
-		for _, l := range locs {
-			if !gone[l.file] {
-				kept = append(kept, l)
-			}
-		}
-		if len(kept) == 0 {
-			delete(idx.keys, key)
-			idx.grow(-int64(len(key)+keyEntryOverhead) * int64(len(locs)))
-		} else {
-			idx.grow(-int64(len(key)+keyEntryOverhead) * int64(len(locs)-len(kept)))
-			idx.keys[key] = kept
-		}
-	}
+	idx.keys.forget(func(file int32) bool { return gone[file] })
+	idx.account()
 }
 
 // readFileKeys reads back the key columns of a data file, in row order: the positions its rows have there
 // (iceberg-go's writer decides how rows roll across files). Columns are found by field id, as Iceberg names
 // them (a file keeps the names of its day, and iceberg-go stores a name like "user-id" as "user_x2Did"); by
 // name only in a file without field ids.
-func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, ks *keySpec) ([]string, error) {
+func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, ks *keySpec) (keyList, error) {
+	var none keyList
 	fs, err := tbl.FS(ctx)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	f, err := fs.Open(df.FilePath())
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	defer f.Close()
 	pr, err := file.NewParquetReader(f)
 	if err != nil {
-		return nil, fmt.Errorf("iceberg: read keys of %s: %w", df.FilePath(), err)
+		return none, fmt.Errorf("iceberg: read keys of %s: %w", df.FilePath(), err)
 	}
 	defer pr.Close()
 	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 << 10}, memory.DefaultAllocator)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	var cols []arrow.Array
 	defer func() {
@@ -236,11 +238,11 @@ func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, ks *ke
 			idx = sc.ColumnIndexByName(n)
 		}
 		if idx < 0 {
-			return nil, fmt.Errorf("iceberg: key column %q (field id %d) not in %s", n, ks.fieldIDs[i], df.FilePath())
+			return none, fmt.Errorf("iceberg: key column %q (field id %d) not in %s", n, ks.fieldIDs[i], df.FilePath())
 		}
 		cr, err := fr.GetColumn(ctx, idx)
 		if err != nil {
-			return nil, err
+			return none, err
 		}
 		rgs := make([]int, pr.NumRowGroups())
 		for i := range rgs {
@@ -248,25 +250,26 @@ func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, ks *ke
 		}
 		chunked, err := fr.ReadColumn(rgs, cr)
 		if err != nil {
-			return nil, err
+			return none, err
 		}
 		arr, err := concatChunks(chunked)
 		chunked.Release()
 		if err != nil {
-			return nil, err
+			return none, err
 		}
 		cols = append(cols, arr)
 	}
 	enc, err := newKeyEncoder(cols)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	n := cols[0].Len()
-	keys := make([]string, n)
-	var buf []byte
-	for r := 0; r < n; r++ {
-		buf = enc.appendKey(buf[:0], r)
-		keys[r] = string(buf)
+	var keys keyList
+	for r := range n {
+		keys.appendKey(enc, r)
+		if r == 0 { // most keys have one width: size the buffer once
+			keys.buf = slices.Grow(keys.buf, n*len(keys.buf))
+		}
 	}
 	return keys, nil
 }
@@ -374,6 +377,8 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	run.KeyFieldIDs = k.spec.fieldIDs
 	pending := map[int32][]int64{}
 	lineage := tbl.Metadata().Version() >= 3
+	var buf []byte    // a key
+	var locs []keyLoc // its rows
 	for _, b := range batches {
 		seg := &run.Segments[b.segIdx]
 		seg.FallbackKeys = append(seg.FallbackKeys, b.keyRecs...)
@@ -384,10 +389,10 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 			if err != nil {
 				return nil, err
 			}
-			var buf []byte
 			for r := 0; r < int(rec.NumRows()); r++ {
 				buf = enc.appendKey(buf[:0], r)
-				for _, l := range idx.remove(string(buf)) {
+				locs = idx.remove(locs[:0], buf)
+				for _, l := range locs {
 					pending[l.file] = append(pending[l.file], int64(l.pos))
 					if id, ok := idx.files[l.file].rowID(l.pos); ok && lineage {
 						if carried == nil {
@@ -406,8 +411,8 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 				return nil, err
 			}
 		}
-		for i, fk := range fks {
-			idx.add(fk)
+		for i := range fks {
+			idx.add(&fks[i])
 			if i < len(ids) && len(ids[i]) > 0 {
 				idx.files[len(idx.files)-1].ids = ids[i]
 				idx.grow(int64(len(ids[i])) * 16)
@@ -579,7 +584,7 @@ func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten
 			k.dropLocked("read deletes after a compaction", err)
 			return
 		}
-		eq, err := res.equalityDeleted(ctx, t, &knownKeys{spec: k.spec, keys: keys})
+		eq, err := res.equalityDeleted(ctx, t, &knownKeys{spec: k.spec, keys: &keys})
 		if err != nil {
 			k.dropLocked("read deletes after a compaction", err)
 			return
@@ -590,7 +595,7 @@ func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten
 		case eq != nil:
 			dead.Or(eq)
 		}
-		idx.addLive(post.Metadata(), t, keys, dead)
+		idx.addLive(post.Metadata(), t, &keys, dead)
 	}
 	if idx.full() {
 		idx.over = true
@@ -731,7 +736,7 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 		return nil, "", err
 	}
 	type loaded struct {
-		keys []string
+		keys keyList
 		dv   *dv.RoaringPositionBitmap
 	}
 	out := make([]loaded, len(tasks))
@@ -745,11 +750,7 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 			if err != nil {
 				return err
 			}
-			var n int64
-			for _, k := range keys {
-				n += int64(len(k) + keyEntryOverhead)
-			}
-			if used.Add(n) > limit {
+			if used.Add(int64(len(keys.buf))+int64(keys.len())*keyEntryOverhead) > limit {
 				return errOver
 			}
 			out[i].keys = keys
@@ -757,7 +758,7 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 			if err != nil {
 				return fmt.Errorf("iceberg: key index: %w", err)
 			}
-			eq, err := res.equalityDeleted(gctx, t, &knownKeys{spec: ks, keys: keys})
+			eq, err := res.equalityDeleted(gctx, t, &knownKeys{spec: ks, keys: &out[i].keys})
 			if err != nil {
 				return fmt.Errorf("iceberg: key index: %w", err)
 			}
@@ -779,18 +780,9 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 	}
 	idx := newKeyIndex(limit, &snap.SnapshotID)
 	for i, t := range tasks {
-		id := int32(len(idx.files))
-		f := &indexedFile{df: t.File, dv: out[i].dv, dvFile: liveVector(t), applied: appliedDeletes(t),
-			inherited: idx.inheritedDeletes(meta, t, nil)}
-		idx.files = append(idx.files, f)
-		idx.byPath[t.File.FilePath()] = id
-		for pos, k := range out[i].keys {
-			if f.dv != nil && f.dv.Contains(uint64(pos)) {
-				continue
-			}
-			idx.keys[k] = append(idx.keys[k], keyLoc{file: id, pos: int32(pos)})
-			idx.bytes += int64(len(k) + keyEntryOverhead)
-		}
+		idx.addRows(&indexedFile{df: t.File, dv: out[i].dv, dvFile: liveVector(t), applied: appliedDeletes(t),
+			inherited: idx.inheritedDeletes(meta, t, nil)}, &out[i].keys)
+		out[i].keys = keyList{} // held by the index now
 		if idx.bytes > idx.limit {
 			return nil, fmt.Sprintf("the table's keys exceed the key index budget of %d bytes (WithKeyIndexBytes)", limit), nil
 		}

@@ -59,7 +59,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 		if err != nil {
 			return err
 		}
-		eq, err := res.equalityDeleted(ctx, t, &knownKeys{spec: k.spec, keys: keys})
+		eq, err := res.equalityDeleted(ctx, t, &knownKeys{spec: k.spec, keys: &keys})
 		if err != nil {
 			return err
 		}
@@ -70,14 +70,14 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 			dead.Or(eq)
 		}
 		if !known {
-			idx.addLive(tbl.Metadata(), t, keys, dead)
+			idx.addLive(tbl.Metadata(), t, &keys, dead)
 			continue
 		}
 		f := idx.files[fid]
 		if dead != nil {
 			for pos := range dead.Positions() {
 				if f.dv == nil || !f.dv.Contains(pos) {
-					idx.removeLoc(keys[pos], keyLoc{file: fid, pos: int32(pos)})
+					idx.removeLoc(keys.key(int(pos)), keyLoc{file: fid, pos: int32(pos)})
 				}
 			}
 			if f.dv != nil {
@@ -96,36 +96,13 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 
 // addLive indexes a data file's rows (keys, in row order) minus the positions dead removes, with the deletes
 // that removed them.
-func (idx *keyIndex) addLive(meta table.Metadata, t table.FileScanTask, keys []string, dead *dv.RoaringPositionBitmap) {
-	id := int32(len(idx.files))
-	idx.files = append(idx.files, &indexedFile{df: t.File, dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t),
-		inherited: idx.inheritedDeletes(meta, t, nil)})
-	idx.byPath[t.File.FilePath()] = id
-	for pos, k := range keys {
-		if dead != nil && dead.Contains(uint64(pos)) {
-			continue
-		}
-		idx.keys[k] = append(idx.keys[k], keyLoc{file: id, pos: int32(pos)})
-		idx.grow(int64(len(k) + keyEntryOverhead))
-	}
+func (idx *keyIndex) addLive(meta table.Metadata, t table.FileScanTask, keys *keyList, dead *dv.RoaringPositionBitmap) {
+	idx.addRows(&indexedFile{df: t.File, dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t),
+		inherited: idx.inheritedDeletes(meta, t, nil)}, keys)
 }
 
 // removeLoc removes one location of key (a row another writer's delete removed), if the index holds it.
-func (idx *keyIndex) removeLoc(key string, loc keyLoc) {
-	locs := idx.keys[key]
-	for i, l := range locs {
-		if l == loc {
-			locs = append(locs[:i], locs[i+1:]...)
-			if len(locs) == 0 {
-				delete(idx.keys, key)
-			} else {
-				idx.keys[key] = locs
-			}
-			idx.grow(-int64(len(key) + keyEntryOverhead))
-			return
-		}
-	}
-}
+func (idx *keyIndex) removeLoc(key []byte, loc keyLoc) { idx.keys.removeLoc(key, loc) }
 
 // deletesChanged reports whether a data file's deletes in a scan task differ from those the index applied: its
 // vector (by file and offset), or a position or equality delete file it has not seen.

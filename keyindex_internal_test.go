@@ -254,14 +254,15 @@ func (e *stageEnv) check(k *keyStage) {
 
 // placements are where an index places each key: data file and row position.
 func placements(idx *keyIndex) map[string]string {
+	locs := map[string][]string{}
+	for k, l := range idx.keys.all() {
+		key := fmt.Sprintf("%x", k)
+		locs[key] = append(locs[key], fmt.Sprintf("%s#%d", filepath.Base(idx.files[l.file].df.FilePath()), l.pos))
+	}
 	out := map[string]string{}
-	for k, locs := range idx.keys {
-		var s []string
-		for _, l := range locs {
-			s = append(s, fmt.Sprintf("%s#%d", filepath.Base(idx.files[l.file].df.FilePath()), l.pos))
-		}
+	for k, s := range locs {
 		slices.Sort(s)
-		out[fmt.Sprintf("%x", k)] = strings.Join(s, ",")
+		out[k] = strings.Join(s, ",")
 	}
 	return out
 }
@@ -340,6 +341,30 @@ func TestKeyStageApplyCommitRebase(t *testing.T) {
 	e.check(k)
 	if eq, _ := e.deleteFiles(); eq != 0 {
 		t.Fatalf("%d equality delete files with the index on", eq)
+	}
+}
+
+// TestKeyStageCollidingHashes: with every key's hash folded onto two values, upserts and deletes still delete
+// exactly the rows of their keys (v2: position delete files, v3: deletion vectors), and the index places every
+// row as one loaded from the table does.
+func TestKeyStageCollidingHashes(t *testing.T) {
+	for _, version := range []int{2, 3} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			t.Parallel()
+			e := newStageEnv(t, version)
+			k := e.stage(false)
+			k.idx.Load().keys.hash = func(b []byte) uint64 { return keyHash(b) & 1 }
+			e.do(k, opInsert, ids(0, 20), "a")
+			e.do(k, opInsert, []int64{5, 25}, "dup") // a second row of key 5
+			e.do(k, opUpsert, []int64{3, 5, 12, 40}, "u1")
+			e.check(k)
+			e.do(k, opDelete, []int64{4, 12, 25}, "")
+			e.do(k, opUpsert, []int64{3, 4, 19}, "u2")
+			e.check(k)
+			if eq, _ := e.deleteFiles(); eq != 0 {
+				t.Fatalf("%d equality delete files with the index on", eq)
+			}
+		})
 	}
 }
 

@@ -366,16 +366,16 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 		}
 		fks[i] = fileKeys{df: f, keys: keys}
 		// The ids go to the first row of each key, in file order, as rowIDs.apply gave them.
-		for pos, key := range keys {
-			if _, mine := ks.keys[key]; !mine {
+		for pos, key := range keys.all() {
+			if _, mine := ks.keys[string(key)]; !mine {
 				continue
 			}
-			if id, ok := want[key]; ok {
+			if id, ok := want[string(key)]; ok {
 				if ids[i] == nil {
 					ids[i] = map[int32]int64{}
 				}
 				ids[i][int32(pos)] = id
-				delete(want, key)
+				delete(want, string(key))
 			}
 		}
 	}

@@ -306,8 +306,10 @@ func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEve
 // wrote) instead of turning off; a run placed before another writer's commit that lands first still falls back
 // to equality deletes (or what WithDeleteFiles says instead), and once that happened the writer reloads the
 // table before placing each run. Past the budget, or after a compaction commit that returned an error (its
-// reply may be lost), the writer uses equality deletes. About 64 bytes plus the key's size per row. Default:
-// DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
+// reply may be lost), the writer uses equality deletes. The index counts what it holds, spare capacity
+// included: per row a 32-byte slot, about 4 bytes of buckets and the key's bytes (9 for an int64 key), so 45
+// bytes per int64 key, up to about 80 just after its slot slice doubled. Default: DefaultKeyIndexBytes
+// (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
 
 // WithDeleteFiles sets which kinds of delete files a merge-on-read writer may add (see DeleteFiles): with

@@ -12,16 +12,16 @@ import (
 )
 
 // TestRouterKeyIndexSharesBudget: two keyed format-v3 tables behind one router whose key index budget
-// (WithKeyIndexBytes, 100 KiB) holds the keys of one table's 1,000 rows but not of both. The first table's
-// index fits and stays on; the second's takes the shared budget past its limit and falls back to equality
-// deletes, which Stats and the log say; RouterStats counts the one index left. Upserts on both tables read back
-// as the model says.
+// (WithKeyIndexBytes, 64 KiB; an index holds about 45 KB for 1,000 int64 keys) holds the keys of one table's
+// 1,000 rows but not of both. The first table's index fits and stays on; the second's takes the shared budget
+// past its limit and falls back to equality deletes, which Stats and the log say; RouterStats counts the one
+// index left. Upserts on both tables read back as the model says.
 func TestRouterKeyIndexSharesBudget(t *testing.T) {
 	ctx := context.Background()
 	cat := openCatalog(t)
 	logs := &logRecords{}
 	r, err := iceberg.NewRouter(cat,
-		iceberg.WithWriterOptions(iceberg.WithKeyIndexBytes(100<<10), iceberg.WithFlushInterval(0),
+		iceberg.WithWriterOptions(iceberg.WithKeyIndexBytes(64<<10), iceberg.WithFlushInterval(0),
 			iceberg.WithLogger(slog.New(logs))),
 		iceberg.WithTableConfig(func(context.Context, table.Identifier, *arrow.Schema) (iceberg.TableConfig, error) {
 			return iceberg.TableConfig{Create: []iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.FormatVersion(3)}}, nil
@@ -61,7 +61,7 @@ func TestRouterKeyIndexSharesBudget(t *testing.T) {
 		}
 	}
 	if len(on) != 1 || on[0] != "db.a" || len(off) != 1 || st.KeyIndexUsed != st.Tables[0].Stats.KeyIndexBytes ||
-		st.KeyIndexBudget != 100<<10 {
+		st.KeyIndexBudget != 64<<10 {
 		t.Fatalf("key index on for %v, off for %v; router: %d of %d bytes", on, off, st.KeyIndexUsed, st.KeyIndexBudget)
 	}
 	if !loggedFallback(logs, "router's key index budget") {

@@ -112,7 +112,13 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	if vers != nil && source != "" {
 		undo = &callUndo{&versionUndo{}, &versionUndo{}} // filled below, under the lock restore takes
 	}
-	if err := w.acceptChanges(ctx, source, del, delSize, ups, upSize, undo); err != nil {
+	// The key hashes go with the rows when they are the rows' own: an upserted row routed to the dead letter
+	// handler is not in ups, and the key stage then hashes the record itself.
+	upHashes := plan.upHashes
+	if len(dead) > 0 {
+		upHashes = nil
+	}
+	if err := w.acceptChanges(ctx, source, keyedRecord{del, delSize, plan.delHashes}, keyedRecord{ups, upSize, upHashes}, undo); err != nil {
 		return err
 	}
 	if vers != nil {
@@ -122,28 +128,44 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	return nil
 }
 
+// keyedRecord is one of an Apply call's records: nil when the call has none, with the memory it holds and its
+// rows' key hashes (resolveHash; nil: not known).
+type keyedRecord struct {
+	rec    arrow.RecordBatch
+	size   int64
+	hashes []uint64
+}
+
 // acceptChanges hands one Apply call's records to the pipeline together, all or none: the keys it deletes, then
-// the rows it upserts (the two hold distinct keys; either may be nil), each with its part of undo (nil: none).
-// On an error they are released.
-func (w *Writer) acceptChanges(ctx context.Context, source string, del arrow.RecordBatch, delSize int64, ups arrow.RecordBatch, upSize int64, undo *callUndo) error {
+// the rows it upserts (the two hold distinct keys), each with its part of undo (nil: none). On an error they
+// are released.
+func (w *Writer) acceptChanges(ctx context.Context, source string, del, ups keyedRecord, undo *callUndo) error {
 	recs := make([]batchRecord, 0, 2)
-	if del != nil {
-		recs = append(recs, batchRecord{rec: del, size: delSize, kind: opDelete, source: source})
-		if undo != nil {
-			recs[len(recs)-1].undo = []*versionUndo{undo.del}
+	for _, r := range []struct {
+		keyedRecord
+		kind opKind
+	}{{del, opDelete}, {ups, opUpsert}} {
+		if r.rec == nil {
+			continue
 		}
-	}
-	if ups != nil {
-		recs = append(recs, batchRecord{rec: ups, size: upSize, kind: opUpsert, source: source})
-		if undo != nil {
-			recs[len(recs)-1].undo = []*versionUndo{undo.ups}
+		if len(r.hashes) != int(r.rec.NumRows()) {
+			r.hashes = nil
 		}
+		// The hashes are held with the rows until the batch is encoded: the memory limit counts them.
+		br := batchRecord{rec: r.rec, size: r.size + 8*int64(len(r.hashes)), kind: r.kind, source: source, hashes: r.hashes}
+		if undo != nil {
+			br.undo = []*versionUndo{undo.del}
+			if r.kind == opUpsert {
+				br.undo = []*versionUndo{undo.ups}
+			}
+		}
+		recs = append(recs, br)
 	}
 	if len(recs) == 0 {
 		return nil
 	}
 	if err := w.pipe.accept(ctx, recs...); err != nil {
-		releaseRecords(del, ups)
+		releaseRecords(del.rec, ups.rec)
 		return err
 	}
 	return nil

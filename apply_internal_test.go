@@ -9,7 +9,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
-	"github.com/zeebo/xxh3"
 )
 
 // encodedKey is the keyEncoder encoding of an int64 key, as Apply and the version map see it.
@@ -121,9 +120,10 @@ func TestVersionBudgetFromMemoryLimit(t *testing.T) {
 	}
 }
 
-// TestApplyResolveCollisions: Apply resolves a call's changes by 128-bit key hashes checked against the key
-// bytes; with every key hashing alike, a call of inserts, key-changing updates, deletes and re-inserts of the
-// same keys reads back exactly as with the real hash.
+// TestApplyResolveCollisions: Apply resolves a call's changes by key hashes (resolveHash, which the batch's
+// resolve reuses) checked against the key bytes; with every key hashing alike, a call of inserts, key-changing
+// updates, deletes and re-inserts of the same keys reads back exactly as with the real hash. (changeHash keys
+// only the version map, which has no key bytes to check against: TestVersionMapBound.)
 func TestApplyResolveCollisions(t *testing.T) {
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "op", Type: arrow.BinaryTypes.String},
@@ -168,11 +168,106 @@ func TestApplyResolveCollisions(t *testing.T) {
 		return readNamed(t, w)
 	}
 	real := run(t)
-	saved := changeHash
-	changeHash = func([]byte) xxh3.Uint128 { return xxh3.Uint128{Hi: 7, Lo: 7} }
-	defer func() { changeHash = saved }()
+	saved := resolveHash
+	resolveHash = func([]byte) uint64 { return 7 }
+	defer func() { resolveHash = saved }()
 	collided := run(t)
 	if fmt.Sprint(real) != fmt.Sprint(want) || fmt.Sprint(collided) != fmt.Sprint(want) {
 		t.Fatalf("read back\n with the key hash:      %v\n with every hash alike:  %v\n want:                   %v", real, collided, want)
+	}
+}
+
+// TestApplyKeyHashes: Apply hands each record's key hashes on with its rows (the key stage's resolve then hashes
+// no key twice), and they are the hashes the key stage computes itself (resolveHash of the key's encoding), for a
+// one-integer key and for a key of two columns with a before image: key-changing updates and a delete by its
+// before image included. Read back, the table holds what the changes say, next to an Upsert in the same batch.
+func TestApplyKeyHashes(t *testing.T) {
+	type change struct {
+		op       string
+		id       int64 // -1: null
+		name     string
+		beforeID int64 // -1: no before image
+	}
+	for _, tc := range []struct {
+		name    string
+		keys    []string
+		before  bool
+		changes []change
+		want    map[int64][]string
+	}{
+		{"id", nil, false,
+			[]change{{"c", 1, "a", -1}, {"c", 2, "b", -1}, {"u", 1, "a2", -1}, {"d", 3, "", -1}, {"c", 9, "z", -1}},
+			map[int64][]string{0: {"n"}, 1: {"a2"}, 2: {"b"}, 4: {"u"}, 9: {"z"}}},
+		{"id+name", []string{"id", "name"}, true,
+			[]change{{"c", 1, "a", -1}, {"u", 5, "a", 1}, {"d", -1, "", 0}, {"c", 2, "b", -1}, {"d", 2, "b", -1}},
+			map[int64][]string{4: {"u"}, 5: {"a"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := idNameWriter(t, 1, 1, WithCreate(idNameSchema, IdentifierFields("id")), WithKeys(tc.keys...))
+			if err := w.Upsert(ctx, namedRows([]int64{4}, "u")); err != nil {
+				t.Fatal(err)
+			}
+			fields := []arrow.Field{{Name: "op", Type: arrow.BinaryTypes.String},
+				{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+				{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true}}
+			if tc.before {
+				fields = append(fields, arrow.Field{Name: "before_id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+					arrow.Field{Name: "before_name", Type: arrow.BinaryTypes.String, Nullable: true})
+			}
+			b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+			defer b.Release()
+			for _, c := range tc.changes {
+				b.Field(0).(*array.StringBuilder).Append(c.op)
+				if c.id < 0 {
+					b.Field(1).AppendNull()
+					b.Field(2).AppendNull()
+				} else {
+					b.Field(1).(*array.Int64Builder).Append(c.id)
+					b.Field(2).(*array.StringBuilder).Append(c.name)
+				}
+				if tc.before && c.beforeID < 0 {
+					b.Field(3).AppendNull()
+					b.Field(4).AppendNull()
+				} else if tc.before {
+					b.Field(3).(*array.Int64Builder).Append(c.beforeID)
+					b.Field(4).(*array.StringBuilder).Append(map[int64]string{0: "n", 1: "a"}[c.beforeID])
+				}
+			}
+			rec := b.NewRecordBatch()
+			defer rec.Release()
+			if err := w.Apply(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			w.pipe.mu.Lock()
+			o := w.pipe.open
+			carried := 0
+			for i, r := range o.recs {
+				hs := o.hashes[i]
+				if hs == nil {
+					continue
+				}
+				carried++
+				enc, err := newKeyEncoder(keyColumns(r, w.keys.spec, o.kinds[i] == opDelete))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for row := 0; row < int(r.NumRows()); row++ {
+					if want := resolveHash(enc.appendKey(nil, row)); hs[row] != want {
+						t.Errorf("record %d (%v) row %d: hash %x handed on, the key stage's is %x", i, o.kinds[i], row, hs[row], want)
+					}
+				}
+			}
+			w.pipe.mu.Unlock()
+			if carried != 2 {
+				t.Fatalf("%d records brought their hashes, want Apply's 2 (deletes, upserts)", carried)
+			}
+			if err := w.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := readNamed(t, w); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("read back %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

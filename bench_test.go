@@ -229,3 +229,40 @@ func heapPeak() func() uint64 {
 		return 0
 	}
 }
+
+// BenchmarkWriterLargeCall writes one call of benchRows seed rows, twice the flush policy's rows
+// (WithFlushRows(benchRows/2)), Close included, and reports x-parts: its rate with the default two encoder slots
+// (the batch written as two parts at once, two files) over its rate with one (WithMaxInFlight(1): one part, one
+// file), measured alternately in the same iterations, and the same by CPU time (x-parts-cpu: what the second
+// encoder costs). files and files-one-slot are the data files each wrote.
+func BenchmarkWriterLargeCall(b *testing.B) {
+	rec := seed.New(0, 7).Batch(benchRows)
+	defer rec.Release()
+	ctx := context.Background()
+	var dur, cpu [2]time.Duration
+	var files [2]int64
+	for i := 0; i < b.N; i++ {
+		for run, slots := range []int{2, 1} {
+			w, err := iceberg.NewWriter(ctx, openCatalog(b), table.Identifier{"bench", fmt.Sprintf("large%d", run)},
+				iceberg.WithCreate(seed.Schema), iceberg.WithFlushRows(benchRows/2), iceberg.WithMaxInFlight(slots))
+			if err != nil {
+				b.Fatal(err)
+			}
+			start, startCPU := time.Now(), cpuTime()
+			if err := w.Write(ctx, rec); err != nil {
+				b.Fatal(err)
+			}
+			if err := w.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+			dur[run] += time.Since(start)
+			cpu[run] += cpuTime() - startCPU
+			files[run] = w.Stats().FilesWritten
+		}
+	}
+	b.ReportMetric(float64(benchRows)*float64(b.N)/dur[0].Seconds(), "rows/s")
+	b.ReportMetric(dur[1].Seconds()/dur[0].Seconds(), "x-parts")
+	b.ReportMetric(cpu[1].Seconds()/cpu[0].Seconds(), "x-parts-cpu")
+	b.ReportMetric(float64(files[0]), "files")
+	b.ReportMetric(float64(files[1]), "files-one-slot")
+}

@@ -428,10 +428,14 @@ func readVersions(ctx context.Context, col arrow.Array, name string) ([]int64, e
 // whose key, or whose before-image key, is deleted, and the version of each key changed.
 type changePlan struct {
 	upserts, delKeys, delBefore []int32
-	keys                        []xxh3.Uint128 // the hashes of the keys changed, for the versions
-	vers                        []int64        // the version of each key's last change (with a version column)
-	upRows                      []int32        // the row each key's last change upserts, -1 for a delete (with vers)
-	skipped                     int            // changes older than their key's version
+	// upHashes and delHashes are the resolveHash of each row's key, in the order of upserts and of delKeys then
+	// delBefore (the rows of the records Apply hands on): the key stage's resolve takes them instead of hashing
+	// every key a second time.
+	upHashes, delHashes []uint64
+	keys                []xxh3.Uint128 // the changeHash of each key changed, for the versions (with vers)
+	vers                []int64        // the version of each key's last change (with a version column)
+	upRows              []int32        // the row each key's last change upserts, -1 for a delete (with vers)
+	skipped             int            // changes older than their key's version
 }
 
 // resolve applies the call's changes in row order, per key: an upsert row upserts its key (deleting its
@@ -453,18 +457,25 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 		row         int32
 		del, before bool
 		ver         int64
-		from, to    int32 // the key's bytes in keys
+		from, to    int32  // the key's bytes in keys
+		hash        uint64 // the key's resolveHash
 	}
 	// At most two changes per row (a before-image delete and an upsert); without a before image, one.
 	most := cb.n
 	if cb.before != nil {
 		most *= 2
 	}
-	plan := &changePlan{keys: make([]xxh3.Uint128, 0, cb.n)}
+	plan := &changePlan{}
+	if vers != nil {
+		plan.keys = make([]xxh3.Uint128, 0, cb.n)
+	}
 	// The changes so far, one entry per key, found through an open-addressing table of entry ordinals (slot:
-	// ordinal+1, 0 empty) probed from the key's 128-bit hash and checked against the hash, then the key.
-	// A key is an entry once, so keys sharing a hash only probe further. In BenchmarkApply (a call of mostly
-	// fresh keys, one insert per row) this pass took half the time it took with a Go map keyed by the hash.
+	// ordinal+1, 0 empty) probed from the key's hash and checked against the hash, then the key. A key is an
+	// entry once, so keys sharing a hash only probe further. In BenchmarkApply (a call of mostly fresh keys, one
+	// insert per row) this pass took half the time it took with a Go map keyed by the hash.
+	// The hash is the key stage's (resolveHash), handed on with the rows so that the batch's resolve does not
+	// hash them again; the version map keys on a 128-bit hash (changeHash, no key bytes to check against),
+	// computed only with versions and once per key of the call.
 	// A key of one integer column without nulls, with no before image (a stream keyed by an id), is compared as
 	// the row's integer (ints) and its encoding built from it; keys then holds nothing.
 	var ints []int64
@@ -485,33 +496,37 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 	slots := make([]int32, tableSize(most))
 	mask := uint64(len(slots) - 1)
 	change := func(key []byte, e entry) {
-		h := changeHash(key)
-		s := h.Lo & mask
+		h := resolveHash(key)
+		s := h & mask
 		for ; slots[s] != 0; s = (s + 1) & mask {
 			i := slots[s] - 1
-			if plan.keys[i] != h || !same(i, key, e.row) {
+			if ents[i].hash != h || !same(i, key, e.row) {
 				continue
 			}
 			if cb.vers != nil && e.ver < ents[i].ver {
 				plan.skipped++
 				return
 			}
-			e.from, e.to = ents[i].from, ents[i].to
+			e.from, e.to, e.hash = ents[i].from, ents[i].to, h
 			ents[i] = e
 			return
 		}
-		if v, ok := vers.get(h); ok && e.ver < v {
-			plan.skipped++
-			return
+		if vers != nil {
+			vh := changeHash(key)
+			if v, ok := vers.get(vh); ok && e.ver < v {
+				plan.skipped++
+				return
+			}
+			plan.keys = append(plan.keys, vh)
 		}
 		if ints == nil {
 			e.from = int32(len(keys))
 			keys = append(keys, key...)
 			e.to = int32(len(keys))
 		}
+		e.hash = h
 		ents = append(ents, e)
 		slots[s] = int32(len(ents))
-		plan.keys = append(plan.keys, h)
 	}
 	appendKey := func(buf []byte, row int) []byte {
 		if ints != nil {
@@ -564,18 +579,22 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 		plan.vers = make([]int64, len(ents))
 		plan.upRows = make([]int32, len(ents))
 	}
-	// The upserted rows in row order (ents are in the order keys first appeared): marked, then collected.
-	upserted := make([]bool, cb.n)
+	// The upserted rows in row order (ents are in the order keys first appeared): marked, then collected. A
+	// row upserts one key at most, so its entry's ordinal marks it (0: not upserted).
+	upserted := make([]int32, cb.n)
 	ups := 0
+	var befHashes []uint64
 	for i, e := range ents {
 		switch {
 		case !e.del:
-			upserted[e.row] = true
+			upserted[e.row] = int32(i + 1)
 			ups++
 		case e.before:
 			plan.delBefore = append(plan.delBefore, e.row)
+			befHashes = append(befHashes, e.hash)
 		default:
 			plan.delKeys = append(plan.delKeys, e.row)
+			plan.delHashes = append(plan.delHashes, e.hash)
 		}
 		if plan.vers != nil {
 			plan.vers[i], plan.upRows[i] = e.ver, -1
@@ -584,11 +603,14 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 			}
 		}
 	}
+	plan.delHashes = append(plan.delHashes, befHashes...)
 	if ups > 0 {
 		plan.upserts = make([]int32, 0, ups)
-		for row, up := range upserted {
-			if up {
+		plan.upHashes = make([]uint64, 0, ups)
+		for row, ord := range upserted {
+			if ord > 0 {
 				plan.upserts = append(plan.upserts, int32(row))
+				plan.upHashes = append(plan.upHashes, ents[ord-1].hash)
 			}
 		}
 	}
@@ -605,7 +627,7 @@ func tableSize(n int) int {
 	return size
 }
 
-// changeHash hashes keys in resolve and the version map (a variable so that a test can make keys collide).
+// changeHash hashes keys for the version map (a variable so that a test can make keys collide).
 var changeHash = xxh3.Hash128
 
 // firstNull returns the first of cols that is null at row, or -1.

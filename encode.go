@@ -44,7 +44,7 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 			for _, r := range b.recs {
 				r.Release()
 			}
-			b.recs = res.data
+			b.recs, b.hashes = res.data, nil
 			// The deletes are staged, or written as equality delete files, while the data files are written: in
 			// BenchmarkApply the delete file took an eighth of the batch's encoding, on one core of two.
 			delDone = make(chan struct{})
@@ -60,7 +60,12 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 			err = w.files.writeBulk(ctx, tbl, schema, b) // its files come when they close (bulkfile.go)
 		} else {
 			// Only the commit reads an inserts-only batch's files (a key index reads them too): packed until then.
-			files, packed, err = w.files.write(ctx, tbl, schema, b, !b.keyed && !indexed)
+			parts, release := 1, func() {}
+			if tbl.Spec().IsUnpartitioned() && !w.files.bulk() {
+				parts, release = w.pipe.encodeParts(recordsSize(b.recs))
+			}
+			files, packed, err = w.files.write(ctx, tbl, schema, b, !b.keyed && !indexed, parts)
+			release()
 		}
 	}
 	if delDone != nil {
@@ -133,19 +138,20 @@ type fileEncoder struct {
 }
 
 // write encodes one batch (partitioning, rolling and statistics included) and returns its data files, packed
-// when pack is set (heldfiles.go: files only the commit reads), else as iceberg-go built them.
+// when pack is set (heldfiles.go: files only the commit reads), else as iceberg-go built them. An unpartitioned
+// table's batch is written as parts runs of its rows at once (encodeParts decides how many; 1: one write).
 //
 // On a partitioned table the batch is joined into one record and its rows grouped by partition (fanout.go):
 // chunks of whole partitions go to iceberg-go's clustered writer, which keeps one data file open at a time, a
 // few chunks at once. A batch whose partition values the grouping cannot read is written as one record by a
 // single clustered write.
 func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch,
-	pack bool) ([]ice.DataFile, *packedFiles, error) {
+	pack bool, parts int) ([]ice.DataFile, *packedFiles, error) {
 	var keep *packedFiles
 	if pack {
 		keep = newPackedFiles(tbl)
 	}
-	files, err := e.writeFiles(ctx, tbl, schema, b, keep)
+	files, err := e.writeFiles(ctx, tbl, schema, b, keep, parts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,7 +163,7 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 
 // writeFiles is write's encoding: the files it wrote go into keep when it is not nil (returned otherwise).
 func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch,
-	keep *packedFiles) ([]ice.DataFile, error) {
+	keep *packedFiles, parts int) ([]ice.DataFile, error) {
 	opts := []table.WriteRecordOption{
 		table.WithTargetFileSize(e.fileSize()),
 		table.WithParquetRowGroupLimit(e.rowGroupRows),
@@ -170,21 +176,11 @@ func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *
 		for _, r := range b.recs {
 			rows += r.NumRows()
 		}
-		bt, err := e.writeTable(tbl, rows, b.recs...)
-		if err != nil {
-			return nil, err
-		}
-		// Ownership of each record passes to WriteRecords, which releases it once encoded: the batch's memory
-		// is freed while it encodes, not after.
-		recs := func(yield func(arrow.RecordBatch, error) bool) {
-			for i, r := range b.recs {
-				b.recs[i] = nil
-				if !yield(r, nil) {
-					return
-				}
-			}
-		}
-		files, err := collectFiles(table.WriteRecords(ctx, bt, schema, recs, append(opts, table.WithWriteUUID(e.names.next()))...))
+		// Ownership of each record passes to the writes (WriteRecords releases each once encoded): the batch's
+		// memory is freed while it encodes, not after.
+		recs := b.recs
+		b.recs = nil
+		files, err := e.writeParts(ctx, tbl, schema, recs, rows, max(parts, 1), opts)
 		if err != nil {
 			return nil, err
 		}

@@ -367,10 +367,18 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	ikey := make([]byte, 0, 9) // an integer key encoded as keyEncoder does (so that its hash is the same)
 	for i, rec := range b.recs {
 		n := int(rec.NumRows())
+		// A record an Apply call hashed (with the same function) brings its hashes: only a key that is not one
+		// integer column still needs its bytes, to check keys sharing a hash.
+		carried := i < len(b.hashes) && len(b.hashes[i]) == n
+		if carried {
+			hashes = append(hashes, b.hashes[i]...)
+		}
 		if ints != nil {
-			for _, v := range ints[len(hashes) : len(hashes)+n] {
-				ikey = appendIntKey(ikey[:0], v)
-				hashes = append(hashes, resolveHash(ikey))
+			if !carried {
+				for _, v := range ints[len(hashes) : len(hashes)+n] {
+					ikey = appendIntKey(ikey[:0], v)
+					hashes = append(hashes, resolveHash(ikey))
+				}
 			}
 		} else {
 			enc, err := newKeyEncoder(keyColumns(rec, ks, b.kinds[i] == opDelete))
@@ -381,7 +389,9 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 				from := len(keys)
 				keys = enc.appendKey(keys, row)
 				offs = append(offs, len(keys))
-				hashes = append(hashes, resolveHash(keys[from:]))
+				if !carried {
+					hashes = append(hashes, resolveHash(keys[from:]))
+				}
 			}
 		}
 		for range n {

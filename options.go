@@ -175,7 +175,9 @@ func WithFlushBytes(n int64) Option { return func(o *options) { o.flushBytes = n
 func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.flushInterval = d } }
 
 // WithMaxInFlight sets how many sealed batches encode and upload at once. Commits are always applied in order
-// by one commit loop, whatever this number. Default: DefaultMaxInFlight (2).
+// by one commit loop, whatever this number. A batch of an unpartitioned table that holds at least twice the
+// flush policy's rows or bytes (one large call) takes the slots left idle to write parts of it at once, each at
+// least the policy's size, one file or more each. Default: DefaultMaxInFlight (2).
 func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
 
 // WithMemoryLimit bounds the memory the writer holds: row data (the open buffer plus batches waiting for or in

@@ -84,6 +84,9 @@ type batchRecord struct {
 	// undo: the versions Apply calls of a source recorded for these rows, restored if Source.Abort drops them
 	// (abortSource returns them); dropped once the rows are sealed, when no abort can drop them.
 	undo []*versionUndo
+	// hashes: the resolveHash of each row's key, when the call computed them (Apply); nil: the key stage hashes
+	// the rows itself.
+	hashes []uint64
 }
 
 // mark is a checkpoint in the open buffer, a row boundary after its first at records: a token covers every
@@ -353,6 +356,7 @@ func (b *batch) push(rec batchRecord) {
 	b.sources = append(b.sources, rec.source)
 	b.sizes = append(b.sizes, rec.size)
 	b.undos = append(b.undos, rec.undo)
+	b.hashes = append(b.hashes, rec.hashes)
 }
 
 // heldLocked is the memory held by the file metadata of the batches a commit may take (batch.held): what the
@@ -559,7 +563,7 @@ func cut(o *batch, marks []mark) (take, keep *batch) {
 		if at, ok := srcAt[o.sources[i]]; i < tokenAt || (ok && i < at) {
 			dst = take
 		}
-		r := batchRecord{rec: rec, kind: o.kinds[i], source: o.sources[i], size: o.sizes[i]}
+		r := batchRecord{rec: rec, kind: o.kinds[i], source: o.sources[i], size: o.sizes[i], hashes: o.hashes[i]}
 		if dst == keep {
 			r.undo = o.undos[i]
 		}
@@ -1116,13 +1120,13 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 				continue
 			}
 			kept[i+1]++
-			keep.push(batchRecord{rec: rec, kind: o.kinds[i], source: o.sources[i], size: o.sizes[i], undo: o.undos[i]})
+			keep.push(batchRecord{rec: rec, kind: o.kinds[i], source: o.sources[i], size: o.sizes[i], undo: o.undos[i], hashes: o.hashes[i]})
 			keep.keyed = keep.keyed || o.kinds[i] != opInsert
 		}
 		for i := range p.marks {
 			p.marks[i].at = kept[p.marks[i].at]
 		}
-		o.recs, o.kinds, o.sources, o.sizes, o.undos = keep.recs, keep.kinds, keep.sources, keep.sizes, keep.undos
+		o.recs, o.kinds, o.sources, o.sizes, o.undos, o.hashes = keep.recs, keep.kinds, keep.sources, keep.sizes, keep.undos, keep.hashes
 		o.rows, o.bytes, o.keyed = keep.rows, keep.bytes, keep.keyed
 		if slices.Contains(o.sources, src) || openCovers {
 			p.sealLocked() // the covered rows go now, with the position that covers them

@@ -59,6 +59,7 @@ type batch struct {
 	sources  []string         // per record in the open buffer: its source partition
 	sizes    []int64          // per record in the open buffer: the bytes the memory limit counts
 	undos    [][]*versionUndo // per record in the open buffer: the versions to restore if it is dropped
+	hashes   [][]uint64       // per record: its rows' key hashes (resolveHash) when its call computed them, else nil
 	schema   *arrow.Schema    // the table schema the inserted and upserted records were conformed to
 	keyed    bool             // holds an upsert or a delete
 	rows     int64

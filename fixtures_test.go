@@ -2,6 +2,7 @@ package iceberg_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -39,6 +40,29 @@ import (
 func TestMain(m *testing.M) {
 	slog.SetLogLoggerLevel(slog.LevelWarn)
 	os.Exit(m.Run())
+}
+
+// Seeds of the random tests.
+
+// seedFlag pins the seed of the random tests that draw one per run (runSeed).
+var seedFlag = flag.Uint64("seed", 0, "random tests (runSeed): the seed to use (0: a new one each run, logged)")
+
+// runSeed returns the seed of a random test: -seed when given, else one drawn for this run, so that runs cover
+// different operation sequences where a fixed seed would repeat one. It logs the seed, and on failure how to
+// rerun with it. Only tests whose assertions hold for every seed use it.
+func runSeed(t testing.TB) uint64 {
+	t.Helper()
+	s := *seedFlag
+	if s == 0 {
+		s = rand.Uint64()
+	}
+	t.Logf("seed %d", s)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("rerun with go test -run '^%s$' -seed=%d", t.Name(), s)
+		}
+	})
+	return s
 }
 
 // Catalogs and tables.

@@ -86,7 +86,7 @@ func TestLostReplyWhileAnotherWriterExpires(t *testing.T) {
 		{"copy-on-write/v3", iceberg.CopyOnWrite, true, 3, false},
 		{"copy-on-write-delete-only/v2", iceberg.CopyOnWrite, true, 2, true},
 	}
-	const rounds = 12 // 72 lost replies in all
+	const rounds = 6 // 36 lost replies in all; each round is the whole scenario, and the seed is new every run
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -111,7 +111,7 @@ func TestLostReplyWhileAnotherWriterExpires(t *testing.T) {
 				}
 			}
 
-			rng := rand.New(rand.NewPCG(uint64(tc.version), uint64(len(tc.name))))
+			rng := rand.New(rand.NewPCG(runSeed(t), uint64(tc.version)))
 			if tc.deletes {
 				ids := make([]int64, 200)
 				vs := make([]int64, 200)

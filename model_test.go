@@ -36,7 +36,7 @@ import (
 // commits held and a commit of several batches; a serialized one sent its runs through the coordinator.
 
 var (
-	modelSeed = flag.Uint64("model.seed", 0, "TestModel: seed of every case (0: each case's own fixed seed)")
+	modelSeed = flag.Uint64("model.seed", 0, "TestModel: seed of every case (0: each case's own, new every run)")
 	modelFull = flag.Bool("model.full", false, "TestModel: every combination of the parameters, not the covering matrix")
 	modelOps  = flag.Float64("model.ops", 1, "TestModel: multiplies each case's operation count (a soak run: -model.ops=4)")
 )
@@ -154,6 +154,10 @@ func modelAll() []modelCase {
 	return cases
 }
 
+// modelRunSeed makes each run's case seeds new: a case runs a few dozen operations, so coverage comes from the
+// runs drawing different ones (a failing case logs its seed).
+var modelRunSeed = rand.Uint64()
+
 // TestModel runs the harness over modelMatrix (-model.full: every combination; -model.seed: one seed for
 // every case, as printed by a failing case).
 func TestModel(t *testing.T) {
@@ -164,8 +168,9 @@ func TestModel(t *testing.T) {
 			if seed == 0 {
 				h := fnv.New64a()
 				h.Write([]byte(c.String()))
-				seed = h.Sum64()
+				seed = h.Sum64() ^ modelRunSeed
 			}
+			t.Logf("seed %d", seed)
 			runModel(t, c, seed)
 		})
 	}
@@ -292,9 +297,12 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 	}
 	// The workload: append-only trials write fewer, larger batches; coalesced trials seal small batches (so that
 	// the operations of one hold seal several) over fewer keys and operations, which keeps a copy-on-write
-	// trial's rewrites within the time of the others.
+	// trial's rewrites within the time of the others. The keyed counts keep a trial to a few seconds of -race
+	// CPU (the suite runs twenty): a trial still flushes and checks a few times, and new seeds every run
+	// (modelRunSeed) cover more than longer trials of fixed seeds did. A Flush opens the gate, so a coalesced
+	// trial flushes no more often than before (1 in 12 operations), or its holds would seal too few batches.
 	ops := &kvOps{rng: rng, rows: modelRows, keys: modelKeys}
-	nOps, flushEvery, flushRows := 100, 20, 1+rng.IntN(60)
+	nOps, flushEvery, flushRows := 60, 12, 1+rng.IntN(60)
 	var opts []iceberg.Option
 	switch {
 	case c.mode == appendOnly:
@@ -305,7 +313,7 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 		}
 	case c.coalesced:
 		ops.keySpace, ops.maxRows, ops.writes = int64(20+rng.IntN(40)), 5, 3
-		nOps, flushEvery, flushRows = 60, 12, 1+rng.IntN(8)
+		nOps, flushEvery, flushRows = 40, 12, 1+rng.IntN(8)
 	default:
 		ops.keySpace, ops.maxRows, ops.writes = int64(20+rng.IntN(200)), 12, 3
 	}

@@ -206,7 +206,7 @@ func concurrentUpserts(t *testing.T, version int) {
 				return
 			}
 			rng := rand.New(rand.NewPCG(uint64(wi), 3))
-			for round := 0; round < 30; round++ {
+			for round := 0; round < 15; round++ { // about 8 commits each, interleaved with the other writer's
 				ids := make([]int64, 20)
 				vs := make([]int64, 20)
 				for i := range ids {

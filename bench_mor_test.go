@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -141,42 +142,48 @@ func BenchmarkMergeOnReadDeleteBytes(b *testing.B) {
 	}
 }
 
+// readAfterUpserts* shape BenchmarkReadAfterUpserts: 100 upsert commits of 3,000 rows (10% of them updates), so
+// that a read takes long enough (150–250 ms on a quiet machine) for fixed costs and scheduling noise not to
+// decide the ratio while the six tables build in about a minute per format version (1,000,000 rows took four);
+// each table is read readAfterUpsertsRounds times, the tables in a rotating order.
+const (
+	readAfterUpsertsCommits = 100
+	readAfterUpsertsRows    = 300_000
+	readAfterUpsertsRounds  = 5
+)
+
 // BenchmarkReadAfterUpserts reads back a table built by 100 upsert commits (10% updates) and the same final rows
 // appended once, and reports x-appended: the read time ratio (goal on v2 and v3: at most 1.15, without Compact:
 // position delete files, resp. deletion vectors, one live per data file), with how many of the upserting
 // writer's background compaction passes committed and were given up, and the same for the upserted table after
 // Writer.Compact, and for one upserted without equality delete conversion (unconverted-x-appended: with the key
 // index covering every commit there is nothing to convert, so it should match x-appended).
+//
+// Every table is read readAfterUpsertsRounds times per iteration, all of them once per round in an order that
+// rotates from round to round, and each ratio is the median over rounds (and iterations) of the two tables'
+// times in the same round (benchpair.Ratio), so the load of a shared machine falls on both sides. x-appended-cpu
+// is the same ratio of the process's CPU time during each read: what the reader pays, whatever else runs (the
+// wall ratios still move by ±0.3 at a load average of 10 and more; the CPU ratios by about ±0.1), and so are
+// compacted-x-appended-cpu and x-appended-in-100-files-cpu. The upserting writer is closed once its three
+// small-file passes ended, as they would in a stream that goes on.
 func BenchmarkReadAfterUpserts(b *testing.B) {
 	for _, version := range []int{2, 3} {
 		b.Run(fmt.Sprintf("v%d", version), func(b *testing.B) {
 			ctx := context.Background()
-			batches := updateBatches(b, 100_000, 1000, 0.10)
+			batches := updateBatches(b, readAfterUpsertsRows, readAfterUpsertsRows/readAfterUpsertsCommits, 0.10)
 			cat := openCatalog(b)
-			passes := &compactionPasses{}
-			up, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "upserted"},
-				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
-				iceberg.WithHooks(passes))
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, r := range batches {
-				if err := up.Upsert(ctx, r); err != nil {
-					b.Fatal(err)
-				}
-				if err := up.Flush(ctx); err != nil { // one commit per call: 100 commits
-					b.Fatal(err)
-				}
-			}
-			if err := up.Close(ctx); err != nil {
-				b.Fatal(err)
-			}
+			create := iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version))
+			// The last small-file pass (due at commit 96, every 32) runs off the commit path: Close right after the
+			// last commit would cancel it under load and leave 30-odd more files than a live stream has.
+			passes := &compactionPasses{ended: make(chan struct{}, readAfterUpsertsCommits)}
+			upsertTable(b, cat, "upserted", batches, func(*iceberg.Writer) {
+				passes.wait(b, readAfterUpsertsCommits/iceberg.DefaultSmallFileCompactionEvery)
+			}, create, iceberg.WithHooks(passes))
 			final, err := readAll(ctx, cat, table.Identifier{"bench", "upserted"})
 			if err != nil {
 				b.Fatal(err)
 			}
-			ap, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "appended"},
-				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)))
+			ap, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "appended"}, create)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -189,33 +196,18 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 				b.Fatal(err)
 			}
 			// The same upserted table after Compact, in a copy: read back like an appended one.
-			cp, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "compacted"},
-				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, r := range batches {
-				if err := cp.Upsert(ctx, r); err != nil {
+			upsertTable(b, cat, "compacted", batches, func(w *iceberg.Writer) {
+				if _, err := w.Compact(ctx); err != nil {
 					b.Fatal(err)
 				}
-				if err := cp.Flush(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if _, err := cp.Compact(ctx); err != nil {
-				b.Fatal(err)
-			}
-			if err := cp.Close(ctx); err != nil {
-				b.Fatal(err)
-			}
+			}, create)
 			// The same final rows appended in 100 commits (100 files), to separate the cost of deletes from the cost
 			// of files.
-			a100, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "appended100"},
-				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)))
+			a100, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "appended100"}, create)
 			if err != nil {
 				b.Fatal(err)
 			}
-			per := (countRows(final) + 99) / 100
+			per := (countRows(final) + readAfterUpsertsCommits - 1) / readAfterUpsertsCommits
 			for _, r := range final {
 				for off := int64(0); off < r.NumRows(); off += int64(per) {
 					part := r.NewSlice(off, min(off+int64(per), r.NumRows()))
@@ -232,79 +224,38 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 				b.Fatal(err)
 			}
 			// And a writer with WithAutoCompact(20): compaction every 20 delta commits, inside its commit loop.
-			ac, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "autocompact"},
-				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
-				iceberg.WithAutoCompact(20))
-			if err != nil {
-				b.Fatal(err)
-			}
 			acStart := time.Now()
-			for _, r := range batches {
-				if err := ac.Upsert(ctx, r); err != nil {
-					b.Fatal(err)
-				}
-				if err := ac.Flush(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := ac.Close(ctx); err != nil {
-				b.Fatal(err)
-			}
+			upsertTable(b, cat, "autocompact", batches, nil, create, iceberg.WithAutoCompact(20))
 			acDur := time.Since(acStart)
 			// And the upserted table as it was before the maintainer converted equality deletes
 			// (WithDeleteConversion(0)): the baseline of the conversion's effect on reads.
-			nc, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "unconverted"},
-				iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
-				iceberg.WithDeleteConversion(0))
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, r := range batches {
-				if err := nc.Upsert(ctx, r); err != nil {
-					b.Fatal(err)
-				}
-				if err := nc.Flush(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := nc.Close(ctx); err != nil {
-				b.Fatal(err)
-			}
-			var tUp, tAp, tCp, tAc, tA100, tNc time.Duration
+			upsertTable(b, cat, "unconverted", batches, nil, create, iceberg.WithDeleteConversion(0))
+
+			names := []string{"upserted", "appended", "compacted", "autocompact", "appended100", "unconverted"}
+			wall, cpu := map[string][]float64{}, map[string][]float64{}
+			want := countRows(final)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				for _, name := range []string{"upserted", "appended", "compacted", "autocompact", "appended100", "unconverted"} {
-					stop := startReadProfile(b, fmt.Sprintf("v%d-%s-%d", version, name, i))
-					start := time.Now()
-					recs, err := readAll(ctx, cat, table.Identifier{"bench", name})
-					stop()
-					if err != nil {
-						b.Fatal(err)
-					}
-					rows := 0
-					for _, r := range recs {
-						rows += int(r.NumRows())
-						r.Release()
-					}
-					if rows != countRows(final) {
-						b.Fatalf("%s: %d rows, want %d", name, rows, countRows(final))
-					}
-					switch name {
-					case "upserted":
-						tUp += time.Since(start)
-					case "appended":
-						tAp += time.Since(start)
-					case "compacted":
-						tCp += time.Since(start)
-					case "appended100":
-						tA100 += time.Since(start)
-					case "unconverted":
-						tNc += time.Since(start)
-					default:
-						tAc += time.Since(start)
+				for round := 0; round < readAfterUpsertsRounds; round++ {
+					for j := range names {
+						name := names[(j+round)%len(names)]
+						runtime.GC() // each read starts on a collected heap, not on the garbage of the one before
+						stop := startReadProfile(b, fmt.Sprintf("v%d-%s-%d-%d", version, name, i, round))
+						start, cpu0 := time.Now(), benchpair.CPUTime()
+						rows, err := readCount(ctx, cat, table.Identifier{"bench", name})
+						wall[name] = append(wall[name], time.Since(start).Seconds())
+						cpu[name] = append(cpu[name], (benchpair.CPUTime() - cpu0).Seconds())
+						stop()
+						if err != nil {
+							b.Fatal(err)
+						}
+						if rows != want {
+							b.Fatalf("%s: %d rows, want %d", name, rows, want)
+						}
 					}
 				}
 			}
+			b.StopTimer()
 			// What a reader of the upserted table opens, against the appended one (after the loop: ResetTimer
 			// deletes metrics reported before it).
 			shape := readShape(b, cat, table.Identifier{"bench", "upserted"})
@@ -312,25 +263,73 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 			b.ReportMetric(float64(shape.deleteFiles), "delete-files")
 			b.ReportMetric(float64(shape.manifests), "manifests")
 			b.ReportMetric(float64(readShape(b, cat, table.Identifier{"bench", "appended"}).dataFiles), "appended-data-files")
-			b.ReportMetric(tUp.Seconds()/tAp.Seconds(), "x-appended")
+			up := wall["upserted"]
+			b.ReportMetric(benchpair.Ratio(up, wall["appended"]), "x-appended")
+			b.ReportMetric(benchpair.Ratio(cpu["upserted"], cpu["appended"]), "x-appended-cpu")
 			b.ReportMetric(float64(passes.committed.Load()), "passes-committed")
 			b.ReportMetric(float64(passes.givenUp.Load()), "passes-given-up")
-			b.ReportMetric(tCp.Seconds()/tAp.Seconds(), "compacted-x-appended")
-			b.ReportMetric(tAc.Seconds()/tAp.Seconds(), "autocompact-x-appended")
+			b.ReportMetric(benchpair.Ratio(wall["compacted"], wall["appended"]), "compacted-x-appended")
+			b.ReportMetric(benchpair.Ratio(cpu["compacted"], cpu["appended"]), "compacted-x-appended-cpu")
+			b.ReportMetric(benchpair.Ratio(wall["autocompact"], wall["appended"]), "autocompact-x-appended")
 			b.ReportMetric(float64(acDur.Milliseconds()), "autocompact-write-ms")
-			b.ReportMetric(tUp.Seconds()/tA100.Seconds(), "x-appended-in-100-files")
-			b.ReportMetric(tNc.Seconds()/tAp.Seconds(), "unconverted-x-appended")
-			b.ReportMetric(float64(tUp.Milliseconds())/float64(b.N), "upserted-ms")
-			b.ReportMetric(float64(tAp.Milliseconds())/float64(b.N), "appended-ms")
+			b.ReportMetric(benchpair.Ratio(up, wall["appended100"]), "x-appended-in-100-files")
+			b.ReportMetric(benchpair.Ratio(cpu["upserted"], cpu["appended100"]), "x-appended-in-100-files-cpu")
+			b.ReportMetric(benchpair.Ratio(wall["unconverted"], wall["appended"]), "unconverted-x-appended")
+			b.ReportMetric(benchpair.Median(up)*1000, "upserted-ms")
+			b.ReportMetric(benchpair.Median(wall["appended"])*1000, "appended-ms")
 		})
+	}
+}
+
+// upsertTable creates table bench.name through a writer with opts, upserts batches into it, one commit per
+// batch, calls beforeClose (when not nil) and closes the writer.
+func upsertTable(b *testing.B, cat icecatalog.Catalog, name string, batches []arrow.RecordBatch, beforeClose func(*iceberg.Writer), opts ...iceberg.Option) {
+	b.Helper()
+	ctx := context.Background()
+	w, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", name}, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range batches {
+		if err := w.Upsert(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil { // one commit per call
+			b.Fatal(err)
+		}
+	}
+	if beforeClose != nil {
+		beforeClose(w)
+	}
+	if err := w.Close(ctx); err != nil {
+		b.Fatal(err)
 	}
 }
 
 // compactionPasses counts a writer's background compaction passes that committed and those given up (no
 // error, no snapshot, an attempt made: the table changed under the pass's files).
-type compactionPasses struct{ committed, givenUp atomic.Int64 }
+type compactionPasses struct {
+	committed, givenUp atomic.Int64
+	ended              chan struct{} // when not nil: a value per automatic pass ended (wait)
+}
+
+// wait returns once n automatic passes ended, or after two minutes (the figures then show fewer passes).
+func (p *compactionPasses) wait(b *testing.B, n int) {
+	timeout := time.After(2 * time.Minute)
+	for range n {
+		select {
+		case <-p.ended:
+		case <-timeout:
+			b.Logf("only some of %d compaction passes ended", n)
+			return
+		}
+	}
+}
 
 func (p *compactionPasses) OnCompaction(ev iceberg.Compaction) {
+	if ev.Automatic && p.ended != nil {
+		defer func() { p.ended <- struct{}{} }()
+	}
 	switch {
 	case !ev.Automatic || ev.Err != nil:
 	case ev.Result.SnapshotID != 0:
@@ -403,6 +402,27 @@ func readAll(ctx context.Context, cat icecatalog.Catalog, ident table.Identifier
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// readCount reads the table with iceberg-go's scanner and returns its rows, releasing each batch as it comes.
+func readCount(ctx context.Context, cat icecatalog.Catalog, ident table.Identifier) (int, error) {
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		return 0, err
+	}
+	_, it, err := tbl.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for r, err := range it {
+		if err != nil {
+			return 0, err
+		}
+		n += int(r.NumRows())
+		r.Release()
+	}
+	return n, nil
 }
 
 func countRows(recs []arrow.RecordBatch) int {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
@@ -189,4 +190,88 @@ func TestCompactionRebasesConcurrentDeletes(t *testing.T) {
 			model.check(t, cat, ident)
 		})
 	}
+}
+
+// TestManifestsRewrittenAfterCompactionPass: on a keyed v2 table, a background small-file compaction that
+// commits leaves its merged manifests holding an entry for every file it removed, which each scan decodes; the
+// commit after the pass rewrites the data manifests (maintainer.rewriteDue), so the table the reader plans has
+// one data manifest per commit since and none listing removed files, and holds every upserted row once with its
+// newest value.
+func TestManifestsRewrittenAfterCompactionPass(t *testing.T) {
+	t.Parallel() // see TestMain
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"compact", "manifests"}
+	events := make(compactions, 4)
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
+		iceberg.FormatVersion(2)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(8),
+		iceberg.WithHooks(events))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	model := kvModel{}
+	v := int64(0)
+	upsert := func(ids []int64) {
+		t.Helper()
+		vs := make([]int64, len(ids))
+		for i, id := range ids {
+			v++
+			vs[i] = v
+			model.upsert(id, v)
+		}
+		rec := kvBatch(ids, vs)
+		defer rec.Release()
+		must(t, w.Upsert(ctx, rec))
+		must(t, w.Flush(ctx))
+	}
+	// Eight commits of 20 new keys, each also updating a key of every earlier commit (position deletes on
+	// their files): the pass after the eighth merges the eight files with their deletes.
+	for c := int64(0); c < 8; c++ {
+		ids := make([]int64, 0, 20+c)
+		for k := int64(0); k < 20; k++ {
+			ids = append(ids, c*20+k)
+		}
+		for e := int64(0); e < c; e++ {
+			ids = append(ids, e*20+c)
+		}
+		upsert(ids)
+	}
+	select {
+	case ev := <-events:
+		if ev.Err != nil || ev.Result.SnapshotID == 0 {
+			t.Fatalf("background compaction after 8 commits: %+v", ev)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no background compaction after 8 commits")
+	}
+	// The next commit rewrites the manifests after itself; two more add a data and a delete manifest each.
+	for c := int64(8); c < 11; c++ {
+		upsert([]int64{c*20 + 1, c, 2*c + 1})
+	}
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mans, err := tbl.CurrentSnapshot().Manifests(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, removed := 0, 0
+	for _, m := range mans {
+		if m.ManifestContent() == ice.ManifestContentData {
+			data++
+			removed += int(m.DeletedDataFiles())
+		}
+	}
+	// iceberg-go's manifest rewrite merges data manifests only (delete manifests stay as they are).
+	if data > 3 || removed > 0 {
+		t.Errorf("%d data manifests listing %d removed files two commits after the rewrite that follows a compaction pass, want at most 3 listing none",
+			data, removed)
+	}
+	compareKV(t, readKV(t, cat, ident), model)
 }

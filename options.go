@@ -265,8 +265,10 @@ func WithKeepSnapshots(n int) Option { return func(o *options) { o.keepSnapshots
 // Default: off.
 func WithExpireOlderThan(d time.Duration) Option { return func(o *options) { o.expireAge = d } }
 
-// WithRewriteManifestsEvery rewrites the table's manifests every n commits, so that manifest lists stay short.
-// Default: 200 commits. Zero disables it.
+// WithRewriteManifestsEvery rewrites the table's manifests every n commits, so that manifest lists stay short,
+// and after the first commit that follows each background compaction (WithSmallFileCompaction,
+// WithAutoCompact), whose merged manifests keep an entry for every file it removed until then. Default: 200
+// commits. Zero disables both.
 func WithRewriteManifestsEvery(n int) Option { return func(o *options) { o.rewriteEvery = n } }
 
 // WithAutoCompact runs a compaction as Compact does after every n commits that added delete files, so that

@@ -164,6 +164,7 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 // writeFiles is write's encoding: the files it wrote go into keep when it is not nil (returned otherwise).
 func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch,
 	keep *packedFiles, parts int) ([]ice.DataFile, error) {
+	b.rowMap = nil // set below where the files' rows are known
 	opts := []table.WriteRecordOption{
 		table.WithTargetFileSize(e.fileSize()),
 		table.WithParquetRowGroupLimit(e.rowGroupRows),

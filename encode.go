@@ -20,7 +20,7 @@ import (
 // encode writes a sealed batch's files for the pipeline. A keyed batch is resolved first (rows superseded
 // inside it are dropped); what its upserted and deleted keys become is the key stage's choice
 // (keyStage.stageDeletes): with the key index they wait for the commit loop to turn them into deletion vectors
-// (and the keys of the batch's new data files are read back for the index), in copy-on-write mode they go to
+// (and the keys of the batch's new data files go to the index: keyStage.fileKeys), in copy-on-write mode they go to
 // the committer, which rewrites the files holding them, and otherwise they are written here as equality delete
 // files.
 func (w *Writer) encode(ctx context.Context, b *batch) error {
@@ -75,7 +75,7 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 		}
 	}
 	if err == nil && indexed {
-		b.fileKeys, err = w.keys.readKeys(ctx, tbl, files)
+		b.fileKeys, err = w.keys.fileKeys(ctx, tbl, files, res, b.rowMap)
 	}
 	var written, keyed map[uint64]struct{}
 	if res != nil {
@@ -164,6 +164,7 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 // writeFiles is write's encoding: the files it wrote go into keep when it is not nil (returned otherwise).
 func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch,
 	keep *packedFiles, parts int) ([]ice.DataFile, error) {
+	b.rowMap = nil // set below where the files' rows are known
 	opts := []table.WriteRecordOption{
 		table.WithTargetFileSize(e.fileSize()),
 		table.WithParquetRowGroupLimit(e.rowGroupRows),
@@ -183,6 +184,9 @@ func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *
 		files, err := e.writeParts(ctx, tbl, schema, recs, rows, max(parts, 1), opts)
 		if err != nil {
 			return nil, err
+		}
+		if mapsRows(tbl) {
+			b.rowMap = unpartitionedRows
 		}
 		return e.keep(files, keep)
 	}
@@ -209,7 +213,15 @@ func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *
 		e.partShare.Store(math.Float64bits(float64(groups.largest()) / float64(rows)))
 		e.lastParts.Store(int64(groups.count()))
 		e.warnFanout(tbl, groups.count(), rows)
-		return e.writeFanout(ctx, tbl, schema, one, groups, opts, keep)
+		var m *fileRowMap
+		if mapsRows(tbl) {
+			m = &fileRowMap{}
+		}
+		files, err := e.writeFanout(ctx, tbl, schema, one, groups, opts, keep, m)
+		if err == nil {
+			b.rowMap = m
+		}
+		return files, err
 	}
 	// Partition sources the grouping cannot read: the key columns' bloom filters are sized for twice the largest
 	// partition's share in the writer's previous batch (a first batch sizes them for all its rows). A filter

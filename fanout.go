@@ -333,10 +333,28 @@ func fanoutChunks(g *partitionGroups, maxParts int) []fanoutChunk {
 // rows their open files hold together stay within one row group (the chunk's largest partition, capped at the
 // row-group limit, is its weight), so a batch never buffers more for its files than a single writer would. A
 // chunk's rows are taken from the record into a record of their own, partition after partition; its key bloom
-// filters are sized for its largest partition.
+// filters are sized for its largest partition. rows, when not nil, gets the order the files hold the rows in
+// (fileRowMap).
 func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema *arrow.Schema, rec arrow.RecordBatch,
-	g *partitionGroups, opts []table.WriteRecordOption, keep *packedFiles) ([]ice.DataFile, error) {
+	g *partitionGroups, opts []table.WriteRecordOption, keep *packedFiles, rows *fileRowMap) ([]ice.DataFile, error) {
 	chunks := fanoutChunks(g, e.limits.chunkPartitions)
+	if rows != nil {
+		// The files come chunk after chunk. One chunk is the record as it is: the clustered writer takes its
+		// partitions in the order of their first row (groupPartitions' order); several are each taken partition
+		// after partition in the chunk's order.
+		for _, c := range chunks {
+			parts := c.parts
+			if len(chunks) == 1 {
+				parts = make([]int, g.count())
+				for p := range parts {
+					parts[p] = p
+				}
+			}
+			for _, p := range parts {
+				rows.add(g.rows(p))
+			}
+		}
+	}
 	// write writes one chunk's record (owned).
 	write := func(ctx context.Context, c fanoutChunk, part arrow.RecordBatch) ([]ice.DataFile, error) {
 		bt, err := e.writeTable(tbl, int64(c.largest), part)

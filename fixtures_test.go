@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/catalog"
@@ -1064,4 +1066,83 @@ func replaceSnapshots(t *testing.T, cat tableLoader, ident table.Identifier) int
 		}
 	}
 	return n
+}
+
+// Counting the reads of files.
+
+// countedScheme serves local folders under the URI scheme "counted" (counted:///path is file:///path) and
+// counts, per file, how often anything opened or read it: a catalog whose warehouse is there (countedCatalog)
+// tells a test which files a writer read back.
+const countedScheme = "counted"
+
+var countedReads sync.Map // path under file:// -> *atomic.Int64
+
+func init() {
+	iceio.Register(countedScheme, func(ctx context.Context, u *url.URL, props map[string]string) (iceio.IO, error) {
+		inner, err := iceio.LoadFS(ctx, props, "file://"+u.Path)
+		if err != nil {
+			return nil, err
+		}
+		return &countedIO{inner: inner}, nil
+	})
+}
+
+// countedIO is a file system of the counted scheme: the local one, counting opens and whole-file reads.
+type countedIO struct{ inner iceio.IO }
+
+func countedPath(name string) string {
+	return "file://" + strings.TrimPrefix(name, countedScheme+"://")
+}
+
+func (c *countedIO) count(name string) {
+	n, _ := countedReads.LoadOrStore(countedPath(name), new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+}
+
+func (c *countedIO) Open(name string) (iceio.File, error) {
+	c.count(name)
+	return c.inner.Open(countedPath(name))
+}
+
+func (c *countedIO) ReadFile(name string) ([]byte, error) {
+	c.count(name)
+	return c.inner.(iceio.ReadFileIO).ReadFile(countedPath(name))
+}
+
+func (c *countedIO) Remove(name string) error { return c.inner.Remove(countedPath(name)) }
+
+func (c *countedIO) Create(name string) (iceio.FileWriter, error) {
+	return c.inner.(iceio.WriteFileIO).Create(countedPath(name))
+}
+
+func (c *countedIO) WriteFile(name string, p []byte) error {
+	return c.inner.(iceio.WriteFileIO).WriteFile(countedPath(name), p)
+}
+
+// countedCatalog opens an embedded catalog whose warehouse is in the counted scheme; dataReads returns how
+// often the Parquet files under it were read so far.
+func countedCatalog(t testing.TB) (cat icecatalog.Catalog, dataReads func() int64) {
+	t.Helper()
+	dir := t.TempDir()
+	wh := filepath.Join(dir, "warehouse")
+	if err := os.MkdirAll(wh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := catalog.Open(context.Background(), "sqlite://"+filepath.Join(dir, "catalog.db")+"?warehouse="+
+		countedScheme+"://"+filepath.ToSlash(wh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.(icecatalog.Closer).Close() })
+	prefix := "file://" + filepath.ToSlash(wh) + "/"
+	return c, func() int64 {
+		var n int64
+		countedReads.Range(func(k, v any) bool {
+			if p := k.(string); strings.HasPrefix(p, prefix) && strings.HasSuffix(p, ".parquet") {
+				n += v.(*atomic.Int64).Load()
+			}
+			return true
+		})
+		return n
+	}
 }

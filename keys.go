@@ -106,7 +106,7 @@ func (k *keyStage) check(op string, formatVersion int) error {
 }
 
 // indexed reports whether the key index is on. An encoder asks once per batch and passes the answer to
-// stageDeletes and readKeys: a batch encoded for the index gets its equality deletes from apply if the index
+// stageDeletes and fileKeys: a batch encoded for the index gets its equality deletes from apply if the index
 // goes off before the batch's run forms.
 func (k *keyStage) indexed() bool { return k.idx.Load() != nil }
 
@@ -142,8 +142,24 @@ func (k *keyStage) uncovered(ctx context.Context, tbl *table.Table, keys []arrow
 	return k.equalityDeletes(ctx, tbl, keys)
 }
 
-// readKeys reads back the keys of a batch's new data files in row order, for apply to index (iceberg-go's
-// writer decides how rows roll across files).
+// fileKeys returns the keys of a batch's new data files in row order, for apply to index: taken from the
+// batch's resolved rows (res) where rows says which rows each file holds (fileRowMap), else read back from the
+// files (readKeys).
+func (k *keyStage) fileKeys(ctx context.Context, tbl *table.Table, files []ice.DataFile, res *resolved, rows *fileRowMap) ([]fileKeys, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	if res != nil && rows != nil {
+		keys := res.dataKeys()
+		if out, ok := rows.split(&keys, files); ok {
+			return out, nil
+		}
+	}
+	return k.readKeys(ctx, tbl, files)
+}
+
+// readKeys reads back the keys of a batch's new data files in row order (iceberg-go's writer decides how rows
+// roll across files).
 func (k *keyStage) readKeys(ctx context.Context, tbl *table.Table, files []ice.DataFile) ([]fileKeys, error) {
 	out := make([]fileKeys, 0, len(files))
 	for _, f := range files {
@@ -326,6 +342,39 @@ type resolved struct {
 	written map[uint64]struct{} // hashes of the keys of the rows written
 	keyed   map[uint64]struct{} // hashes of the keys upserted or deleted
 	sets    chan struct{}       // closed once written and keyed are built (keySets)
+	// What dataKeys reads: each row's key (ints for a key of one integer column, else keys[offs[ord]:
+	// offs[ord+1]]), its operation and whether a later change of its key superseded it, by ordinal over the
+	// batch's rows.
+	ints    []int64
+	keys    []byte
+	offs    []int
+	kinds   []opKind
+	dropped []bool
+}
+
+// dataKeys returns the keys of the rows of data in order (keyEncoder's encoding): the rows of the batch's
+// inserts and upserts that no later change in the batch superseded. The key index learns the keys of the
+// batch's new data files from it (fileRowMap) instead of reading them back.
+func (r *resolved) dataKeys() keyList {
+	var l keyList
+	if r.ints != nil {
+		l.buf = make([]byte, 0, 9*len(r.ints)) // appendIntKey's width
+	} else {
+		l.buf = make([]byte, 0, len(r.keys))
+	}
+	var ikey []byte
+	for ord, kind := range r.kinds {
+		if kind == opDelete || r.dropped[ord] {
+			continue
+		}
+		if r.ints != nil {
+			ikey = appendIntKey(ikey[:0], r.ints[ord])
+			l.add(ikey)
+			continue
+		}
+		l.add(r.keys[r.offs[ord]:r.offs[ord+1]])
+	}
+	return l
 }
 
 // keySets waits until the key sets are built and returns them: written, then keyed.
@@ -409,7 +458,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	}
 	// dropped marks the rows a later upsert or delete of their key supersedes.
 	dropped := make([]bool, total)
-	r := &resolved{}
+	r := &resolved{ints: ints, keys: keys, offs: offs, kinds: kinds, dropped: dropped}
 	var distinct []int32 // the last row upserting or deleting each key, from the last row to the first
 	if b.keyed {
 		// lasts is an open-addressing table of the last row that upserts or deletes each key (slot: ordinal+1, 0

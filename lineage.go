@@ -89,7 +89,7 @@ func (r *cowStage) carryLineage(ctx context.Context, tbl *table.Table, seg *Segm
 	}
 	orig := seg.DataFiles
 	var replaced []ice.DataFile
-	if seg.DataFiles, replaced, err = carryRowIDs(ctx, tbl, orig, segKeys, r.ids, r.cfg); err != nil {
+	if seg.DataFiles, replaced, err = carryRowIDs(ctx, tbl, orig, segKeys, r.ids, r.cfg, nil); err != nil {
 		return err
 	}
 	if len(replaced) > 0 {
@@ -154,7 +154,11 @@ func (r *rowIDs) record(ks *keySet, rec arrow.RecordBatch, hits []bool) error {
 // deletes) carry an id, each id to one row at most; they are then forgotten: a later segment that upserts one of
 // them again finds its id in the row this one wrote. It returns the files to add in place of files, and the
 // files it replaced (no snapshot references them once the commit applies).
-func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, seg *keySet, ids *rowIDs, cfg cowConfig) (out, replaced []ice.DataFile, err error) {
+//
+// known, when not nil, gives the keys of a file in row order where the caller has them (the key index's new
+// files: keyStage.fileKeys), so that only the files to rewrite are read; nil keys: read the file's key columns.
+func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, seg *keySet, ids *rowIDs, cfg cowConfig,
+	known func(ice.DataFile) *keyList) (out, replaced []ice.DataFile, err error) {
 	defer ids.forget(seg)
 	if len(files) == 0 || !ids.any(seg) {
 		return files, nil, nil
@@ -168,7 +172,12 @@ func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, se
 	out = make([]ice.DataFile, 0, len(files))
 	for _, df := range files {
 		task := table.FileScanTask{File: df, Start: 0, Length: df.FileSizeBytes()}
-		hit, err := ids.holds(ctx, tbl, task, seg)
+		var hit bool
+		if keys := keysOf(known, df); keys != nil {
+			hit = ids.holdsKnown(keys, seg)
+		} else {
+			hit, err = ids.holds(ctx, tbl, task, seg)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -275,6 +284,28 @@ func (r *rowIDs) holds(ctx context.Context, tbl *table.Table, task table.FileSca
 	return false, nil
 }
 
+// keysOf returns known's keys of df (nil: none known).
+func keysOf(known func(ice.DataFile) *keyList, df ice.DataFile) *keyList {
+	if known == nil {
+		return nil
+	}
+	return known(df)
+}
+
+// holdsKnown is holds on a file whose keys are known, in memory.
+func (r *rowIDs) holdsKnown(keys *keyList, ks *keySet) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, key := range keys.all() {
+		if _, mine := ks.keys[string(key)]; mine {
+			if _, ok := r.ids[string(key)]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // forget drops the ids of the keys in ks.
 func (r *rowIDs) forget(ks *keySet) {
 	r.mu.Lock()
@@ -344,7 +375,12 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 		files[i] = fk.df
 		known[fk.df.FilePath()] = fk
 	}
-	out, replaced, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried}, k.rewrite)
+	out, replaced, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried}, k.rewrite, func(df ice.DataFile) *keyList {
+		if fk, ok := known[df.FilePath()]; ok {
+			return &fk.keys
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, nil, err
 	}

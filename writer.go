@@ -81,7 +81,8 @@ type batch struct {
 	runHeld   int64               // memory their metadata takes unpacked, in the run that commits them
 	cowKeys   []arrow.RecordBatch // copy-on-write: key-only records of the keys upserted or deleted
 	keyRecs   []arrow.RecordBatch // key index on: the keys upserted or deleted, for keyStage.apply
-	fileKeys  []fileKeys          // key index on: the keys of each new data file, in row order (keyStage.readKeys)
+	fileKeys  []fileKeys          // key index on: the keys of each new data file, in row order (keyStage.fileKeys)
+	rowMap    *fileRowMap         // which written rows each new data file holds (nil: unknown; see fileRowMap)
 	segIdx    int                 // the segment of the run the batch went into
 	written   map[uint64]struct{} // key hashes of the rows written (writers with keys only)
 	keyedSet  map[uint64]struct{} // key hashes upserted or deleted (resolved.keyed)

@@ -89,7 +89,7 @@ func (r *cowStage) carryLineage(ctx context.Context, tbl *table.Table, seg *Segm
 	}
 	orig := seg.DataFiles
 	var replaced []ice.DataFile
-	if seg.DataFiles, replaced, err = carryRowIDs(ctx, tbl, orig, segKeys, r.ids, r.cfg); err != nil {
+	if seg.DataFiles, replaced, _, err = carryRowIDs(ctx, tbl, orig, segKeys, r.ids, r.cfg, nil); err != nil {
 		return err
 	}
 	if len(replaced) > 0 {
@@ -154,23 +154,39 @@ func (r *rowIDs) record(ks *keySet, rec arrow.RecordBatch, hits []bool) error {
 // deletes) carry an id, each id to one row at most; they are then forgotten: a later segment that upserts one of
 // them again finds its id in the row this one wrote. It returns the files to add in place of files, and the
 // files it replaced (no snapshot references them once the commit applies).
-func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, seg *keySet, ids *rowIDs, cfg cowConfig) (out, replaced []ice.DataFile, err error) {
+//
+// known, when not nil, gives the keys of a file in row order where the caller has them (the key index read
+// them back after the upload): such a file is not read to find out whether it holds a carried key, and its
+// rewrite, one file of the same row count, holds the same keys in the same order (the rewrite streams the rows
+// in file order), returned in keysOf by the new file's path, so that the caller need not read them back either.
+// Each of those reads is two requests to an object store.
+func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, seg *keySet, ids *rowIDs, cfg cowConfig,
+	known func(ice.DataFile) ([]string, bool)) (out, replaced []ice.DataFile, keysOf map[string][]string, err error) {
 	defer ids.forget(seg)
 	if len(files) == 0 || !ids.any(seg) {
-		return files, nil, nil
+		return files, nil, nil, nil
 	}
 	projected := ice.SchemaWithRowLineage(tbl.Schema())
 	schema, err := table.SchemaToArrowSchemaWithOptions(projected, table.ArrowSchemaOptions{IncludeFieldIDs: true,
 		TableProperties: tbl.Metadata().Properties()})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	out = make([]ice.DataFile, 0, len(files))
 	for _, df := range files {
 		task := table.FileScanTask{File: df, Start: 0, Length: df.FileSizeBytes()}
-		hit, err := ids.holds(ctx, tbl, task, seg)
-		if err != nil {
-			return nil, nil, err
+		var (
+			hit  bool
+			keys []string
+			have bool
+		)
+		if known != nil {
+			keys, have = known(df)
+		}
+		if have {
+			hit = ids.holdsAny(keys, seg)
+		} else if hit, err = ids.holds(ctx, tbl, task, seg); err != nil {
+			return nil, nil, nil, err
 		}
 		if !hit {
 			out = append(out, df)
@@ -178,7 +194,7 @@ func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, se
 		}
 		_, recs, err := tbl.Scan(table.WithRowLineage()).ReadTasks(ctx, []table.FileScanTask{task})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		var applyErr error
 		carried := func(yield func(arrow.RecordBatch, error) bool) {
@@ -201,23 +217,32 @@ func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, se
 		}
 		wt, err := withKeyBlooms(tbl, seg.names, min(df.Count(), int64(cfg.rowGroupRows)))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
+		var written []ice.DataFile
 		for f, err := range table.WriteRecords(ctx, wt, schema, iter.Seq2[arrow.RecordBatch, error](carried),
 			table.WithClusteredWrite(), table.WithTargetFileSize(cfg.targetFileSize),
 			table.WithParquetRowGroupLimit(cfg.rowGroupRows), table.WithRecordBatchBufferSize(2),
 			table.WithPreserveRowLineage(projected)) {
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
-			out = append(out, f)
+			written = append(written, f)
 		}
 		if applyErr != nil {
-			return nil, nil, applyErr
+			return nil, nil, nil, applyErr
 		}
+		// Rolled into several files, the rows' split between them is iceberg-go's: the caller reads those back.
+		if have && len(written) == 1 && written[0].Count() == int64(len(keys)) {
+			if keysOf == nil {
+				keysOf = map[string][]string{}
+			}
+			keysOf[written[0].FilePath()] = keys
+		}
+		out = append(out, written...)
 		replaced = append(replaced, df)
 	}
-	return out, replaced, nil
+	return out, replaced, keysOf, nil
 }
 
 // any reports whether a key of ks has a recorded row id.
@@ -273,6 +298,21 @@ func (r *rowIDs) holds(ctx context.Context, tbl *table.Table, task table.FileSca
 		}
 	}
 	return false, nil
+}
+
+// holdsAny reports whether one of keys (a file's, encoded as the key set's) is a key of ks with a recorded row
+// id: holds, for a file whose keys are in memory.
+func (r *rowIDs) holdsAny(keys []string, ks *keySet) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		if _, mine := ks.keys[k]; mine {
+			if _, ok := r.ids[k]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // forget drops the ids of the keys in ks.
@@ -344,7 +384,11 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 		files[i] = fk.df
 		known[fk.df.FilePath()] = fk
 	}
-	out, replaced, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried}, k.rewrite)
+	inMemory := func(df ice.DataFile) ([]string, bool) {
+		fk, ok := known[df.FilePath()]
+		return fk.keys, ok && fk.keys != nil
+	}
+	out, replaced, keysOf, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried}, k.rewrite, inMemory)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -360,9 +404,12 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 			continue
 		}
 		added = append(added, f)
-		keys, err := readFileKeys(ctx, tbl, f, k.spec)
-		if err != nil {
-			return nil, nil, err
+		keys, ok := keysOf[f.FilePath()]
+		if !ok {
+			var err error
+			if keys, err = readFileKeys(ctx, tbl, f, k.spec); err != nil {
+				return nil, nil, err
+			}
 		}
 		fks[i] = fileKeys{df: f, keys: keys}
 		// The ids go to the first row of each key, in file order, as rowIDs.apply gave them.

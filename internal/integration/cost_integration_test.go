@@ -35,6 +35,21 @@ const (
 	costCallRows   = 10_000
 )
 
+// costCommitCount is costCommits, or ICEWRITER_COST_COMMITS: 20 commits run no background pass (small-file
+// compaction is due every 32 commits on the tables the writer creates), 64 run two, and what they cost
+// is then the difference from the 20-commit figures.
+func costCommitCount(b *testing.B) int {
+	v := os.Getenv("ICEWRITER_COST_COMMITS")
+	if v == "" {
+		return costCommits
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("ICEWRITER_COST_COMMITS=%q: want a positive number of commits", v)
+	}
+	return n
+}
+
 // costCase is one table layout whose remote cost is measured.
 type costCase struct {
 	name    string
@@ -160,7 +175,7 @@ func runCost(b *testing.B, cat icecatalog.Catalog, tc costCase, catP, s3P *fault
 		defer stop()
 	}
 	use0, alloc0, start := processUsage(), heapAllocated(), time.Now()
-	for c := 0; c < costCommits; c++ {
+	for c, commits := 0, costCommitCount(b); c < commits; c++ {
 		// Keys are consecutive: a keyed commit starts a tenth of a commit before the previous one ended, so
 		// its first tenth updates the previous commit's last tenth.
 		first := int64(c) * costCommitRows

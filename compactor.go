@@ -236,7 +236,11 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 	var sent bool
 	var drift *rewriteDrift
 	op := &txOp{
-		what: "compact", kind: KindCompaction, maxAttempts: compactAttempts, maxBuilds: maxBuildAttempts,
+		// The table the writer's last commit left (commitMu is held: no commit of this writer is in flight), as
+		// the writer's commits and the conversion pass build on: no table load a pass. If another writer moved
+		// the head since, the attempt is rejected and the retry reloads at once.
+		start: w.Table(),
+		what:  "compact", kind: KindCompaction, maxAttempts: compactAttempts, maxBuilds: maxBuildAttempts,
 		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			if rebased != nil {
 				orphans = append(orphans, rebased.paths...)

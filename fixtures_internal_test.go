@@ -5,12 +5,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	icecatalog "github.com/apache/iceberg-go/catalog"
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/catalog"
 )
@@ -131,4 +133,75 @@ func requireIndexedModel(t *testing.T, tbl *table.Table, model map[int64][]strin
 	if dvs == 0 {
 		t.Fatal("no deletion vector after upserts and deletes of bulk rows")
 	}
+}
+
+// fileOpens counts the files opened for reading through a table's file system, by path: each open of a data
+// file is at least one request to an object store.
+type fileOpens struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// of returns how many times path was opened.
+func (o *fileOpens) of(path string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n[path]
+}
+
+// countOpens returns tbl with a file system that counts its opens in o (writes go through unchanged).
+func countOpens(t *testing.T, tbl *table.Table, o *fileOpens) *table.Table {
+	t.Helper()
+	return table.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), func(ctx context.Context) (iceio.IO, error) {
+		fs, err := tbl.FS(ctx)
+		if err != nil {
+			return nil, err
+		}
+		wfs, ok := fs.(iceio.WriteFileIO)
+		if !ok {
+			t.Errorf("the table's file system cannot write")
+			return fs, nil
+		}
+		return openCounter{WriteFileIO: wfs, opens: o}, nil
+	}, nil)
+}
+
+type openCounter struct {
+	iceio.WriteFileIO
+	opens *fileOpens
+}
+
+func (c openCounter) Open(name string) (iceio.File, error) {
+	c.opens.mu.Lock()
+	if c.opens.n == nil {
+		c.opens.n = map[string]int{}
+	}
+	c.opens.n[name]++
+	c.opens.mu.Unlock()
+	return c.WriteFileIO.Open(name)
+}
+
+// readRowIDsByKey reads each row's id and _row_id from tbl's current snapshot (format version 3).
+func readRowIDsByKey(t *testing.T, tbl *table.Table) map[int64]int64 {
+	t.Helper()
+	sc, recs, err := tbl.Scan(table.WithRowLineage()).ToArrowRecords(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]int64{}
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := rec.Column(sc.FieldIndices("id")[0]).(*array.Int64)
+		rid := rec.Column(sc.FieldIndices("_row_id")[0]).(*array.Int64)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			if rid.IsNull(i) {
+				t.Fatalf("id %d: null _row_id", ids.Value(i))
+			}
+			out[ids.Value(i)] = rid.Value(i)
+		}
+		rec.Release()
+	}
+	return out
 }

@@ -89,7 +89,7 @@ func (r *cowStage) carryLineage(ctx context.Context, tbl *table.Table, seg *Segm
 	}
 	orig := seg.DataFiles
 	var replaced []ice.DataFile
-	if seg.DataFiles, replaced, err = carryRowIDs(ctx, tbl, orig, segKeys, r.ids, r.cfg, nil); err != nil {
+	if seg.DataFiles, replaced, _, err = carryRowIDs(ctx, tbl, orig, segKeys, r.ids, r.cfg, nil); err != nil {
 		return err
 	}
 	if len(replaced) > 0 {
@@ -157,29 +157,33 @@ func (r *rowIDs) record(ks *keySet, rec arrow.RecordBatch, hits []bool) error {
 //
 // known, when not nil, gives the keys of a file in row order where the caller has them (the key index's new
 // files: keyStage.fileKeys), so that only the files to rewrite are read; nil keys: read the file's key columns.
+// The rewrite of such a file, one file of the same row count, holds the same keys in the same order (the
+// rewrite streams the rows in file order): they are returned in keysOf by the new file's path, so that the
+// caller need not read them back either. Each of those reads is two requests to an object store.
 func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, seg *keySet, ids *rowIDs, cfg cowConfig,
-	known func(ice.DataFile) *keyList) (out, replaced []ice.DataFile, err error) {
+	known func(ice.DataFile) *keyList) (out, replaced []ice.DataFile, keysOf map[string]*keyList, err error) {
 	defer ids.forget(seg)
 	if len(files) == 0 || !ids.any(seg) {
-		return files, nil, nil
+		return files, nil, nil, nil
 	}
 	projected := ice.SchemaWithRowLineage(tbl.Schema())
 	schema, err := table.SchemaToArrowSchemaWithOptions(projected, table.ArrowSchemaOptions{IncludeFieldIDs: true,
 		TableProperties: tbl.Metadata().Properties()})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	out = make([]ice.DataFile, 0, len(files))
 	for _, df := range files {
 		task := table.FileScanTask{File: df, Start: 0, Length: df.FileSizeBytes()}
 		var hit bool
-		if keys := keysOf(known, df); keys != nil {
+		keys := keysKnown(known, df)
+		if keys != nil {
 			hit = ids.holdsKnown(keys, seg)
 		} else {
 			hit, err = ids.holds(ctx, tbl, task, seg)
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if !hit {
 			out = append(out, df)
@@ -187,7 +191,7 @@ func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, se
 		}
 		_, recs, err := tbl.Scan(table.WithRowLineage()).ReadTasks(ctx, []table.FileScanTask{task})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		var applyErr error
 		carried := func(yield func(arrow.RecordBatch, error) bool) {
@@ -210,23 +214,32 @@ func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, se
 		}
 		wt, err := withKeyBlooms(tbl, seg.names, min(df.Count(), int64(cfg.rowGroupRows)))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
+		var written []ice.DataFile
 		for f, err := range table.WriteRecords(ctx, wt, schema, iter.Seq2[arrow.RecordBatch, error](carried),
 			table.WithClusteredWrite(), table.WithTargetFileSize(cfg.targetFileSize),
 			table.WithParquetRowGroupLimit(cfg.rowGroupRows), table.WithRecordBatchBufferSize(2),
 			table.WithPreserveRowLineage(projected)) {
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
-			out = append(out, f)
+			written = append(written, f)
 		}
 		if applyErr != nil {
-			return nil, nil, applyErr
+			return nil, nil, nil, applyErr
 		}
+		// Rolled into several files, the rows' split between them is iceberg-go's: the caller reads those back.
+		if keys != nil && len(written) == 1 && written[0].Count() == int64(keys.len()) {
+			if keysOf == nil {
+				keysOf = map[string]*keyList{}
+			}
+			keysOf[written[0].FilePath()] = keys
+		}
+		out = append(out, written...)
 		replaced = append(replaced, df)
 	}
-	return out, replaced, nil
+	return out, replaced, keysOf, nil
 }
 
 // any reports whether a key of ks has a recorded row id.
@@ -284,8 +297,8 @@ func (r *rowIDs) holds(ctx context.Context, tbl *table.Table, task table.FileSca
 	return false, nil
 }
 
-// keysOf returns known's keys of df (nil: none known).
-func keysOf(known func(ice.DataFile) *keyList, df ice.DataFile) *keyList {
+// keysKnown returns known's keys of df (nil: none known).
+func keysKnown(known func(ice.DataFile) *keyList, df ice.DataFile) *keyList {
 	if known == nil {
 		return nil
 	}
@@ -375,7 +388,7 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 		files[i] = fk.df
 		known[fk.df.FilePath()] = fk
 	}
-	out, replaced, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried}, k.rewrite, func(df ice.DataFile) *keyList {
+	out, replaced, keysOf, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried}, k.rewrite, func(df ice.DataFile) *keyList {
 		if fk, ok := known[df.FilePath()]; ok {
 			return &fk.keys
 		}
@@ -396,8 +409,10 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 			continue
 		}
 		added = append(added, f)
-		keys, err := readFileKeys(ctx, tbl, f, k.spec)
-		if err != nil {
+		var keys keyList
+		if kl, ok := keysOf[f.FilePath()]; ok {
+			keys = *kl
+		} else if keys, err = readFileKeys(ctx, tbl, f, k.spec); err != nil {
 			return nil, nil, err
 		}
 		fks[i] = fileKeys{df: f, keys: keys}

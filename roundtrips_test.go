@@ -132,3 +132,49 @@ func TestConversionBuildsOnTheTableTheLastCommitLeft(t *testing.T) {
 	}
 	compareKV(t, readKV(t, cat.Catalog, ident), model)
 }
+
+// The maintainer's small-file compaction commits on the table the writer's last commit left, as the writer's
+// commits and the conversion do: a writer alone on its table, appending 8 small files and compacting every 8
+// commits, loads no table over the 8 commits and the pass (waited for), the pass rewrites the 8 files into one
+// in one attempt, and the table reads back every row once. (Before: one table load a pass.)
+func TestSmallFileCompactionBuildsOnTheTableTheLastCommitLeft(t *testing.T) {
+	ctx := context.Background()
+	cat := &slowCatalog{Catalog: openCatalog(t)}
+	ident := table.Identifier{"trips", "compacted"}
+	events := make(compactions, 4)
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithFlushInterval(0),
+		iceberg.WithSmallFileCompaction(8), iceberg.WithHooks(events))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := seed.New(0, 1)
+	loads := cat.loadCount()
+	commitSeed(t, w, g, 8, 10)
+	<-iceberg.BackgroundPassDoneForTest(w) // the pass the 8th commit made due
+	if n := cat.loadCount() - loads; n != 0 {
+		t.Errorf("%d table loads for 8 commits and a small-file compaction, want 0", n)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(events)
+	passes := 0
+	for ev := range events {
+		if ev.Err != nil || !ev.Automatic || !ev.SmallOnly || ev.Result.RewrittenDataFiles != 8 || ev.Result.Attempts != 1 {
+			t.Errorf("compaction pass: %+v", ev)
+		}
+		passes++
+	}
+	if passes != 1 {
+		t.Errorf("%d compaction passes, want 1", passes)
+	}
+	counts, _ := readRows(t, cat.Catalog, ident)
+	if len(counts) != 80 {
+		t.Fatalf("table holds %d ids, want 80", len(counts))
+	}
+	for id, n := range counts {
+		if n != 1 {
+			t.Fatalf("id %d appears %d times", id, n)
+		}
+	}
+}

@@ -41,7 +41,8 @@ type fileIO struct {
 	kept    *writtenFiles       // metadata files this process wrote (nil: none kept)
 	suffix  SuffixRange         // asks a read for an object's end (nil: the backend cannot)
 	whole   wholePut            // uploads small files in one request from a buffer (put nil: none)
-	host    string              // the location's host: the bucket's name, for whole
+	del     SingleDelete        // removes a file in one request (nil: gocloud's Delete, a HEAD and a DELETE)
+	host    string              // the location's host: the bucket's name, for whole and del
 }
 
 var (
@@ -238,6 +239,16 @@ func (f *fileIO) WriteFile(name string, p []byte) error {
 
 func (f *fileIO) Remove(name string) error {
 	f.forget(name)
+	if f.del != nil {
+		if key, err := f.key(name); err == nil && plainKey(key) {
+			if done, err := f.del(f.ctx, f.b.As, f.host, key); done {
+				if err != nil {
+					return fmt.Errorf("remove %s: %w", name, err)
+				}
+				return nil
+			}
+		}
+	}
 	return f.blobfs().Remove(name)
 }
 

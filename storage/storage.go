@@ -62,13 +62,14 @@ type entry struct {
 	kept     *writtenFiles // metadata files this process wrote through the bucket
 	suffix   SuffixRange   // nil: the backend cannot read an object's end in one request
 	whole    wholePut      // put nil: every upload streams
+	del      SingleDelete  // nil: gocloud's Delete
 	host     string        // the location's host: the bucket's name
 }
 
 // fs returns the entry's file system bound to ctx.
 func (e *entry) fs(ctx context.Context) iceio.IO {
 	return &fileIO{b: e.bucket, ctx: ctx, extract: e.extract, wopts: e.wopts, timeout: e.timeout, kept: e.kept,
-		suffix: e.suffix, whole: e.whole, host: e.host}
+		suffix: e.suffix, whole: e.whole, del: e.del, host: e.host}
 }
 
 var (
@@ -138,6 +139,26 @@ func RegisterWholePut(f WholePut, max int, schemes ...string) {
 	}
 }
 
+// SingleDelete removes an object in one request, where gocloud's Delete sends two: it asks for the object's
+// attributes first (a HEAD) to report a missing object as not found. as is the bucket's As (to reach the
+// backend's client), bucket the location's host. It reports whether it could; when it could not, gocloud's
+// Delete runs. Removing a missing object is then no error, as S3's DeleteObject has it: every removal here is of
+// a file no snapshot needs (a rewrite's first copy, an expired or orphaned file), whose absence is the goal.
+type SingleDelete func(ctx context.Context, as func(any) bool, bucket, key string) (bool, error)
+
+// singleDeletes holds each scheme's SingleDelete (under cacheMu).
+var singleDeletes = map[string]SingleDelete{}
+
+// RegisterSingleDelete makes Remove of files of the schemes one request (see SingleDelete). Package s3 registers
+// one.
+func RegisterSingleDelete(f SingleDelete, schemes ...string) {
+	cacheMu.Lock()
+	defer cacheMu.Unlock()
+	for _, s := range schemes {
+		singleDeletes[s] = f
+	}
+}
+
 // Opened reports how many buckets the cache has opened for a scheme since the process started.
 func Opened(scheme string) int {
 	cacheMu.Lock()
@@ -181,6 +202,7 @@ func factory(scheme string, opener Opener, extract func(host string) blobfs.Obje
 			kept:     newWrittenFiles(),
 			suffix:   suffixRanges[scheme],
 			whole:    wholePuts[scheme],
+			del:      singleDeletes[scheme],
 			host:     u.Host,
 		}
 		cache[key] = e

@@ -2,7 +2,9 @@ package s3_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"io/fs"
 	"testing"
 
 	iceio "github.com/apache/iceberg-go/io"
@@ -105,5 +107,30 @@ func TestUploadRequestsBySize(t *testing.T) {
 		if err != nil || !bytes.Equal(back, data) {
 			t.Fatalf("%s: read back %d bytes of %d, %v", tc.name, len(back), len(data), err)
 		}
+	}
+}
+
+// Remove is one DeleteObject: gocloud's Delete asks for the object's attributes first (a HEAD), which the writer
+// does not need (it removes files no snapshot needs: a rewrite's first copy, expired and orphaned files). The
+// file is gone after it, and removing a missing file is no error, as S3's DeleteObject has it.
+func TestRemoveIsOneRequest(t *testing.T) {
+	s := newFaultyStore(t, faultproxy.Config{Classify: faultproxy.S3Kind}, "5s")
+	loc := s.put(t, "first-copy.parquet", randomData(7, 50_000))
+	before := s.proxy.Tally()
+	if err := s.fs.Remove(loc); err != nil {
+		t.Fatal(err)
+	}
+	after := s.proxy.Tally()
+	if n := after.Requests["DeleteObject"] - before.Requests["DeleteObject"]; n != 1 {
+		t.Errorf("Remove sent %d DeleteObject, want 1", n)
+	}
+	if n := after.Requests["HeadObject"] - before.Requests["HeadObject"]; n != 0 {
+		t.Errorf("Remove sent %d HeadObject, want 0", n)
+	}
+	if _, err := s.fs.Open(loc); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Open after Remove = %v, want fs.ErrNotExist", err)
+	}
+	if err := s.fs.Remove(loc); err != nil {
+		t.Fatalf("Remove of a missing file = %v, want nil", err)
 	}
 }

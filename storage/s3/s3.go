@@ -95,6 +95,17 @@ func init() {
 	storage.Register(Open, Schemes...)
 	storage.RegisterSuffixRange(suffixRange, Schemes...)
 	storage.RegisterWholePut(wholePut, singlePutMax, Schemes...)
+	storage.RegisterSingleDelete(singleDelete, Schemes...)
+}
+
+// singleDelete removes an object with one DeleteObject, without the HEAD gocloud's Delete sends first.
+func singleDelete(ctx context.Context, as func(any) bool, bucket, key string) (bool, error) {
+	var client *s3.Client
+	if !as(&client) || client == nil {
+		return false, nil
+	}
+	_, err := client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	return true, err
 }
 
 // singlePutMax is the largest object uploaded in one PutObject from a buffer: below 16 MiB, the threshold

@@ -15,7 +15,7 @@ import (
 )
 
 // A table partitioned by identity on a high-cardinality column, written under a small memory limit: two batches
-// of 300 rows over about 190 partitions each, in Writes of 100 rows, each batch in chunks of 50 partitions and,
+// of 300 rows over about 130 of 150 partitions each, in Writes of 100 rows, each batch in chunks of 50 partitions and,
 // its files' metadata far over the share of the 256 KiB the limit leaves for rows that one commit may take, cut
 // into commits of a few partitions each. Every row reads back as written, each data file holds the rows of one
 // partition (its partition value is its user_id's lower and upper bound), a batch writes one file per partition
@@ -26,7 +26,7 @@ func TestHighCardinalityPartitions(t *testing.T) {
 	cat := openCatalog(t)
 	ident := table.Identifier{"db", "fanout"}
 	logs := &logRecords{}
-	const batchRows, batches, users = 300, 2, 300
+	const batchRows, batches, users = 300, 2, 150
 	w, err := iceberg.NewWriter(ctx, cat, ident,
 		iceberg.WithCreate(seed.Schema, iceberg.PartitionBy("identity(user_id)")),
 		iceberg.WithMemoryLimit(1<<20), iceberg.WithFlushRows(batchRows), iceberg.WithFlushInterval(0),

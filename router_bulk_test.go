@@ -40,18 +40,19 @@ func bulkRouter(t testing.TB, cat icecatalog.Catalog, target int64, opts ...iceb
 // limit, which seals batches of a few MiB: the files still reach the bulk target size (each batch's rows are
 // appended to a file kept open across batches), so the table has about size/target files, every one but the
 // ones open at the end (one per encoding at once) at least the target, far fewer than the batches sealed; the
-// rows read back exactly. Under the race detector the load and the target are a quarter of that (25 MB, 4 MiB
-// files): the same ratios, in a quarter of the time.
+// rows read back exactly. Under the race detector the load and the target are an eighth of that (12.5 MB, 2 MiB
+// files) under half the memory limit (8 MiB): about as many files and batches (three and a dozen or more), in
+// an eighth of the time.
 func TestRouterBulkFilesSpanBatches(t *testing.T) {
 	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"db", "load"}
-	target, load := int64(16<<20), int64(100<<20)
+	target, load, limit := int64(16<<20), int64(100<<20), int64(16<<20)
 	if raceDetector {
-		target, load = target/4, load/4
+		target, load, limit = target/8, load/8, limit/2
 	}
-	r := bulkRouter(t, cat, target)
+	r := bulkRouter(t, cat, target, iceberg.WithMemoryLimit(limit))
 	g := seed.New(0, 1)
 	var rows, bytes int64
 	for bytes < load {

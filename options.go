@@ -284,9 +284,9 @@ func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n
 
 // WithSmallFileCompaction merges small data files every n commits: files under an eighth of the target file
 // size, the smallest size tier first once it holds 8 of them, are rewritten together, with their deletes
-// applied; right-sized files are left alone however many of their rows were deleted (Compact rewrites those), so
-// each pass costs about what the small files weigh. Frequent small commits (a flush every few seconds, a CDC
-// stream) otherwise leave readers opening thousands of tiny files. A pass runs off the commit path: it reads and
+// applied; larger files only once deletes cover WithDeleteRewriteRatio of their rows (Compact rewrites every
+// file with deletes), so each pass costs about what those files weigh. Frequent small commits (a flush every
+// few seconds, a CDC stream) otherwise leave readers opening thousands of tiny files. A pass runs off the commit path: it reads and
 // writes on the table of the commit that made it due while later flushes commit, then commits its rewrite
 // between two of them (one background pass, compaction or conversion, at a time; one due while another runs
 // starts after a later commit). Its new files keep that table's sequence number, so equality deletes committed

@@ -176,8 +176,10 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 			// The last small-file pass (due at commit 96, every 32) runs off the commit path: Close right after the
 			// last commit would cancel it under load and leave 30-odd more files than a live stream has.
 			passes := &compactionPasses{ended: make(chan struct{}, readAfterUpsertsCommits)}
-			upsertTable(b, cat, "upserted", batches, func(*iceberg.Writer) {
+			var written int64 // the data bytes the upserting writer's commits wrote
+			upsertTable(b, cat, "upserted", batches, func(w *iceberg.Writer) {
 				passes.wait(b, readAfterUpsertsCommits/iceberg.DefaultSmallFileCompactionEvery)
+				written = w.Stats().BytesWritten
 			}, create, iceberg.WithHooks(passes))
 			final, err := readAll(ctx, cat, table.Identifier{"bench", "upserted"})
 			if err != nil {
@@ -268,6 +270,8 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 			b.ReportMetric(benchpair.Ratio(cpu["upserted"], cpu["appended"]), "x-appended-cpu")
 			b.ReportMetric(float64(passes.committed.Load()), "passes-committed")
 			b.ReportMetric(float64(passes.givenUp.Load()), "passes-given-up")
+			// Write amplification of the passes: the bytes their rewrites wrote per data byte the commits wrote.
+			b.ReportMetric(float64(passes.bytes.Load())/float64(max(written, 1)), "passes-bytes/written")
 			b.ReportMetric(benchpair.Ratio(wall["compacted"], wall["appended"]), "compacted-x-appended")
 			b.ReportMetric(benchpair.Ratio(cpu["compacted"], cpu["appended"]), "compacted-x-appended-cpu")
 			b.ReportMetric(benchpair.Ratio(wall["autocompact"], wall["appended"]), "autocompact-x-appended")
@@ -310,6 +314,7 @@ func upsertTable(b *testing.B, cat icecatalog.Catalog, name string, batches []ar
 // error, no snapshot, an attempt made: the table changed under the pass's files).
 type compactionPasses struct {
 	committed, givenUp atomic.Int64
+	bytes              atomic.Int64  // the data bytes written by the passes that committed
 	ended              chan struct{} // when not nil: a value per automatic pass ended (wait)
 }
 
@@ -334,6 +339,7 @@ func (p *compactionPasses) OnCompaction(ev iceberg.Compaction) {
 	case !ev.Automatic || ev.Err != nil:
 	case ev.Result.SnapshotID != 0:
 		p.committed.Add(1)
+		p.bytes.Add(ev.Result.BytesAfter)
 	case ev.Result.Attempts > 0:
 		p.givenUp.Add(1)
 	}

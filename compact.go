@@ -159,16 +159,12 @@ func (w *Writer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bo
 	cfg.MaxFileSizeBytes = w.files.targetFileSize * 9 / 5
 	cfg.DeleteFileThreshold = 1
 	cfg.MinInputFiles = 1
+	var plan compaction.Plan
 	if smallOnly {
-		if tasks = smallFileTier(tasks, w.files.targetFileSize/8); len(tasks) < 2 {
-			return nil, nil
+		if plan, err = smallOnlyPlan(cfg, tasks, w.compactor.deleteRatio); err != nil {
+			return nil, err
 		}
-		cfg.MinFileSizeBytes = w.files.targetFileSize / 8
-		cfg.DeleteFileThreshold = math.MaxInt32 // equality deletes alone do not pull in a right-sized file
-		cfg.MinInputFiles = 2
-	}
-	plan, err := cfg.PlanCompaction(tasks)
-	if err != nil {
+	} else if plan, err = cfg.PlanCompaction(tasks); err != nil {
 		return nil, err
 	}
 	pl := &rewritePlan{base: tbl, snap: snap, rewritten: map[string]struct{}{}}
@@ -203,6 +199,60 @@ func (w *Writer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bo
 		}
 	}
 	return pl, nil
+}
+
+// smallOnlyPlan plans a background pass (cfg: the writer's sizes): the small-file tier (smallFileTier) bin-packed
+// into groups of at least two files, and, in groups of their own, the files whose file-scoped deletes (position
+// delete files naming one data file, deletion vectors) cover at least deleteRatio of their rows (0: none).
+//
+// The second part is Java's RewriteDataFiles delete-ratio-threshold, through iceberg-go's own rule
+// (compaction.Config.DeleteRatioThreshold, Java's semantics: record counts of file-scoped deletes summed and
+// capped at the file's rows; equality deletes count as unknown). Size alone leaves a right-sized file whose rows
+// were mostly updated in place for ever, and every reader decodes its dead rows and applies its deletes. The
+// planner's size rules are turned off for that part (MinFileSizeBytes 0: no file is small; the ratio rule runs
+// before the oversize one), so only the ratio picks; equality deletes alone pull no file in.
+func smallOnlyPlan(cfg compaction.Config, tasks []table.FileScanTask, deleteRatio float64) (compaction.Plan, error) {
+	var plan compaction.Plan
+	small := smallFileTier(tasks, cfg.TargetFileSizeBytes/8)
+	if len(small) >= 2 {
+		sc := cfg
+		sc.MinFileSizeBytes = cfg.TargetFileSizeBytes / 8
+		sc.DeleteFileThreshold = math.MaxInt32 // equality deletes alone do not pull in a right-sized file
+		sc.DeleteRatioThreshold = 0            // the ratio's files are planned below, in groups of their own
+		sc.MinInputFiles = 2
+		p, err := sc.PlanCompaction(small)
+		if err != nil {
+			return plan, err
+		}
+		plan.Groups = p.Groups
+	}
+	if deleteRatio <= 0 {
+		return plan, nil
+	}
+	inSmall := make(map[string]struct{}, len(small))
+	for _, t := range small {
+		inSmall[t.File.FilePath()] = struct{}{}
+	}
+	var rest []table.FileScanTask
+	for _, t := range tasks {
+		if _, ok := inSmall[t.File.FilePath()]; !ok && len(t.DeleteFiles)+len(t.DeletionVectorFiles) > 0 {
+			rest = append(rest, t)
+		}
+	}
+	if len(rest) == 0 {
+		return plan, nil
+	}
+	dc := cfg
+	dc.MinFileSizeBytes = 0
+	dc.DeleteFileThreshold = math.MaxInt32
+	dc.DeleteRatioThreshold = deleteRatio
+	dc.MinInputFiles = 1 // one file past the share is worth its rewrite
+	p, err := dc.PlanCompaction(rest)
+	if err != nil {
+		return plan, err
+	}
+	plan.Groups = append(plan.Groups, p.Groups...)
+	return plan, nil
 }
 
 // smallFileTierFanIn is how many files of one size tier a small-file compaction waits for.

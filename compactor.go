@@ -37,9 +37,12 @@ import (
 // wait for one that is committing. The compactor also runs the file cleanup after an expiry (spawn), for the
 // same reason.
 type compactor struct {
-	w      *Writer
-	ctx    context.Context // ends at stop
-	cancel context.CancelFunc
+	w   *Writer
+	ctx context.Context // ends at stop
+	// deleteRatio (WithDeleteRewriteRatio): a small-file pass also rewrites the files with this share of their
+	// rows deleted (0: off).
+	deleteRatio float64
+	cancel      context.CancelFunc
 
 	mu      sync.Mutex
 	pass    chan struct{} // while a pass runs: closed when it ends
@@ -47,9 +50,9 @@ type compactor struct {
 	wg      sync.WaitGroup
 }
 
-func newCompactor(w *Writer) *compactor {
+func newCompactor(w *Writer, deleteRatio float64) *compactor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &compactor{w: w, ctx: ctx, cancel: cancel}
+	return &compactor{w: w, ctx: ctx, cancel: cancel, deleteRatio: deleteRatio}
 }
 
 // testHookRewriteWritten, when set, runs after a background pass (compaction or conversion) wrote its files

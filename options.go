@@ -77,11 +77,14 @@ const (
 	DefaultMaxUncommitted = 64
 	// DefaultSmallFileCompactionEvery is the commits between small-file compactions on tables the writer creates.
 	DefaultSmallFileCompactionEvery = 32
-	DefaultCommitTimeout            = 5 * time.Minute
-	DefaultKeepSnapshots            = 100
-	DefaultRowGroupRows             = 128 * 1024
-	defaultMaxTokenBytes            = 4096
-	defaultRewriteManifests         = 200
+	// DefaultDeleteRewriteRatio is the share of a data file's rows deleted at which a background pass rewrites it
+	// (WithDeleteRewriteRatio).
+	DefaultDeleteRewriteRatio = 0.3
+	DefaultCommitTimeout      = 5 * time.Minute
+	DefaultKeepSnapshots      = 100
+	DefaultRowGroupRows       = 128 * 1024
+	defaultMaxTokenBytes      = 4096
+	defaultRewriteManifests   = 200
 )
 
 // Option configures a Writer. Options are applied in order; the last one wins.
@@ -112,9 +115,10 @@ type options struct {
 	rewriteEvery   int
 	branch         string
 	autoCompact    int
-	smallFiles     int   // WithSmallFileCompaction; -1: default by table origin
-	convertEvery   int   // WithDeleteConversion
-	createErr      error // WithCreateFor: the struct type could not be mapped
+	smallFiles     int     // WithSmallFileCompaction; -1: default by table origin
+	convertEvery   int     // WithDeleteConversion
+	deleteRatio    float64 // WithDeleteRewriteRatio
+	createErr      error   // WithCreateFor: the struct type could not be mapped
 	keyIndexBytes  int64
 	deleteFiles    DeleteFiles // WithDeleteFiles
 	supersedeBatch int         // v2: superseded position delete files removed together (supersededBatch; tests lower it)
@@ -150,6 +154,7 @@ func defaultOptions() options {
 		orphanWindow:   DefaultOrphanWindow,
 		smallFiles:     -1,
 		convertEvery:   DefaultDeleteConversionEvery,
+		deleteRatio:    DefaultDeleteRewriteRatio,
 		logger:         slog.Default(),
 		branch:         table.MainBranch,
 	}
@@ -279,9 +284,9 @@ func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n
 
 // WithSmallFileCompaction merges small data files every n commits: files under an eighth of the target file
 // size, the smallest size tier first once it holds 8 of them, are rewritten together, with their deletes
-// applied; right-sized files are left alone however many of their rows were deleted (Compact rewrites those), so
-// each pass costs about what the small files weigh. Frequent small commits (a flush every few seconds, a CDC
-// stream) otherwise leave readers opening thousands of tiny files. A pass runs off the commit path: it reads and
+// applied; larger files only once deletes cover WithDeleteRewriteRatio of their rows (Compact rewrites every
+// file with deletes), so each pass costs about what those files weigh. Frequent small commits (a flush every
+// few seconds, a CDC stream) otherwise leave readers opening thousands of tiny files. A pass runs off the commit path: it reads and
 // writes on the table of the commit that made it due while later flushes commit, then commits its rewrite
 // between two of them (one background pass, compaction or conversion, at a time; one due while another runs
 // starts after a later commit). Its new files keep that table's sequence number, so equality deletes committed
@@ -290,6 +295,16 @@ func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n
 // the next one due plans again.
 // Default: DefaultSmallFileCompactionEvery (32) on tables the writer creates, off on others; 0 turns it off.
 func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFiles = n } }
+
+// WithDeleteRewriteRatio makes each background small-file pass (WithSmallFileCompaction) also rewrite, whatever
+// their size, the data files whose deleted rows are at least share r of their rows, as Java Iceberg's
+// RewriteDataFiles delete-ratio-threshold does: deleted rows are the record counts of the file's position
+// delete files that name it alone and of its deletion vector; equality deletes count as unknown (the
+// maintainer converts them first, WithDeleteConversion). Every reader decodes a file's deleted rows and applies
+// its deletes until the file is rewritten; the rewrite costs the file's live bytes once. Files past the share
+// are rewritten in groups of their own, packed to the target file size. r must be in [0, 1]; 0 turns it off
+// (passes then merge small files only). Default: DefaultDeleteRewriteRatio (0.3, Java's default).
+func WithDeleteRewriteRatio(r float64) Option { return func(o *options) { o.deleteRatio = r } }
 
 // WithDeleteConversion makes the maintainer convert the table's live equality delete files every n commits
 // (ConvertEqualityDeletes): their rows become position deletes (format v2) or deletion vectors (v3) and the

@@ -233,7 +233,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if o.wrapCommitter != nil {
 		w.runs.committer = o.wrapCommitter(w.runs.committer)
 	}
-	w.compactor = newCompactor(w)
+	w.compactor = newCompactor(w, o.deleteRatio)
 	w.maint = w.newMaintainer(&o)
 	w.pipe = newPipeline(ctx, w, pipelineConfig{
 		flushRows: int64(o.flushRows), flushBytes: o.flushBytes, flushInterval: o.flushInterval,
@@ -278,6 +278,8 @@ func validateOptions(o *options) error {
 		return optionErr("WithOrphanWindow", "must not be negative, got %s", o.orphanWindow)
 	case o.mode != nil && *o.mode != MergeOnRead && *o.mode != CopyOnWrite:
 		return optionErr("WithMode", "unknown mode %d", int(*o.mode))
+	case !(o.deleteRatio >= 0 && o.deleteRatio <= 1): // NaN too
+		return optionErr("WithDeleteRewriteRatio", "must be in [0, 1], got %g", o.deleteRatio)
 	case o.deleteFiles < AnyDeleteFiles || o.deleteFiles > NoDeleteFiles:
 		return optionErr("WithDeleteFiles", "unknown value %d", int(o.deleteFiles))
 	}

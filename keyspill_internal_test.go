@@ -1,0 +1,156 @@
+package iceberg
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"testing"
+)
+
+// checkStore compares every view of a keyStore (all, lookup, len) with the model.
+func (m keyTableModel) checkStore(t *testing.T, s *keyStore, keys []string) {
+	t.Helper()
+	got := keyTableModel{}
+	for k, l := range s.all() {
+		got.add(string(k), l)
+	}
+	want := keyTableModel{}
+	live := 0
+	for k, locs := range m {
+		if len(locs) > 0 {
+			want[k] = sortedLocs(locs)
+			live += len(locs)
+		}
+	}
+	for k, locs := range got {
+		got[k] = sortedLocs(locs)
+	}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("store holds %v, want %v", got, want)
+	}
+	for _, k := range keys {
+		if got, want := sortedLocs(s.lookup(nil, []byte(k))), sortedLocs(m[k]); !slices.Equal(got, want) {
+			t.Fatalf("lookup(%q) = %v, want %v", k, got, want)
+		}
+	}
+	if s.len() != live {
+		t.Fatalf("%d rows, want %d", s.len(), live)
+	}
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+}
+
+// TestKeyStoreSpillModel drives a keyStore whose table spills to a run whenever it holds more than 2 KiB, so
+// that rows live in the table and in up to spillMaxRuns runs and runs are merged every few spills, with random
+// adds (duplicates included), removes, removeLoc, forget and lookups of keys inline in a record and longer
+// ones, and compares it with a map: with xxh3, with hashes folded onto four values and with one hash for all
+// (a lookup then reads every block of a run). The run files are unlinked while open: the spill directory
+// stays empty.
+func TestKeyStoreSpillModel(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		hash func([]byte) uint64
+	}{
+		{"xxh3", keyHash},
+		{"four hashes", func(b []byte) uint64 { return keyHash(b) & 3 }},
+		{"one hash", func([]byte) uint64 { return 42 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(3, 4))
+			dir := t.TempDir()
+			s := newKeyStore()
+			s.hash, s.dir = c.hash, dir
+			defer s.close()
+			m := keyTableModel{}
+			var keys []string
+			for i := range 300 {
+				var b []byte
+				b = binary.LittleEndian.AppendUint64(append(b, 1), uint64(i))
+				switch i % 3 {
+				case 0: // longer than a record holds inline, and keys that are prefixes of others
+					b = append(b, fmt.Sprintf("-%d-a-longer-key", i)...)
+				case 1:
+					b = append(b, fmt.Sprint(i%100)...)
+				}
+				keys = append(keys, string(b), string(b[:len(b)-1]))
+			}
+			file, pos := int32(0), int32(0)
+			var dst []keyLoc
+			spills, merges := 0, 0
+			for step := range 4000 {
+				key := keys[rng.IntN(len(keys))]
+				switch op := rng.IntN(10); {
+				case op < 6:
+					l := keyLoc{file: file, pos: pos}
+					s.add([]byte(key), l)
+					m.add(key, l)
+					if pos++; pos == 50 {
+						file, pos = file+1, 0
+					}
+					if s.keyTable.size() > 2<<10 {
+						runs := len(s.runs)
+						if err := s.spill(); err != nil {
+							t.Fatal(err)
+						}
+						spills++
+						if len(s.runs) <= runs {
+							merges++
+						}
+						if s.keyTable.len() != 0 || len(s.runs) > spillMaxRuns {
+							t.Fatalf("after a spill: %d rows in the table, %d runs", s.keyTable.len(), len(s.runs))
+						}
+					}
+				case op < 8:
+					dst = s.remove(dst[:0], []byte(key))
+					if got, want := sortedLocs(dst), sortedLocs(m[key]); !slices.Equal(got, want) {
+						t.Fatalf("step %d: remove(%q) = %v, want %v", step, key, got, want)
+					}
+					delete(m, key)
+				case op < 9:
+					locs := m[key]
+					if len(locs) == 0 {
+						if s.removeLoc([]byte(key), keyLoc{file: file, pos: pos}) {
+							t.Fatalf("step %d: removeLoc of a key not held found one", step)
+						}
+						continue
+					}
+					i := rng.IntN(len(locs))
+					if !s.removeLoc([]byte(key), locs[i]) {
+						t.Fatalf("step %d: removeLoc(%q, %v) found nothing", step, key, locs[i])
+					}
+					m[key] = slices.Delete(slices.Clone(locs), i, i+1)
+				default:
+					if rng.IntN(4) != 0 {
+						continue // forget scans every run: rarer than the rest, as compactions are
+					}
+					gone := rng.Int32N(file + 1)
+					n := 0
+					for k, locs := range m {
+						kept := slices.DeleteFunc(slices.Clone(locs), func(l keyLoc) bool { return l.file == gone })
+						n += len(locs) - len(kept)
+						m[k] = kept
+					}
+					if got := s.forget(func(f int32) bool { return f == gone }); got != n {
+						t.Fatalf("step %d: forget removed %d rows, want %d", step, got, n)
+					}
+				}
+				if step%200 == 0 {
+					m.checkStore(t, &s, keys)
+				}
+			}
+			m.checkStore(t, &s, keys)
+			t.Logf("%d spills, %d merges", spills, merges)
+			if spills < 10 || merges < 2 {
+				t.Fatalf("%d spills and %d merges: the model did not exercise the runs", spills, merges)
+			}
+			if ents, err := os.ReadDir(dir); err != nil || (len(ents) > 0 && s.runs[0].name == "") {
+				t.Fatalf("spill directory holds %d files (%v): runs were not unlinked", len(ents), err)
+			}
+		})
+	}
+}

@@ -36,6 +36,8 @@ type keyIndex struct {
 	bytes  int64
 	pool   *memPool     // a Router's key index budget, shared by its tables (nil: limit is this index's own)
 	held   atomic.Int64 // bytes, for Stats (read without the key stage's lock)
+	// spilled is the size of the keys' runs on disk (keyStore.spilledBytes), for Stats.
+	spilled atomic.Int64
 	base   int64        // the snapshot the index covers (the writer's last commit); -1: empty table
 	files  []*indexedFile
 	byPath map[string]int32
@@ -120,6 +122,7 @@ func (idx *keyIndex) account() {
 	n := idx.keys.size()
 	idx.grow(n - idx.tableBytes)
 	idx.tableBytes = n
+	idx.spilled.Store(idx.keys.spilledBytes)
 }
 
 // grow counts n bytes more (negative: fewer) held by the index, in the router's pool too.
@@ -133,6 +136,14 @@ func (idx *keyIndex) grow(n int64) {
 func (k *keyStage) indexBytes() int64 {
 	if idx := k.idx.Load(); idx != nil {
 		return idx.held.Load()
+	}
+	return 0
+}
+
+// spilledBytes returns the size of the key index's runs on local disk (0: none, or the index is off).
+func (k *keyStage) spilledBytes() int64 {
+	if idx := k.idx.Load(); idx != nil {
+		return idx.spilled.Load()
 	}
 	return 0
 }

@@ -32,16 +32,16 @@ const DefaultKeyIndexBytes = 64 << 20
 // deletes (correct, slower to read). keyIndex is the data structure alone: keyStage owns it, does its I/O and
 // serializes its changes.
 type keyIndex struct {
-	limit  int64
-	bytes  int64
-	pool   *memPool     // a Router's key index budget, shared by its tables (nil: limit is this index's own)
-	held   atomic.Int64 // bytes, for Stats (read without the key stage's lock)
+	limit int64
+	bytes int64
+	pool  *memPool     // a Router's key index budget, shared by its tables (nil: limit is this index's own)
+	held  atomic.Int64 // bytes, for Stats (read without the key stage's lock)
 	// spilled is the size of the keys' runs on disk (keyStore.spilledBytes), for Stats.
 	spilled atomic.Int64
-	base   int64        // the snapshot the index covers (the writer's last commit); -1: empty table
-	files  []*indexedFile
-	byPath map[string]int32
-	keys   keyStore // every live row by key: in memory, and spilled to local disk past the budget
+	base    int64 // the snapshot the index covers (the writer's last commit); -1: empty table
+	files   []*indexedFile
+	byPath  map[string]int32
+	keys    keyStore // every live row by key: in memory, and spilled to local disk past the budget
 	// tableBytes is what keys held when bytes last counted it (account): bytes is that plus the row ids of
 	// indexedFile.ids.
 	tableBytes int64

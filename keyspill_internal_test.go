@@ -79,70 +79,25 @@ func TestKeyStoreSpillModel(t *testing.T) {
 				}
 				keys = append(keys, string(b), string(b[:len(b)-1]))
 			}
-			file, pos := int32(0), int32(0)
-			var dst []keyLoc
 			spills, merges := 0, 0
-			for step := range 4000 {
-				key := keys[rng.IntN(len(keys))]
-				switch op := rng.IntN(10); {
-				case op < 6:
-					l := keyLoc{file: file, pos: pos}
-					s.add([]byte(key), l)
-					m.add(key, l)
-					if pos++; pos == 50 {
-						file, pos = file+1, 0
+			m.drive(t, &s, rng, keys, 4000, 6, 4, func(step int) {
+				if s.keyTable.size() > 2<<10 {
+					runs := len(s.runs)
+					if err := s.spill(); err != nil {
+						t.Fatal(err)
 					}
-					if s.keyTable.size() > 2<<10 {
-						runs := len(s.runs)
-						if err := s.spill(); err != nil {
-							t.Fatal(err)
-						}
-						spills++
-						if len(s.runs) <= runs {
-							merges++
-						}
-						if s.keyTable.len() != 0 || len(s.runs) > spillMaxRuns {
-							t.Fatalf("after a spill: %d rows in the table, %d runs", s.keyTable.len(), len(s.runs))
-						}
+					spills++
+					if len(s.runs) <= runs {
+						merges++
 					}
-				case op < 8:
-					dst = s.remove(dst[:0], []byte(key))
-					if got, want := sortedLocs(dst), sortedLocs(m[key]); !slices.Equal(got, want) {
-						t.Fatalf("step %d: remove(%q) = %v, want %v", step, key, got, want)
-					}
-					delete(m, key)
-				case op < 9:
-					locs := m[key]
-					if len(locs) == 0 {
-						if s.removeLoc([]byte(key), keyLoc{file: file, pos: pos}) {
-							t.Fatalf("step %d: removeLoc of a key not held found one", step)
-						}
-						continue
-					}
-					i := rng.IntN(len(locs))
-					if !s.removeLoc([]byte(key), locs[i]) {
-						t.Fatalf("step %d: removeLoc(%q, %v) found nothing", step, key, locs[i])
-					}
-					m[key] = slices.Delete(slices.Clone(locs), i, i+1)
-				default:
-					if rng.IntN(4) != 0 {
-						continue // forget scans every run: rarer than the rest, as compactions are
-					}
-					gone := rng.Int32N(file + 1)
-					n := 0
-					for k, locs := range m {
-						kept := slices.DeleteFunc(slices.Clone(locs), func(l keyLoc) bool { return l.file == gone })
-						n += len(locs) - len(kept)
-						m[k] = kept
-					}
-					if got := s.forget(func(f int32) bool { return f == gone }); got != n {
-						t.Fatalf("step %d: forget removed %d rows, want %d", step, got, n)
+					if s.keyTable.len() != 0 || len(s.runs) > spillMaxRuns {
+						t.Fatalf("after a spill: %d rows in the table, %d runs", s.keyTable.len(), len(s.runs))
 					}
 				}
 				if step%200 == 0 {
 					m.checkStore(t, &s, keys)
 				}
-			}
+			})
 			m.checkStore(t, &s, keys)
 			t.Logf("%d spills, %d merges", spills, merges)
 			if spills < 10 || merges < 2 {

@@ -51,14 +51,7 @@ func (m keyTableModel) checkStore(t *testing.T, s *keyStore, keys []string) {
 // (a lookup then reads every block of a run). The run files are unlinked while open: the spill directory
 // stays empty.
 func TestKeyStoreSpillModel(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		hash func([]byte) uint64
-	}{
-		{"xxh3", keyHash},
-		{"four hashes", func(b []byte) uint64 { return keyHash(b) & 3 }},
-		{"one hash", func([]byte) uint64 { return 42 }},
-	} {
+	for _, c := range modelHashes {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(3, 4))

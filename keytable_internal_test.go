@@ -124,18 +124,22 @@ func sortedLocs(locs []keyLoc) []keyLoc {
 	return out
 }
 
+// modelHashes are the hashes the key models run with: xxh3, folded onto four values (every chain or block holds
+// different keys of one full hash), and one hash for all.
+var modelHashes = []struct {
+	name string
+	hash func([]byte) uint64
+}{
+	{"xxh3", keyHash},
+	{"four hashes", func(b []byte) uint64 { return keyHash(b) & 3 }},
+	{"one hash", func([]byte) uint64 { return 42 }},
+}
+
 // TestKeyTableModel drives a keyTable with random adds (duplicates included), removes, removeLoc, forget and
 // lookups of keys of several widths, and compares it with a map after every step: with xxh3, with hashes
 // folded onto four values (every chain holds different keys of one full hash), and with one hash for all.
 func TestKeyTableModel(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		hash func([]byte) uint64
-	}{
-		{"xxh3", keyHash},
-		{"four hashes", func(b []byte) uint64 { return keyHash(b) & 3 }},
-		{"one hash", func([]byte) uint64 { return 42 }},
-	} {
+	for _, c := range modelHashes {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(1, 2))

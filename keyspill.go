@@ -11,11 +11,15 @@ import (
 	"os"
 	"slices"
 	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 )
 
 // keyStore is the key index's storage: the in-memory keyTable, which takes every add, plus the runs it spilled
 // to local disk when the index passed its memory budget (see docs/keyindex-spill.md). A spilled key costs the
-// index about 1.1 bits of memory (a fence per spillBlock records and a deleted bit) instead of ~45 bytes, so an
+// index about 1.4 bytes of memory (its share of a bloom filter, a fence per spillBlock records, a deleted bit)
+// instead of ~45 bytes, so an
 // index over its budget keeps placing keys instead of turning off (the writer then fell back to equality
 // deletes). Runs live on local disk, not in the table: the index is a per-writer cache rebuilt at every open,
 // and a lookup on the commit path must cost a pread, not a GET.
@@ -34,7 +38,9 @@ type keyStore struct {
 
 // keyRun is an immutable, sorted spill of the keyTable: n records of spillRecBytes sorted by hash, then the key
 // area (the keys longer than spillInline, in record order, so a merge reads both areas sequentially). In memory
-// it keeps the hash of every spillBlock-th record (fences) and a deleted bit per record.
+// it keeps the hash of every spillBlock-th record (fences), a deleted bit per record and a bloom filter of its
+// hashes (Parquet's split-block filter, about 1.2 bytes a key at bloomFPP), so that a key the run does not hold
+// (most keys of an upsert stream are new) costs no read.
 type keyRun struct {
 	f       *os.File
 	name    string // the file's name while it still has one (not unlinked: removed at close)
@@ -44,6 +50,7 @@ type keyRun struct {
 	fences  []uint64
 	deleted []uint64
 	ndel    int
+	bloom   metadata.BloomFilterBuilder
 }
 
 const (
@@ -66,7 +73,7 @@ func newKeyStore() keyStore { return keyStore{keyTable: newKeyTable()} }
 func (s *keyStore) size() int64 {
 	n := s.keyTable.size()
 	for _, r := range s.runs {
-		n += int64(cap(r.fences))*8 + int64(cap(r.deleted))*8
+		n += int64(cap(r.fences))*8 + int64(cap(r.deleted))*8 + r.bloom.Size()
 	}
 	return n
 }
@@ -323,6 +330,7 @@ type runWriter struct {
 	n, i   int
 	keyLen int64
 	fences []uint64
+	bloom  metadata.BloomFilterBuilder
 	buf    [spillRecBytes]byte
 }
 
@@ -334,7 +342,8 @@ func newRunWriter(dir string, n int) (*runWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errKeyStore, err)
 	}
-	w := &runWriter{f: f, n: n, fences: make([]uint64, 0, (n+spillBlock-1)/spillBlock)}
+	w := &runWriter{f: f, n: n, fences: make([]uint64, 0, (n+spillBlock-1)/spillBlock),
+		bloom: metadata.NewBloomFilterFromNDVAndFPP(uint32(min(n, 1<<30)), bloomFPP, 1<<30, memory.DefaultAllocator)}
 	// Unlinked right away (Unix): the descriptor is the only reference, so a crash leaves nothing behind. Where
 	// an open file cannot be removed, close removes it.
 	if os.Remove(f.Name()) != nil {
@@ -349,6 +358,7 @@ func (w *runWriter) add(h uint64, key []byte, loc keyLoc) error {
 	if w.i%spillBlock == 0 {
 		w.fences = append(w.fences, h)
 	}
+	w.bloom.InsertHash(h)
 	b := w.buf[:]
 	clear(b)
 	binary.LittleEndian.PutUint64(b[0:], h)
@@ -381,10 +391,12 @@ func (w *runWriter) finish() (*keyRun, error) {
 		return nil, fmt.Errorf("%w: %w", errKeyStore, err)
 	}
 	return &keyRun{f: w.f, name: w.name, n: w.n, keysOff: int64(w.n) * spillRecBytes,
-		size: int64(w.n)*spillRecBytes + w.keyLen, fences: w.fences, deleted: make([]uint64, (w.n+63)/64)}, nil
+		size: int64(w.n)*spillRecBytes + w.keyLen, fences: w.fences, deleted: make([]uint64, (w.n+63)/64),
+		bloom: w.bloom}, nil
 }
 
 func (w *runWriter) abort() {
+	w.bloom.Release()
 	_ = w.f.Close()
 	if w.name != "" {
 		_ = os.Remove(w.name)
@@ -392,6 +404,7 @@ func (w *runWriter) abort() {
 }
 
 func (r *keyRun) close() {
+	r.bloom.Release()
 	_ = r.f.Close()
 	if r.name != "" {
 		_ = os.Remove(r.name)
@@ -418,7 +431,7 @@ type spillRecord struct {
 // match calls f with each live record of key (hash h) until f returns false: the fences name the first block
 // that can hold h, and records are read a block per pread until their hash passes h.
 func (r *keyRun) match(h uint64, key []byte, f func(rec int, loc keyLoc) bool) error {
-	if r.n == r.ndel {
+	if r.n == r.ndel || !r.bloom.(metadata.BloomFilter).CheckHash(h) {
 		return nil
 	}
 	// The first block whose first hash is at least h; h's records may start in the block before it.

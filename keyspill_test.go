@@ -10,8 +10,8 @@ import (
 	iceberg "github.com/icewriter/iceberg"
 )
 
-// TestKeyIndexSpillsPastBudget: a merge-on-read writer whose key index budget (WithKeyIndexBytes, 32 KiB) holds
-// about 700 int64 keys writes 6,000 rows, so the index spills its keys to local disk (Stats says how much) and
+// TestKeyIndexSpillsPastBudget: a merge-on-read writer whose key index budget (WithKeyIndexBytes, 64 KiB) holds
+// about 1,400 int64 keys writes 8,000 rows, so the index spills its keys to local disk (Stats says how much) and
 // merges its runs, then upserts and deletes keys it spilled, new keys and keys already upserted, over several
 // commits with small-file compactions moving rows between files (the index forgets the rewritten files' rows in
 // its runs). The index stays on: the table holds no equality delete file (format version 2: position delete
@@ -24,7 +24,7 @@ func TestKeyIndexSpillsPastBudget(t *testing.T) {
 			ctx := context.Background()
 			cat := openCatalog(t)
 			ident := table.Identifier{"mor", "spill"}
-			const budget = 32 << 10
+			const budget = 64 << 10
 			w, err := iceberg.NewWriter(ctx, cat, ident,
 				iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
 				iceberg.WithKeyIndexBytes(budget), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(3),
@@ -34,7 +34,7 @@ func TestKeyIndexSpillsPastBudget(t *testing.T) {
 			}
 			defer w.Close(ctx)
 			model := kvModel{}
-			for f := range 6 {
+			for f := range 8 {
 				ids := make([]int64, 1000)
 				for i := range ids {
 					ids[i] = int64(f*1000 + i)
@@ -49,14 +49,14 @@ func TestKeyIndexSpillsPastBudget(t *testing.T) {
 			}
 			st := w.Stats()
 			if st.KeyIndexBytes == 0 || st.KeyIndexBytes > budget || st.KeyIndexSpilledBytes == 0 {
-				t.Fatalf("after 6,000 rows: key index holds %d bytes (budget %d), %d spilled", st.KeyIndexBytes, budget, st.KeyIndexSpilledBytes)
+				t.Fatalf("after 8,000 rows: key index holds %d bytes (budget %d), %d spilled", st.KeyIndexBytes, budget, st.KeyIndexSpilledBytes)
 			}
 			rng := rand.New(rand.NewPCG(18, uint64(version)))
 			for round := range 6 {
 				seen := map[int64]bool{}
 				var up, vs []int64
 				for len(up) < 300 {
-					id := rng.Int64N(6500) // a few keys past the last written: new rows
+					id := rng.Int64N(8500) // a few keys past the last written: new rows
 					if !seen[id] {
 						seen[id] = true
 						up = append(up, id)
@@ -69,7 +69,7 @@ func TestKeyIndexSpillsPastBudget(t *testing.T) {
 				}
 				var del []int64
 				for len(del) < 50 {
-					id := rng.Int64N(6500)
+					id := rng.Int64N(8500)
 					if !seen[id] {
 						seen[id] = true
 						del = append(del, id)

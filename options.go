@@ -312,8 +312,9 @@ func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEve
 // slot, about 4 bytes of buckets and the key's bytes (9 for an int64 key), so 45 bytes per int64 key, up to
 // about 80 just after its slot slice doubled. Past the budget the writer's index spills its keys to local disk
 // (os.TempDir(): 32 bytes a key, plus keys longer than 12 bytes; files unlinked as soon as they are opened, so
-// nothing stays behind) and keeps about 1.1 bits of memory per spilled key, so upserts and deletes stay
-// position deletes; a lookup of a spilled key costs a 4 KiB read per spilled run (at most 5). Stats reports
+// nothing stays behind) and keeps about 1.4 bytes of memory per spilled key, so upserts and deletes stay
+// position deletes; a lookup of a spilled key costs a 4 KiB read per spilled run (at most 5) whose bloom filter
+// may hold it. Stats reports
 // KeyIndexSpilledBytes. Opening a table whose keys exceed the budget still leaves the index off (equality
 // deletes, logged): only a running writer spills. Default: DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }

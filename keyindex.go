@@ -32,18 +32,21 @@ const DefaultKeyIndexBytes = 64 << 20
 // deletes (correct, slower to read). keyIndex is the data structure alone: keyStage owns it, does its I/O and
 // serializes its changes.
 type keyIndex struct {
-	limit  int64
-	bytes  int64
-	pool   *memPool     // a Router's key index budget, shared by its tables (nil: limit is this index's own)
-	held   atomic.Int64 // bytes, for Stats (read without the key stage's lock)
-	base   int64        // the snapshot the index covers (the writer's last commit); -1: empty table
-	files  []*indexedFile
-	byPath map[string]int32
-	keys   keyTable // every live row by key
+	limit int64
+	bytes int64
+	pool  *memPool     // a Router's key index budget, shared by its tables (nil: limit is this index's own)
+	held  atomic.Int64 // bytes, for Stats (read without the key stage's lock)
+	// spilled is the size of the keys' runs on disk (keyStore.spilledBytes), for Stats.
+	spilled atomic.Int64
+	base    int64 // the snapshot the index covers (the writer's last commit); -1: empty table
+	files   []*indexedFile
+	byPath  map[string]int32
+	keys    keyStore // every live row by key: in memory, and spilled to local disk past the budget
 	// tableBytes is what keys held when bytes last counted it (account): bytes is that plus the row ids of
 	// indexedFile.ids.
 	tableBytes int64
-	over       bool // the budget was exceeded: disable after the current run
+	over       bool  // the budget was exceeded even after spilling: disable after the current run
+	spillErr   error // why the last spill failed, for the log
 	// stale: a run's outcome left the index unsure of the table (it fell back to equality deletes, or its
 	// snapshot could not be found to tell): the next run catches up first (catchUpLocked), which also takes
 	// each file's live vector from the table.
@@ -103,7 +106,7 @@ type fileKeys struct {
 const keyEntryOverhead = keySlotBytes + 8
 
 func newKeyIndex(limit int64, base *int64) *keyIndex {
-	idx := &keyIndex{limit: limit, base: -1, byPath: map[string]int32{}, keys: newKeyTable()}
+	idx := &keyIndex{limit: limit, base: -1, byPath: map[string]int32{}, keys: newKeyStore()}
 	if base != nil {
 		idx.base = *base
 	}
@@ -119,6 +122,7 @@ func (idx *keyIndex) account() {
 	n := idx.keys.size()
 	idx.grow(n - idx.tableBytes)
 	idx.tableBytes = n
+	idx.spilled.Store(idx.keys.spilledBytes)
 }
 
 // grow counts n bytes more (negative: fewer) held by the index, in the router's pool too.
@@ -132,6 +136,14 @@ func (idx *keyIndex) grow(n int64) {
 func (k *keyStage) indexBytes() int64 {
 	if idx := k.idx.Load(); idx != nil {
 		return idx.held.Load()
+	}
+	return 0
+}
+
+// spilledBytes returns the size of the key index's runs on local disk (0: none, or the index is off).
+func (k *keyStage) spilledBytes() int64 {
+	if idx := k.idx.Load(); idx != nil {
+		return idx.spilled.Load()
 	}
 	return 0
 }
@@ -156,6 +168,20 @@ func (idx *keyIndex) budget() string {
 // add indexes the rows of a new data file.
 func (idx *keyIndex) add(fk *fileKeys) {
 	idx.addRows(&indexedFile{df: fk.df}, &fk.keys)
+	idx.checkBudget()
+}
+
+// checkBudget spills the in-memory keys to a run on local disk when the index is past its budget; an index
+// still past it (its files' metadata and the runs' fences alone are too much, or the router's other tables hold
+// the pool) or whose spill failed is over: it goes off after the current run.
+func (idx *keyIndex) checkBudget() {
+	if !idx.full() {
+		return
+	}
+	if err := idx.keys.spill(); err != nil {
+		idx.spillErr = err // the keys stay in memory: the index is right, only over
+	}
+	idx.account()
 	if idx.full() {
 		idx.over = true
 	}
@@ -419,6 +445,10 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 			}
 		}
 	}
+	if idx.keys.err != nil {
+		// A spilled run could not be read: keys it holds may have gone unplaced, so the run cannot commit.
+		return nil, idx.keys.err
+	}
 	if len(pending) == 0 {
 		return nil, nil
 	}
@@ -486,7 +516,7 @@ func (k *keyStage) committed(ctx context.Context, run *Run, res *CommitResult, m
 		return
 	}
 	if idx.over {
-		k.dropLocked(idx.budget(), nil)
+		k.dropLocked(idx.budget(), idx.spillErr)
 		return
 	}
 	if res.IndexLost {
@@ -597,8 +627,10 @@ func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten
 		}
 		idx.addLive(post.Metadata(), t, &keys, dead)
 	}
-	if idx.full() {
-		idx.over = true
+	idx.checkBudget()
+	if idx.keys.err != nil {
+		k.dropLocked("the key index's spilled runs", idx.keys.err)
+		return
 	}
 	idx.base = head.SnapshotID
 }
@@ -629,6 +661,7 @@ func (k *keyStage) dropLocked(reason string, err error) {
 		return
 	}
 	old.pool.add(-old.bytes)
+	old.keys.close()
 	if reason == "" {
 		return // not a fallback: the index is reloaded, or its writer closed
 	}

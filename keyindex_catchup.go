@@ -87,8 +87,9 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 		f.dv, f.dvFile, f.applied = dead, ownDeletes(f, t), appliedDeletes(t)
 		f.inherited = idx.inheritedDeletes(tbl.Metadata(), t, f.dvFile)
 	}
-	if idx.full() {
-		idx.over = true
+	idx.checkBudget()
+	if idx.keys.err != nil {
+		return idx.keys.err
 	}
 	idx.base, idx.stale = head.SnapshotID, false
 	return nil

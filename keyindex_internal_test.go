@@ -240,7 +240,8 @@ func (e *stageEnv) check(k *keyStage) {
 	if idx == nil {
 		return
 	}
-	loaded, reason, err := loadKeyIndex(e.ctx, e.tbl, e.o.branch, k.spec, k.limit, 2)
+	// The reference is loaded without a budget: the index under test may hold more than its budget, spilled.
+	loaded, reason, err := loadKeyIndex(e.ctx, e.tbl, e.o.branch, k.spec, 1<<40, 2)
 	if err != nil || loaded == nil {
 		e.t.Fatalf("load the index: %v %s", err, reason)
 	}
@@ -430,21 +431,44 @@ func TestKeyStageRebaseDropsAfterOutsideChange(t *testing.T) {
 	e.check(k)
 }
 
-// TestKeyStageOverBudget: a run that takes the index past its budget commits, then the index goes off.
+// TestKeyStageOverBudget: a run that takes the index past its budget spills its keys to a run on local disk and
+// the index stays on: upserts and deletes of spilled keys are placed as an index loaded from the table places
+// them, on format versions 2 and 3. An index still past its budget after spilling (a budget smaller than a run's
+// fences) commits its run, then goes off.
 func TestKeyStageOverBudget(t *testing.T) {
 	perKey := int64(9 + keyEntryOverhead) // an int64 key: a null flag and 8 bytes
-	e := newStageEnv(t, 3, WithKeyIndexBytes(15*perKey))
-	k := e.stage(false)
-	e.do(k, opInsert, ids(0, 10), "a")
-	if !k.indexed() {
-		t.Fatal("index off under its budget")
+	for _, version := range []int{2, 3} {
+		t.Run(fmt.Sprintf("v%d spills", version), func(t *testing.T) {
+			e := newStageEnv(t, version, WithKeyIndexBytes(15*perKey))
+			k := e.stage(false)
+			e.do(k, opInsert, ids(0, 10), "a")
+			if !k.indexed() || k.spilledBytes() != 0 {
+				t.Fatalf("index on %v, %d bytes spilled under its budget", k.indexed(), k.spilledBytes())
+			}
+			e.do(k, opInsert, ids(10, 10), "b")
+			if !k.indexed() || k.spilledBytes() == 0 || k.indexBytes() > 15*perKey {
+				t.Fatalf("past its budget: index on %v, %d bytes in memory, %d spilled", k.indexed(), k.indexBytes(), k.spilledBytes())
+			}
+			e.do(k, opUpsert, []int64{1, 11, 25}, "u")
+			e.do(k, opDelete, []int64{2, 12}, "")
+			e.do(k, opInsert, ids(30, 20), "c")
+			e.do(k, opUpsert, []int64{1, 3, 13, 31}, "v")
+			if !k.indexed() {
+				t.Fatal("index off")
+			}
+			e.check(k)
+		})
 	}
-	e.do(k, opInsert, ids(10, 10), "b")
-	if k.indexed() {
-		t.Fatal("index still on past its budget")
-	}
-	e.do(k, opUpsert, []int64{1, 11}, "u")
-	e.check(k)
+	t.Run("still over", func(t *testing.T) {
+		e := newStageEnv(t, 3, WithKeyIndexBytes(1))
+		k := e.stage(false)
+		e.do(k, opInsert, ids(0, 10), "a")
+		if k.indexed() {
+			t.Fatal("index still on past its budget after spilling")
+		}
+		e.do(k, opUpsert, []int64{1, 11}, "u")
+		e.check(k)
+	})
 }
 
 // TestKeyStageLoad: load opens the index only for a merge-on-read writer on a v2 or v3 table within the budget;

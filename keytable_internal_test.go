@@ -50,6 +50,69 @@ func (m keyTableModel) check(t *testing.T, kt *keyTable, keys []string) {
 	}
 }
 
+// keyRows is what keyTable and keyStore share: the operations the model drives.
+type keyRows interface {
+	add(key []byte, l keyLoc)
+	remove(dst []keyLoc, key []byte) []keyLoc
+	removeLoc(key []byte, l keyLoc) bool
+	forget(gone func(file int32) bool) int
+}
+
+// drive applies steps random operations on keys to rows and to the model, checking each answer: adds (adds in
+// ten, files of 50 rows), removes (two in ten), removeLoc (one in ten) and forget of a random file (one in ten,
+// thinned to forgetShare of those: a store's forget scans its runs). after runs after every step.
+func (m keyTableModel) drive(t *testing.T, rows keyRows, rng *rand.Rand, keys []string, steps, adds, forgetShare int, after func(step int)) {
+	t.Helper()
+	file, pos := int32(0), int32(0)
+	var dst []keyLoc
+	for step := range steps {
+		key := keys[rng.IntN(len(keys))]
+		switch op := rng.IntN(10); {
+		case op < adds:
+			l := keyLoc{file: file, pos: pos}
+			rows.add([]byte(key), l)
+			m.add(key, l)
+			if pos++; pos == 50 {
+				file, pos = file+1, 0
+			}
+		case op < 8:
+			dst = rows.remove(dst[:0], []byte(key))
+			if got, want := sortedLocs(dst), sortedLocs(m[key]); !slices.Equal(got, want) {
+				t.Fatalf("step %d: remove(%q) = %v, want %v", step, key, got, want)
+			}
+			delete(m, key)
+		case op < 9:
+			locs := m[key]
+			if len(locs) == 0 {
+				if rows.removeLoc([]byte(key), keyLoc{file: file, pos: pos}) {
+					t.Fatalf("step %d: removeLoc of a key not held found one", step)
+				}
+				break
+			}
+			i := rng.IntN(len(locs))
+			if !rows.removeLoc([]byte(key), locs[i]) {
+				t.Fatalf("step %d: removeLoc(%q, %v) found nothing", step, key, locs[i])
+			}
+			m[key] = slices.Delete(slices.Clone(locs), i, i+1)
+		default:
+			if rng.IntN(forgetShare) != 0 {
+				break
+			}
+			gone := rng.Int32N(file + 1)
+			n := 0
+			for k, locs := range m {
+				kept := slices.DeleteFunc(slices.Clone(locs), func(l keyLoc) bool { return l.file == gone })
+				n += len(locs) - len(kept)
+				m[k] = kept
+			}
+			if got := rows.forget(func(f int32) bool { return f == gone }); got != n {
+				t.Fatalf("step %d: forget removed %d rows, want %d", step, got, n)
+			}
+		}
+		after(step)
+	}
+}
+
 func sortedLocs(locs []keyLoc) []keyLoc {
 	out := slices.Clone(locs)
 	slices.SortFunc(out, func(a, b keyLoc) int {
@@ -61,18 +124,22 @@ func sortedLocs(locs []keyLoc) []keyLoc {
 	return out
 }
 
+// modelHashes are the hashes the key models run with: xxh3, folded onto four values (every chain or block holds
+// different keys of one full hash), and one hash for all.
+var modelHashes = []struct {
+	name string
+	hash func([]byte) uint64
+}{
+	{"xxh3", keyHash},
+	{"four hashes", func(b []byte) uint64 { return keyHash(b) & 3 }},
+	{"one hash", func([]byte) uint64 { return 42 }},
+}
+
 // TestKeyTableModel drives a keyTable with random adds (duplicates included), removes, removeLoc, forget and
 // lookups of keys of several widths, and compares it with a map after every step: with xxh3, with hashes
 // folded onto four values (every chain holds different keys of one full hash), and with one hash for all.
 func TestKeyTableModel(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		hash func([]byte) uint64
-	}{
-		{"xxh3", keyHash},
-		{"four hashes", func(b []byte) uint64 { return keyHash(b) & 3 }},
-		{"one hash", func([]byte) uint64 { return 42 }},
-	} {
+	for _, c := range modelHashes {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(1, 2))
@@ -88,53 +155,11 @@ func TestKeyTableModel(t *testing.T) {
 				}
 				keys = append(keys, string(b), string(b[:len(b)-1]))
 			}
-			file, pos := int32(0), int32(0)
-			var dst []keyLoc
-			for step := range 3000 {
-				key := keys[rng.IntN(len(keys))]
-				switch op := rng.IntN(10); {
-				case op < 5:
-					l := keyLoc{file: file, pos: pos}
-					kt.add([]byte(key), l)
-					m.add(key, l)
-					if pos++; pos == 50 {
-						file, pos = file+1, 0
-					}
-				case op < 8:
-					dst = kt.remove(dst[:0], []byte(key))
-					if got, want := sortedLocs(dst), sortedLocs(m[key]); !slices.Equal(got, want) {
-						t.Fatalf("step %d: remove(%q) = %v, want %v", step, key, got, want)
-					}
-					delete(m, key)
-				case op < 9:
-					locs := m[key]
-					if len(locs) == 0 {
-						if kt.removeLoc([]byte(key), keyLoc{file: file, pos: pos}) {
-							t.Fatalf("step %d: removeLoc of a key not held found one", step)
-						}
-						continue
-					}
-					i := rng.IntN(len(locs))
-					if !kt.removeLoc([]byte(key), locs[i]) {
-						t.Fatalf("step %d: removeLoc(%q, %v) found nothing", step, key, locs[i])
-					}
-					m[key] = slices.Delete(slices.Clone(locs), i, i+1)
-				default:
-					gone := rng.Int32N(file + 1)
-					n := 0
-					for k, locs := range m {
-						kept := slices.DeleteFunc(slices.Clone(locs), func(l keyLoc) bool { return l.file == gone })
-						n += len(locs) - len(kept)
-						m[k] = kept
-					}
-					if got := kt.forget(func(f int32) bool { return f == gone }); got != n {
-						t.Fatalf("step %d: forget removed %d rows, want %d", step, got, n)
-					}
-				}
+			m.drive(t, &kt, rng, keys, 3000, 5, 1, func(step int) {
 				if step%100 == 0 {
 					m.check(t, &kt, keys)
 				}
-			}
+			})
 			m.check(t, &kt, keys)
 		})
 	}

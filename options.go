@@ -324,11 +324,16 @@ func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEve
 // write, and it catches up with other writers' commits (reading the files they added and the deletes they
 // wrote) instead of turning off; a run placed before another writer's commit that lands first still falls back
 // to equality deletes (or what WithDeleteFiles says instead), and once that happened the writer reloads the
-// table before placing each run. Past the budget, or after a compaction commit that returned an error (its
-// reply may be lost), the writer uses equality deletes. The index counts what it holds, spare capacity
-// included: per row a 32-byte slot, about 4 bytes of buckets and the key's bytes (9 for an int64 key), so 45
-// bytes per int64 key, up to about 80 just after its slot slice doubled. Default: DefaultKeyIndexBytes
-// (64 MiB); 0 turns the index off.
+// table before placing each run. After a compaction commit that returned an error (its reply may be lost) the
+// writer uses equality deletes. The index counts what it holds, spare capacity included: per row a 32-byte
+// slot, about 4 bytes of buckets and the key's bytes (9 for an int64 key), so 45 bytes per int64 key, up to
+// about 80 just after its slot slice doubled. Past the budget the writer's index spills its keys to local disk
+// (os.TempDir(): 32 bytes a key, plus keys longer than 12 bytes; files unlinked as soon as they are opened, so
+// nothing stays behind) and keeps about 1.4 bytes of memory per spilled key, so upserts and deletes stay
+// position deletes; a lookup of a spilled key costs a 4 KiB read per spilled run (at most 5) whose bloom filter
+// may hold it. Stats reports
+// KeyIndexSpilledBytes. Opening a table whose keys exceed the budget still leaves the index off (equality
+// deletes, logged): only a running writer spills. Default: DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
 
 // WithDeleteFiles sets which kinds of delete files a merge-on-read writer may add (see DeleteFiles): with

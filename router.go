@@ -117,8 +117,9 @@ func WithPerTableCommits() RouterOption { return func(o *routerOptions) { o.perT
 // writer the same ID; an ID is scoped to its table (fencing, checkpoints), so that is what a restarted router
 // needs. WithKeyIndexBytes and ChangeColumns.VersionBytes (of WithChangeColumns here) are budgets of the router
 // too, shared by the tables' key indexes and by their versions of Apply's keys: a table whose index would take
-// the shared budget past its limit turns its index off (logged, Stats.KeyIndexBytes 0) and falls back to
-// equality deletes, as a lone writer past its own budget does. Default: none.
+// the shared budget past its limit spills its keys to local disk as a lone writer past its own budget does (see
+// WithKeyIndexBytes); one still past it (the other tables hold the budget) turns its index off (logged,
+// Stats.KeyIndexBytes 0) and falls back to equality deletes. Default: none.
 func WithWriterOptions(opts ...Option) RouterOption {
 	return func(o *routerOptions) { o.writer = append(o.writer, opts...) }
 }
@@ -579,6 +580,7 @@ func (s *Stats) add(o Stats) {
 	s.DiscardedRows += o.DiscardedRows
 	s.ChangesSkipped += o.ChangesSkipped
 	s.KeyIndexBytes += o.KeyIndexBytes
+	s.KeyIndexSpilledBytes += o.KeyIndexSpilledBytes
 	s.LastCommittedSeq = max(s.LastCommittedSeq, o.LastCommittedSeq)
 	s.Epoch = max(s.Epoch, o.Epoch)
 }

@@ -128,6 +128,9 @@ type Stats struct {
 	// KeyIndexBytes is the memory the key index holds (WithKeyIndexBytes); 0 when the index is off (no key,
 	// copy-on-write, format version 2, a bulk phase, or it fell back to equality deletes: the log says why).
 	KeyIndexBytes int64
+	// KeyIndexSpilledBytes is the size of the key index's runs on local disk: the keys it wrote out of memory
+	// when it passed its budget (WithKeyIndexBytes), in os.TempDir(). 0 while the index fits in memory or is off.
+	KeyIndexSpilledBytes int64
 }
 
 // NewWriter opens a writer on an existing table (or creates it, with WithCreate).
@@ -368,6 +371,7 @@ func (w *Writer) Stats() Stats {
 		Commits: w.runs.commits.Load(), Retries: w.runs.retries.Load(), Conflicts: w.runs.conflicts.Load(),
 		DeleteFiles: w.runs.deleteFiles.Load(), FilesRewritten: w.runs.rewritten.Load(), Epoch: w.env.epoch,
 		ChangesSkipped: w.changes.skipped.Load(), OldestUncommitted: p.oldest, LastCommit: w.runs.lastCommit(),
-		KeyIndexBytes: w.keys.indexBytes(),
+		KeyIndexBytes:        w.keys.indexBytes(),
+		KeyIndexSpilledBytes: w.keys.spilledBytes(),
 	}
 }

@@ -241,8 +241,9 @@ func (e *stageEnv) check(k *keyStage) {
 		return
 	}
 	// The reference is loaded without a budget: the index under test may hold more than its budget, spilled.
-	loaded, reason, err := loadKeyIndex(e.ctx, e.tbl, e.o.branch, k.spec, 1<<40, 2)
-	if err != nil || loaded == nil {
+	loaded := newKeyIndex(1<<40, nil)
+	defer loaded.close()
+	if reason, err := loadKeyIndex(e.ctx, e.tbl, e.o.branch, k.spec, loaded, 2); err != nil || reason != "" {
 		e.t.Fatalf("load the index: %v %s", err, reason)
 	}
 	if idx.base != loaded.base {
@@ -471,8 +472,9 @@ func TestKeyStageOverBudget(t *testing.T) {
 	})
 }
 
-// TestKeyStageLoad: load opens the index only for a merge-on-read writer on a v2 or v3 table within the budget;
-// on a table that holds rows it places the live rows (deletion vectors applied).
+// TestKeyStageLoad: load opens the index only for a merge-on-read writer on a v2 or v3 table; on a table that
+// holds rows it places the live rows (deletion vectors applied), spilling past the budget, and stays off when
+// even its spilled runs exceed the budget.
 func TestKeyStageLoad(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -514,9 +516,20 @@ func TestKeyStageLoad(t *testing.T) {
 		e := newStageEnv(t, 3)
 		k := e.stage(false)
 		e.do(k, opInsert, ids(0, 10), "a")
-		e.o.keyIndexBytes = 5 * keyEntryOverhead
+		e.do(k, opDelete, []int64{4}, "")
+		e.o.keyIndexBytes = 5 * keyEntryOverhead // half the keys: the load spills
+		reopened := e.stage(false)
+		if !reopened.indexed() || reopened.spilledBytes() == 0 || reopened.indexBytes() > e.o.keyIndexBytes {
+			t.Fatalf("past the budget: index on %v, %d bytes in memory, %d spilled", reopened.indexed(), reopened.indexBytes(), reopened.spilledBytes())
+		}
+		if got, want := placements(reopened.idx.Load()), placements(k.idx.Load()); !maps.Equal(got, want) {
+			t.Fatalf("loaded %v, live %v", got, want)
+		}
+		e.do(reopened, opUpsert, []int64{2, 5}, "v")
+		e.check(reopened)
+		e.o.keyIndexBytes = 1 // less than a run's bloom filter: over even spilled
 		if e.stage(false).indexed() {
-			t.Fatal("index on past the budget")
+			t.Fatal("index on past the budget after spilling")
 		}
 	})
 }

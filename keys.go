@@ -51,6 +51,7 @@ type keyStage struct {
 	writerID string
 	limit    int64    // the index's memory budget (WithKeyIndexBytes); 0: no index
 	pool     *memPool // a Router's key index budget, in place of limit (nil: a lone writer)
+	spillDir string   // where the index spills its runs (WithKeyIndexSpillDir; "": os.TempDir())
 	parallel int      // data files read at once by load
 	log      *slog.Logger
 	files    *fileNamer // names deletion vector files (nil: random names)
@@ -77,6 +78,7 @@ func newKeyStage(tbl *table.Table, target *arrow.Schema, o *options, cow bool) (
 		spec: spec, cow: cow, layoutErr: layoutErr, ident: tbl.Identifier(), branch: o.branch,
 		writerID: o.writerID, limit: o.keyIndexBytes, deletes: o.deleteFiles, supersedeBatch: o.supersedeBatch,
 		rewrite: cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows}, parallel: o.maxInFlight, log: o.logger, pool: routerIndexPool(o),
+		spillDir: o.keyIndexSpillDir,
 	}, nil
 }
 

@@ -67,6 +67,24 @@ const (
 // errKeyStore marks an I/O failure of the key index's spilled runs.
 var errKeyStore = errors.New("iceberg: key index spill")
 
+// checkSpillDir reports, as an ErrInvalidOption naming WithKeyIndexSpillDir, a spill directory the writer cannot
+// create its runs in (missing, not a directory, not writable), so that NewWriter fails instead of the first
+// spill, which would turn the index off in the middle of a stream. "" (os.TempDir()) is not checked: the index
+// then goes off at its first spill, logged, as before the option existed.
+func checkSpillDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	f, err := os.CreateTemp(dir, "icewriter-keys-*")
+	if err != nil {
+		return optionErr("WithKeyIndexSpillDir", "cannot create the key index's spill files in %q: %w", dir, err)
+	}
+	if err := errors.Join(f.Close(), os.Remove(f.Name())); err != nil {
+		return optionErr("WithKeyIndexSpillDir", "cannot remove a spill file from %q: %w", dir, err)
+	}
+	return nil
+}
+
 func newKeyStore() keyStore { return keyStore{keyTable: newKeyTable()} }
 
 // size returns the memory the store holds: the table's, the runs' fences and deleted bitsets.

@@ -34,66 +34,69 @@ func TestKeyIndexSpillsPastBudget(t *testing.T) {
 			}
 			defer w.Close(ctx)
 			model := kvModel{}
-			for f := range 8 {
-				ids := make([]int64, 1000)
-				for i := range ids {
-					ids[i] = int64(f*1000 + i)
-					model.insert(ids[i], ids[i])
-				}
-				if err := w.Write(ctx, kvBatch(ids, ids)); err != nil {
-					t.Fatal(err)
-				}
-				if err := w.Flush(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeIDFiles(t, ctx, w, model, 8, 1000)
 			st := w.Stats()
 			if st.KeyIndexBytes == 0 || st.KeyIndexBytes > budget || st.KeyIndexSpilledBytes == 0 {
 				t.Fatalf("after 8,000 rows: key index holds %d bytes (budget %d), %d spilled", st.KeyIndexBytes, budget, st.KeyIndexSpilledBytes)
 			}
 			rng := rand.New(rand.NewPCG(18, uint64(version)))
 			for round := range 6 {
-				seen := map[int64]bool{}
-				var up, vs []int64
-				for len(up) < 300 {
-					id := rng.Int64N(8500) // a few keys past the last written: new rows
-					if !seen[id] {
-						seen[id] = true
-						up = append(up, id)
-						vs = append(vs, int64(-round*10_000)-id)
-						model.upsert(id, vs[len(vs)-1])
-					}
-				}
-				if err := w.Upsert(ctx, kvBatch(up, vs)); err != nil {
-					t.Fatal(err)
-				}
-				var del []int64
-				for len(del) < 50 {
-					id := rng.Int64N(8500)
-					if !seen[id] {
-						seen[id] = true
-						del = append(del, id)
-						model.del(id)
-					}
-				}
-				if err := w.Delete(ctx, keyBatch(del)); err != nil {
-					t.Fatal(err)
-				}
-				if err := w.Flush(ctx); err != nil {
-					t.Fatal(err)
-				}
-				if st := w.Stats(); st.KeyIndexBytes == 0 {
-					t.Fatalf("round %d: the key index went off", round)
-				}
+				// A few keys past the last written: new rows.
+				upsertDeleteRound(t, w, model, rng, nil, 8500, 300, 50, int64(-round*10_000))
 			}
-			if err := w.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
+			must(t, w.Close(ctx))
 			compareKV(t, readKV(t, cat, ident), model)
-			l := liveDeletes(t, cat, ident)
-			if l.eq != 0 || (version == 2 && l.pos == 0) || (version == 3 && l.dvs == 0) {
-				t.Fatalf("live delete files: %d equality, %d position, %d deletion vectors", l.eq, l.pos, l.dvs)
+			assertPositionDeletesOnly(t, cat, ident, version)
+		})
+	}
+}
+
+// TestKeyIndexLoadSpillsPastBudget: a writer reopening a table of 4,000 rows (written under the default budget,
+// with deletes already on it) with a key index budget of 32 KiB, about a sixth of what its keys take in memory,
+// spills the keys while NewWriter reads them (Stats says so before any write) instead of leaving the index off;
+// its upserts and deletes of keys written before the restart, of keys the first writer upserted and of new keys
+// stay position deletes: the table holds no equality delete file (format version 2: position delete files, 3:
+// deletion vectors) and reads back as the model says.
+func TestKeyIndexLoadSpillsPastBudget(t *testing.T) {
+	t.Parallel()
+	ident := table.Identifier{"mor", "loadspill"}
+	for _, version := range []int{2, 3} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			t.Parallel()
+			ctx, cat := t.Context(), openCatalog(t)
+			open := func(opts ...iceberg.Option) *iceberg.Writer {
+				w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{
+					iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
+					iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0), iceberg.WithDeleteConversion(0)},
+					opts...)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return w
 			}
+			model := kvModel{}
+			w := open()
+			writeIDFiles(t, ctx, w, model, 4, 1000)
+			up := []int64{10, 1500, 3999}
+			for _, id := range up {
+				model.upsert(id, -id)
+			}
+			must(t, w.Upsert(ctx, kvBatch(up, []int64{-10, -1500, -3999})))
+			must(t, w.Close(ctx))
+
+			const budget = 32 << 10
+			w = open(iceberg.WithKeyIndexBytes(budget))
+			defer w.Close(ctx)
+			if st := w.Stats(); st.KeyIndexBytes == 0 || st.KeyIndexBytes > budget || st.KeyIndexSpilledBytes == 0 {
+				t.Fatalf("reopened: key index holds %d bytes (budget %d), %d spilled", st.KeyIndexBytes, budget, st.KeyIndexSpilledBytes)
+			}
+			rng := rand.New(rand.NewPCG(18, uint64(version)))
+			for round := range 3 { // keys upserted before the restart, a new one, and random ones written before it
+				upsertDeleteRound(t, w, model, rng, []int64{10, 1500, int64(4000 + round)}, 4000, 200, 30, int64(-(round+1)*10_000))
+			}
+			must(t, w.Close(ctx))
+			compareKV(t, readKV(t, cat, ident), model)
+			assertPositionDeletesOnly(t, cat, ident, version)
 		})
 	}
 }

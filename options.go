@@ -120,14 +120,16 @@ type options struct {
 	deleteRatio    float64 // WithDeleteRewriteRatio
 	createErr      error   // WithCreateFor: the struct type could not be mapped
 	keyIndexBytes  int64
-	deleteFiles    DeleteFiles // WithDeleteFiles
-	supersedeBatch int         // v2: superseded position delete files removed together (supersededBatch; tests lower it)
-	orphanWindow   time.Duration
-	evolve         bool                     // WithSchemaEvolution (evolve.go)
-	deadLetter     func(row any, err error) // WithDeadLetter (evolve.go)
-	changes        ChangeColumns            // WithChangeColumns (apply.go); empty fields: their defaults
-	shared         *sharedBudget            // a Router's budget and encode pool (router.go); nil: the writer's own
-	hooks          []Hook                   // WithHooks (hooks.go)
+	// keyIndexSpillDir is WithKeyIndexSpillDir ("": os.TempDir()).
+	keyIndexSpillDir string
+	deleteFiles      DeleteFiles // WithDeleteFiles
+	supersedeBatch   int         // v2: superseded position delete files removed together (supersededBatch; tests lower it)
+	orphanWindow     time.Duration
+	evolve           bool                     // WithSchemaEvolution (evolve.go)
+	deadLetter       func(row any, err error) // WithDeadLetter (evolve.go)
+	changes          ChangeColumns            // WithChangeColumns (apply.go); empty fields: their defaults
+	shared           *sharedBudget            // a Router's budget and encode pool (router.go); nil: the writer's own
+	hooks            []Hook                   // WithHooks (hooks.go)
 	// retryWaits, when set, replaces the commit retries' backoff bounds (the first wait and the cap; see
 	// backoff): tests of conflicts and lost replies shrink them so that their retries cost no wall time.
 	retryWaits *[2]time.Duration
@@ -332,9 +334,18 @@ func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEve
 // nothing stays behind) and keeps about 1.4 bytes of memory per spilled key, so upserts and deletes stay
 // position deletes; a lookup of a spilled key costs a 4 KiB read per spilled run (at most 5) whose bloom filter
 // may hold it. Stats reports
-// KeyIndexSpilledBytes. Opening a table whose keys exceed the budget still leaves the index off (equality
-// deletes, logged): only a running writer spills. Default: DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
+// KeyIndexSpilledBytes. Opening a table whose keys exceed the budget spills the same way while NewWriter reads
+// the table's keys. An index still past its budget after spilling (its runs' bloom filters, fences and deleted
+// bits, about 1.4 bytes a key, exceed it) goes off: equality deletes, logged. Default: DefaultKeyIndexBytes
+// (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
+
+// WithKeyIndexSpillDir sets the local directory the key index spills its keys to past its memory budget
+// (WithKeyIndexBytes): 32 bytes a key, plus keys longer than 12 bytes. Its files are unlinked as soon as they are
+// opened where the system allows it (Unix), so a crash leaves nothing behind; elsewhere the writer removes them
+// when its index is dropped or it closes. NewWriter checks that it can create a file in dir and fails with
+// ErrInvalidOption naming this option when it cannot. Default: "" (os.TempDir(), TMPDIR on Unix).
+func WithKeyIndexSpillDir(dir string) Option { return func(o *options) { o.keyIndexSpillDir = dir } }
 
 // WithDeleteFiles sets which kinds of delete files a merge-on-read writer may add (see DeleteFiles): with
 // NoEqualityDeletes or NoEqualityDeletesOrFail the table holds only position deletes and deletion vectors,

@@ -289,6 +289,9 @@ func validateOptions(o *options) error {
 	if err := validateHooks(o.hooks); err != nil {
 		return err
 	}
+	if err := checkSpillDir(o.keyIndexSpillDir); err != nil {
+		return err
+	}
 	return o.changes.validate(o.memoryLimit)
 }
 

@@ -2,8 +2,13 @@ package iceberg_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/apache/iceberg-go/table"
@@ -99,4 +104,56 @@ func TestKeyIndexLoadSpillsPastBudget(t *testing.T) {
 			assertPositionDeletesOnly(t, cat, ident, version)
 		})
 	}
+}
+
+// TestKeyIndexSpillDir: NewWriter refuses a spill directory it cannot create files in (missing, or a file),
+// naming WithKeyIndexSpillDir and the directory; a writer spills into the directory it was given: with the
+// directory removed after NewWriter, the first spill fails, the index goes off (logged with the directory's
+// error) and the writer falls back to equality deletes, and the table reads back as the model says.
+func TestKeyIndexSpillDir(t *testing.T) {
+	t.Parallel()
+	ctx, cat := t.Context(), openCatalog(t)
+	ident := table.Identifier{"mor", "spilldir"}
+	create := iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(2))
+	file := filepath.Join(t.TempDir(), "file")
+	must(t, os.WriteFile(file, nil, 0o600))
+	for _, dir := range []string{filepath.Join(t.TempDir(), "missing"), file} {
+		_, err := iceberg.NewWriter(ctx, cat, ident, create, iceberg.WithKeyIndexSpillDir(dir))
+		if !errors.Is(err, iceberg.ErrInvalidOption) || !strings.Contains(err.Error(), "WithKeyIndexSpillDir") ||
+			!strings.Contains(err.Error(), dir) {
+			t.Fatalf("spill dir %s: NewWriter returned %v, want ErrInvalidOption naming the option and the directory", dir, err)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "spill")
+	must(t, os.Mkdir(dir, 0o700))
+	logs := &logRecords{}
+	w, err := iceberg.NewWriter(ctx, cat, ident, create, iceberg.WithKeyIndexBytes(64<<10),
+		iceberg.WithKeyIndexSpillDir(dir), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0),
+		iceberg.WithLogger(slog.New(logs)))
+	must(t, err)
+	defer w.Close(ctx)
+	model := kvModel{}
+	writeIDFiles(t, ctx, w, model, 1, 500) // fits the budget: nothing spilled yet
+	if st := w.Stats(); st.KeyIndexBytes == 0 || st.KeyIndexSpilledBytes != 0 {
+		t.Fatalf("under the budget: key index holds %d bytes, %d spilled", st.KeyIndexBytes, st.KeyIndexSpilledBytes)
+	}
+	must(t, os.Remove(dir))
+	ids := make([]int64, 3000)
+	for i := range ids {
+		ids[i] = int64(500 + i)
+		model.insert(ids[i], ids[i])
+	}
+	must(t, w.Write(ctx, kvBatch(ids, ids)))
+	must(t, w.Flush(ctx))
+	if st := w.Stats(); st.KeyIndexBytes != 0 {
+		t.Fatalf("spill directory gone: the key index holds %d bytes, want it off", st.KeyIndexBytes)
+	}
+	errs := logs.errs("iceberg: key index off; upserts and deletes use equality deletes from now on")
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), dir) {
+		t.Fatalf("logged %v, want the spill's error naming %s", errs, dir)
+	}
+	model.upsert(7, -7)
+	must(t, w.Upsert(ctx, kvBatch([]int64{7}, []int64{-7})))
+	must(t, w.Close(ctx))
+	compareKV(t, readKV(t, cat, ident), model)
 }

@@ -37,10 +37,12 @@ type keyIndex struct {
 	held  atomic.Int64 // bytes, for Stats (read without the key stage's lock)
 	// spilled is the size of the keys' runs on disk (keyStore.spilledBytes), for Stats.
 	spilled atomic.Int64
-	base    int64 // the snapshot the index covers (the writer's last commit); -1: empty table
-	files   []*indexedFile
+	base    int64          // the snapshot the index covers (the writer's last commit); -1: empty table
+	files   []*indexedFile // by id; nil once forgotten
 	byPath  map[string]int32
-	keys    keyStore // every live row by key: in memory, and spilled to local disk past the budget
+	// fileBytes is what a data file's metadata holds (fileMetaBytes of the table's schema), for recount.
+	fileBytes int64
+	keys      keyStore // every live row by key: in memory, and spilled to local disk past the budget
 	// tableBytes is what keys held when bytes last counted it (account): bytes is that plus the row ids of
 	// indexedFile.ids.
 	tableBytes int64
@@ -77,14 +79,16 @@ type indexedFile struct {
 	// table gave the file (its other rows' ids follow from it), known only for files this writer added by a row
 	// delta (learnFirstRowIDs); files loaded from the table or written by a compaction may carry explicit ids
 	// the index does not know, so their rows' ids count as unknown.
-	ids        map[int32]int64
+	ids        rowIDList
 	firstRowID int64
 	hasFirst   bool
+	// mem is what the index counts for the file besides its keys (memBytes, when last counted: recount).
+	mem int64
 }
 
 // rowID returns the _row_id of the row at pos, if the index knows it.
 func (f *indexedFile) rowID(pos int32) (int64, bool) {
-	if id, ok := f.ids[pos]; ok {
+	if id, ok := f.ids.get(pos); ok {
 		return id, true
 	}
 	if f.hasFirst {
@@ -92,6 +96,94 @@ func (f *indexedFile) rowID(pos int32) (int64, bool) {
 	}
 	return 0, false
 }
+
+// deleteFileBytes estimates what a delete file's metadata holds: iceberg-go's DataFile without column
+// statistics (a deletion vector's) is about 1 KiB with its path; a position delete file's bounds hold the data
+// file's path twice more.
+func deleteFileBytes(d ice.DataFile) int64 { return 1<<10 + 3*int64(len(d.FilePath())) }
+
+// memBytes estimates the memory the index holds for a data file besides its keys: its metadata (dataBytes:
+// fileMetaBytes of the table's schema) and byPath's copy of its path, its deletion vector (about 2 bytes a
+// deleted position: roaring's array containers, and its bitmap containers once denser), the delete files it
+// replaces and those it applied, and the row ids it carries (12 bytes each). The vector and the ids grow with
+// the keys upserts and deletes remove and the rows upserts carry, not only with files: the budget counts them
+// so that an index cannot outgrow it by them.
+func (f *indexedFile) memBytes(dataBytes int64) int64 {
+	n := dataBytes + int64(len(f.df.FilePath()))
+	if f.dv != nil {
+		n += 64 + 2*f.dv.Cardinality()
+	}
+	if f.dvFile != nil {
+		n += deleteFileBytes(f.dvFile)
+	}
+	for _, d := range f.inherited {
+		n += deleteFileBytes(d)
+	}
+	for p := range f.applied {
+		n += 48 + int64(len(p))
+	}
+	return n + f.ids.bytes()
+}
+
+// recount counts the change of what a file's metadata holds (memBytes) since it was last counted.
+func (idx *keyIndex) recount(f *indexedFile) {
+	n := f.memBytes(idx.fileBytes)
+	idx.grow(n - f.mem)
+	f.mem = n
+}
+
+// rowIDList is the explicit _row_id of some rows of a data file (the rows an upsert carried an id to): their
+// positions, sorted, and ids. 12 bytes a row, where a map took about three times that.
+type rowIDList struct {
+	pos []int32
+	id  []int64
+}
+
+func newRowIDList(m map[int32]int64) rowIDList {
+	l := rowIDList{pos: make([]int32, 0, len(m)), id: make([]int64, len(m))}
+	for p := range m {
+		l.pos = append(l.pos, p)
+	}
+	slices.Sort(l.pos)
+	for i, p := range l.pos {
+		l.id[i] = m[p]
+	}
+	return l
+}
+
+func (l *rowIDList) get(pos int32) (int64, bool) {
+	if i, ok := slices.BinarySearch(l.pos, pos); ok {
+		return l.id[i], true
+	}
+	return 0, false
+}
+
+// drop forgets the ids of the rows at the positions dead reports (rows the index no longer holds: their ids
+// are never asked for again).
+func (l *rowIDList) drop(dead func(pos int32) bool) {
+	j := 0
+	for i, p := range l.pos {
+		if !dead(p) {
+			l.pos[j], l.id[j] = p, l.id[i]
+			j++
+		}
+	}
+	if j == len(l.pos) {
+		return
+	}
+	if j == 0 {
+		*l = rowIDList{}
+		return
+	}
+	// Shrink once at most half is left: the budget counts capacity.
+	if j <= cap(l.pos)/2 {
+		l.pos, l.id = slices.Clone(l.pos[:j]), slices.Clone(l.id[:j])
+		return
+	}
+	l.pos, l.id = l.pos[:j], l.id[:j]
+}
+
+func (l *rowIDList) bytes() int64 { return int64(cap(l.pos))*4 + int64(cap(l.id))*8 }
 
 // fileKeys are the keys of a data file the writer wrote, in row order.
 type fileKeys struct {
@@ -174,8 +266,11 @@ func (idx *keyIndex) budget() string {
 }
 
 // add indexes the rows of a new data file.
-func (idx *keyIndex) add(fk *fileKeys) {
-	idx.addRows(&indexedFile{df: fk.df}, &fk.keys)
+func (idx *keyIndex) add(fk *fileKeys) { idx.addRowIDs(fk, rowIDList{}) }
+
+// addRowIDs indexes the rows of a new data file some of whose rows carry the explicit row ids ids.
+func (idx *keyIndex) addRowIDs(fk *fileKeys, ids rowIDList) {
+	idx.addRows(&indexedFile{df: fk.df, ids: ids}, &fk.keys)
 	idx.checkBudget()
 }
 
@@ -219,6 +314,7 @@ func (idx *keyIndex) addRows(f *indexedFile, keys *keyList) {
 			idx.keys.add(keys.key(pos), keyLoc{file: id, pos: int32(pos)})
 		}
 	}
+	idx.recount(f)
 	idx.account()
 }
 
@@ -235,6 +331,11 @@ func (idx *keyIndex) forget(paths map[string]struct{}) {
 		return
 	}
 	idx.keys.forget(func(file int32) bool { return gone[file] })
+	// No location names them any more: what their metadata held goes back to the budget.
+	for id := range gone {
+		idx.grow(-idx.files[id].mem)
+		idx.files[id] = nil
+	}
 	idx.account()
 }
 
@@ -369,6 +470,7 @@ func (k *keyStage) newIndex(base *int64) *keyIndex {
 	idx := newKeyIndex(k.limit, base)
 	idx.pool = k.pool
 	idx.keys.dir = k.spillDir
+	idx.fileBytes = k.fileBytes
 	return idx
 }
 
@@ -453,11 +555,22 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 			}
 		}
 		for i := range fks {
-			idx.add(&fks[i])
 			if i < len(ids) && len(ids[i]) > 0 {
-				idx.files[len(idx.files)-1].ids = ids[i]
-				idx.grow(int64(len(ids[i])) * 16)
+				idx.addRowIDs(&fks[i], newRowIDList(ids[i]))
+				continue
 			}
+			idx.add(&fks[i])
+		}
+	}
+	// The rows removed carry no id any more (the upserts' new rows carry them now).
+	for fid, positions := range pending {
+		if f := idx.files[fid]; len(f.ids.pos) > 0 {
+			dead := make(map[int32]struct{}, len(positions))
+			for _, p := range positions {
+				dead[int32(p)] = struct{}{}
+			}
+			f.ids.drop(func(p int32) bool { _, ok := dead[p]; return ok })
+			idx.recount(f)
 		}
 	}
 	if idx.keys.err != nil {
@@ -573,10 +686,13 @@ func (k *keyStage) committed(ctx context.Context, run *Run, res *CommitResult, m
 					}
 					f.applied[d.FilePath()] = struct{}{}
 				}
+				idx.recount(f)
 			}
 		}
 	}
 	idx.removedSuperseded(removed)
+	// The vectors grew: an index now past its budget spills, or goes off after the next run.
+	idx.checkBudget()
 }
 
 // rebase keeps the key index valid across a compaction this writer committed (pre is the table the compaction

@@ -434,26 +434,27 @@ func TestKeyStageRebaseDropsAfterOutsideChange(t *testing.T) {
 
 // TestKeyStageOverBudget: a run that takes the index past its budget spills its keys to a run on local disk and
 // the index stays on: upserts and deletes of spilled keys are placed as an index loaded from the table places
-// them, on format versions 2 and 3. An index still past its budget after spilling (a budget smaller than a run's
+// them, on format versions 2 and 3. The budget holds the files' metadata (a few KiB each) and about 300 keys; the
+// runs insert 400 at a time. An index still past its budget after spilling (a budget smaller than a run's
 // fences) commits its run, then goes off.
 func TestKeyStageOverBudget(t *testing.T) {
-	perKey := int64(9 + keyEntryOverhead) // an int64 key: a null flag and 8 bytes
+	const budget = 40 << 10
 	for _, version := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d spills", version), func(t *testing.T) {
-			e := newStageEnv(t, version, WithKeyIndexBytes(15*perKey))
+			e := newStageEnv(t, version, WithKeyIndexBytes(budget))
 			k := e.stage(false)
-			e.do(k, opInsert, ids(0, 10), "a")
+			e.do(k, opInsert, ids(0, 400), "a")
 			if !k.indexed() || k.spilledBytes() != 0 {
 				t.Fatalf("index on %v, %d bytes spilled under its budget", k.indexed(), k.spilledBytes())
 			}
-			e.do(k, opInsert, ids(10, 10), "b")
-			if !k.indexed() || k.spilledBytes() == 0 || k.indexBytes() > 15*perKey {
+			e.do(k, opInsert, ids(400, 400), "b")
+			if !k.indexed() || k.spilledBytes() == 0 || k.indexBytes() > budget {
 				t.Fatalf("past its budget: index on %v, %d bytes in memory, %d spilled", k.indexed(), k.indexBytes(), k.spilledBytes())
 			}
-			e.do(k, opUpsert, []int64{1, 11, 25}, "u")
-			e.do(k, opDelete, []int64{2, 12}, "")
-			e.do(k, opInsert, ids(30, 20), "c")
-			e.do(k, opUpsert, []int64{1, 3, 13, 31}, "v")
+			e.do(k, opUpsert, []int64{1, 401, 805}, "u")
+			e.do(k, opDelete, []int64{2, 402}, "")
+			e.do(k, opInsert, ids(1000, 400), "c")
+			e.do(k, opUpsert, []int64{1, 3, 403, 1001}, "v")
 			if !k.indexed() {
 				t.Fatal("index off")
 			}
@@ -515,9 +516,9 @@ func TestKeyStageLoad(t *testing.T) {
 	t.Run("v3 over budget", func(t *testing.T) {
 		e := newStageEnv(t, 3)
 		k := e.stage(false)
-		e.do(k, opInsert, ids(0, 10), "a")
+		e.do(k, opInsert, ids(0, 800), "a")
 		e.do(k, opDelete, []int64{4}, "")
-		e.o.keyIndexBytes = 5 * keyEntryOverhead // half the keys: the load spills
+		e.o.keyIndexBytes = 24 << 10 // the files' metadata and about half the keys: the load spills
 		reopened := e.stage(false)
 		if !reopened.indexed() || reopened.spilledBytes() == 0 || reopened.indexBytes() > e.o.keyIndexBytes {
 			t.Fatalf("past the budget: index on %v, %d bytes in memory, %d spilled", reopened.indexed(), reopened.indexBytes(), reopened.spilledBytes())
@@ -557,4 +558,74 @@ func TestKeyStageCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkAccounting fails the test unless the key index counts what it holds: the key store's memory plus each
+// live file's metadata as memBytes estimates it now (vector, delete files, carried row ids), and nothing for the
+// files it forgot. It returns the live files' share.
+func checkAccounting(t *testing.T, idx *keyIndex) int64 {
+	t.Helper()
+	var files int64
+	for id, f := range idx.files {
+		if f == nil {
+			continue
+		}
+		if want := f.memBytes(idx.fileBytes); f.mem != want {
+			t.Fatalf("file %d counted at %d bytes, holds %d", id, f.mem, want)
+		}
+		files += f.mem
+	}
+	if idx.bytes != idx.keys.size()+files || idx.held.Load() != idx.bytes {
+		t.Fatalf("index counts %d bytes (Stats %d), holds %d: keys %d, files %d", idx.bytes, idx.held.Load(),
+			idx.keys.size()+files, idx.keys.size(), files)
+	}
+	return files
+}
+
+// TestKeyIndexCountsFileMetadata: what the key index holds outside its key store grows with the keys upserts and
+// deletes remove (deletion vectors) and the rows upserts carry an id to (format version 3), not only with files:
+// the budget counts it as it changes, a carried id goes once its row is replaced, and a compaction's rebase
+// gives back the rewritten files' share.
+func TestKeyIndexCountsFileMetadata(t *testing.T) {
+	e := newStageEnv(t, 3)
+	k := e.stage(false)
+	idx := k.idx.Load()
+	e.do(k, opInsert, ids(0, 100), "a")
+	if checkAccounting(t, idx) < idx.fileBytes {
+		t.Fatal("a data file's metadata not counted")
+	}
+	carrying := func() *indexedFile {
+		for _, f := range idx.files {
+			if f != nil && len(f.ids.pos) > 0 {
+				return f
+			}
+		}
+		return nil
+	}
+	e.do(k, opUpsert, ids(1, 49), "u") // the replaced rows' ids move to the new file
+	before := checkAccounting(t, idx)
+	f := carrying()
+	if f == nil || len(f.ids.pos) != 49 {
+		t.Fatalf("the upsert's file carries %v row ids, want 49", f)
+	}
+	e.do(k, opUpsert, ids(1, 24), "v") // replaces 24 of them: their ids move on
+	if len(f.ids.pos) != 25 {
+		t.Fatalf("%d row ids kept on a file of which 24 rows were replaced, want 25", len(f.ids.pos))
+	}
+	if after := checkAccounting(t, idx); after <= before {
+		t.Fatalf("files count %d bytes after more upserts, %d before: the vectors and the new file did not count", after, before)
+	}
+	e.do(k, opDelete, ids(60, 30), "")
+	checkAccounting(t, idx)
+	e.compact(k)
+	live := 0
+	for _, f := range idx.files {
+		if f != nil {
+			live++
+		}
+	}
+	if files := checkAccounting(t, idx); live != 1 || files > 2*idx.fileBytes {
+		t.Fatalf("after a compaction into one file: %d files count %d bytes", live, files)
+	}
+	e.check(k)
 }

@@ -38,7 +38,7 @@ func TestKeyIndexAcrossRestarts(t *testing.T) {
 	}{
 		{"vectors", nil, nil, false},
 		{"first-wrote-equality-deletes", []iceberg.Option{iceberg.WithKeyIndexBytes(0)}, nil, false},
-		{"over-budget-spills", nil, []iceberg.Option{iceberg.WithKeyIndexBytes(10_000)}, false},
+		{"over-budget-spills", nil, []iceberg.Option{iceberg.WithKeyIndexBytes(32_000)}, false},
 		{"over-budget-even-spilled", nil, []iceberg.Option{iceberg.WithKeyIndexBytes(100)}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {

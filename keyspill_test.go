@@ -15,8 +15,9 @@ import (
 	iceberg "github.com/icewriter/iceberg"
 )
 
-// TestKeyIndexSpillsPastBudget: a merge-on-read writer whose key index budget (WithKeyIndexBytes, 64 KiB) holds
-// about 1,400 int64 keys writes 8,000 rows, so the index spills its keys to local disk (Stats says how much) and
+// TestKeyIndexSpillsPastBudget: a merge-on-read writer whose key index budget (WithKeyIndexBytes, 192 KiB) holds
+// its files' metadata (about 5 KiB a file with its vector) and a few thousand int64 keys writes 32,000 rows, so
+// the index spills its keys to local disk (Stats says how much) and
 // merges its runs, then upserts and deletes keys it spilled, new keys and keys already upserted, over several
 // commits with small-file compactions moving rows between files (the index forgets the rewritten files' rows in
 // its runs). The index stays on: the table holds no equality delete file (format version 2: position delete
@@ -29,7 +30,7 @@ func TestKeyIndexSpillsPastBudget(t *testing.T) {
 			ctx := context.Background()
 			cat := openCatalog(t)
 			ident := table.Identifier{"mor", "spill"}
-			const budget = 64 << 10
+			const budget = 192 << 10
 			w, err := iceberg.NewWriter(ctx, cat, ident,
 				iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
 				iceberg.WithKeyIndexBytes(budget), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(3),
@@ -39,15 +40,15 @@ func TestKeyIndexSpillsPastBudget(t *testing.T) {
 			}
 			defer w.Close(ctx)
 			model := kvModel{}
-			writeIDFiles(t, ctx, w, model, 8, 1000)
+			writeIDFiles(t, ctx, w, model, 8, 4000)
 			st := w.Stats()
 			if st.KeyIndexBytes == 0 || st.KeyIndexBytes > budget || st.KeyIndexSpilledBytes == 0 {
-				t.Fatalf("after 8,000 rows: key index holds %d bytes (budget %d), %d spilled", st.KeyIndexBytes, budget, st.KeyIndexSpilledBytes)
+				t.Fatalf("after 32,000 rows: key index holds %d bytes (budget %d), %d spilled", st.KeyIndexBytes, budget, st.KeyIndexSpilledBytes)
 			}
 			rng := rand.New(rand.NewPCG(18, uint64(version)))
 			for round := range 6 {
 				// A few keys past the last written: new rows.
-				upsertDeleteRound(t, w, model, rng, nil, 8500, 300, 50, int64(-round*10_000))
+				upsertDeleteRound(t, w, model, rng, nil, 32_500, 300, 50, int64(-round*100_000))
 			}
 			must(t, w.Close(ctx))
 			compareKV(t, readKV(t, cat, ident), model)
@@ -56,8 +57,8 @@ func TestKeyIndexSpillsPastBudget(t *testing.T) {
 	}
 }
 
-// TestKeyIndexLoadSpillsPastBudget: a writer reopening a table of 4,000 rows (written under the default budget,
-// with deletes already on it) with a key index budget of 32 KiB, about a sixth of what its keys take in memory,
+// TestKeyIndexLoadSpillsPastBudget: a writer reopening a table of 16,000 rows (written under the default budget,
+// with deletes already on it) with a key index budget of 96 KiB, about a tenth of what its keys take in memory,
 // spills the keys while NewWriter reads them (Stats says so before any write) instead of leaving the index off;
 // its upserts and deletes of keys written before the restart, of keys the first writer upserted and of new keys
 // stay position deletes: the table holds no equality delete file (format version 2: position delete files, 3:
@@ -81,15 +82,15 @@ func TestKeyIndexLoadSpillsPastBudget(t *testing.T) {
 			}
 			model := kvModel{}
 			w := open()
-			writeIDFiles(t, ctx, w, model, 4, 1000)
-			up := []int64{10, 1500, 3999}
+			writeIDFiles(t, ctx, w, model, 4, 4000)
+			up := []int64{10, 6000, 15999}
 			for _, id := range up {
 				model.upsert(id, -id)
 			}
-			must(t, w.Upsert(ctx, kvBatch(up, []int64{-10, -1500, -3999})))
+			must(t, w.Upsert(ctx, kvBatch(up, []int64{-10, -6000, -15999})))
 			must(t, w.Close(ctx))
 
-			const budget = 32 << 10
+			const budget = 96 << 10
 			w = open(iceberg.WithKeyIndexBytes(budget))
 			defer w.Close(ctx)
 			if st := w.Stats(); st.KeyIndexBytes == 0 || st.KeyIndexBytes > budget || st.KeyIndexSpilledBytes == 0 {
@@ -97,7 +98,7 @@ func TestKeyIndexLoadSpillsPastBudget(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(18, uint64(version)))
 			for round := range 3 { // keys upserted before the restart, a new one, and random ones written before it
-				upsertDeleteRound(t, w, model, rng, []int64{10, 1500, int64(4000 + round)}, 4000, 200, 30, int64(-(round+1)*10_000))
+				upsertDeleteRound(t, w, model, rng, []int64{10, 6000, int64(16_000 + round)}, 16_000, 200, 30, int64(-(round+1)*100_000))
 			}
 			must(t, w.Close(ctx))
 			compareKV(t, readKV(t, cat, ident), model)

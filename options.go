@@ -321,23 +321,24 @@ func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEve
 // table: the index places each key's row, so upserts and deletes become position delete files (v2, one live
 // per data file) or deletion vectors (v3), cheap to read, instead of equality deletes. A writer opening a table
 // that already holds rows (its own reopened, or anyone's) reads the key columns of every live data file to
-// build it, minus the rows the table's deletes remove (deletion vectors, position and equality deletes), unless
-// the table has more rows than the budget. The writer's own compactions move the index to the files they
+// build it, minus the rows the table's deletes remove (deletion vectors, position and equality deletes),
+// spilling past the budget as below. The writer's own compactions move the index to the files they
 // write, and it catches up with other writers' commits (reading the files they added and the deletes they
 // wrote) instead of turning off; a run placed before another writer's commit that lands first still falls back
 // to equality deletes (or what WithDeleteFiles says instead), and once that happened the writer reloads the
 // table before placing each run. After a compaction commit that returned an error (its reply may be lost) the
 // writer uses equality deletes. The index counts what it holds, spare capacity included: per row a 32-byte
 // slot, about 4 bytes of buckets and the key's bytes (9 for an int64 key), so 45 bytes per int64 key, up to
-// about 80 just after its slot slice doubled. Past the budget the writer's index spills its keys to local disk
-// (os.TempDir(): 32 bytes a key, plus keys longer than 12 bytes; files unlinked as soon as they are opened, so
-// nothing stays behind) and keeps about 1.4 bytes of memory per spilled key, so upserts and deletes stay
-// position deletes; a lookup of a spilled key costs a 4 KiB read per spilled run (at most 5) whose bloom filter
-// may hold it. Stats reports
-// KeyIndexSpilledBytes. Opening a table whose keys exceed the budget spills the same way while NewWriter reads
-// the table's keys. An index still past its budget after spilling (its runs' bloom filters, fences and deleted
-// bits, about 1.4 bytes a key, exceed it) goes off: equality deletes, logged. Default: DefaultKeyIndexBytes
-// (64 MiB); 0 turns the index off.
+// about 80 just after its slot slice doubled; per data file its metadata (about 3.4 KiB on 2 columns, more on
+// wider tables), its deletion vector (2 bytes a deleted row) and, on format version 3, 12 bytes per row whose
+// row id an upsert carried. Past the budget the index spills its keys to local disk (WithKeyIndexSpillDir: 32
+// bytes a key, plus keys longer than 12 bytes; files unlinked as soon as they are opened, so nothing stays
+// behind) and keeps about 1.4 bytes of memory per spilled key, so upserts and deletes stay position deletes; a
+// lookup of a spilled key costs a 4 KiB read per spilled run whose bloom filter may hold it (runs merge by
+// size tier: at most 4 per tier). Stats reports KeyIndexSpilledBytes. Opening a table whose keys exceed the
+// budget spills the same way while NewWriter reads the table's keys. An index still past its budget after
+// spilling (its files' metadata and its runs' bloom filters, fences and deleted bits exceed it) goes off:
+// equality deletes, logged. Default: DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
 
 // WithKeyIndexSpillDir sets the local directory the key index spills its keys to past its memory budget

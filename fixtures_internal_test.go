@@ -37,7 +37,7 @@ func idNameRows(from, n int) arrow.RecordBatch {
 }
 
 // openTestCatalog opens an embedded catalog in the test's temporary directory, closed with the test.
-func openTestCatalog(t *testing.T) icecatalog.Catalog {
+func openTestCatalog(t testing.TB) icecatalog.Catalog {
 	t.Helper()
 	cat, err := catalog.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "c.db"))
 	if err != nil {
@@ -48,7 +48,7 @@ func openTestCatalog(t *testing.T) icecatalog.Catalog {
 }
 
 // idNameWriter writes files of perFile rows each, ids ascending, and returns the writer.
-func idNameWriter(t *testing.T, files, perFile int, opts ...Option) *Writer {
+func idNameWriter(t testing.TB, files, perFile int, opts ...Option) *Writer {
 	t.Helper()
 	ctx := context.Background()
 	w, err := NewWriter(ctx, openTestCatalog(t), table.Identifier{"b", "t"}, append([]Option{

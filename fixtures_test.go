@@ -945,16 +945,21 @@ func readPairs(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, key
 // writeIDs writes rows (id, v=id) for ids 0..n-1 with w, commits them, and adds them to model.
 func writeIDs(t *testing.T, ctx context.Context, w *iceberg.Writer, model kvModel, n int) {
 	t.Helper()
-	ids := make([]int64, n)
-	for i := range ids {
-		ids[i] = int64(i)
-		model.insert(ids[i], ids[i])
-	}
-	if err := w.Write(ctx, kvBatch(ids, ids)); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Flush(ctx); err != nil {
-		t.Fatal(err)
+	writeIDFiles(t, ctx, w, model, 1, n)
+}
+
+// writeIDFiles writes rows (id, v=id) for ids 0..files*perFile-1 with w in files commits of perFile rows each
+// (a data file each under the default file size), and adds them to model.
+func writeIDFiles(t *testing.T, ctx context.Context, w *iceberg.Writer, model kvModel, files, perFile int) {
+	t.Helper()
+	for f := range files {
+		ids := make([]int64, perFile)
+		for i := range ids {
+			ids[i] = int64(f*perFile + i)
+			model.insert(ids[i], ids[i])
+		}
+		must(t, w.Write(ctx, kvBatch(ids, ids)))
+		must(t, w.Flush(ctx))
 	}
 }
 
@@ -1144,5 +1149,53 @@ func countedCatalog(t testing.TB) (cat icecatalog.Catalog, dataReads func() int6
 			return true
 		})
 		return n
+	}
+}
+
+// upsertDeleteRound upserts the keys given plus random ones below span until ups keys (value: base minus the
+// key), deletes dels random keys below span that the round did not upsert, flushes, and fails the test when the
+// writer's key index went off; model follows.
+func upsertDeleteRound(t *testing.T, w *iceberg.Writer, model kvModel, rng *rand.Rand, keys []int64, span int64, ups, dels int, base int64) {
+	t.Helper()
+	ctx := context.Background()
+	seen := map[int64]bool{}
+	up := slices.Clone(keys)
+	for _, id := range up {
+		seen[id] = true
+	}
+	for len(up) < ups {
+		if id := rng.Int64N(span); !seen[id] {
+			seen[id] = true
+			up = append(up, id)
+		}
+	}
+	vs := make([]int64, len(up))
+	for i, id := range up {
+		vs[i] = base - id
+		model.upsert(id, vs[i])
+	}
+	must(t, w.Upsert(ctx, kvBatch(up, vs)))
+	var del []int64
+	for len(del) < dels {
+		if id := rng.Int64N(span); !seen[id] {
+			seen[id] = true
+			del = append(del, id)
+			model.del(id)
+		}
+	}
+	must(t, w.Delete(ctx, keyBatch(del)))
+	must(t, w.Flush(ctx))
+	if st := w.Stats(); st.KeyIndexBytes == 0 {
+		t.Fatal("the key index went off")
+	}
+}
+
+// assertPositionDeletesOnly fails the test unless the table's live deletes are all position deletes from a key
+// index: no equality delete file, and position delete files (format version 2) or deletion vectors (3).
+func assertPositionDeletesOnly(t *testing.T, cat tableLoader, ident table.Identifier, version int) {
+	t.Helper()
+	l := liveDeletes(t, cat, ident)
+	if l.eq != 0 || (version == 2 && l.pos == 0) || (version == 3 && l.dvs == 0) {
+		t.Fatalf("live delete files: %d equality, %d position, %d deletion vectors", l.eq, l.pos, l.dvs)
 	}
 }

@@ -2,7 +2,6 @@ package iceberg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -38,12 +37,14 @@ type keyIndex struct {
 	held  atomic.Int64 // bytes, for Stats (read without the key stage's lock)
 	// spilled is the size of the keys' runs on disk (keyStore.spilledBytes), for Stats.
 	spilled atomic.Int64
-	base    int64 // the snapshot the index covers (the writer's last commit); -1: empty table
-	files   []*indexedFile
+	base    int64          // the snapshot the index covers (the writer's last commit); -1: empty table
+	files   []*indexedFile // by id; nil once forgotten
 	byPath  map[string]int32
-	keys    keyStore // every live row by key: in memory, and spilled to local disk past the budget
-	// tableBytes is what keys held when bytes last counted it (account): bytes is that plus the row ids of
-	// indexedFile.ids.
+	// fileBytes is what a data file's metadata holds (fileMetaBytes of the table's schema), for recount.
+	fileBytes int64
+	keys      keyStore // every live row by key: in memory, and spilled to local disk past the budget
+	// tableBytes is what keys held when bytes last counted it (account): bytes is that plus what each file's
+	// metadata holds (indexedFile.mem).
 	tableBytes int64
 	over       bool  // the budget was exceeded even after spilling: disable after the current run
 	spillErr   error // why the last spill failed, for the log
@@ -78,14 +79,16 @@ type indexedFile struct {
 	// table gave the file (its other rows' ids follow from it), known only for files this writer added by a row
 	// delta (learnFirstRowIDs); files loaded from the table or written by a compaction may carry explicit ids
 	// the index does not know, so their rows' ids count as unknown.
-	ids        map[int32]int64
+	ids        rowIDList
 	firstRowID int64
 	hasFirst   bool
+	// mem is what the index counts for the file besides its keys (memBytes, when last counted: recount).
+	mem int64
 }
 
 // rowID returns the _row_id of the row at pos, if the index knows it.
 func (f *indexedFile) rowID(pos int32) (int64, bool) {
-	if id, ok := f.ids[pos]; ok {
+	if id, ok := f.ids.get(pos); ok {
 		return id, true
 	}
 	if f.hasFirst {
@@ -111,6 +114,15 @@ func newKeyIndex(limit int64, base *int64) *keyIndex {
 		idx.base = *base
 	}
 	return idx
+}
+
+// close gives the index's bytes back to the router's pool and removes its spilled runs.
+func (idx *keyIndex) close() {
+	idx.pool.add(-idx.bytes)
+	idx.bytes = 0
+	idx.held.Store(0)
+	idx.keys.close()
+	idx.spilled.Store(0)
 }
 
 // remove deletes every row of key and appends their locations to dst.
@@ -166,8 +178,11 @@ func (idx *keyIndex) budget() string {
 }
 
 // add indexes the rows of a new data file.
-func (idx *keyIndex) add(fk *fileKeys) {
-	idx.addRows(&indexedFile{df: fk.df}, &fk.keys)
+func (idx *keyIndex) add(fk *fileKeys) { idx.addRowIDs(fk, rowIDList{}) }
+
+// addRowIDs indexes the rows of a new data file some of whose rows carry the explicit row ids ids.
+func (idx *keyIndex) addRowIDs(fk *fileKeys, ids rowIDList) {
+	idx.addRows(&indexedFile{df: fk.df, ids: ids}, &fk.keys)
 	idx.checkBudget()
 }
 
@@ -187,18 +202,31 @@ func (idx *keyIndex) checkBudget() {
 	}
 }
 
-// addRows indexes a data file and its rows (keys, in row order) but those its f.dv deletes.
+// addRowsChunk is how many rows addRows indexes between two looks at the budget: a data file of millions of
+// rows would otherwise take the in-memory table far past the budget before its keys could spill.
+const addRowsChunk = 1 << 16
+
+// addRows indexes a data file and its rows (keys, in row order) but those its f.dv deletes, spilling between
+// chunks of addRowsChunk rows when the index passes its budget.
 func (idx *keyIndex) addRows(f *indexedFile, keys *keyList) {
 	id := int32(len(idx.files))
 	idx.files = append(idx.files, f)
 	idx.byPath[f.df.FilePath()] = id
-	idx.keys.reserve(keys.len(), len(keys.buf))
-	for pos, k := range keys.all() {
-		if f.dv != nil && f.dv.Contains(uint64(pos)) {
-			continue
+	for from := 0; from < keys.len(); from += addRowsChunk {
+		to := min(from+addRowsChunk, keys.len())
+		if from > 0 {
+			idx.account()
+			idx.checkBudget()
 		}
-		idx.keys.add(k, keyLoc{file: id, pos: int32(pos)})
+		idx.keys.reserve(to-from, keys.span(from, to))
+		for pos := from; pos < to; pos++ {
+			if f.dv != nil && f.dv.Contains(uint64(pos)) {
+				continue
+			}
+			idx.keys.add(keys.key(pos), keyLoc{file: id, pos: int32(pos)})
+		}
 	}
+	idx.recount(f)
 	idx.account()
 }
 
@@ -215,6 +243,11 @@ func (idx *keyIndex) forget(paths map[string]struct{}) {
 		return
 	}
 	idx.keys.forget(func(file int32) bool { return gone[file] })
+	// No location names them any more: what their metadata held goes back to the budget.
+	for id := range gone {
+		idx.grow(-idx.files[id].mem)
+		idx.files[id] = nil
+	}
 	idx.account()
 }
 
@@ -311,9 +344,10 @@ func concatChunks(c *arrow.Chunked) (arrow.Array, error) {
 
 // load opens the key index of a merge-on-read writer with a key on a format-v2 or v3 table (a positive
 // WithKeyIndexBytes): empty on an empty table; on one that holds rows (typically this writer's, reopened) read
-// from the key columns of its live data files (loadKeyIndex), so that upserts stay deletion vectors across
-// restarts. An index over the budget stays off (logged). The error is that of a read cut short by ctx:
-// any other failure costs read speed (equality deletes are always right), not the writer.
+// from the key columns of its live data files (loadKeyIndex), spilling to local disk past the budget, so that
+// upserts stay deletion vectors across restarts. An index still past its budget after spilling stays off
+// (logged). The error is that of a read cut short by ctx: any other failure costs read speed (equality deletes
+// are always right), not the writer.
 func (k *keyStage) load(ctx context.Context, tbl *table.Table) error {
 	if k.spec == nil || k.cow || k.layoutErr != nil || tbl.Metadata().Version() < 2 || k.limit <= 0 {
 		return nil
@@ -322,39 +356,34 @@ func (k *keyStage) load(ctx context.Context, tbl *table.Table) error {
 	defer k.mu.Unlock()
 	k.dropLocked("", nil) // an index loaded before (a bulk phase's end reloads it) gives its bytes back
 	if tableIsEmpty(tbl) {
-		idx := newKeyIndex(k.limit, headID(tbl.Metadata(), k.branch))
-		idx.pool = k.pool
+		k.idx.Store(k.newIndex(headID(tbl.Metadata(), k.branch)))
+		return nil
+	}
+	idx := k.newIndex(nil)
+	reason, err := loadKeyIndex(ctx, tbl, k.branch, k.spec, idx, k.parallel)
+	if err == nil && reason == "" {
 		k.idx.Store(idx)
 		return nil
 	}
-	limit := k.limit
-	if k.pool != nil {
-		limit = k.pool.free() // what the router's other tables leave
-	}
-	idx, reason, err := loadKeyIndex(ctx, tbl, k.branch, k.spec, limit, k.parallel)
+	idx.close()
 	if err != nil {
 		if ctx.Err() != nil {
 			return err
 		}
-		idx, reason = nil, err.Error()
+		reason = err.Error()
 	}
-	if idx == nil {
-		k.log.Info("iceberg: key index off; upserts and deletes use equality deletes", "table", k.ident, "reason", reason)
-		return nil
-	}
-	idx.held.Store(idx.bytes)
-	if k.pool != nil {
-		idx.pool = k.pool
-		k.pool.add(idx.bytes)
-		if k.pool.over() { // another table's index grew meanwhile
-			k.pool.add(-idx.bytes)
-			k.log.Info("iceberg: key index off; upserts and deletes use equality deletes", "table", k.ident,
-				"reason", fmt.Sprintf("the table's keys exceed %s", idx.budget()))
-			return nil
-		}
-	}
-	k.idx.Store(idx)
+	k.log.Info("iceberg: key index off; upserts and deletes use equality deletes", "table", k.ident, "reason", reason)
 	return nil
+}
+
+// newIndex returns an empty key index with the stage's budget (its own, or the router's pool) and spill
+// directory, covering base (nil: an empty table).
+func (k *keyStage) newIndex(base *int64) *keyIndex {
+	idx := newKeyIndex(k.limit, base)
+	idx.pool = k.pool
+	idx.keys.dir = k.spillDir
+	idx.fileBytes = k.fileBytes
+	return idx
 }
 
 // runDVs are the deletion vectors of a run in flight, by data file, each merged with the vector it replaces:
@@ -438,11 +467,22 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 			}
 		}
 		for i := range fks {
-			idx.add(&fks[i])
 			if i < len(ids) && len(ids[i]) > 0 {
-				idx.files[len(idx.files)-1].ids = ids[i]
-				idx.grow(int64(len(ids[i])) * 16)
+				idx.addRowIDs(&fks[i], newRowIDList(ids[i]))
+				continue
 			}
+			idx.add(&fks[i])
+		}
+	}
+	// The rows removed carry no id any more (the upserts' new rows carry them now).
+	for fid, positions := range pending {
+		if f := idx.files[fid]; len(f.ids.pos) > 0 {
+			dead := make(map[int32]struct{}, len(positions))
+			for _, p := range positions {
+				dead[int32(p)] = struct{}{}
+			}
+			f.ids.drop(func(p int32) bool { _, ok := dead[p]; return ok })
+			idx.recount(f)
 		}
 	}
 	if idx.keys.err != nil {
@@ -558,10 +598,13 @@ func (k *keyStage) committed(ctx context.Context, run *Run, res *CommitResult, m
 					}
 					f.applied[d.FilePath()] = struct{}{}
 				}
+				idx.recount(f)
 			}
 		}
 	}
 	idx.removedSuperseded(removed)
+	// The vectors grew: an index now past its budget spills, or goes off after the next run.
+	idx.checkBudget()
 }
 
 // rebase keeps the key index valid across a compaction this writer committed (pre is the table the compaction
@@ -660,8 +703,7 @@ func (k *keyStage) dropLocked(reason string, err error) {
 	if old == nil {
 		return
 	}
-	old.pool.add(-old.bytes)
-	old.keys.close()
+	old.close()
 	if reason == "" {
 		return // not a fallback: the index is reloaded, or its writer closed
 	}
@@ -735,90 +777,110 @@ func foreignSince(meta table.Metadata, branch string, base int64, writerID strin
 }
 
 // loadKeyIndex builds the key index of a table that already holds rows (a writer reopening its table, or one
-// another writer or tool wrote): the key columns of every live data file, minus the rows its deletes remove,
-// whatever their kind: its deletion vector, its position delete files, and the equality deletes scan planning
-// applies to it (deleteResolver matches them against the file's columns). A file's recorded vector (indexedFile.dv)
-// holds every position deleted, so the first vector this writer writes for it carries the position deletes and
-// equality-deleted rows too (readers ignore position delete files for a file with a vector). It returns nil with
-// the reason when the index would not fit the budget.
-func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keySpec, limit int64, parallel int) (*keyIndex, string, error) {
-	meta := tbl.Metadata()
-	snap := meta.SnapshotByName(branch)
+// another writer or tool wrote) into idx, a new empty index with its budget, pool and spill directory set: the
+// key columns of every live data file, minus the rows its deletes remove, whatever their kind: its deletion
+// vector, its position delete files, and the equality deletes scan planning applies to it (deleteResolver
+// matches them against the file's columns). A file's recorded vector (indexedFile.dv) holds every position
+// deleted, so the first vector this writer writes for it carries the position deletes and equality-deleted rows
+// too (readers ignore position delete files for a file with a vector).
+//
+// Files are read parallel at a time and indexed as they arrive, and the index spills its keys to local disk
+// whenever it passes its budget (checkBudget), as a running writer's does: a table whose keys exceed the budget
+// loads all the same, holding in memory only the index's share (the keyTable's newest keys, the runs' fences,
+// bloom filters and deleted bits) plus the files being read. It returns the reason the index cannot be used
+// (still past its budget after spilling, or a spill that failed); the caller then closes idx.
+func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keySpec, idx *keyIndex, parallel int) (string, error) {
+	snap := tbl.Metadata().SnapshotByName(branch)
 	if snap == nil {
-		return newKeyIndex(limit, nil), "", nil
-	}
-	// The summary answers the common refusal without reading a manifest.
-	if v, ok := summaryProp(snap, "total-records"); ok {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n*keyEntryOverhead > limit {
-			return nil, fmt.Sprintf("%d rows exceed the key index budget of %d bytes (WithKeyIndexBytes)", n, limit), nil
-		}
+		return "", nil
 	}
 	tasks, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).PlanFiles(ctx)
 	if err != nil {
-		return nil, "", fmt.Errorf("iceberg: key index: plan: %w", err)
-	}
-	var rows int64
-	for _, t := range tasks {
-		rows += t.File.Count()
-	}
-	if rows*keyEntryOverhead > limit {
-		return nil, fmt.Sprintf("%d rows exceed the key index budget of %d bytes (WithKeyIndexBytes)", rows, limit), nil
+		return "", fmt.Errorf("iceberg: key index: plan: %w", err)
 	}
 	res, err := newDeleteResolver(ctx, tbl)
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
 	type loaded struct {
+		task table.FileScanTask
 		keys keyList
 		dv   *dv.RoaringPositionBitmap
 	}
-	out := make([]loaded, len(tasks))
-	var used atomic.Int64 // bytes of the keys read so far: stop reading past the budget
-	errOver := errors.New("over budget")
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(1, parallel))
-	for i, t := range tasks {
+	// Workers read files and hand them over one by one, so at most 2*parallel files' keys wait outside the
+	// index; cancel stops them once the index has given up.
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(lctx)
+	next := make(chan table.FileScanTask, len(tasks))
+	for _, t := range tasks {
+		next <- t
+	}
+	close(next)
+	out := make(chan loaded, max(1, parallel))
+	for range max(1, parallel) {
 		g.Go(func() error {
-			keys, err := readFileKeys(gctx, tbl, t.File, ks)
-			if err != nil {
-				return err
+			for t := range next {
+				keys, err := readFileKeys(gctx, tbl, t.File, ks)
+				if err != nil {
+					return err
+				}
+				dead, err := res.positionDeleted(t)
+				if err != nil {
+					return fmt.Errorf("iceberg: key index: %w", err)
+				}
+				eq, err := res.equalityDeleted(gctx, t, &knownKeys{spec: ks, keys: &keys})
+				if err != nil {
+					return fmt.Errorf("iceberg: key index: %w", err)
+				}
+				switch {
+				case dead == nil:
+					dead = eq
+				case eq != nil:
+					dead.Or(eq)
+				}
+				select {
+				case out <- loaded{task: t, keys: keys, dv: dead}:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
 			}
-			if used.Add(int64(len(keys.buf))+int64(keys.len())*keyEntryOverhead) > limit {
-				return errOver
-			}
-			out[i].keys = keys
-			dead, err := res.positionDeleted(t)
-			if err != nil {
-				return fmt.Errorf("iceberg: key index: %w", err)
-			}
-			eq, err := res.equalityDeleted(gctx, t, &knownKeys{spec: ks, keys: &out[i].keys})
-			if err != nil {
-				return fmt.Errorf("iceberg: key index: %w", err)
-			}
-			switch {
-			case dead == nil:
-				dead = eq
-			case eq != nil:
-				dead.Or(eq)
-			}
-			out[i].dv = dead
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		if errors.Is(err, errOver) {
-			return nil, fmt.Sprintf("the table's keys exceed the key index budget of %d bytes (WithKeyIndexBytes)", limit), nil
+	var readErr error
+	go func() {
+		readErr = g.Wait()
+		close(out)
+	}()
+	reason := ""
+	meta := tbl.Metadata()
+	for l := range out {
+		if reason != "" {
+			continue // drain: the workers stop at their next hand-over
 		}
-		return nil, "", err
-	}
-	idx := newKeyIndex(limit, &snap.SnapshotID)
-	for i, t := range tasks {
-		idx.addRows(&indexedFile{df: t.File, dv: out[i].dv, dvFile: liveVector(t), applied: appliedDeletes(t),
-			inherited: idx.inheritedDeletes(meta, t, nil)}, &out[i].keys)
-		out[i].keys = keyList{} // held by the index now
-		if idx.bytes > idx.limit {
-			return nil, fmt.Sprintf("the table's keys exceed the key index budget of %d bytes (WithKeyIndexBytes)", limit), nil
+		idx.addRows(&indexedFile{df: l.task.File, dv: l.dv, dvFile: liveVector(l.task), applied: appliedDeletes(l.task),
+			inherited: idx.inheritedDeletes(meta, l.task, nil)}, &l.keys)
+		idx.checkBudget()
+		switch {
+		case idx.keys.err != nil:
+			reason = "the key index's spilled runs: " + idx.keys.err.Error()
+		case idx.over && idx.spillErr != nil:
+			reason = fmt.Sprintf("the table's keys exceed the %s and spilling them failed: %v", idx.budget(), idx.spillErr)
+		case idx.over:
+			reason = fmt.Sprintf("the table's keys exceed the %s even spilled to local disk", idx.budget())
+		}
+		if reason != "" {
+			cancel()
 		}
 	}
-	return idx, "", nil
+	// readErr is set before out is closed.
+	if reason != "" {
+		return reason, nil
+	}
+	if readErr != nil {
+		return "", readErr
+	}
+	idx.base = snap.SnapshotID
+	return "", nil
 }

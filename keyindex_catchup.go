@@ -86,6 +86,10 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 		}
 		f.dv, f.dvFile, f.applied = dead, ownDeletes(f, t), appliedDeletes(t)
 		f.inherited = idx.inheritedDeletes(tbl.Metadata(), t, f.dvFile)
+		if dead != nil {
+			f.ids.drop(func(p int32) bool { return dead.Contains(uint64(p)) })
+		}
+		idx.recount(f)
 	}
 	idx.checkBudget()
 	if idx.keys.err != nil {

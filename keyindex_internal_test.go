@@ -241,8 +241,9 @@ func (e *stageEnv) check(k *keyStage) {
 		return
 	}
 	// The reference is loaded without a budget: the index under test may hold more than its budget, spilled.
-	loaded, reason, err := loadKeyIndex(e.ctx, e.tbl, e.o.branch, k.spec, 1<<40, 2)
-	if err != nil || loaded == nil {
+	loaded := newKeyIndex(1<<40, nil)
+	defer loaded.close()
+	if reason, err := loadKeyIndex(e.ctx, e.tbl, e.o.branch, k.spec, loaded, 2); err != nil || reason != "" {
 		e.t.Fatalf("load the index: %v %s", err, reason)
 	}
 	if idx.base != loaded.base {
@@ -433,26 +434,27 @@ func TestKeyStageRebaseDropsAfterOutsideChange(t *testing.T) {
 
 // TestKeyStageOverBudget: a run that takes the index past its budget spills its keys to a run on local disk and
 // the index stays on: upserts and deletes of spilled keys are placed as an index loaded from the table places
-// them, on format versions 2 and 3. An index still past its budget after spilling (a budget smaller than a run's
+// them, on format versions 2 and 3. The budget holds the files' metadata (a few KiB each) and about 300 keys; the
+// runs insert 400 at a time. An index still past its budget after spilling (a budget smaller than a run's
 // fences) commits its run, then goes off.
 func TestKeyStageOverBudget(t *testing.T) {
-	perKey := int64(9 + keyEntryOverhead) // an int64 key: a null flag and 8 bytes
+	const budget = 40 << 10
 	for _, version := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d spills", version), func(t *testing.T) {
-			e := newStageEnv(t, version, WithKeyIndexBytes(15*perKey))
+			e := newStageEnv(t, version, WithKeyIndexBytes(budget))
 			k := e.stage(false)
-			e.do(k, opInsert, ids(0, 10), "a")
+			e.do(k, opInsert, ids(0, 400), "a")
 			if !k.indexed() || k.spilledBytes() != 0 {
 				t.Fatalf("index on %v, %d bytes spilled under its budget", k.indexed(), k.spilledBytes())
 			}
-			e.do(k, opInsert, ids(10, 10), "b")
-			if !k.indexed() || k.spilledBytes() == 0 || k.indexBytes() > 15*perKey {
+			e.do(k, opInsert, ids(400, 400), "b")
+			if !k.indexed() || k.spilledBytes() == 0 || k.indexBytes() > budget {
 				t.Fatalf("past its budget: index on %v, %d bytes in memory, %d spilled", k.indexed(), k.indexBytes(), k.spilledBytes())
 			}
-			e.do(k, opUpsert, []int64{1, 11, 25}, "u")
-			e.do(k, opDelete, []int64{2, 12}, "")
-			e.do(k, opInsert, ids(30, 20), "c")
-			e.do(k, opUpsert, []int64{1, 3, 13, 31}, "v")
+			e.do(k, opUpsert, []int64{1, 401, 805}, "u")
+			e.do(k, opDelete, []int64{2, 402}, "")
+			e.do(k, opInsert, ids(1000, 400), "c")
+			e.do(k, opUpsert, []int64{1, 3, 403, 1001}, "v")
 			if !k.indexed() {
 				t.Fatal("index off")
 			}
@@ -471,8 +473,9 @@ func TestKeyStageOverBudget(t *testing.T) {
 	})
 }
 
-// TestKeyStageLoad: load opens the index only for a merge-on-read writer on a v2 or v3 table within the budget;
-// on a table that holds rows it places the live rows (deletion vectors applied).
+// TestKeyStageLoad: load opens the index only for a merge-on-read writer on a v2 or v3 table; on a table that
+// holds rows it places the live rows (deletion vectors applied), spilling past the budget, and stays off when
+// even its spilled runs exceed the budget.
 func TestKeyStageLoad(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -513,10 +516,21 @@ func TestKeyStageLoad(t *testing.T) {
 	t.Run("v3 over budget", func(t *testing.T) {
 		e := newStageEnv(t, 3)
 		k := e.stage(false)
-		e.do(k, opInsert, ids(0, 10), "a")
-		e.o.keyIndexBytes = 5 * keyEntryOverhead
+		e.do(k, opInsert, ids(0, 800), "a")
+		e.do(k, opDelete, []int64{4}, "")
+		e.o.keyIndexBytes = 24 << 10 // the files' metadata and about half the keys: the load spills
+		reopened := e.stage(false)
+		if !reopened.indexed() || reopened.spilledBytes() == 0 || reopened.indexBytes() > e.o.keyIndexBytes {
+			t.Fatalf("past the budget: index on %v, %d bytes in memory, %d spilled", reopened.indexed(), reopened.indexBytes(), reopened.spilledBytes())
+		}
+		if got, want := placements(reopened.idx.Load()), placements(k.idx.Load()); !maps.Equal(got, want) {
+			t.Fatalf("loaded %v, live %v", got, want)
+		}
+		e.do(reopened, opUpsert, []int64{2, 5}, "v")
+		e.check(reopened)
+		e.o.keyIndexBytes = 1 // less than a run's bloom filter: over even spilled
 		if e.stage(false).indexed() {
-			t.Fatal("index on past the budget")
+			t.Fatal("index on past the budget after spilling")
 		}
 	})
 }

@@ -25,7 +25,9 @@ func deleteFileKinds(t *testing.T, cat icecatalog.Catalog, ident table.Identifie
 // TestKeyIndexAcrossRestarts: a merge-on-read writer reopening a v3 table it wrote with deletion vectors, or with
 // equality deletes, builds its key index from the table (the equality deletes applied while loading), so its
 // upserts and deletes stay deletion vectors (merged with the vectors already there) instead of adding equality
-// deletes; a table over the index budget falls back to equality deletes. Every case reads back as the model.
+// deletes; a table over the index budget spills its keys to local disk while loading and keeps the vectors,
+// unless even the spilled index exceeds the budget: then it falls back to equality deletes. Every case reads back
+// as the model.
 func TestKeyIndexAcrossRestarts(t *testing.T) {
 	t.Parallel() // see TestMain
 	for _, c := range []struct {
@@ -36,7 +38,8 @@ func TestKeyIndexAcrossRestarts(t *testing.T) {
 	}{
 		{"vectors", nil, nil, false},
 		{"first-wrote-equality-deletes", []iceberg.Option{iceberg.WithKeyIndexBytes(0)}, nil, false},
-		{"over-budget", nil, []iceberg.Option{iceberg.WithKeyIndexBytes(10_000)}, true},
+		{"over-budget-spills", nil, []iceberg.Option{iceberg.WithKeyIndexBytes(32_000)}, false},
+		{"over-budget-even-spilled", nil, []iceberg.Option{iceberg.WithKeyIndexBytes(100)}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"math/bits"
 	"os"
 	"slices"
 	"sort"
@@ -34,6 +35,8 @@ type keyStore struct {
 	err  error
 	// spilledBytes is the size of the runs' files.
 	spilledBytes int64
+	// merged counts the records merges wrote (their write amplification, for tests and benchmarks).
+	merged int64
 }
 
 // keyRun is an immutable, sorted spill of the keyTable: n records of spillRecBytes sorted by hash, then the key
@@ -60,12 +63,31 @@ const (
 	spillInline   = 12
 	// spillBlock is the records a lookup reads with one pread (4 KiB) and a fence covers.
 	spillBlock = 128
-	// spillMaxRuns is the runs the store keeps before merging them into one: each run costs a lookup a pread.
-	spillMaxRuns = 4
+	// spillTierRuns is the runs of one size tier (runTier) the store keeps before merging them into one: a run
+	// costs a lookup a bloom filter probe, and a pread when the filter says maybe.
+	spillTierRuns = 4
 )
 
 // errKeyStore marks an I/O failure of the key index's spilled runs.
 var errKeyStore = errors.New("iceberg: key index spill")
+
+// checkSpillDir reports, as an ErrInvalidOption naming WithKeyIndexSpillDir, a spill directory the writer cannot
+// create its runs in (missing, not a directory, not writable), so that NewWriter fails instead of the first
+// spill, which would turn the index off in the middle of a stream. "" (os.TempDir()) is not checked: the index
+// then goes off at its first spill, logged, as before the option existed.
+func checkSpillDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	f, err := os.CreateTemp(dir, "icewriter-keys-*")
+	if err != nil {
+		return optionErr("WithKeyIndexSpillDir", "cannot create the key index's spill files in %q: %w", dir, err)
+	}
+	if err := errors.Join(f.Close(), os.Remove(f.Name())); err != nil {
+		return optionErr("WithKeyIndexSpillDir", "cannot remove a spill file from %q: %w", dir, err)
+	}
+	return nil
+}
 
 func newKeyStore() keyStore { return keyStore{keyTable: newKeyTable()} }
 
@@ -193,7 +215,7 @@ func (s *keyStore) all() iter.Seq2[[]byte, keyLoc] {
 }
 
 // spill writes the table's rows as a new run and empties the table (its memory goes back: the budget counts
-// capacity), then merges the runs into one when there are more than spillMaxRuns.
+// capacity), then merges runs of one size tier (compactRuns).
 func (s *keyStore) spill() error {
 	if s.live == 0 {
 		return nil
@@ -232,18 +254,64 @@ func (s *keyStore) spill() error {
 	s.runs = append(s.runs, r)
 	s.spilledBytes += r.size
 	s.keyTable = keyTable{hash: s.hash}
-	if len(s.runs) > spillMaxRuns {
-		return s.merge()
-	}
-	return nil
+	return s.compactRuns()
 }
 
-// merge replaces the runs by one, dropping their deleted records: a k-way merge by hash reading each run
-// sequentially.
-func (s *keyStore) merge() error {
+// runTier is the size tier of a run of live records: runs within a factor of four of each other share a tier
+// (tier t holds 4^t to 4^(t+1)-1 records); -1 for a run without live records.
+func runTier(live int) int {
+	if live <= 0 {
+		return -1
+	}
+	return (bits.Len(uint(live)) - 1) / 2
+}
+
+// compactRuns drops the runs whose records are all deleted and merges the runs of any tier that holds more than
+// spillTierRuns, until none does. Merging by size tier (as LSM trees' size-tiered compaction does) rewrites a
+// record about once per tier it climbs, log4 of the spilled records over a spill's, where merging every run
+// whenever there were too many rewrote the whole spilled index every few spills (quadratic in spills). Tiers
+// count live records, so a run that upserts and deletes thinned out sinks to a lower tier and is merged with
+// the smaller runs there. Runs of every tier stay: at most spillTierRuns per tier.
+func (s *keyStore) compactRuns() error {
+	for {
+		kept := s.runs[:0]
+		for _, r := range s.runs {
+			if r.n == r.ndel {
+				s.spilledBytes -= r.size
+				r.close()
+				continue
+			}
+			kept = append(kept, r)
+		}
+		clear(s.runs[len(kept):])
+		s.runs = kept
+		byTier := map[int][]int{}
+		var pick []int
+		for i, r := range s.runs {
+			t := runTier(r.n - r.ndel)
+			byTier[t] = append(byTier[t], i)
+			if len(byTier[t]) > spillTierRuns {
+				pick = byTier[t]
+				break
+			}
+		}
+		if pick == nil {
+			return nil
+		}
+		if err := s.merge(pick); err != nil {
+			return err
+		}
+	}
+}
+
+// merge replaces the runs at the positions pick (ascending) by one in the place of the first, dropping their
+// deleted records: a k-way merge by hash reading each run sequentially. On error the runs stay as they were.
+func (s *keyStore) merge(pick []int) error {
+	runs := make([]*keyRun, len(pick))
 	live := 0
-	for _, r := range s.runs {
-		live += r.n - r.ndel
+	for i, p := range pick {
+		runs[i] = s.runs[p]
+		live += runs[i].n - runs[i].ndel
 	}
 	w, err := newRunWriter(s.dir, live)
 	if err != nil {
@@ -256,10 +324,12 @@ func (s *keyStore) merge() error {
 		cur  spillRecord
 		ok   bool
 	}
-	cs := make([]*cursor, len(s.runs))
+	cs := make([]*cursor, len(runs))
 	defer func() {
 		for _, c := range cs {
-			c.stop()
+			if c != nil { // nil: a run before it failed to start
+				c.stop()
+			}
 		}
 	}()
 	advance := func(c *cursor) error {
@@ -274,7 +344,7 @@ func (s *keyStore) merge() error {
 			}
 		}
 	}
-	for i, r := range s.runs {
+	for i, r := range runs {
 		next, stop := iter.Pull2(r.records())
 		cs[i] = &cursor{r: r, next: next, stop: stop}
 		if err := advance(cs[i]); err != nil {
@@ -305,11 +375,16 @@ func (s *keyStore) merge() error {
 	if err != nil {
 		return err
 	}
-	for _, old := range s.runs {
+	s.merged += int64(r.n)
+	s.spilledBytes += r.size
+	for _, old := range runs {
+		s.spilledBytes -= old.size
 		old.close()
 	}
-	s.runs = append(s.runs[:0], r)
-	s.spilledBytes = r.size
+	s.runs[pick[0]] = r
+	for _, p := range slices.Backward(pick[1:]) {
+		s.runs = slices.Delete(s.runs, p, p+1)
+	}
 	return nil
 }
 

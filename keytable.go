@@ -258,6 +258,21 @@ func (l *keyList) key(i int) []byte {
 	return l.buf[from:l.ends[i]:l.ends[i]]
 }
 
+// span returns the bytes of keys from to to (exclusive).
+func (l *keyList) span(from, to int) int {
+	if from >= to {
+		return 0
+	}
+	if l.ends == nil {
+		return (to - from) * l.width
+	}
+	start := 0
+	if from > 0 {
+		start = l.ends[from-1]
+	}
+	return l.ends[to-1] - start
+}
+
 // appendKey appends the key enc encodes for row.
 func (l *keyList) appendKey(enc *keyEncoder, row int) {
 	from := len(l.buf)

@@ -120,14 +120,16 @@ type options struct {
 	deleteRatio    float64 // WithDeleteRewriteRatio
 	createErr      error   // WithCreateFor: the struct type could not be mapped
 	keyIndexBytes  int64
-	deleteFiles    DeleteFiles // WithDeleteFiles
-	supersedeBatch int         // v2: superseded position delete files removed together (supersededBatch; tests lower it)
-	orphanWindow   time.Duration
-	evolve         bool                     // WithSchemaEvolution (evolve.go)
-	deadLetter     func(row any, err error) // WithDeadLetter (evolve.go)
-	changes        ChangeColumns            // WithChangeColumns (apply.go); empty fields: their defaults
-	shared         *sharedBudget            // a Router's budget and encode pool (router.go); nil: the writer's own
-	hooks          []Hook                   // WithHooks (hooks.go)
+	// keyIndexSpillDir is WithKeyIndexSpillDir ("": os.TempDir()).
+	keyIndexSpillDir string
+	deleteFiles      DeleteFiles // WithDeleteFiles
+	supersedeBatch   int         // v2: superseded position delete files removed together (supersededBatch; tests lower it)
+	orphanWindow     time.Duration
+	evolve           bool                     // WithSchemaEvolution (evolve.go)
+	deadLetter       func(row any, err error) // WithDeadLetter (evolve.go)
+	changes          ChangeColumns            // WithChangeColumns (apply.go); empty fields: their defaults
+	shared           *sharedBudget            // a Router's budget and encode pool (router.go); nil: the writer's own
+	hooks            []Hook                   // WithHooks (hooks.go)
 	// retryWaits, when set, replaces the commit retries' backoff bounds (the first wait and the cap; see
 	// backoff): tests of conflicts and lost replies shrink them so that their retries cost no wall time.
 	retryWaits *[2]time.Duration
@@ -319,22 +321,32 @@ func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEve
 // table: the index places each key's row, so upserts and deletes become position delete files (v2, one live
 // per data file) or deletion vectors (v3), cheap to read, instead of equality deletes. A writer opening a table
 // that already holds rows (its own reopened, or anyone's) reads the key columns of every live data file to
-// build it, minus the rows the table's deletes remove (deletion vectors, position and equality deletes), unless
-// the table has more rows than the budget. The writer's own compactions move the index to the files they
+// build it, minus the rows the table's deletes remove (deletion vectors, position and equality deletes),
+// spilling past the budget as below. The writer's own compactions move the index to the files they
 // write, and it catches up with other writers' commits (reading the files they added and the deletes they
 // wrote) instead of turning off; a run placed before another writer's commit that lands first still falls back
 // to equality deletes (or what WithDeleteFiles says instead), and once that happened the writer reloads the
 // table before placing each run. After a compaction commit that returned an error (its reply may be lost) the
 // writer uses equality deletes. The index counts what it holds, spare capacity included: per row a 32-byte
 // slot, about 4 bytes of buckets and the key's bytes (9 for an int64 key), so 45 bytes per int64 key, up to
-// about 80 just after its slot slice doubled. Past the budget the writer's index spills its keys to local disk
-// (os.TempDir(): 32 bytes a key, plus keys longer than 12 bytes; files unlinked as soon as they are opened, so
-// nothing stays behind) and keeps about 1.4 bytes of memory per spilled key, so upserts and deletes stay
-// position deletes; a lookup of a spilled key costs a 4 KiB read per spilled run (at most 5) whose bloom filter
-// may hold it. Stats reports
-// KeyIndexSpilledBytes. Opening a table whose keys exceed the budget still leaves the index off (equality
-// deletes, logged): only a running writer spills. Default: DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
+// about 80 just after its slot slice doubled; per data file its metadata (about 3.4 KiB on 2 columns, more on
+// wider tables), its deletion vector (2 bytes a deleted row) and, on format version 3, 12 bytes per row whose
+// row id an upsert carried. Past the budget the index spills its keys to local disk (WithKeyIndexSpillDir: 32
+// bytes a key, plus keys longer than 12 bytes; files unlinked as soon as they are opened, so nothing stays
+// behind) and keeps about 1.4 bytes of memory per spilled key, so upserts and deletes stay position deletes; a
+// lookup of a spilled key costs a 4 KiB read per spilled run whose bloom filter may hold it (runs merge by
+// size tier: at most 4 per tier). Stats reports KeyIndexSpilledBytes. Opening a table whose keys exceed the
+// budget spills the same way while NewWriter reads the table's keys. An index still past its budget after
+// spilling (its files' metadata and its runs' bloom filters, fences and deleted bits exceed it) goes off:
+// equality deletes, logged. Default: DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
+
+// WithKeyIndexSpillDir sets the local directory the key index spills its keys to past its memory budget
+// (WithKeyIndexBytes): 32 bytes a key, plus keys longer than 12 bytes. Its files are unlinked as soon as they are
+// opened where the system allows it (Unix), so a crash leaves nothing behind; elsewhere the writer removes them
+// when its index is dropped or it closes. NewWriter checks that it can create a file in dir and fails with
+// ErrInvalidOption naming this option when it cannot. Default: "" (os.TempDir(), TMPDIR on Unix).
+func WithKeyIndexSpillDir(dir string) Option { return func(o *options) { o.keyIndexSpillDir = dir } }
 
 // WithDeleteFiles sets which kinds of delete files a merge-on-read writer may add (see DeleteFiles): with
 // NoEqualityDeletes or NoEqualityDeletesOrFail the table holds only position deletes and deletion vectors,

@@ -129,7 +129,8 @@ type Stats struct {
 	// copy-on-write, format version 2, a bulk phase, or it fell back to equality deletes: the log says why).
 	KeyIndexBytes int64
 	// KeyIndexSpilledBytes is the size of the key index's runs on local disk: the keys it wrote out of memory
-	// when it passed its budget (WithKeyIndexBytes), in os.TempDir(). 0 while the index fits in memory or is off.
+	// when it passed its budget (WithKeyIndexBytes), in WithKeyIndexSpillDir (default os.TempDir()). 0 while the
+	// index fits in memory or is off.
 	KeyIndexSpilledBytes int64
 }
 
@@ -287,6 +288,9 @@ func validateOptions(o *options) error {
 		return optionErr("WithDeleteFiles", "unknown value %d", int(o.deleteFiles))
 	}
 	if err := validateHooks(o.hooks); err != nil {
+		return err
+	}
+	if err := checkSpillDir(o.keyIndexSpillDir); err != nil {
 		return err
 	}
 	return o.changes.validate(o.memoryLimit)

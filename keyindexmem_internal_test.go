@@ -1,0 +1,73 @@
+package iceberg
+
+import "testing"
+
+// checkAccounting fails the test unless the key index counts what it holds: the key store's memory plus each
+// live file's metadata as memBytes estimates it now (vector, delete files, carried row ids), and nothing for the
+// files it forgot. It returns the live files' share.
+func checkAccounting(t *testing.T, idx *keyIndex) int64 {
+	t.Helper()
+	var files int64
+	for id, f := range idx.files {
+		if f == nil {
+			continue
+		}
+		if want := f.memBytes(idx.fileBytes); f.mem != want {
+			t.Fatalf("file %d counted at %d bytes, holds %d", id, f.mem, want)
+		}
+		files += f.mem
+	}
+	if idx.bytes != idx.keys.size()+files || idx.held.Load() != idx.bytes {
+		t.Fatalf("index counts %d bytes (Stats %d), holds %d: keys %d, files %d", idx.bytes, idx.held.Load(),
+			idx.keys.size()+files, idx.keys.size(), files)
+	}
+	return files
+}
+
+// TestKeyIndexCountsFileMetadata: what the key index holds outside its key store grows with the keys upserts and
+// deletes remove (deletion vectors) and the rows upserts carry an id to (format version 3), not only with files:
+// the budget counts it as it changes, a carried id goes once its row is replaced, and a compaction's rebase
+// gives back the rewritten files' share.
+func TestKeyIndexCountsFileMetadata(t *testing.T) {
+	e := newStageEnv(t, 3)
+	k := e.stage(false)
+	idx := k.idx.Load()
+	e.do(k, opInsert, ids(0, 100), "a")
+	if checkAccounting(t, idx) < idx.fileBytes {
+		t.Fatal("a data file's metadata not counted")
+	}
+	carrying := func() *indexedFile {
+		for _, f := range idx.files {
+			if f != nil && len(f.ids.pos) > 0 {
+				return f
+			}
+		}
+		return nil
+	}
+	e.do(k, opUpsert, ids(1, 49), "u") // the replaced rows' ids move to the new file
+	before := checkAccounting(t, idx)
+	f := carrying()
+	if f == nil || len(f.ids.pos) != 49 {
+		t.Fatalf("the upsert's file carries %v row ids, want 49", f)
+	}
+	e.do(k, opUpsert, ids(1, 24), "v") // replaces 24 of them: their ids move on
+	if len(f.ids.pos) != 25 {
+		t.Fatalf("%d row ids kept on a file of which 24 rows were replaced, want 25", len(f.ids.pos))
+	}
+	if after := checkAccounting(t, idx); after <= before {
+		t.Fatalf("files count %d bytes after more upserts, %d before: the vectors and the new file did not count", after, before)
+	}
+	e.do(k, opDelete, ids(60, 30), "")
+	checkAccounting(t, idx)
+	e.compact(k)
+	live := 0
+	for _, f := range idx.files {
+		if f != nil {
+			live++
+		}
+	}
+	if files := checkAccounting(t, idx); live != 1 || files > 2*idx.fileBytes {
+		t.Fatalf("after a compaction into one file: %d files count %d bytes", live, files)
+	}
+	e.check(k)
+}

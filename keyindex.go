@@ -431,7 +431,11 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 		}
 		fks := b.fileKeys
 		var ids []map[int32]int64
-		if len(carried) > 0 {
+		switch {
+		case len(b.rowIDs) > 0 && sameRowIDs(carried, b.rowIDs):
+			ids = rowIDsByFile(fks, b.rowIDs) // the encoder wrote them (encodeRowIDs)
+		case len(carried) > 0 || len(b.rowIDs) > 0:
+			// The encoder could not tell, or an earlier batch changed a key since: write the column again.
 			var err error
 			if fks, ids, err = k.carryRowIDs(ctx, tbl, seg, b, carried); err != nil {
 				return nil, err

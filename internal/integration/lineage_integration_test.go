@@ -4,6 +4,8 @@ package integration_test
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -12,7 +14,9 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/faultproxy"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/testenv"
 )
 
 // TestMergeOnReadRowLineage: on a format-v3 table a merge-on-read upsert keeps the _row_id of the row it
@@ -124,4 +128,56 @@ func readRowIDs(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) ma
 		rec.Release()
 	}
 	return out
+}
+
+// TestMergeOnReadRowLineageAfterLostReply: on the REST catalog, a v3 merge-on-read commit whose reply is lost
+// after the catalog applied it (the writer proves it applied from a reloaded table) still teaches the key index
+// the row ids of the rows it added: the next upsert of those keys keeps them.
+func TestMergeOnReadRowLineageAfterLostReply(t *testing.T) {
+	uri := testenv.Get(t, testenv.RESTURI)
+	ctx := context.Background()
+	p, err := faultproxy.Start(strings.TrimPrefix(uri, "rest://"), faultproxy.Config{
+		Match: func(r *http.Request) bool { return r.Method == http.MethodPost && tableCommit.MatchString(r.URL.Path) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cat := openRESTVia(t, p.Addr())
+	ident := newIdent("lineagelost")
+	w, err := iceberg.NewWriter(ctx, cat, ident,
+		iceberg.WithCreate(seed.Schema, iceberg.FormatVersion(3), iceberg.IdentifierFields("id")),
+		iceberg.WithWriterID("a"), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upsert := func(first int64, n int, sd uint64) {
+		t.Helper()
+		rec := seed.New(first, sd).Batch(n)
+		defer rec.Release()
+		if err := w.Upsert(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upsert(0, 1000, 1)
+	p.SetFaults(map[faultproxy.Kind]float64{faultproxy.LostReply: 1})
+	upsert(900, 1000, 2) // applied, its reply lost
+	p.SetFaults(nil)
+	before := readRowIDs(t, cat, ident)
+	upsert(950, 1000, 3) // 950..1899 updated
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if counts, _ := p.Counts(); counts[faultproxy.LostReply] != 1 {
+		t.Fatalf("%d replies lost, want 1", counts[faultproxy.LostReply])
+	}
+	got := readRowIDs(t, cat, ident)
+	for id := int64(950); id < 1900; id++ {
+		if got[id] != before[id] {
+			t.Fatalf("key %d has _row_id %d, want %d (the replaced row's)", id, got[id], before[id])
+		}
+	}
+	t.Logf("stats: %+v", w.Stats())
 }

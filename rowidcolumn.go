@@ -31,7 +31,7 @@ import (
 // row needs an id) and records the ids written in b.rowIDs, and the Iceberg schema WriteRecords must write the
 // column with in b.lineage (batch.writeOptions).
 func (k *keyStage) encodeRowIDs(tbl *table.Table, schema *arrow.Schema, b *batch, res *resolved) (*arrow.Schema, error) {
-	if tbl.Metadata().Version() < 3 || res == nil || len(res.deletes) == 0 || len(b.recs) == 0 {
+	if k.atCommit || tbl.Metadata().Version() < 3 || res == nil || len(res.deletes) == 0 || len(b.recs) == 0 {
 		return schema, nil
 	}
 	guess, err := k.knownRowIDs(res.deletes)
@@ -104,9 +104,14 @@ func (k *keyStage) encodeRowIDs(tbl *table.Table, schema *arrow.Schema, b *batch
 
 // knownRowIDs returns, by key (keyEncoder's encoding), the _row_id of the one live row the key index holds for
 // each key of the key-only records keyRecs, where the index knows that id. It only reads the index (a spilled
-// run is read, never changed); keys it cannot tell are left out.
+// run is read, never changed); keys it cannot tell are left out, and so is every key while the index is busy.
 func (k *keyStage) knownRowIDs(keyRecs []arrow.RecordBatch) (map[string]int64, error) {
-	k.mu.Lock()
+	// apply and committed hold mu through a run's I/O (deletion vectors, the commit-time rewrite): an encoder
+	// that waited for them would stall the pipeline behind the commit. A batch encoded meanwhile follows one not
+	// yet applied, whose keys the index cannot place yet anyway; its ids are left to apply's rewrite.
+	if !k.mu.TryLock() {
+		return nil, nil
+	}
 	defer k.mu.Unlock()
 	idx := k.idx.Load()
 	if idx == nil {

@@ -388,6 +388,13 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 				continue
 			}
 			seg := &run.Segments[b.segIdx]
+			if len(b.rowIDs) > 0 {
+				// The ids the encoder wrote cannot be checked (a batch ahead may have deleted a key and this one
+				// inserted it anew): write the files again without them, as if the index had been off then.
+				if _, _, err := k.carryRowIDs(ctx, tbl, seg, b, nil); err != nil {
+					return nil, err
+				}
+			}
 			files, err := k.uncovered(ctx, tbl, b.keyRecs, &seg.DeleteKeys)
 			if err != nil {
 				return nil, err

@@ -64,3 +64,26 @@ func TestMergeOnReadRowIDsReuseTheIndexKeys(t *testing.T) {
 	e.check(k)
 	checkRowIDs(t, before, readRowIDsByKey(t, e.tbl), []int64{50}, []int64{1, 1000})
 }
+
+// TestMergeOnReadRowIDsIndexOffAtCommit: a v3 merge-on-read batch encoded with row ids while the key index was on,
+// committed after the index went off (equality deletes), cannot have its ids checked: its file is written again
+// without them, so its upserted keys get new ids, as when the index is off throughout, and none is shared.
+func TestMergeOnReadRowIDsIndexOffAtCommit(t *testing.T) {
+	e := newStageEnv(t, 3)
+	k := e.stage(false)
+	e.do(k, opInsert, seqIDs(100), "a")
+	before := readRowIDsByKey(t, e.tbl)
+
+	b := e.encode(k, opUpsert, []int64{1, 50, 1000}, "b")
+	if len(b.rowIDs) != 2 {
+		t.Fatalf("the upsert was encoded with %d row ids, want 2 (keys 1 and 50)", len(b.rowIDs))
+	}
+	orig := b.files[0].FilePath()
+	k.drop("test", nil)
+	e.commit(k, b)
+	if len(b.files) != 1 || b.files[0].FilePath() == orig {
+		t.Fatalf("the batch's files after the index went off: %v, want one rewrite of %s", b.files, orig)
+	}
+	e.check(k)
+	checkRowIDs(t, before, readRowIDsByKey(t, e.tbl), nil, []int64{1, 50, 1000})
+}

@@ -248,3 +248,13 @@ func seqIDs(n int) []int64 {
 	}
 	return ids
 }
+
+// lineageStage opens a key stage on a format-v3 stageEnv table holding keys 0..99 and returns the rows' _row_id
+// by key.
+func lineageStage(t *testing.T) (*stageEnv, *keyStage, map[int64]int64) {
+	t.Helper()
+	e := newStageEnv(t, 3)
+	k := e.stage(false)
+	e.do(k, opInsert, seqIDs(100), "a")
+	return e, k, readRowIDsByKey(t, e.tbl)
+}

@@ -10,10 +10,7 @@ import (
 // with the ids and deleted the first; on S3 7 GETs, a second data-file PUT and a DELETE a commit). Read with row
 // lineage, the upserted keys keep their ids, the new key gets a new one, the others are unchanged.
 func TestMergeOnReadRowIDsWrittenWithTheBatch(t *testing.T) {
-	e := newStageEnv(t, 3)
-	k := e.stage(false)
-	e.do(k, opInsert, seqIDs(100), "a")
-	before := readRowIDsByKey(t, e.tbl)
+	e, k, before := lineageStage(t)
 
 	b := e.encode(k, opUpsert, []int64{1, 50, 1000}, "b")
 	if len(b.files) != 1 {
@@ -38,10 +35,7 @@ func TestMergeOnReadRowIDsWrittenWithTheBatch(t *testing.T) {
 // reads the batch's uploaded file once and never reads the rewritten file back: the keys of both are those the
 // key index learnt from the batch (each read is two requests to S3).
 func TestMergeOnReadRowIDsReuseTheIndexKeys(t *testing.T) {
-	e := newStageEnv(t, 3)
-	k := e.stage(false)
-	e.do(k, opInsert, seqIDs(100), "a")
-	before := readRowIDsByKey(t, e.tbl)
+	e, k, before := lineageStage(t)
 
 	del := e.encode(k, opDelete, []int64{1}, "")
 	b := e.encode(k, opUpsert, []int64{1, 50, 1000}, "b") // encoded while key 1 still had its row
@@ -69,10 +63,7 @@ func TestMergeOnReadRowIDsReuseTheIndexKeys(t *testing.T) {
 // committed after the index went off (equality deletes), cannot have its ids checked: its file is written again
 // without them, so its upserted keys get new ids, as when the index is off throughout, and none is shared.
 func TestMergeOnReadRowIDsIndexOffAtCommit(t *testing.T) {
-	e := newStageEnv(t, 3)
-	k := e.stage(false)
-	e.do(k, opInsert, seqIDs(100), "a")
-	before := readRowIDsByKey(t, e.tbl)
+	e, k, before := lineageStage(t)
 
 	b := e.encode(k, opUpsert, []int64{1, 50, 1000}, "b")
 	if len(b.rowIDs) != 2 {

@@ -95,6 +95,62 @@ func BenchmarkUpsert10pct(b *testing.B) {
 	b.ReportMetric(dur["upsert-equality"].Seconds()/dur["upsert"].Seconds(), "x-equality")
 }
 
+// BenchmarkUpsertV3RowIDs upserts seed events of which 10% update keys written earlier (1,000-row calls,
+// batches of 20,000 rows) into a format-version 3 merge-on-read table, where each updated row keeps the replaced
+// row's _row_id: written with the batch by the encoder, against the same upserts with the ids carried by the
+// commit-time rewrite alone (WithRowIDsAtCommitForTest: read the uploaded file, write it again, delete the first),
+// alternately in the same iterations. x-at-commit is the rewrite's time over the encoder's. flushed: each batch
+// committed before the next is written (Flush), as BenchmarkRemoteCost does: the encoder knows every id (goal:
+// x-at-commit above 1). streamed: no Flush, so batches are encoded while earlier ones commit; updates of rows
+// of a batch still in flight are known only at its commit, and those batches are rewritten at commit either way
+// (goal: x-at-commit about 1, no slower).
+func BenchmarkUpsertV3RowIDs(b *testing.B) {
+	batches := updateBatches(b, benchRows, 1000, 0.10)
+	for _, flushed := range []bool{true, false} {
+		name := "streamed"
+		if flushed {
+			name = "flushed"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			dur := map[string]time.Duration{}
+			for i := 0; i < b.N; i++ {
+				for _, op := range []string{"at-encode", "at-commit"} {
+					b.StopTimer()
+					cat := openCatalog(b)
+					opts := []iceberg.Option{iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"),
+						iceberg.FormatVersion(3)), iceberg.WithFlushRows(20_000), iceberg.WithFlushInterval(0)}
+					if op == "at-commit" {
+						opts = append(opts, iceberg.WithRowIDsAtCommitForTest())
+					}
+					w, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "t"}, opts...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					start := time.Now()
+					for n, r := range batches {
+						if err := w.Upsert(ctx, r); err != nil {
+							b.Fatal(err)
+						}
+						if flushed && (n+1)%20 == 0 {
+							if err := w.Flush(ctx); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+					if err := w.Close(ctx); err != nil {
+						b.Fatal(err)
+					}
+					dur[op] += time.Since(start)
+				}
+			}
+			b.ReportMetric(float64(benchRows)*float64(b.N)/dur["at-encode"].Seconds(), "rows/s")
+			b.ReportMetric(dur["at-commit"].Seconds()/dur["at-encode"].Seconds(), "x-at-commit")
+		})
+	}
+}
+
 // BenchmarkMergeOnReadDeleteBytes deletes K keys in one commit and reports the bytes of the delete files it
 // added, per key (the seed's merge-on-read figure: one 2–4 KB equality-delete file whatever K).
 func BenchmarkMergeOnReadDeleteBytes(b *testing.B) {

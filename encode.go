@@ -55,6 +55,10 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 		}
 	}
 	var packed *packedFiles
+	if err == nil && indexed && !w.files.carries(tbl, b) {
+		// Format version 3: the upserted rows' _row_id goes into the files now, not in a rewrite at commit.
+		schema, err = w.keys.encodeRowIDs(tbl, schema, b, res)
+	}
 	if err == nil && len(b.recs) > 0 {
 		if w.files.carries(tbl, b) {
 			err = w.files.writeBulk(ctx, tbl, schema, b) // its files come when they close (bulkfile.go)
@@ -169,6 +173,7 @@ func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *
 		table.WithTargetFileSize(e.fileSize()),
 		table.WithParquetRowGroupLimit(e.rowGroupRows),
 	}
+	opts = append(opts, b.writeOptions()...)
 	if tbl.Spec().IsUnpartitioned() {
 		if err := e.coalesce(schema, b); err != nil {
 			return nil, err

@@ -71,3 +71,8 @@ const SupersededBatch = supersededBatch
 // WithSupersededBatchForTest sets how many superseded position delete files a v2 writer lets accumulate before
 // a run removes them, so that a short test reaches the removal.
 func WithSupersededBatchForTest(n int) Option { return func(o *options) { o.supersedeBatch = n } }
+
+// WithRowIDsAtCommitForTest makes a v3 merge-on-read writer carry the replaced rows' _row_id only by the
+// commit-time rewrite (read the uploaded file, write it again with the ids, delete the first), as before the
+// encoder wrote them: BenchmarkUpsertV3RowIDs's baseline.
+func WithRowIDsAtCommitForTest() Option { return func(o *options) { o.rowIDsAtCommit = true } }

@@ -205,3 +205,56 @@ func readRowIDsByKey(t *testing.T, tbl *table.Table) map[int64]int64 {
 	}
 	return out
 }
+
+// checkRowIDs compares the _row_id of each key after an upsert with before: kept keys have the same, fresh keys
+// one no row had before, any other key its own, and no two rows share one.
+func checkRowIDs(t *testing.T, before, after map[int64]int64, kept, fresh []int64) {
+	t.Helper()
+	old := map[int64]bool{}
+	for _, rid := range before {
+		old[rid] = true
+	}
+	seen := map[int64]int64{}
+	for id, rid := range after {
+		if other, dup := seen[rid]; dup {
+			t.Errorf("keys %d and %d share _row_id %d", id, other, rid)
+		}
+		seen[rid] = id
+		switch {
+		case slices.Contains(kept, id):
+			if rid != before[id] {
+				t.Errorf("key %d has _row_id %d, want %d (the replaced row's)", id, rid, before[id])
+			}
+		case slices.Contains(fresh, id):
+			if old[rid] {
+				t.Errorf("key %d has _row_id %d, an id the table gave before; want a new one", id, rid)
+			}
+		case rid != before[id]:
+			t.Errorf("key %d has _row_id %d, want %d (unchanged)", id, rid, before[id])
+		}
+	}
+	for _, id := range append(slices.Clone(kept), fresh...) {
+		if _, ok := after[id]; !ok {
+			t.Errorf("key %d missing after the upsert", id)
+		}
+	}
+}
+
+// seqIDs returns 0, 1, ..., n-1.
+func seqIDs(n int) []int64 {
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	return ids
+}
+
+// lineageStage opens a key stage on a format-v3 stageEnv table holding keys 0..99 and returns the rows' _row_id
+// by key.
+func lineageStage(t *testing.T) (*stageEnv, *keyStage, map[int64]int64) {
+	t.Helper()
+	e := newStageEnv(t, 3)
+	k := e.stage(false)
+	e.do(k, opInsert, seqIDs(100), "a")
+	return e, k, readRowIDsByKey(t, e.tbl)
+}

@@ -1199,3 +1199,21 @@ func assertPositionDeletesOnly(t *testing.T, cat tableLoader, ident table.Identi
 		t.Fatalf("live delete files: %d equality, %d position, %d deletion vectors", l.eq, l.pos, l.dvs)
 	}
 }
+
+// mergeOnReadV3Writer creates a format-v3 kvSchema table keyed by id and returns a merge-on-read writer on it
+// (no flush interval, no small-file compaction) that has committed keys 0..99 with v = id.
+func mergeOnReadV3Writer(t *testing.T, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier) *iceberg.Writer {
+	t.Helper()
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
+		iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for id := int64(0); id < 100; id++ {
+		ids = append(ids, id)
+	}
+	must(t, w.Write(ctx, kvBatch(ids, ids)))
+	must(t, w.Flush(ctx))
+	return w
+}

@@ -417,6 +417,13 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 				continue
 			}
 			seg := &run.Segments[b.segIdx]
+			if len(b.rowIDs) > 0 {
+				// The ids the encoder wrote cannot be checked (a batch ahead may have deleted a key and this one
+				// inserted it anew): write the files again without them, as if the index had been off then.
+				if _, _, err := k.carryRowIDs(ctx, tbl, seg, b, nil); err != nil {
+					return nil, err
+				}
+			}
 			files, err := k.uncovered(ctx, tbl, b.keyRecs, &seg.DeleteKeys)
 			if err != nil {
 				return nil, err
@@ -460,7 +467,11 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 		}
 		fks := b.fileKeys
 		var ids []map[int32]int64
-		if len(carried) > 0 {
+		switch {
+		case len(b.rowIDs) > 0 && sameRowIDs(carried, b.rowIDs):
+			ids = rowIDsByFile(fks, b.rowIDs) // the encoder wrote them (encodeRowIDs)
+		case len(carried) > 0 || len(b.rowIDs) > 0:
+			// The encoder could not tell, or an earlier batch changed a key since: write the column again.
 			var err error
 			if fks, ids, err = k.carryRowIDs(ctx, tbl, seg, b, carried); err != nil {
 				return nil, err

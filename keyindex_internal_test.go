@@ -77,8 +77,8 @@ func (e *stageEnv) stage(cow bool) *keyStage {
 }
 
 // encode makes a sealed batch of one operation and encodes it as the writer's encoder does: resolve, route the
-// keys (stageDeletes), write the data files, read their keys back while the index is on. The model follows at
-// commit.
+// keys (stageDeletes), write the data files (on format version 3 with the _row_id column: encodeRowIDs), read
+// their keys back while the index is on. The model follows at commit.
 func (e *stageEnv) encode(k *keyStage, kind opKind, ids []int64, name string) *batch {
 	e.t.Helper()
 	e.seq++
@@ -102,6 +102,12 @@ func (e *stageEnv) encode(k *keyStage, kind opKind, ids []int64, name string) *b
 	if b.deletes, err = k.stageDeletes(e.ctx, e.tbl, b, res.deletes, indexed); err != nil {
 		e.t.Fatal(err)
 	}
+	schema := e.target
+	if indexed {
+		if schema, err = k.encodeRowIDs(e.tbl, schema, b, res); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 	recs := func(yield func(arrow.RecordBatch, error) bool) {
 		for _, r := range b.recs {
 			if !yield(r, nil) {
@@ -109,7 +115,7 @@ func (e *stageEnv) encode(k *keyStage, kind opKind, ids []int64, name string) *b
 			}
 		}
 	}
-	for df, err := range table.WriteRecords(e.ctx, e.tbl, e.target, recs) {
+	for df, err := range table.WriteRecords(e.ctx, e.tbl, schema, recs, b.writeOptions()...) {
 		if err != nil {
 			e.t.Fatal(err)
 		}

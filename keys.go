@@ -45,6 +45,7 @@ type keyStage struct {
 	// supersedeBatch is how many superseded v2 position delete files wait before a run removes them
 	// (supersededBatch; WithSupersededBatchForTest lowers it).
 	supersedeBatch int
+	atCommit       bool // row ids only by the commit-time rewrite (a benchmark's baseline; options.rowIDsAtCommit)
 
 	ident    table.Identifier
 	branch   string
@@ -81,6 +82,7 @@ func newKeyStage(tbl *table.Table, target *arrow.Schema, o *options, cow bool) (
 		writerID: o.writerID, limit: o.keyIndexBytes, deletes: o.deleteFiles, supersedeBatch: o.supersedeBatch,
 		rewrite: cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows}, parallel: o.maxInFlight, log: o.logger, pool: routerIndexPool(o),
 		spillDir: o.keyIndexSpillDir, fileBytes: fileMetaBytes(target),
+		atCommit: o.rowIDsAtCommit,
 	}, nil
 }
 

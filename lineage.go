@@ -119,6 +119,19 @@ func lineageScan(on bool) []table.ScanOption {
 type rowIDs struct {
 	mu  sync.Mutex
 	ids map[string]int64
+	// stale are keys whose rows a merge-on-read encoder wrote with an id (encodeRowIDs) that apply did not
+	// confirm: the files holding them are written again like those holding a key of ids, with the id of ids
+	// or null.
+	stale map[string]int64
+}
+
+// has reports whether key has a recorded id, or a stale one to replace. The caller holds mu.
+func (r *rowIDs) has(key string) bool {
+	if _, ok := r.ids[key]; ok {
+		return true
+	}
+	_, ok := r.stale[key]
+	return ok
 }
 
 // record notes the _row_id of each row of rec marked in hits.
@@ -242,21 +255,23 @@ func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, se
 	return out, replaced, keysOf, nil
 }
 
-// any reports whether a key of ks has a recorded row id.
+// any reports whether a key of ks has a recorded row id (or a stale one).
 func (r *rowIDs) any(ks *keySet) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	small, large := map[string]struct{}(ks.keys), r.ids
-	if len(small) > len(large) {
-		for k := range large {
-			if _, ok := small[k]; ok {
-				return true
+	small := map[string]struct{}(ks.keys)
+	if len(small) > len(r.ids)+len(r.stale) {
+		for _, large := range []map[string]int64{r.ids, r.stale} {
+			for k := range large {
+				if _, ok := small[k]; ok {
+					return true
+				}
 			}
 		}
 		return false
 	}
 	for k := range small {
-		if _, ok := large[k]; ok {
+		if r.has(k) {
 			return true
 		}
 	}
@@ -285,7 +300,7 @@ func (r *rowIDs) holds(ctx context.Context, tbl *table.Table, task table.FileSca
 		for row := 0; row < int(rec.NumRows()) && !found; row++ {
 			buf = enc.appendKey(buf[:0], row)
 			if _, mine := ks.keys[string(buf)]; mine {
-				_, found = r.ids[string(buf)]
+				found = r.has(string(buf))
 			}
 		}
 		r.mu.Unlock()
@@ -310,10 +325,8 @@ func (r *rowIDs) holdsKnown(keys *keyList, ks *keySet) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, key := range keys.all() {
-		if _, mine := ks.keys[string(key)]; mine {
-			if _, ok := r.ids[string(key)]; ok {
-				return true
-			}
+		if _, mine := ks.keys[string(key)]; mine && r.has(string(key)) {
+			return true
 		}
 	}
 	return false
@@ -388,7 +401,7 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 		files[i] = fk.df
 		known[fk.df.FilePath()] = fk
 	}
-	out, replaced, keysOf, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried}, k.rewrite, func(df ice.DataFile) *keyList {
+	out, replaced, keysOf, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried, stale: b.rowIDs}, k.rewrite, func(df ice.DataFile) *keyList {
 		if fk, ok := known[df.FilePath()]; ok {
 			return &fk.keys
 		}

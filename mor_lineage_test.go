@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/apache/iceberg-go/table"
-	iceberg "github.com/icewriter/iceberg"
 )
 
 // TestMergeOnReadKeepsRowIDs: on a format-version 3 table a merge-on-read upsert keeps the replaced row's
@@ -16,17 +15,7 @@ func TestMergeOnReadKeepsRowIDs(t *testing.T) {
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"mor", "lineage"}
-	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
-		iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []int64
-	for id := int64(0); id < 100; id++ {
-		ids = append(ids, id)
-	}
-	must(t, w.Write(ctx, kvBatch(ids, ids)))
-	must(t, w.Flush(ctx))
+	w := mergeOnReadV3Writer(t, ctx, cat, ident)
 	first := readRowIDs(t, cat, ident)
 	check := func(step string, kept, fresh []int64, vals map[int64]int64) map[int64]keyRow {
 		t.Helper()
@@ -71,5 +60,40 @@ func TestMergeOnReadKeepsRowIDs(t *testing.T) {
 	check("after a delete", []int64{1, 2, 3, 99}, []int64{50}, map[int64]int64{1: -111, 3: -3, 50: 5000})
 	if live := liveDeletes(t, cat, ident); live.eq != 0 {
 		t.Fatalf("%d equality delete files; want deletion vectors only", live.eq)
+	}
+}
+
+// TestMergeOnReadLineageReadsNoDataFile: through the Writer, a format-v3 merge-on-read upsert's commit keeps the
+// replaced rows' _row_id without reading any Parquet file: the encoder wrote the ids with the batch (before, the
+// commit read the uploaded file whole to write it again with them: on S3 7 GETs, a second PUT and a DELETE).
+func TestMergeOnReadLineageReadsNoDataFile(t *testing.T) {
+	ctx := context.Background()
+	cat, reads := countedCatalog(t)
+	ident := table.Identifier{"mor", "lineage_reads"}
+	w := mergeOnReadV3Writer(t, ctx, cat, ident)
+	first := readRowIDs(t, cat, ident)
+	before := reads()
+	must(t, w.Upsert(ctx, kvBatch([]int64{1, 50, 1000}, []int64{-1, -50, 1000})))
+	must(t, w.Flush(ctx))
+	if n := reads() - before; n != 0 {
+		t.Errorf("the upsert's commit read Parquet files %d times, want 0", n)
+	}
+	must(t, w.Close(ctx))
+	got := readRowIDs(t, cat, ident)
+	for _, id := range []int64{1, 50} {
+		if got[id].rowID != first[id].rowID || got[id].v != -id {
+			t.Errorf("key %d: %+v, want _row_id %d (the replaced row's) and v=%d", id, got[id], first[id].rowID, -id)
+		}
+	}
+	for id, r := range first {
+		if id != 1 && id != 50 && got[id] != r {
+			t.Errorf("key %d: %+v, want %+v (unchanged)", id, got[id], r)
+		}
+		if r.rowID == got[1000].rowID {
+			t.Errorf("key 1000 has _row_id %d, key %d's before", r.rowID, id)
+		}
+	}
+	if _, ok := got[1000]; !ok {
+		t.Error("key 1000 missing")
 	}
 }

@@ -136,6 +136,9 @@ type options struct {
 	// wrapCommitter, when set, wraps the committer the writer hands its runs to (tests observe runs with it).
 	wrapCommitter func(Committer) Committer
 	fanout        fanoutLimits // tests only (export_test.go); zero fields: the defaults (fanout.go)
+	// rowIDsAtCommit: a benchmark's baseline (export_test.go): v3 merge-on-read upserts carry row ids only by
+	// the commit-time rewrite, as before encodeRowIDs.
+	rowIDsAtCommit bool
 }
 
 func defaultOptions() options {

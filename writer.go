@@ -88,6 +88,10 @@ type batch struct {
 	keyedSet  map[uint64]struct{} // key hashes upserted or deleted (resolved.keyed)
 	staged    bool
 	handed    bool // given to the committer: its files may be referenced, so they are never deleted
+	// rowIDs (format version 3, key index on) are the _row_id values the encoder wrote for upserted rows, by
+	// key, and lineage the schema it wrote them with (encodeRowIDs); apply checks them (nil: none written).
+	rowIDs  map[string]int64
+	lineage *ice.Schema
 	// A Router's bulk phase (bulkfile.go): gen is the file generation the batch was sealed in; span the open
 	// bulk file its rows went into (nil: none); closes the bulk files its encoding closed; closer marks the
 	// rowless batch that closes every file of its generation.

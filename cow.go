@@ -333,7 +333,8 @@ func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRe
 	g.SetLimit(max(1, cfg.parallel))
 	for _, task := range candidates {
 		g.Go(func() (err error) {
-			// The candidate's files are read twice, to confirm a key and to rewrite: from storage once.
+			// The candidate's files are read twice, to confirm a key and to rewrite: opened once, read whole
+			// (when small) only for the rewrite.
 			once := taskReadOnce(task, wholeMax)
 			defer func() {
 				if cerr := once.close(); err == nil {
@@ -466,10 +467,10 @@ const inPruneLimit = 200
 // taskReadOnce names the files a scan of task reads (the data file and its delete files) for reading once.
 func taskReadOnce(task table.FileScanTask, wholeMax int64) *readOnce {
 	once := newReadOnce(wholeMax)
-	once.add(task.File.FilePath(), task.File.FileSizeBytes())
+	once.add(task.File.FilePath())
 	for _, files := range [][]ice.DataFile{task.DeleteFiles, task.EqualityDeleteFiles, task.DeletionVectorFiles} {
 		for _, f := range files {
-			once.add(f.FilePath(), f.FileSizeBytes())
+			once.add(f.FilePath())
 		}
 	}
 	return once

@@ -24,21 +24,23 @@ import (
 // builds its Parquet readers itself, with neither arrow-go's buffered streams nor pre-buffering, and takes no
 // reader properties from its caller, so the requests can only be saved below it, in the file system.
 //
-// A named file of at most max bytes is read whole in one request (ReadFile) the first time it is opened and
-// served from memory after; a larger one is opened once and kept open, so its footer is read once and only its
-// column chunks are fetched again. The memory is the caller's: what it names is held until close.
+// A named file is opened once and kept open, so its footer is read once (by the first open's request, which
+// reads the file's end). A later open of a file of at most max bytes reads it whole, in one ranged read (no
+// request when the first one held all of it), and serves it from memory; a larger one shares the open file,
+// fetching only its column chunks again. The first open reads no more than before: a candidate that turns out
+// to hold no key costs what it did (its end and its key column), not the whole file. The memory is the
+// caller's: what it names is held until close.
 type readOnce struct {
 	max   int64
 	mu    sync.Mutex
 	files map[string]*onceFile // the named files, by path
 }
 
-// onceFile is a named file: read on its first open, by whichever file system opened it.
+// onceFile is a named file: opened by whichever file system opens it first.
 type onceFile struct {
-	size int64 // as the manifest gives it
-	once sync.Once
-	data []byte     // read whole (size <= max)
-	open iceio.File // kept open (larger)
+	mu   sync.Mutex
+	open iceio.File // kept open from the first open
+	data []byte     // read whole on a later open (at most max bytes)
 	mod  time.Time
 	err  error
 }
@@ -48,12 +50,12 @@ func newReadOnce(max int64) *readOnce {
 	return &readOnce{max: max, files: map[string]*onceFile{}}
 }
 
-// add names a file to read once; size is its size in bytes, as its manifest entry gives it.
-func (r *readOnce) add(name string, size int64) {
+// add names a file to read once.
+func (r *readOnce) add(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.files[name]; !ok {
-		r.files[name] = &onceFile{size: size}
+		r.files[name] = &onceFile{}
 	}
 }
 
@@ -103,13 +105,7 @@ func (o *onceIO) Open(name string) (iceio.File, error) {
 	if f == nil {
 		return o.IO.Open(name)
 	}
-	if err := f.read(o.IO, name, o.r.max); err != nil {
-		return nil, err
-	}
-	if f.open != nil {
-		return keptOpenFile{f.open}, nil
-	}
-	return &memoryFile{Reader: bytes.NewReader(f.data), name: name, mod: f.mod}, nil
+	return f.get(o.IO, name, o.r.max)
 }
 
 func (o *onceIO) ReadFile(name string) ([]byte, error) {
@@ -117,33 +113,45 @@ func (o *onceIO) ReadFile(name string) ([]byte, error) {
 	if f == nil {
 		return readWhole(o.IO, name)
 	}
-	if err := f.read(o.IO, name, o.r.max); err != nil {
-		return nil, err
-	}
-	if f.open == nil {
-		return bytes.Clone(f.data), nil // the caller may modify what ReadFile returns
-	}
-	st, err := f.open.Stat()
+	file, err := f.get(o.IO, name, o.r.max)
 	if err != nil {
 		return nil, err
 	}
-	return io.ReadAll(io.NewSectionReader(f.open, 0, st.Size()))
-}
-
-// read reads f's file through fsys on its first call.
-func (f *onceFile) read(fsys iceio.IO, name string, max int64) error {
-	f.once.Do(func() { f.load(fsys, name, max) })
-	return f.err
-}
-
-// load reads f's file through fsys: whole when it is at most max bytes, else opened and kept open.
-func (f *onceFile) load(fsys iceio.IO, name string, max int64) {
-	if f.size > max {
-		f.open, f.err = fsys.Open(name)
-		return
+	defer file.Close()
+	st, err := file.Stat()
+	if err != nil {
+		return nil, err
 	}
-	f.data, f.err = readWhole(fsys, name)
-	f.mod = time.Now()
+	return io.ReadAll(io.NewSectionReader(file, 0, st.Size())) // a copy: the caller may modify it
+}
+
+// get opens f's file for a reader: through fsys the first time (kept open), then from what is kept.
+func (f *onceFile) get(fsys iceio.IO, name string, max int64) (iceio.File, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.err != nil:
+		return nil, f.err
+	case f.data != nil:
+		return &memoryFile{Reader: bytes.NewReader(f.data), name: name, mod: f.mod}, nil
+	case f.open == nil:
+		f.open, f.err = fsys.Open(name)
+		if f.err != nil {
+			return nil, f.err
+		}
+		return keptOpenFile{f.open}, nil
+	}
+	st, err := f.open.Stat()
+	if err != nil || st.Size() > max {
+		return keptOpenFile{f.open}, nil
+	}
+	// Read again: whole, from the open file (one ranged read, or none where the first request held it all).
+	data := make([]byte, st.Size())
+	if n, err := f.open.ReadAt(data, 0); n < len(data) {
+		return nil, fmt.Errorf("iceberg: read %s: %d of %d bytes: %w", name, n, len(data), err)
+	}
+	f.data, f.mod = data, st.ModTime()
+	return &memoryFile{Reader: bytes.NewReader(f.data), name: name, mod: f.mod}, nil
 }
 
 // readWhole reads a file whole: in one request through a file system of package storage.

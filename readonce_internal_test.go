@@ -7,14 +7,16 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	iceio "github.com/apache/iceberg-go/io"
 )
 
 // TestReadOnceOpensANamedFileOnce: readers opening a named file at once, and again after closing it, get its
-// bytes from one open of the file system underneath, whether it is read whole (up to max bytes) or kept open
-// (larger); a file not named is opened every time, and ReadFile returns a copy the caller may change.
+// bytes from one open of the file system underneath; the first reader reads the open file, the later ones a
+// copy read whole in one read (up to max bytes) or the same open file (larger). A file not named is opened
+// every time, and ReadFile returns a copy the caller may change.
 func TestReadOnceOpensANamedFileOnce(t *testing.T) {
 	ctx := context.Background()
 	dir := "file://" + filepath.ToSlash(t.TempDir())
@@ -36,14 +38,16 @@ func TestReadOnceOpensANamedFileOnce(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name string
-		max  int64
-	}{{"read-whole", 1 << 20}, {"kept-open", 1 << 10}} {
+		name     string
+		max      int64
+		maxReads int64 // ReadAt calls on the file underneath, of the 16 readers'
+	}{{"read-whole", 1 << 20, 3}, {"kept-open", 1 << 10, 16}} {
 		t.Run(tc.name, func(t *testing.T) {
 			opens := &fileOpens{}
 			r := newReadOnce(tc.max)
-			r.add(named, int64(len(data)))
-			o := &onceIO{IO: openCounter{WriteFileIO: wfs, opens: opens}, r: r}
+			r.add(named)
+			var reads atomic.Int64
+			o := &onceIO{IO: readAtCounter{openCounter{WriteFileIO: wfs, opens: opens}, &reads}, r: r}
 			var wg sync.WaitGroup
 			for g := range 8 {
 				wg.Add(1)
@@ -69,6 +73,10 @@ func TestReadOnceOpensANamedFileOnce(t *testing.T) {
 			wg.Wait()
 			if n := opens.of(named); n != 1 {
 				t.Errorf("the named file was opened %d times underneath, want 1", n)
+			}
+			// read-whole: the first reader's reads of the open file (1 or 2), then one read of it whole.
+			if n := reads.Load(); n > tc.maxReads {
+				t.Errorf("%d reads of the open file underneath, want at most %d", n, tc.maxReads)
 			}
 			got, err := o.ReadFile(named)
 			if err != nil || !bytes.Equal(got, data) {
@@ -101,4 +109,28 @@ func TestReadOnceOpensANamedFileOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readAtCounter counts the ReadAt calls on the files it opens.
+type readAtCounter struct {
+	openCounter
+	reads *atomic.Int64
+}
+
+func (c readAtCounter) Open(name string) (iceio.File, error) {
+	f, err := c.openCounter.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return countedReadAt{f, c.reads}, nil
+}
+
+type countedReadAt struct {
+	iceio.File
+	reads *atomic.Int64
+}
+
+func (f countedReadAt) ReadAt(p []byte, off int64) (int, error) {
+	f.reads.Add(1)
+	return f.File.ReadAt(p, off)
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/icewriter/iceberg/storage"
 )
 
-// readOnce reads each of a few named files from storage once, for a stage that reads them several times
+// readOnce opens each of a few named files once, for a stage that reads them several times
 // through iceberg-go's scanner: copy-on-write reads a candidate data file (with its delete files) to confirm
 // that it holds a key, then again to rewrite it. Each read of the scanner opens the file again (a request for
 // its end, where the footer is) and fetches each column chunk it needs in a request of its own: iceberg-go
@@ -71,8 +71,11 @@ func (r *readOnce) close() error {
 	defer r.mu.Unlock()
 	var first error
 	for name, f := range r.files {
-		if f.open != nil {
-			if err := f.open.Close(); err != nil && first == nil {
+		f.mu.Lock()
+		open := f.open
+		f.mu.Unlock()
+		if open != nil {
+			if err := open.Close(); err != nil && first == nil {
 				first = fmt.Errorf("iceberg: close %s: %w", name, err)
 			}
 		}

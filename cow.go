@@ -326,17 +326,27 @@ func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRe
 	plan.candidates = len(candidates)
 
 	lineage := tbl.Metadata().Version() >= 3
+	wholeMax := wholeReadBytes(tbl)
 	var mu sync.Mutex
 	var rewritten []table.FileScanTask
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, cfg.parallel))
 	for _, task := range candidates {
-		g.Go(func() error {
-			hit, err := fileHoldsKey(gctx, tbl, snap.SnapshotID, task, ks, filt)
+		g.Go(func() (err error) {
+			// The candidate's files are read twice, to confirm a key and to rewrite: opened once, read whole
+			// (when small) only for the rewrite.
+			once := taskReadOnce(task, wholeMax)
+			defer func() {
+				if cerr := once.close(); err == nil {
+					err = cerr
+				}
+			}()
+			src := once.table(tbl)
+			hit, err := fileHoldsKey(gctx, src, snap.SnapshotID, task, ks, filt)
 			if err != nil || !hit {
 				return err
 			}
-			files, removed, err := rewriteWithout(gctx, tbl, snap.SnapshotID, task, ks, cfg, lineage, ids)
+			files, removed, err := rewriteWithout(gctx, tbl, src, snap.SnapshotID, task, ks, cfg, lineage, ids)
 			if err != nil {
 				return err
 			}
@@ -454,12 +464,25 @@ func fileHoldsKey(ctx context.Context, tbl *table.Table, snapID int64, task tabl
 // filters); beyond it the row filter only costs its evaluation, so the key columns are read unfiltered.
 const inPruneLimit = 200
 
-// rewriteWithout streams one data file (deletes applied) into new files without the rows holding a key.
-func rewriteWithout(ctx context.Context, tbl *table.Table, snapID int64, task table.FileScanTask, ks *keySet, cfg cowConfig, lineage bool, ids *rowIDs) ([]ice.DataFile, int64, error) {
+// taskReadOnce names the files a scan of task reads (the data file and its delete files) for reading once.
+func taskReadOnce(task table.FileScanTask, wholeMax int64) *readOnce {
+	once := newReadOnce(wholeMax)
+	once.add(task.File.FilePath())
+	for _, files := range [][]ice.DataFile{task.DeleteFiles, task.EqualityDeleteFiles, task.DeletionVectorFiles} {
+		for _, f := range files {
+			once.add(f.FilePath())
+		}
+	}
+	return once
+}
+
+// rewriteWithout streams one data file (deletes applied), read through src, into new files of tbl without the
+// rows holding a key. src is tbl or a view of it that reads differently (readOnce.table).
+func rewriteWithout(ctx context.Context, tbl, src *table.Table, snapID int64, task table.FileScanTask, ks *keySet, cfg cowConfig, lineage bool, ids *rowIDs) ([]ice.DataFile, int64, error) {
 	scanOpts := []table.ScanOption{table.WithSnapshotID(snapID)}
 	writeOpts := []table.WriteRecordOption{table.WithClusteredWrite(), table.WithTargetFileSize(cfg.targetFileSize),
 		table.WithParquetRowGroupLimit(cfg.rowGroupRows), table.WithRecordBatchBufferSize(2)}
-	schema, recs, err := tbl.Scan(append(scanOpts, lineageScan(lineage)...)...).ReadTasks(ctx, []table.FileScanTask{task})
+	schema, recs, err := src.Scan(append(scanOpts, lineageScan(lineage)...)...).ReadTasks(ctx, []table.FileScanTask{task})
 	if err != nil {
 		return nil, 0, err
 	}

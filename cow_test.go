@@ -13,6 +13,7 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/storage"
 )
 
 // TestCopyOnWriteRewritesOnlyHoldingFiles: with ids shuffled across 20 files (min/max pruning useless), an
@@ -104,6 +105,103 @@ func TestCopyOnWritePrunesLargeUpsertsByKeyRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	compareKV(t, readKV(t, cat, ident), model)
+}
+
+// TestCopyOnWriteReadsEachFileOnce: a copy-on-write commit scans a candidate file twice (to confirm that it
+// holds a key, then to rewrite it), but opens it, and its delete files, once: its footer is read once, and the
+// rewrite reads a file up to the upload part size (storage.PartSizeKey; 8 MiB unset) whole in one read of the
+// open file (readonce_internal_test.go counts those), a larger one by its column chunks. Each scan opened it
+// before: 2 opens of each file, 9 GETs a commit in BenchmarkRemoteCost (the data file's end and key column
+// chunk, then its end and its 6 column chunks).
+func TestCopyOnWriteReadsEachFileOnce(t *testing.T) {
+	t.Parallel() // see TestMain
+	for _, tc := range []struct {
+		name                string
+		partSize            string // the table's upload part size: the largest file read whole
+		wantOpens, wantRead int64  // of the rewritten data file
+	}{
+		{"read-whole", "", 1, 0},
+		{"larger-than-the-part-size", "1024", 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			cat, _ := countedCatalog(t)
+			ident := table.Identifier{"cow", "reads"}
+			props := map[string]string{}
+			if tc.partSize != "" {
+				props[storage.PartSizeKey] = tc.partSize
+			}
+			model := kvModel{}
+			// A merge-on-read writer first, for a position delete file on the table's file.
+			mor, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
+				iceberg.FormatVersion(2), iceberg.TableProperties(props)), iceberg.WithMode(iceberg.MergeOnRead),
+				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+			must(t, err)
+			writeIDs(t, ctx, mor, model, 1000)
+			upsert := func(w *iceberg.Writer, ids []int64, v int64) {
+				t.Helper()
+				vs := make([]int64, len(ids))
+				for i, id := range ids {
+					vs[i] = v
+					model.upsert(id, v)
+				}
+				must(t, w.Upsert(ctx, kvBatch(ids, vs)))
+				must(t, w.Flush(ctx))
+			}
+			upsert(mor, []int64{1, 2, 3}, -1)
+			must(t, mor.Close(ctx))
+
+			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithMode(iceberg.CopyOnWrite),
+				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+			must(t, err)
+			before := map[string]table.FileScanTask{}
+			for _, task := range planTasks(t, cat, ident) {
+				before[task.File.FilePath()] = task
+			}
+			type reads struct{ opens, whole int64 }
+			counts := func(files []string) []reads {
+				var out []reads
+				for _, f := range files {
+					o, r := countedFileReads(f)
+					out = append(out, reads{o, r})
+				}
+				return out
+			}
+			var table0, deletes []string
+			for p, task := range before {
+				if task.File.Count() == 1000 {
+					table0 = append(table0, p)
+					for _, d := range task.DeleteFiles {
+						deletes = append(deletes, d.FilePath())
+					}
+				}
+			}
+			if len(table0) != 1 || len(deletes) == 0 {
+				t.Fatalf("table files of 1000 rows %v with position delete files %v: want one with some", table0, deletes)
+			}
+			was, wasDeletes := counts(table0), counts(deletes)
+			upsert(w, []int64{500, 501}, -500)
+			must(t, w.Close(ctx))
+			compareKV(t, readKV(t, cat, ident), model)
+			for _, task := range planTasks(t, cat, ident) {
+				if task.File.FilePath() == table0[0] {
+					t.Fatalf("%s holds upserted keys and was not rewritten", table0[0])
+				}
+			}
+			now := counts(table0)[0]
+			if got, want := (reads{now.opens - was[0].opens, now.whole - was[0].whole}), (reads{tc.wantOpens, tc.wantRead}); got != want {
+				t.Errorf("the rewritten file was opened %d times and read whole %d times, want %d and %d",
+					got.opens, got.whole, want.opens, want.whole)
+			}
+			for i, n := range counts(deletes) {
+				if got := n.opens + n.whole - wasDeletes[i].opens - wasDeletes[i].whole; got != 1 || n.opens-wasDeletes[i].opens != 1 {
+					t.Errorf("its position delete file %s was read %d times (opens %d, whole %d), want one open",
+						deletes[i], got, n.opens-wasDeletes[i].opens, n.whole-wasDeletes[i].whole)
+				}
+			}
+		})
+	}
 }
 
 // TestCopyOnWriteKeepsEarlierDeletes: a row deleted by a merge-on-read delete file stays deleted when a

@@ -1077,10 +1077,15 @@ func replaceSnapshots(t *testing.T, cat tableLoader, ident table.Identifier) int
 
 // countedScheme serves local folders under the URI scheme "counted" (counted:///path is file:///path) and
 // counts, per file, how often anything opened or read it: a catalog whose warehouse is there (countedCatalog)
-// tells a test which files a writer read back.
+// tells a test which files a writer read back, and how (countedFileReads).
 const countedScheme = "counted"
 
-var countedReads sync.Map // path under file:// -> *atomic.Int64
+var countedReads sync.Map // path under file:// -> *countedFile
+
+// countedFile counts the reads of one file: opens (then read by ranges: at least one request each, against an
+// object store, plus one for each range Open's first request did not hold) and whole-file reads (ReadFile: one
+// request).
+type countedFile struct{ opens, whole atomic.Int64 }
 
 func init() {
 	iceio.Register(countedScheme, func(ctx context.Context, u *url.URL, props map[string]string) (iceio.IO, error) {
@@ -1099,19 +1104,30 @@ func countedPath(name string) string {
 	return "file://" + strings.TrimPrefix(name, countedScheme+"://")
 }
 
-func (c *countedIO) count(name string) {
-	n, _ := countedReads.LoadOrStore(countedPath(name), new(atomic.Int64))
-	n.(*atomic.Int64).Add(1)
+func (c *countedIO) counter(name string) *countedFile {
+	n, _ := countedReads.LoadOrStore(countedPath(name), new(countedFile))
+	return n.(*countedFile)
 }
 
 func (c *countedIO) Open(name string) (iceio.File, error) {
-	c.count(name)
+	c.counter(name).opens.Add(1)
 	return c.inner.Open(countedPath(name))
 }
 
 func (c *countedIO) ReadFile(name string) ([]byte, error) {
-	c.count(name)
+	c.counter(name).whole.Add(1)
 	return c.inner.(iceio.ReadFileIO).ReadFile(countedPath(name))
+}
+
+// countedFileReads returns how often the file at location (of the counted scheme) was opened and read whole so
+// far.
+func countedFileReads(location string) (opens, whole int64) {
+	n, ok := countedReads.Load(countedPath(location))
+	if !ok {
+		return 0, 0
+	}
+	f := n.(*countedFile)
+	return f.opens.Load(), f.whole.Load()
 }
 
 func (c *countedIO) Remove(name string) error { return c.inner.Remove(countedPath(name)) }
@@ -1144,7 +1160,8 @@ func countedCatalog(t testing.TB) (cat icecatalog.Catalog, dataReads func() int6
 		var n int64
 		countedReads.Range(func(k, v any) bool {
 			if p := k.(string); strings.HasPrefix(p, prefix) && strings.HasSuffix(p, ".parquet") {
-				n += v.(*atomic.Int64).Load()
+				f := v.(*countedFile)
+				n += f.opens.Load() + f.whole.Load()
 			}
 			return true
 		})

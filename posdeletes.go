@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -41,32 +42,19 @@ func writePositionDeleteFile(ctx context.Context, fs iceio.WriteFileIO, meta tab
 	if len(positions) == 0 {
 		return nil, fmt.Errorf("iceberg: position delete file for %s: no positions", df.FilePath())
 	}
-	mem := memory.DefaultAllocator
-	pb := array.NewStringBuilder(mem)
-	defer pb.Release()
-	ib := array.NewInt64Builder(mem)
-	defer ib.Release()
-	pb.Reserve(len(positions))
-	for range positions {
-		pb.Append(df.FilePath())
-	}
-	ib.AppendValues(positions, nil)
-	cols := []arrow.Array{pb.NewArray(), ib.NewArray()}
-	defer cols[0].Release()
-	defer cols[1].Release()
-	rec := array.NewRecordBatch(table.PositionalDeleteArrowSchema, cols, int64(len(positions)))
-	defer rec.Release()
-
 	var buf bytes.Buffer
-	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy),
-		parquet.WithDictionaryFor("file_path", true), parquet.WithStats(true))
-	fw, err := pqarrow.NewFileWriter(table.PositionalDeleteArrowSchema, &buf, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	fw, err := pqarrow.NewFileWriter(table.PositionalDeleteArrowSchema, &buf, positionDeleteProps, pqarrow.DefaultWriterProps())
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: position delete file for %s: %w", df.FilePath(), err)
 	}
-	if err := fw.WriteBuffered(rec); err != nil {
-		_ = fw.Close()
-		return nil, fmt.Errorf("iceberg: position delete file for %s: %w", df.FilePath(), err)
+	for chunk := range slices.Chunk(positions, positionDeleteChunk(df.FilePath())) {
+		rec := positionDeleteRecord(df.FilePath(), chunk)
+		err := fw.WriteBuffered(rec)
+		rec.Release()
+		if err != nil {
+			_ = fw.Close()
+			return nil, fmt.Errorf("iceberg: position delete file for %s: %w", df.FilePath(), err)
+		}
 	}
 	if err := fw.Close(); err != nil {
 		return nil, fmt.Errorf("iceberg: position delete file for %s: %w", df.FilePath(), err)
@@ -94,6 +82,38 @@ func writePositionDeleteFile(ctx context.Context, fs iceio.WriteFileIO, meta tab
 		UpperBoundValues(map[int][]byte{positionDeletePathID: []byte(df.FilePath()), positionDeletePosID: hi}).
 		ReferencedDataFile(df.FilePath())
 	return b.Build(), nil
+}
+
+// positionDeleteProps are the Parquet properties of every position delete file (shared: writers only read
+// them). file_path, the same path in every row of a file-scoped file, is dictionary-encoded. No Arrow schema is
+// stored in the file (pqarrow.WithStoreSchema serialized it for every file): readers take the columns by field
+// id, as Iceberg's.
+var positionDeleteProps = parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy),
+	parquet.WithDictionaryFor("file_path", true), parquet.WithStats(true))
+
+// positionDeleteRecord returns the rows of a file-scoped position delete file: path, then each position. The
+// columns are made from buffers of their final size (the path repeated in one allocation, the positions
+// shared), where builders copied the path per row into a buffer grown by doubling. The path's copies must fit
+// 32-bit string offsets (positionDeleteChunk).
+func positionDeleteRecord(path string, positions []int64) arrow.RecordBatch {
+	n := len(positions)
+	offsets := make([]int32, n+1)
+	for i := range offsets {
+		offsets[i] = int32(i * len(path))
+	}
+	paths := array.NewStringData(array.NewData(arrow.BinaryTypes.String, n, []*memory.Buffer{nil,
+		memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets)), memory.NewBufferBytes(bytes.Repeat([]byte(path), n))}, nil, 0, 0))
+	defer paths.Release()
+	pos := array.NewInt64Data(array.NewData(arrow.PrimitiveTypes.Int64, n,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(positions))}, nil, 0, 0))
+	defer pos.Release()
+	return array.NewRecordBatch(table.PositionalDeleteArrowSchema, []arrow.Array{paths, pos}, int64(n))
+}
+
+// positionDeleteChunk is how many rows of a position delete file for path go into one record: at most a
+// million, and few enough that the path's copies fit 32-bit string offsets.
+func positionDeleteChunk(path string) int {
+	return max(1, min(1<<20, math.MaxInt32/max(1, len(path))))
 }
 
 // writePositionDeletes writes one position delete file per data file of pending (format version 2), each with

@@ -82,26 +82,44 @@ func (f *fileIO) key(name string) (string, error) {
 
 // Open opens the named file for reading; its reads are retried when a body is cut off.
 func (f *fileIO) Open(name string) (iceio.File, error) {
-	key, err := f.key(name)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
-	}
-	if !fs.ValidPath(key) {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
-	}
-	if f.kept != nil {
-		if k, ok := f.kept.get(key); ok {
-			return &keptFile{Reader: bytes.NewReader(k.data), name: key, mod: k.mod}, nil
-		}
+	key, kept, err := f.lookup("open", name)
+	switch {
+	case err != nil:
+		return nil, err
+	case kept != nil:
+		return kept, nil
 	}
 	file := &file{fsys: f, key: key, name: name}
 	if err := file.openWindow(); err != nil {
-		if gcerrors.Code(err) == gcerrors.NotFound {
-			err = fs.ErrNotExist
-		}
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		return nil, openError(name, err)
 	}
 	return file, nil
+}
+
+// lookup validates name for op and returns its key, and the file's kept copy when this process wrote it (nil
+// otherwise: a request reads it).
+func (f *fileIO) lookup(op, name string) (string, *keptFile, error) {
+	key, err := f.key(name)
+	if err != nil {
+		return "", nil, &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	if !fs.ValidPath(key) {
+		return "", nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	if f.kept != nil {
+		if k, ok := f.kept.get(key); ok {
+			return key, &keptFile{Reader: bytes.NewReader(k.data), name: key, mod: k.mod}, nil
+		}
+	}
+	return key, nil, nil
+}
+
+// openError is the error of a failed first request for name: fs.ErrNotExist for a missing object.
+func openError(name string, err error) error {
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		err = fs.ErrNotExist
+	}
+	return &fs.PathError{Op: "open", Path: name, Err: err}
 }
 
 // openWindow is Open's one request: it learns the object's size and reads a window of it, the last
@@ -168,19 +186,27 @@ func (f *file) window(off int64, n int) ([]byte, bool) {
 	return f.win[off-f.winOff : off-f.winOff+int64(n)], true
 }
 
-// ReadFile reads the whole file, with the retries of Open.
+// ReadFile reads the whole file in one request (through Open, a file larger than Open's window would take
+// two: the window, then the whole object from its start), re-read from the byte reached when a body is cut off.
 func (f *fileIO) ReadFile(name string) ([]byte, error) {
-	opened, err := f.Open(name)
+	key, kept, err := f.lookup("open", name)
 	if err != nil {
 		return nil, err
 	}
-	defer opened.Close()
-	st, err := opened.Stat()
-	if err != nil {
-		return nil, err
+	var r io.Reader = kept
+	size := int64(0)
+	if kept != nil {
+		size = kept.Size()
+	} else {
+		file := &file{fsys: f, key: key, name: name}
+		if err := file.openPlain(); err != nil {
+			return nil, openError(name, err)
+		}
+		defer file.Close()
+		r, size = file, file.size
 	}
-	buf := make([]byte, st.Size())
-	if _, err := io.ReadFull(opened, buf); err != nil {
+	buf := make([]byte, size) // a copy, also of a kept file: the caller may modify it
+	if _, err := io.ReadFull(r, buf); err != nil {
 		return nil, &fs.PathError{Op: "ReadFile", Path: name, Err: err}
 	}
 	return buf, nil

@@ -13,8 +13,8 @@ import (
 )
 
 // Open costs one request, which reads the object's end: a Parquet reader's first two reads (the footer's
-// length, then the footer) need no more, and a small file (an Avro manifest) is read whole by it (one this process wrote is not read at all: see storage.writtenFiles). Each body is
-// read to its end, so one connection serves every request.
+// length, then the footer) need no more, and a small file (an Avro manifest) is read whole by it (one this process wrote is not read at all: see storage.writtenFiles). ReadFile is
+// one request whatever the size. Each body is read to its end, so one connection serves every request.
 func TestOpenReadsTheEndInOneRequest(t *testing.T) {
 	s := newFaultyStore(t, faultproxy.Config{Classify: faultproxy.S3Kind}, "5s")
 	big := randomData(5, 1<<20)
@@ -57,6 +57,15 @@ func TestOpenReadsTheEndInOneRequest(t *testing.T) {
 	}
 	if n := gets() - before; n != 1 {
 		t.Fatalf("reading a 20,000-byte file took %d GETs, want 1", n)
+	}
+	// A file larger than Open's window too: one request for all of it, not the window and then the rest.
+	before = gets()
+	got, err = s.fs.(iceio.ReadFileIO).ReadFile(bigLoc)
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("ReadFile of a 1 MiB file: %d bytes, %v", len(got), err)
+	}
+	if n := gets() - before; n != 1 {
+		t.Fatalf("reading a 1 MiB file whole took %d GETs, want 1", n)
 	}
 	// One connection serves them all, but a request may dial before the transport has put the connection
 	// back after the previous body's end: allow one more. An abandoned body would close one per Open.

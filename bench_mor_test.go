@@ -221,7 +221,8 @@ const (
 // is the same ratio of the process's CPU time during each read: what the reader pays, whatever else runs (the
 // wall ratios still move by ±0.3 at a load average of 10 and more; the CPU ratios by about ±0.1), and so are
 // compacted-x-appended-cpu and x-appended-in-100-files-cpu. The upserting writer is closed once its three
-// small-file passes ended, as they would in a stream that goes on.
+// small-file passes ended, as they would in a stream that goes on. For the upserted, appended and compacted
+// tables it also reports the median read CPU and its parts: loading the table and (measured apart) planning.
 func BenchmarkReadAfterUpserts(b *testing.B) {
 	for _, version := range []int{2, 3} {
 		b.Run(fmt.Sprintf("v%d", version), func(b *testing.B) {
@@ -291,6 +292,7 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 
 			names := []string{"upserted", "appended", "compacted", "autocompact", "appended100", "unconverted"}
 			wall, cpu := map[string][]float64{}, map[string][]float64{}
+			loadCPU, planCPU := map[string][]float64{}, map[string][]float64{} // the decomposition, below
 			want := countRows(final)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -300,7 +302,7 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 						runtime.GC() // each read starts on a collected heap, not on the garbage of the one before
 						stop := startReadProfile(b, fmt.Sprintf("v%d-%s-%d-%d", version, name, i, round))
 						start, cpu0 := time.Now(), benchpair.CPUTime()
-						rows, err := readCount(ctx, cat, table.Identifier{"bench", name})
+						rows, loaded, err := readCount(ctx, cat, table.Identifier{"bench", name})
 						wall[name] = append(wall[name], time.Since(start).Seconds())
 						cpu[name] = append(cpu[name], (benchpair.CPUTime() - cpu0).Seconds())
 						stop()
@@ -310,6 +312,14 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 						if rows != want {
 							b.Fatalf("%s: %d rows, want %d", name, rows, want)
 						}
+						loadCPU[name] = append(loadCPU[name], (loaded - cpu0).Seconds())
+						// Planning alone, outside the timed read (PlanFiles keeps every column's statistics,
+						// which the read's own planning projects away: an upper bound of what it costs there).
+						plan, err := planCPUTime(ctx, cat, table.Identifier{"bench", name})
+						if err != nil {
+							b.Fatal(err)
+						}
+						planCPU[name] = append(planCPU[name], plan.Seconds())
 					}
 				}
 			}
@@ -337,6 +347,15 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 			b.ReportMetric(benchpair.Ratio(wall["unconverted"], wall["appended"]), "unconverted-x-appended")
 			b.ReportMetric(benchpair.Median(up)*1000, "upserted-ms")
 			b.ReportMetric(benchpair.Median(wall["appended"])*1000, "appended-ms")
+			// Where a read's CPU goes (medians, ms): loading the table (the metadata JSON), planning (the
+			// manifests; measured apart), and the rest of the read: opening the files, decoding, applying
+			// deletes. A CPU profile (ICEWRITER_READ_CPUPROFILE) splits the rest further.
+			for _, name := range []string{"upserted", "appended", "compacted"} {
+				load, plan := benchpair.Median(loadCPU[name]), benchpair.Median(planCPU[name])
+				b.ReportMetric(benchpair.Median(cpu[name])*1000, name+"-cpu-ms")
+				b.ReportMetric(load*1000, name+"-load-cpu-ms")
+				b.ReportMetric(plan*1000, name+"-plan-cpu-ms")
+			}
 		})
 	}
 }
@@ -466,25 +485,38 @@ func readAll(ctx context.Context, cat icecatalog.Catalog, ident table.Identifier
 	return out, nil
 }
 
-// readCount reads the table with iceberg-go's scanner and returns its rows, releasing each batch as it comes.
-func readCount(ctx context.Context, cat icecatalog.Catalog, ident table.Identifier) (int, error) {
+// readCount reads the table with iceberg-go's scanner and returns its rows, releasing each batch as it comes,
+// and the process's CPU time once the table was loaded.
+func readCount(ctx context.Context, cat icecatalog.Catalog, ident table.Identifier) (int, time.Duration, error) {
 	tbl, err := cat.LoadTable(ctx, ident)
+	loaded := benchpair.CPUTime()
 	if err != nil {
-		return 0, err
+		return 0, loaded, err
 	}
 	_, it, err := tbl.Scan().ToArrowRecords(ctx)
 	if err != nil {
-		return 0, err
+		return 0, loaded, err
 	}
 	n := 0
 	for r, err := range it {
 		if err != nil {
-			return 0, err
+			return 0, loaded, err
 		}
 		n += int(r.NumRows())
 		r.Release()
 	}
-	return n, nil
+	return n, loaded, nil
+}
+
+// planCPUTime loads the table and returns the process's CPU time spent planning a scan of it.
+func planCPUTime(ctx context.Context, cat icecatalog.Catalog, ident table.Identifier) (time.Duration, error) {
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		return 0, err
+	}
+	start := benchpair.CPUTime()
+	_, err = tbl.Scan().PlanFiles(ctx)
+	return benchpair.CPUTime() - start, err
 }
 
 func countRows(recs []arrow.RecordBatch) int {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	ice "github.com/apache/iceberg-go"
@@ -192,11 +193,26 @@ func (w *Writer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bo
 	if pl.deadEq, err = compaction.CollectDeadEqualityDeletesWithSpecs(ctx, fs, tbl.Metadata(), snap, pl.rewritten); err != nil {
 		return nil, fmt.Errorf("iceberg: compact: dead equality deletes: %w", err)
 	}
-	pl.writeTable = tbl
-	if keyNames := w.keys.names(); keyNames != nil {
-		if pl.writeTable, err = withKeyBlooms(tbl, keyNames, min(groupRows, int64(w.files.rowGroupRows))); err != nil {
-			return nil, err
+	// Write the output as the writer writes its files: key bloom filters, and its Parquet write batch.
+	set := keyBloomProperties(tbl.Properties(), w.keys.names(), min(groupRows, int64(w.files.rowGroupRows)))
+	var inputs []ice.DataFile
+	for _, g := range pl.groups {
+		for _, t := range g.Tasks {
+			inputs = append(inputs, t.File)
 		}
+	}
+	n, err := rewriteBatchRows(fs, tbl.Properties(), inputs)
+	if err != nil { // the rewrite reads the same file: it would fail too
+		return nil, fmt.Errorf("iceberg: compact: read an input file's footer: %w", err)
+	}
+	if n > 0 {
+		if set == nil {
+			set = ice.Properties{}
+		}
+		set[table.ParquetPageRowLimitKey] = strconv.Itoa(n)
+	}
+	if pl.writeTable, err = withWriteProperties(tbl, set); err != nil {
+		return nil, err
 	}
 	return pl, nil
 }

@@ -52,47 +52,78 @@ func updateBatches(b *testing.B, rows, perBatch int, updateFrac float64) []arrow
 
 // BenchmarkUpsert10pct upserts seed events of which 10% update existing keys (1,000-row calls) into a
 // format-version 2 table and reports x-append: its rate over Write of the same batches into the same kind of
-// table, measured alternately in the same iterations (goal: at least 0.5). The upserts write position delete
-// files from the key index; the same upserts with the index off (WithKeyIndexBytes(0)) write equality deletes,
-// as every v2 upsert did before, and x-equality is their time over the position deletes' (goal: at least 1).
+// table (goal: at least 0.5). The upserts write position delete files from the key index; the same upserts with
+// the index off (WithKeyIndexBytes(0)) write equality deletes, as every v2 upsert did before, and x-equality is
+// their time over the position deletes' (goal: at least 1). The three run as a set in each iteration, in an order
+// that rotates, and each ratio is the median of the sets' paired ratios, by wall time and (-cpu) by the process's
+// CPU time.
+//
+// Sub-benchmarks: batch=all seals the 200,000 rows into one batch (the default flush policy): its updates
+// resolve inside the batch and neither upsert writes a delete file, so it measures the key index's upkeep alone;
+// batch=20000 commits every 20,000 rows (WithFlushRows), so each commit after the first updates rows of earlier
+// commits: a position delete file per data file it touches, against one equality delete file. delete-files is
+// the live delete files of the position-delete table after Close (0 for batch=all).
 func BenchmarkUpsert10pct(b *testing.B) {
 	batches := updateBatches(b, benchRows, 1000, 0.10)
-	ctx := context.Background()
-	dur := map[string]time.Duration{}
-	for i := 0; i < b.N; i++ {
-		for _, op := range []string{"append", "upsert", "upsert-equality"} {
-			b.StopTimer()
-			cat := openCatalog(b)
-			opts := []iceberg.Option{iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"))}
-			if op == "upsert-equality" {
-				opts = append(opts, iceberg.WithKeyIndexBytes(0))
-			}
-			w, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "t"}, opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.StartTimer()
-			start := time.Now()
-			for _, r := range batches {
-				if op == "append" {
-					err = w.Write(ctx, r)
-				} else {
-					err = w.Upsert(ctx, r)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := w.Close(ctx); err != nil {
-				b.Fatal(err)
-			}
-			dur[op] += time.Since(start)
+	for _, flush := range []int{0, 20_000} {
+		name := "batch=all"
+		if flush > 0 {
+			name = fmt.Sprintf("batch=%d", flush)
 		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			ops := []string{"append", "upsert", "upsert-equality"}
+			wall, cpu := map[string][]float64{}, map[string][]float64{}
+			var deleteFiles int64
+			for i := 0; i < b.N; i++ {
+				for j := range ops {
+					op := ops[(i+j)%len(ops)]
+					b.StopTimer()
+					cat := openCatalog(b)
+					opts := []iceberg.Option{iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id"))}
+					if flush > 0 {
+						opts = append(opts, iceberg.WithFlushRows(flush))
+					}
+					if op == "upsert-equality" {
+						opts = append(opts, iceberg.WithKeyIndexBytes(0))
+					}
+					w, err := iceberg.NewWriter(ctx, cat, table.Identifier{"bench", "t"}, opts...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					runtime.GC() // each run starts on a collected heap, not on the garbage of the one before
+					b.StartTimer()
+					start, cpu0 := time.Now(), benchpair.CPUTime()
+					for _, r := range batches {
+						if op == "append" {
+							err = w.Write(ctx, r)
+						} else {
+							err = w.Upsert(ctx, r)
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+					if err := w.Close(ctx); err != nil {
+						b.Fatal(err)
+					}
+					wall[op] = append(wall[op], time.Since(start).Seconds())
+					cpu[op] = append(cpu[op], (benchpair.CPUTime() - cpu0).Seconds())
+					if op == "upsert" {
+						b.StopTimer()
+						deleteFiles += int64(readShape(b, cat, table.Identifier{"bench", "t"}).deleteFiles)
+						b.StartTimer()
+					}
+				}
+			}
+			b.ReportMetric(float64(benchRows)/benchpair.Median(wall["upsert"]), "rows/s")
+			b.ReportMetric(float64(benchRows)/benchpair.Median(wall["upsert-equality"]), "equality-rows/s")
+			b.ReportMetric(benchpair.Ratio(wall["append"], wall["upsert"]), "x-append")
+			b.ReportMetric(benchpair.Ratio(wall["upsert-equality"], wall["upsert"]), "x-equality")
+			b.ReportMetric(benchpair.Ratio(cpu["upsert-equality"], cpu["upsert"]), "x-equality-cpu")
+			b.ReportMetric(float64(deleteFiles)/float64(b.N), "delete-files")
+		})
 	}
-	b.ReportMetric(float64(benchRows)*float64(b.N)/dur["upsert"].Seconds(), "rows/s")
-	b.ReportMetric(float64(benchRows)*float64(b.N)/dur["upsert-equality"].Seconds(), "equality-rows/s")
-	b.ReportMetric(dur["append"].Seconds()/dur["upsert"].Seconds(), "x-append")
-	b.ReportMetric(dur["upsert-equality"].Seconds()/dur["upsert"].Seconds(), "x-equality")
 }
 
 // BenchmarkUpsertV3RowIDs upserts seed events of which 10% update keys written earlier (1,000-row calls,

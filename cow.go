@@ -497,10 +497,45 @@ func rewriteWithout(ctx context.Context, tbl, src *table.Table, snapID int64, ta
 		}
 		writeOpts = append(writeOpts, table.WithPreserveRowLineage(projected))
 	}
+	// The write batch is picked on the first batch the scanner reads (writeBatchRows), as the writer picks it on
+	// a batch's records: the rewrite writes what it keeps of the scanner's batches of up to 131,072 rows, and a
+	// column of distinct strings written that way keeps a dictionary the file it replaces did not have (slower
+	// to encode and to read).
+	next, stop := iter.Pull2(recs)
+	defer stop()
+	first, firstErr, found := next()
+	taken := !found // first was passed on (or there is none); else released here
+	defer func() {
+		if !taken && first != nil {
+			first.Release()
+		}
+	}()
+	if found && firstErr == nil {
+		if n := writeBatchRows(tbl.Properties(), []arrow.RecordBatch{first}); n > 0 {
+			if tbl, err = withWriteProperties(tbl, ice.Properties{table.ParquetPageRowLimitKey: strconv.Itoa(n)}); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	read := func(yield func(arrow.RecordBatch, error) bool) {
+		if taken {
+			return
+		}
+		taken = true
+		if !yield(first, firstErr) {
+			return
+		}
+		for {
+			rec, err, ok := next()
+			if !ok || !yield(rec, err) {
+				return
+			}
+		}
+	}
 	var removed int64
 	var filterErr error
 	kept := func(yield func(arrow.RecordBatch, error) bool) {
-		for rec, err := range recs {
+		for rec, err := range read {
 			if err != nil {
 				yield(nil, err)
 				return

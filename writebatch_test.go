@@ -95,6 +95,42 @@ func TestDistinctStringsDropTheirDictionary(t *testing.T) {
 		checkDictionaryPages(t, cat, ident)
 		model.check(t, cat, ident)
 	})
+	// A copy-on-write rewrite writes the rows it keeps as the scanner reads them (here the file's one 25,000-row
+	// batch, less the deleted rows at its end): without the writer's write batch its output kept a dictionary on
+	// info, where the file it replaces had none.
+	t.Run("copy-on-write", func(t *testing.T) {
+		cat := openCatalog(t)
+		ident := table.Identifier{"db", "dict"}
+		w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema, iceberg.IdentifierFields("id")),
+			iceberg.WithMode(iceberg.CopyOnWrite))
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := seedModel{}
+		r := seed.New(0, 8).Batch(25_000)
+		model.put(r)
+		if err := w.Write(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		checkDictionaryPages(t, cat, ident)
+		gone := []int64{24_990, 24_995, 24_999}
+		for _, id := range gone {
+			delete(model, id)
+		}
+		del := keyBatch(gone)
+		defer del.Release()
+		if err := w.Delete(ctx, del); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		checkDictionaryPages(t, cat, ident)
+		model.check(t, cat, ident)
+	})
 }
 
 // checkDictionaries checks that the table's one data file has no dictionary page for the info column and one

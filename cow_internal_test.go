@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // The copy-on-write stage driven on its own: a table of idNameSchema rows (written by a Writer, then closed), one
@@ -141,7 +142,7 @@ func TestCowStageRewritesEachFileOnce(t *testing.T) {
 // which the commit does not reference), and the other rows keep theirs.
 func TestCowStageKeepsRowIDs(t *testing.T) {
 	tbl, want := cowStageTable(t, 2, 3)
-	ids := rowIDsByKey(t, tbl)
+	ids := tabletest.RowIDs(t, tbl)
 	seg := cowSegment(t, tbl, []int64{5}, "a")
 	orig := seg.DataFiles[0].FilePath()
 	stage, next := applyCow(t, tbl, []Segment{seg})
@@ -150,7 +151,7 @@ func TestCowStageKeepsRowIDs(t *testing.T) {
 	if got := readNamedTable(t, next); !maps.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("table holds %v, want %v", got, want)
 	}
-	if got := rowIDsByKey(t, next); !maps.Equal(got, ids) {
+	if got := tabletest.RowIDs(t, next); !maps.Equal(got, ids) {
 		t.Fatalf("row ids after the upsert %v, want %v", got, ids)
 	}
 	if len(stage.replaced) != 1 || stage.replaced[0].FilePath() != orig {
@@ -159,29 +160,4 @@ func TestCowStageKeepsRowIDs(t *testing.T) {
 	if liveDataFiles(t, next)[orig] {
 		t.Fatalf("the replaced new-row file %s is live", orig)
 	}
-}
-
-// rowIDsByKey reads tbl's _row_id per id.
-func rowIDsByKey(t *testing.T, tbl *table.Table) map[int64]int64 {
-	t.Helper()
-	sc, recs, err := tbl.Scan(table.WithRowLineage()).ToArrowRecords(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	iid, irow := sc.FieldIndices("id")[0], sc.FieldIndices(ice.RowIDColumnName)[0]
-	out := map[int64]int64{}
-	for rec, err := range recs {
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, rows := rec.Column(iid).(*array.Int64), rec.Column(irow).(*array.Int64)
-		for r := 0; r < int(rec.NumRows()); r++ {
-			if rows.IsNull(r) {
-				t.Fatalf("id %d has a null _row_id", ids.Value(r))
-			}
-			out[ids.Value(r)] = rows.Value(r)
-		}
-		rec.Release()
-	}
-	return out
 }

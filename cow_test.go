@@ -13,6 +13,7 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 	"github.com/icewriter/iceberg/storage"
 )
 
@@ -126,7 +127,7 @@ func TestCopyOnWriteReadsEachFileOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			cat, _ := countedCatalog(t)
+			cat, _ := tabletest.CountedCatalog(t)
 			ident := table.Identifier{"cow", "reads"}
 			props := map[string]string{}
 			if tc.partSize != "" {
@@ -163,7 +164,7 @@ func TestCopyOnWriteReadsEachFileOnce(t *testing.T) {
 			counts := func(files []string) []reads {
 				var out []reads
 				for _, f := range files {
-					o, r := countedFileReads(f)
+					o, r := tabletest.FileReads(f)
 					out = append(out, reads{o, r})
 				}
 				return out
@@ -330,7 +331,7 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			base := w.Table().CurrentSnapshot().SnapshotID
-			var lineage0 map[int64]keyRow
+			var lineage0 map[int64]tabletest.KeyRow
 			if v >= 3 {
 				lineage0 = readRowIDs(t, cat, ident)
 			}
@@ -390,8 +391,8 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 			if v >= 3 { // updates keep their row ids, through both segments for key 5
 				lineage1 := readRowIDs(t, cat, ident)
 				for _, id := range []int64{5, 6} {
-					if lineage1[id].rowID != lineage0[id].rowID {
-						t.Fatalf("updated id %d: _row_id %d, was %d", id, lineage1[id].rowID, lineage0[id].rowID)
+					if lineage1[id].RowID != lineage0[id].RowID {
+						t.Fatalf("updated id %d: _row_id %d, was %d", id, lineage1[id].RowID, lineage0[id].RowID)
 					}
 				}
 			}

@@ -78,20 +78,20 @@ func TestCopyOnWriteV3DayPartitions(t *testing.T) {
 	}
 	seen := map[int64]bool{}
 	for id, r := range after {
-		if seen[r.rowID] {
-			t.Fatalf("_row_id %d twice", r.rowID)
+		if seen[r.RowID] {
+			t.Fatalf("_row_id %d twice", r.RowID)
 		}
-		seen[r.rowID] = true
+		seen[r.RowID] = true
 		switch id {
 		case 3, 4, 8, 50:
-			if r.v != 7 {
-				t.Fatalf("id %d: v=%d, want 7", id, r.v)
+			if r.V != 7 {
+				t.Fatalf("id %d: v=%d, want 7", id, r.V)
 			}
 		case 10, 11:
 			t.Fatalf("deleted id %d still there", id)
 		default:
-			if r.v != 0 || r.rowID != before[id].rowID {
-				t.Fatalf("untouched id %d: v=%d _row_id %d, was %d", id, r.v, r.rowID, before[id].rowID)
+			if r.V != 0 || r.RowID != before[id].RowID {
+				t.Fatalf("untouched id %d: v=%d _row_id %d, was %d", id, r.V, r.RowID, before[id].RowID)
 			}
 		}
 	}

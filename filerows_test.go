@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // The key index learns the keys of the data files a merge-on-read writer just wrote from the batch itself
@@ -33,7 +34,7 @@ func TestKeyIndexLearnsNewFilesWithoutReadingThem(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			cat, reads := countedCatalog(t)
+			cat, reads := tabletest.CountedCatalog(t)
 			ident := table.Identifier{"keys", "learn"}
 			create := []iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.FormatVersion(c.version)}
 			if c.part != "" {

@@ -5,16 +5,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	icecatalog "github.com/apache/iceberg-go/catalog"
-	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/catalog"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // The fixtures the internal tests share: a keyed table of ids and names, written and read back.
@@ -135,77 +134,6 @@ func requireIndexedModel(t *testing.T, tbl *table.Table, model map[int64][]strin
 	}
 }
 
-// fileOpens counts the files opened for reading through a table's file system, by path: each open of a data
-// file is at least one request to an object store.
-type fileOpens struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-// of returns how many times path was opened.
-func (o *fileOpens) of(path string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.n[path]
-}
-
-// countOpens returns tbl with a file system that counts its opens in o (writes go through unchanged).
-func countOpens(t *testing.T, tbl *table.Table, o *fileOpens) *table.Table {
-	t.Helper()
-	return table.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), func(ctx context.Context) (iceio.IO, error) {
-		fs, err := tbl.FS(ctx)
-		if err != nil {
-			return nil, err
-		}
-		wfs, ok := fs.(iceio.WriteFileIO)
-		if !ok {
-			t.Errorf("the table's file system cannot write")
-			return fs, nil
-		}
-		return openCounter{WriteFileIO: wfs, opens: o}, nil
-	}, nil)
-}
-
-type openCounter struct {
-	iceio.WriteFileIO
-	opens *fileOpens
-}
-
-func (c openCounter) Open(name string) (iceio.File, error) {
-	c.opens.mu.Lock()
-	if c.opens.n == nil {
-		c.opens.n = map[string]int{}
-	}
-	c.opens.n[name]++
-	c.opens.mu.Unlock()
-	return c.WriteFileIO.Open(name)
-}
-
-// readRowIDsByKey reads each row's id and _row_id from tbl's current snapshot (format version 3).
-func readRowIDsByKey(t *testing.T, tbl *table.Table) map[int64]int64 {
-	t.Helper()
-	sc, recs, err := tbl.Scan(table.WithRowLineage()).ToArrowRecords(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int64]int64{}
-	for rec, err := range recs {
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids := rec.Column(sc.FieldIndices("id")[0]).(*array.Int64)
-		rid := rec.Column(sc.FieldIndices("_row_id")[0]).(*array.Int64)
-		for i := 0; i < int(rec.NumRows()); i++ {
-			if rid.IsNull(i) {
-				t.Fatalf("id %d: null _row_id", ids.Value(i))
-			}
-			out[ids.Value(i)] = rid.Value(i)
-		}
-		rec.Release()
-	}
-	return out
-}
-
 // checkRowIDs compares the _row_id of each key after an upsert with before: kept keys have the same, fresh keys
 // one no row had before, any other key its own, and no two rows share one.
 func checkRowIDs(t *testing.T, before, after map[int64]int64, kept, fresh []int64) {
@@ -253,8 +181,9 @@ func seqIDs(n int) []int64 {
 // by key.
 func lineageStage(t *testing.T) (*stageEnv, *keyStage, map[int64]int64) {
 	t.Helper()
-	e := newStageEnv(t, 3)
+	cat, _ := tabletest.CountedCatalog(t) // the tests count the reads of the batches' files
+	e := newStageEnvOn(t, cat, 3)
 	k := e.stage(false)
 	e.do(k, opInsert, seqIDs(100), "a")
-	return e, k, readRowIDsByKey(t, e.tbl)
+	return e, k, tabletest.RowIDs(t, e.tbl)
 }

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,11 +20,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
-	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/catalog"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // The fixtures the tests of several subjects share: catalogs and tables, batches, the sequential model of keyed
@@ -840,44 +839,15 @@ func readLineage(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) [
 	return out
 }
 
-// keyRow is the one row a key holds, read back with its _row_id.
-type keyRow struct{ rowID, v int64 }
-
-// readRowIDs scans the table with row lineage and returns each id's row; it fails on a null _row_id and on an
-// id held by two rows.
-func readRowIDs(t *testing.T, cat interface {
-	LoadTable(context.Context, table.Identifier) (*table.Table, error)
-}, ident table.Identifier) map[int64]keyRow {
+// readRowIDs loads the table and reads each id's row with row lineage (its _row_id and v); it fails on a null
+// _row_id and on an id held by two rows.
+func readRowIDs(t *testing.T, cat tableLoader, ident table.Identifier) map[int64]tabletest.KeyRow {
 	t.Helper()
-	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
+	tbl, err := cat.LoadTable(context.Background(), ident)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, recs, err := tbl.Scan(table.WithRowLineage()).ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int64]keyRow{}
-	for rec, err := range recs {
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids := rec.Column(sc.FieldIndices("id")[0]).(*array.Int64)
-		vs := rec.Column(sc.FieldIndices("v")[0]).(*array.Int64)
-		rid := rec.Column(sc.FieldIndices("_row_id")[0]).(*array.Int64)
-		for i := 0; i < int(rec.NumRows()); i++ {
-			if rid.IsNull(i) {
-				t.Fatalf("id %d: null _row_id", ids.Value(i))
-			}
-			if _, dup := out[ids.Value(i)]; dup {
-				t.Fatalf("id %d twice", ids.Value(i))
-			}
-			out[ids.Value(i)] = keyRow{rowID: rid.Value(i), v: vs.Value(i)}
-		}
-		rec.Release()
-	}
-	return out
+	return tabletest.KeyRows(t, tbl, "v")
 }
 
 // Tables of any shape: batches, schemas, reading back.
@@ -1071,102 +1041,6 @@ func replaceSnapshots(t *testing.T, cat tableLoader, ident table.Identifier) int
 		}
 	}
 	return n
-}
-
-// Counting the reads of files.
-
-// countedScheme serves local folders under the URI scheme "counted" (counted:///path is file:///path) and
-// counts, per file, how often anything opened or read it: a catalog whose warehouse is there (countedCatalog)
-// tells a test which files a writer read back, and how (countedFileReads).
-const countedScheme = "counted"
-
-var countedReads sync.Map // path under file:// -> *countedFile
-
-// countedFile counts the reads of one file: opens (then read by ranges: at least one request each, against an
-// object store, plus one for each range Open's first request did not hold) and whole-file reads (ReadFile: one
-// request).
-type countedFile struct{ opens, whole atomic.Int64 }
-
-func init() {
-	iceio.Register(countedScheme, func(ctx context.Context, u *url.URL, props map[string]string) (iceio.IO, error) {
-		inner, err := iceio.LoadFS(ctx, props, "file://"+u.Path)
-		if err != nil {
-			return nil, err
-		}
-		return &countedIO{inner: inner}, nil
-	})
-}
-
-// countedIO is a file system of the counted scheme: the local one, counting opens and whole-file reads.
-type countedIO struct{ inner iceio.IO }
-
-func countedPath(name string) string {
-	return "file://" + strings.TrimPrefix(name, countedScheme+"://")
-}
-
-func (c *countedIO) counter(name string) *countedFile {
-	n, _ := countedReads.LoadOrStore(countedPath(name), new(countedFile))
-	return n.(*countedFile)
-}
-
-func (c *countedIO) Open(name string) (iceio.File, error) {
-	c.counter(name).opens.Add(1)
-	return c.inner.Open(countedPath(name))
-}
-
-func (c *countedIO) ReadFile(name string) ([]byte, error) {
-	c.counter(name).whole.Add(1)
-	return c.inner.(iceio.ReadFileIO).ReadFile(countedPath(name))
-}
-
-// countedFileReads returns how often the file at location (of the counted scheme) was opened and read whole so
-// far.
-func countedFileReads(location string) (opens, whole int64) {
-	n, ok := countedReads.Load(countedPath(location))
-	if !ok {
-		return 0, 0
-	}
-	f := n.(*countedFile)
-	return f.opens.Load(), f.whole.Load()
-}
-
-func (c *countedIO) Remove(name string) error { return c.inner.Remove(countedPath(name)) }
-
-func (c *countedIO) Create(name string) (iceio.FileWriter, error) {
-	return c.inner.(iceio.WriteFileIO).Create(countedPath(name))
-}
-
-func (c *countedIO) WriteFile(name string, p []byte) error {
-	return c.inner.(iceio.WriteFileIO).WriteFile(countedPath(name), p)
-}
-
-// countedCatalog opens an embedded catalog whose warehouse is in the counted scheme; dataReads returns how
-// often the Parquet files under it were read so far.
-func countedCatalog(t testing.TB) (cat icecatalog.Catalog, dataReads func() int64) {
-	t.Helper()
-	dir := t.TempDir()
-	wh := filepath.Join(dir, "warehouse")
-	if err := os.MkdirAll(wh, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c, err := catalog.Open(context.Background(), "sqlite://"+filepath.Join(dir, "catalog.db")+"?warehouse="+
-		countedScheme+"://"+filepath.ToSlash(wh))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.(icecatalog.Closer).Close() })
-	prefix := "file://" + filepath.ToSlash(wh) + "/"
-	return c, func() int64 {
-		var n int64
-		countedReads.Range(func(k, v any) bool {
-			if p := k.(string); strings.HasPrefix(p, prefix) && strings.HasSuffix(p, ".parquet") {
-				f := v.(*countedFile)
-				n += f.opens.Load() + f.whole.Load()
-			}
-			return true
-		})
-		return n
-	}
 }
 
 // upsertDeleteRound upserts the keys given plus random ones below span until ups keys (value: base minus the

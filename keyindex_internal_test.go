@@ -41,8 +41,13 @@ type stageEnv struct {
 
 func newStageEnv(t *testing.T, version int, opts ...Option) *stageEnv {
 	t.Helper()
+	return newStageEnvOn(t, openTestCatalog(t), version, opts...)
+}
+
+// newStageEnvOn is newStageEnv on the catalog cat (e.g. tabletest.CountedCatalog's, to count file reads).
+func newStageEnvOn(t *testing.T, cat icecatalog.Catalog, version int, opts ...Option) *stageEnv {
+	t.Helper()
 	ctx := context.Background()
-	cat := openTestCatalog(t)
 	o := defaultOptions()
 	WithCreate(idNameSchema, IdentifierFields("id"), FormatVersion(version))(&o)
 	for _, f := range opts {

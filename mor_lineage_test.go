@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // TestMergeOnReadKeepsRowIDs: on a format-version 3 table a merge-on-read upsert keeps the replaced row's
@@ -17,29 +18,29 @@ func TestMergeOnReadKeepsRowIDs(t *testing.T) {
 	ident := table.Identifier{"mor", "lineage"}
 	w := mergeOnReadV3Writer(t, ctx, cat, ident)
 	first := readRowIDs(t, cat, ident)
-	check := func(step string, kept, fresh []int64, vals map[int64]int64) map[int64]keyRow {
+	check := func(step string, kept, fresh []int64, vals map[int64]int64) map[int64]tabletest.KeyRow {
 		t.Helper()
 		got := readRowIDs(t, cat, ident)
 		seen := map[int64]int64{}
 		for id, r := range got {
-			if other, dup := seen[r.rowID]; dup {
-				t.Fatalf("%s: keys %d and %d share _row_id %d", step, id, other, r.rowID)
+			if other, dup := seen[r.RowID]; dup {
+				t.Fatalf("%s: keys %d and %d share _row_id %d", step, id, other, r.RowID)
 			}
-			seen[r.rowID] = id
+			seen[r.RowID] = id
 		}
 		for _, id := range kept {
-			if got[id].rowID != first[id].rowID {
-				t.Errorf("%s: key %d has _row_id %d, want %d (the replaced row's)", step, id, got[id].rowID, first[id].rowID)
+			if got[id].RowID != first[id].RowID {
+				t.Errorf("%s: key %d has _row_id %d, want %d (the replaced row's)", step, id, got[id].RowID, first[id].RowID)
 			}
 		}
 		for _, id := range fresh {
-			if r, ok := got[id]; ok && r.rowID == first[id].rowID && first[id] != (keyRow{}) {
-				t.Errorf("%s: key %d kept _row_id %d after a delete", step, id, r.rowID)
+			if r, ok := got[id]; ok && r.RowID == first[id].RowID && first[id] != (tabletest.KeyRow{}) {
+				t.Errorf("%s: key %d kept _row_id %d after a delete", step, id, r.RowID)
 			}
 		}
 		for id, v := range vals {
-			if got[id].v != v {
-				t.Errorf("%s: key %d has v=%d, want %d", step, id, got[id].v, v)
+			if got[id].V != v {
+				t.Errorf("%s: key %d has v=%d, want %d", step, id, got[id].V, v)
 			}
 		}
 		return got
@@ -68,7 +69,7 @@ func TestMergeOnReadKeepsRowIDs(t *testing.T) {
 // commit read the uploaded file whole to write it again with them: on S3 7 GETs, a second PUT and a DELETE).
 func TestMergeOnReadLineageReadsNoDataFile(t *testing.T) {
 	ctx := context.Background()
-	cat, reads := countedCatalog(t)
+	cat, reads := tabletest.CountedCatalog(t)
 	ident := table.Identifier{"mor", "lineage_reads"}
 	w := mergeOnReadV3Writer(t, ctx, cat, ident)
 	first := readRowIDs(t, cat, ident)
@@ -81,16 +82,16 @@ func TestMergeOnReadLineageReadsNoDataFile(t *testing.T) {
 	must(t, w.Close(ctx))
 	got := readRowIDs(t, cat, ident)
 	for _, id := range []int64{1, 50} {
-		if got[id].rowID != first[id].rowID || got[id].v != -id {
-			t.Errorf("key %d: %+v, want _row_id %d (the replaced row's) and v=%d", id, got[id], first[id].rowID, -id)
+		if got[id].RowID != first[id].RowID || got[id].V != -id {
+			t.Errorf("key %d: %+v, want _row_id %d (the replaced row's) and v=%d", id, got[id], first[id].RowID, -id)
 		}
 	}
 	for id, r := range first {
 		if id != 1 && id != 50 && got[id] != r {
 			t.Errorf("key %d: %+v, want %+v (unchanged)", id, got[id], r)
 		}
-		if r.rowID == got[1000].rowID {
-			t.Errorf("key 1000 has _row_id %d, key %d's before", r.rowID, id)
+		if r.RowID == got[1000].RowID {
+			t.Errorf("key 1000 has _row_id %d, key %d's before", r.RowID, id)
 		}
 	}
 	if _, ok := got[1000]; !ok {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	iceio "github.com/apache/iceberg-go/io"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // TestReadOnceOpensANamedFileOnce: readers opening a named file at once, and again after closing it, get its
@@ -19,7 +20,8 @@ import (
 // every time, and ReadFile returns a copy the caller may change.
 func TestReadOnceOpensANamedFileOnce(t *testing.T) {
 	ctx := context.Background()
-	dir := "file://" + filepath.ToSlash(t.TempDir())
+	// The counted scheme counts the opens of the file system underneath.
+	dir := tabletest.CountedScheme + "://" + filepath.ToSlash(t.TempDir())
 	fsys, err := iceio.LoadFS(ctx, nil, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -43,11 +45,18 @@ func TestReadOnceOpensANamedFileOnce(t *testing.T) {
 		maxReads int64 // ReadAt calls on the file underneath, of the 16 readers'
 	}{{"read-whole", 1 << 20, 3}, {"kept-open", 1 << 10, 16}} {
 		t.Run(tc.name, func(t *testing.T) {
-			opens := &fileOpens{}
+			opened := map[string]int64{} // the opens of each file before this case
+			for _, p := range []string{named, other} {
+				opened[p], _ = tabletest.FileReads(p)
+			}
+			opensOf := func(p string) int64 {
+				o, _ := tabletest.FileReads(p)
+				return o - opened[p]
+			}
 			r := newReadOnce(tc.max)
 			r.add(named)
 			var reads atomic.Int64
-			o := &onceIO{IO: readAtCounter{openCounter{WriteFileIO: wfs, opens: opens}, &reads}, r: r}
+			o := &onceIO{IO: readAtCounter{wfs, &reads}, r: r}
 			var wg sync.WaitGroup
 			for g := range 8 {
 				wg.Add(1)
@@ -71,7 +80,7 @@ func TestReadOnceOpensANamedFileOnce(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			if n := opens.of(named); n != 1 {
+			if n := opensOf(named); n != 1 {
 				t.Errorf("the named file was opened %d times underneath, want 1", n)
 			}
 			// read-whole: the first reader's reads of the open file (1 or 2), then one read of it whole.
@@ -98,7 +107,7 @@ func TestReadOnceOpensANamedFileOnce(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if n := opens.of(other); n != 2 {
+			if n := opensOf(other); n != 2 {
 				t.Errorf("a file not named was opened %d times for 2 opens, want 2", n)
 			}
 			if err := r.close(); err != nil {
@@ -113,12 +122,12 @@ func TestReadOnceOpensANamedFileOnce(t *testing.T) {
 
 // readAtCounter counts the ReadAt calls on the files it opens.
 type readAtCounter struct {
-	openCounter
+	iceio.WriteFileIO
 	reads *atomic.Int64
 }
 
 func (c readAtCounter) Open(name string) (iceio.File, error) {
-	f, err := c.openCounter.Open(name)
+	f, err := c.WriteFileIO.Open(name)
 	if err != nil {
 		return nil, err
 	}

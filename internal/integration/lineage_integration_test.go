@@ -8,14 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-	ice "github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/faultproxy"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 	"github.com/icewriter/iceberg/internal/testenv"
 )
 
@@ -100,34 +99,14 @@ func TestMergeOnReadRowLineage(t *testing.T) {
 	})
 }
 
-// readRowIDs scans the table with row lineage and returns each id's _row_id.
+// readRowIDs loads the table and reads each id's _row_id with row lineage.
 func readRowIDs(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) map[int64]int64 {
 	t.Helper()
-	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
+	tbl, err := cat.LoadTable(context.Background(), ident)
 	if err != nil {
 		t.Fatalf("load table: %v", err)
 	}
-	sc, it, err := tbl.Scan(table.WithSelectedFields("id"), table.WithRowLineage()).ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatalf("scan: %v", err)
-	}
-	idIdx, ridIdx := sc.FieldIndices("id")[0], sc.FieldIndices(ice.RowIDColumnName)[0]
-	out := map[int64]int64{}
-	for rec, err := range it {
-		if err != nil {
-			t.Fatalf("scan: %v", err)
-		}
-		ids, rids := rec.Column(idIdx).(*array.Int64), rec.Column(ridIdx).(*array.Int64)
-		for r := 0; r < int(rec.NumRows()); r++ {
-			if rids.IsNull(r) {
-				t.Fatalf("key %d has a null _row_id", ids.Value(r))
-			}
-			out[ids.Value(r)] = rids.Value(r)
-		}
-		rec.Release()
-	}
-	return out
+	return tabletest.RowIDs(t, tbl)
 }
 
 // TestMergeOnReadRowLineageAfterLostReply: on the REST catalog, a v3 merge-on-read commit whose reply is lost

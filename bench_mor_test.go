@@ -424,8 +424,9 @@ type compactionPasses struct {
 	ended              chan struct{} // when not nil: a value per automatic pass ended (wait)
 }
 
-// wait returns once n automatic passes ended, or after two minutes (the figures then show fewer passes).
-func (p *compactionPasses) wait(b *testing.B, n int) {
+// wait returns once n automatic passes ended, or after two minutes (a benchmark's figures then show fewer
+// passes; a test fails on what it checks next).
+func (p *compactionPasses) wait(b testing.TB, n int) {
 	timeout := time.After(2 * time.Minute)
 	for range n {
 		select {

@@ -214,6 +214,19 @@ func (w *Writer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bo
 	if pl.writeTable, err = withWriteProperties(tbl, set); err != nil {
 		return nil, err
 	}
+	// The rewrite reads every column of its inputs: each file (and its delete files) in one request.
+	sizes := map[string]int64{}
+	for _, g := range pl.groups {
+		for _, t := range g.Tasks {
+			sizes[t.File.FilePath()] = t.File.FileSizeBytes()
+			for _, files := range [][]ice.DataFile{t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles} {
+				for _, f := range files {
+					sizes[f.FilePath()] = f.FileSizeBytes()
+				}
+			}
+		}
+	}
+	pl.writeTable = wholeReads(pl.writeTable, sizes, wholeReadBytes(tbl))
 	return pl, nil
 }
 

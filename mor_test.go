@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // TestKeyedInputErrors: missing key columns and null keys are ColumnErrors; a partitioned table whose
@@ -121,6 +122,76 @@ func TestCompact(t *testing.T) {
 			compareKV(t, readKV(t, cat, ident), model)
 		})
 	}
+}
+
+// TestCompactReadsEachFileInOneRequest: a compaction reads every column of its input files, so it reads each
+// (data file and delete file) whole in one request, where iceberg-go's scanner opened it and fetched each column
+// chunk in a request of its own (7 GETs a file of the seed events on S3). The only other read of an input is the
+// footer of the largest data file, which sets the rewrite's write batch (rewriteBatchRows).
+func TestCompactReadsEachFileInOneRequest(t *testing.T) {
+	t.Parallel() // see TestMain
+	ctx := context.Background()
+	cat, _ := tabletest.CountedCatalog(t)
+	ident := table.Identifier{"mor", "reads"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")),
+		iceberg.WithSmallFileCompaction(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := kvModel{}
+	for round := int64(0); round < 3; round++ { // three files, the later two updating keys of the first
+		ids := []int64{round * 10, round*10 + 1, round*10 + 2, 0, 1}
+		vs := []int64{round, round, round, round, round}
+		for i := range ids {
+			model.upsert(ids[i], vs[i])
+		}
+		must(t, w.Upsert(ctx, kvBatch(ids, vs)))
+		must(t, w.Flush(ctx))
+	}
+	_, tasks := liveDataFiles(t, cat, ident)
+	type reads struct{ opens, whole int64 }
+	before := map[string]reads{}
+	var deletes int
+	for _, task := range tasks {
+		paths := []string{task.File.FilePath()}
+		for _, f := range task.DeleteFiles {
+			paths = append(paths, f.FilePath())
+			deletes++
+		}
+		for _, p := range paths {
+			o, wh := tabletest.FileReads(p)
+			before[p] = reads{o, wh}
+		}
+	}
+	if len(tasks) != 3 || deletes == 0 {
+		t.Fatalf("%d data files, %d position delete files planned; want 3 and some", len(tasks), deletes)
+	}
+	res, err := w.Compact(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RewrittenDataFiles != 3 {
+		t.Fatalf("compaction result %+v, want 3 data files rewritten", res)
+	}
+	footers := 0
+	for p, b := range before {
+		o, wh := tabletest.FileReads(p)
+		if wh-b.whole != 1 {
+			t.Errorf("%s read whole %d times by the compaction, want 1", p, wh-b.whole)
+		}
+		switch o - b.opens {
+		case 0:
+		case 1: // the largest data file's footer
+			footers++
+		default:
+			t.Errorf("%s opened %d times by the compaction, want at most 1 (its footer)", p, o-b.opens)
+		}
+	}
+	if footers > 1 {
+		t.Errorf("%d input files opened for their footer, want at most 1", footers)
+	}
+	must(t, w.Close(ctx))
+	compareKV(t, readKV(t, cat, ident), model)
 }
 
 // TestCompactLostReplyThenUpsert: on a v3 table, a compaction whose reply is lost has applied, and its retry

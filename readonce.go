@@ -207,3 +207,43 @@ func wholeReadBytes(tbl *table.Table) int64 {
 	}
 	return defaultWholeReadBytes
 }
+
+// wholeReads returns tbl reading the files sizes names (path: size in bytes), those of at most max bytes, whole
+// in one request each when the scanner opens them, and everything else (writes included) as tbl does; tbl
+// itself when its file system cannot write.
+//
+// A compaction reads every column of each input file once through iceberg-go's scanner: its end, then each
+// column chunk in a request of its own (7 requests for the seed events' 6 columns). Read whole, it is one
+// request for the same bytes. Each file read is held only while the scanner reads it: a compaction's scanner
+// reads a few files at once, so memory stays within a few times max.
+func wholeReads(tbl *table.Table, sizes map[string]int64, max int64) *table.Table {
+	return table.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), func(ctx context.Context) (iceio.IO, error) {
+		fsys, err := tbl.FS(ctx)
+		if err != nil {
+			return nil, err
+		}
+		wfs, ok := fsys.(iceio.WriteFileIO)
+		if !ok {
+			return fsys, nil
+		}
+		return &wholeIO{WriteFileIO: wfs, sizes: sizes, max: max}, nil
+	}, nil)
+}
+
+// wholeIO is a table's file system that reads the files wholeReads names whole on open.
+type wholeIO struct {
+	iceio.WriteFileIO
+	sizes map[string]int64
+	max   int64
+}
+
+func (w *wholeIO) Open(name string) (iceio.File, error) {
+	if n, ok := w.sizes[name]; !ok || n > w.max {
+		return w.WriteFileIO.Open(name)
+	}
+	data, err := readWhole(w.WriteFileIO, name)
+	if err != nil {
+		return nil, err
+	}
+	return &memoryFile{Reader: bytes.NewReader(data), name: name}, nil
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -43,11 +42,11 @@ func writePositionDeleteFile(ctx context.Context, fs iceio.WriteFileIO, meta tab
 		return nil, fmt.Errorf("iceberg: position delete file for %s: no positions", df.FilePath())
 	}
 	var buf bytes.Buffer
-	fw, err := pqarrow.NewFileWriter(table.PositionalDeleteArrowSchema, &buf, positionDeleteProps, pqarrow.DefaultWriterProps())
+	fw, err := pqarrow.NewFileWriter(positionDeleteSchema, &buf, positionDeleteProps, pqarrow.DefaultWriterProps())
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: position delete file for %s: %w", df.FilePath(), err)
 	}
-	for chunk := range slices.Chunk(positions, positionDeleteChunk(df.FilePath())) {
+	for chunk := range slices.Chunk(positions, positionDeleteChunk) {
 		rec := positionDeleteRecord(df.FilePath(), chunk)
 		err := fw.WriteBuffered(rec)
 		rec.Release()
@@ -85,36 +84,45 @@ func writePositionDeleteFile(ctx context.Context, fs iceio.WriteFileIO, meta tab
 }
 
 // positionDeleteProps are the Parquet properties of every position delete file (shared: writers only read
-// them). file_path, the same path in every row of a file-scoped file, is dictionary-encoded. No Arrow schema is
-// stored in the file (pqarrow.WithStoreSchema serialized it for every file): readers take the columns by field
-// id, as Iceberg's.
+// them). file_path, the same path in every row of a file-scoped file, is dictionary-encoded, and written as an
+// Arrow dictionary (positionDeleteSchema), so the encoder takes the one entry as it is instead of hashing the
+// path again for every row; pos, whose values are all distinct, is not (a dictionary of every position cost
+// more CPU than the rest of the file, and falls back to plain anyway). No Arrow schema is stored in the file
+// (pqarrow.WithStoreSchema serialized it for every file): readers take the columns by field id, as Iceberg's.
 var positionDeleteProps = parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy),
-	parquet.WithDictionaryFor("file_path", true), parquet.WithStats(true))
+	parquet.WithDictionaryDefault(false), parquet.WithDictionaryFor("file_path", true), parquet.WithStats(true))
+
+// positionDeleteSchema is Iceberg's position delete schema (table.PositionalDeleteArrowSchema, field ids
+// included) with file_path as a dictionary of strings: the Parquet column is the same string column.
+var positionDeleteSchema = func() *arrow.Schema {
+	fields := slices.Clone(table.PositionalDeleteArrowSchema.Fields())
+	fields[0].Type = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: fields[0].Type}
+	md := table.PositionalDeleteArrowSchema.Metadata()
+	return arrow.NewSchema(fields, &md)
+}()
 
 // positionDeleteRecord returns the rows of a file-scoped position delete file: path, then each position. The
-// columns are made from buffers of their final size (the path repeated in one allocation, the positions
-// shared), where builders copied the path per row into a buffer grown by doubling. The path's copies must fit
-// 32-bit string offsets (positionDeleteChunk).
+// columns are made from buffers of their final size (the path once, as a dictionary every row's index points
+// to; the positions shared), where builders copied the path per row into a buffer grown by doubling.
 func positionDeleteRecord(path string, positions []int64) arrow.RecordBatch {
 	n := len(positions)
-	offsets := make([]int32, n+1)
-	for i := range offsets {
-		offsets[i] = int32(i * len(path))
-	}
-	paths := array.NewStringData(array.NewData(arrow.BinaryTypes.String, n, []*memory.Buffer{nil,
-		memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets)), memory.NewBufferBytes(bytes.Repeat([]byte(path), n))}, nil, 0, 0))
+	dict := array.NewStringData(array.NewData(arrow.BinaryTypes.String, 1, []*memory.Buffer{nil,
+		memory.NewBufferBytes(arrow.Int32Traits.CastToBytes([]int32{0, int32(len(path))})), memory.NewBufferBytes([]byte(path))}, nil, 0, 0))
+	defer dict.Release()
+	indices := array.NewInt32Data(array.NewData(arrow.PrimitiveTypes.Int32, n,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(make([]byte, 4*n))}, nil, 0, 0))
+	defer indices.Release()
+	paths := array.NewDictionaryArray(positionDeleteSchema.Field(0).Type, indices, dict)
 	defer paths.Release()
 	pos := array.NewInt64Data(array.NewData(arrow.PrimitiveTypes.Int64, n,
 		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(positions))}, nil, 0, 0))
 	defer pos.Release()
-	return array.NewRecordBatch(table.PositionalDeleteArrowSchema, []arrow.Array{paths, pos}, int64(n))
+	return array.NewRecordBatch(positionDeleteSchema, []arrow.Array{paths, pos}, int64(n))
 }
 
-// positionDeleteChunk is how many rows of a position delete file for path go into one record: at most a
-// million, and few enough that the path's copies fit 32-bit string offsets.
-func positionDeleteChunk(path string) int {
-	return max(1, min(1<<20, math.MaxInt32/max(1, len(path))))
-}
+// positionDeleteChunk is how many rows of a position delete file go into one record (and so the memory a
+// record's index column takes).
+const positionDeleteChunk = 1 << 20
 
 // writePositionDeletes writes one position delete file per data file of pending (format version 2), each with
 // every position merged holds for it (this writer's earlier deletes of the file and the run's), a few at once.

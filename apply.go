@@ -47,7 +47,11 @@ var ErrUnknownOperation = errors.New("not a change operation")
 // matched to the table as Write matches them; the op column, the version column and the before-image columns
 // are written only when the table has a column of that name. Only rows that end up written are checked
 // against the table's nullability. As with Write, an error means nothing of the call was accepted and the
-// writer stays usable, and Apply copies what it keeps.
+// writer stays usable, and the caller may Release the batch as soon as the call returns. Unlike Write,
+// a call of 64 rows or more whose columns need no conversion keeps a reference to the batch's buffers (Arrow
+// buffers are immutable: never write into them after the call) instead of copying the rows it upserts, until
+// its batch is encoded; the memory limit counts those buffers whole. A batch that would pin more than twice
+// what a copy of those rows holds (a slice of a larger batch, a call that keeps few of its rows) is copied.
 func (w *Writer) Apply(ctx context.Context, rec arrow.RecordBatch) error {
 	return w.apply(ctx, "", rec)
 }

@@ -571,14 +571,18 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 func distinctKeys(ctx context.Context, mem memory.Allocator, ks *keySpec, deletes []arrow.RecordBatch, b *batch, distinct []int32) (arrow.RecordBatch, error) {
 	// pos maps the ordinals to positions in the concatenation of deletes, walking the records of b in order.
 	pos := make([]int32, len(distinct))
+	rows := make([]int32, len(b.recs)) // each record's rows, read once: the walk below asks once per key
+	for i := range rows {
+		rows[i] = int32(b.recRows(i))
+	}
 	var ord, at int32 // the first ordinal of b's record i, and of its keys in deletes
 	i := 0
 	for j := range pos {
 		o := distinct[len(distinct)-1-j]
-		for ; o >= ord+int32(b.recRows(i)); i++ {
-			ord += int32(b.recRows(i))
+		for ; o >= ord+rows[i]; i++ {
+			ord += rows[i]
 			if b.kinds[i] != opInsert {
-				at += int32(b.recRows(i))
+				at += rows[i]
 			}
 		}
 		pos[j] = at + o - ord

@@ -47,7 +47,11 @@ var ErrUnknownOperation = errors.New("not a change operation")
 // matched to the table as Write matches them; the op column, the version column and the before-image columns
 // are written only when the table has a column of that name. Only rows that end up written are checked
 // against the table's nullability. As with Write, an error means nothing of the call was accepted and the
-// writer stays usable, and Apply copies what it keeps.
+// writer stays usable, and the caller may Release the batch as soon as the call returns. Unlike Write,
+// a call of 64 rows or more whose columns need no conversion keeps a reference to the batch's buffers (Arrow
+// buffers are immutable: never write into them after the call) instead of copying the rows it upserts, until
+// its batch is encoded; the memory limit counts those buffers whole. A batch that would pin more than twice
+// what a copy of those rows holds (a slice of a larger batch, a call that keeps few of its rows) is copied.
 func (w *Writer) Apply(ctx context.Context, rec arrow.RecordBatch) error {
 	return w.apply(ctx, "", rec)
 }
@@ -103,7 +107,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	if err != nil {
 		return err
 	}
-	ups, upSize, dead, err := upsertRecord(ctx, conf, data, plan)
+	ups, upSel, upSize, dead, err := upsertRecord(ctx, conf, data, plan)
 	if err != nil {
 		releaseRecords(del)
 		return err
@@ -118,7 +122,8 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	if len(dead) > 0 {
 		upHashes = nil
 	}
-	if err := w.acceptChanges(ctx, source, keyedRecord{del, delSize, plan.delHashes}, keyedRecord{ups, upSize, upHashes}, undo); err != nil {
+	if err := w.acceptChanges(ctx, source, keyedRecord{rec: del, size: delSize, hashes: plan.delHashes},
+		keyedRecord{rec: ups, size: upSize, hashes: upHashes, sel: upSel}, undo); err != nil {
 		return err
 	}
 	if vers != nil {
@@ -128,12 +133,13 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	return nil
 }
 
-// keyedRecord is one of an Apply call's records: nil when the call has none, with the memory it holds and its
-// rows' key hashes (resolveHash; nil: not known).
+// keyedRecord is one of an Apply call's records: nil when the call has none, with the memory it holds, its
+// rows' key hashes (resolveHash; nil: not known) and the rows of rec it hands on (batchRecord.sel; nil: all).
 type keyedRecord struct {
 	rec    arrow.RecordBatch
 	size   int64
 	hashes []uint64
+	sel    []int32
 }
 
 // acceptChanges hands one Apply call's records to the pipeline together, all or none: the keys it deletes, then
@@ -148,11 +154,13 @@ func (w *Writer) acceptChanges(ctx context.Context, source string, del, ups keye
 		if r.rec == nil {
 			continue
 		}
-		if len(r.hashes) != int(r.rec.NumRows()) {
-			r.hashes = nil
+		br := batchRecord{rec: r.rec, kind: r.kind, source: source, sel: r.sel}
+		if len(r.hashes) == int(br.rows()) {
+			br.hashes = r.hashes
 		}
-		// The hashes are held with the rows until the batch is encoded: the memory limit counts them.
-		br := batchRecord{rec: r.rec, size: r.size + 8*int64(len(r.hashes)), kind: r.kind, source: source, hashes: r.hashes}
+		// The hashes and the selection are held with the rows until the batch is encoded: the memory limit
+		// counts them.
+		br.size = r.size + 8*int64(len(br.hashes)) + 4*int64(len(br.sel))
 		if undo != nil {
 			br.undo = []*versionUndo{undo.del}
 			if r.kind == opUpsert {
@@ -233,13 +241,25 @@ func deleteRecord(ctx context.Context, mem memory.Allocator, ks *keySpec, cb *ch
 	return array.NewRecordBatch(ks.schema, cols, int64(n)), size, nil
 }
 
-// upsertRecord conforms the rows a call upserts (nil when none) into the table's schema, in the writer's memory,
-// and returns the rows of data routed to the dead letter handler (ascending). Only the upserted rows are
-// conformed: a delete row's other columns may be null even where the table requires them.
-func upsertRecord(ctx context.Context, conf *conformer, data arrow.RecordBatch, plan *changePlan) (arrow.RecordBatch, int64, []int32, error) {
+// upsertRecord returns the rows a call upserts (nil when none) in the table's schema, with the memory they hold,
+// and the rows of data routed to the dead letter handler (ascending). Only the upserted rows are checked: a
+// delete row's other columns may be null even where the table requires them. When data needs no conversion
+// (conformer.keepRows) it is kept as it is, uncopied, and sel names the upserted rows (plan.upserts): the
+// batch's resolve takes them, once, with the rows of the calls before and after it. Otherwise the upserted rows
+// are conformed into the writer's memory and sel is nil.
+func upsertRecord(ctx context.Context, conf *conformer, data arrow.RecordBatch, plan *changePlan) (rec arrow.RecordBatch, sel []int32, size int64, dead []int32, err error) {
 	if len(plan.upserts) == 0 {
-		return nil, 0, nil, nil
+		return nil, nil, 0, nil, nil
 	}
+	if rec, size, ok := conf.keepRows(data, plan.upserts); ok {
+		return rec, plan.upserts, size, nil, nil
+	}
+	rec, size, dead, err = conformUpserts(ctx, conf, data, plan)
+	return rec, nil, size, dead, err
+}
+
+// conformUpserts conforms the rows a call upserts into the table's schema, in the writer's memory.
+func conformUpserts(ctx context.Context, conf *conformer, data arrow.RecordBatch, plan *changePlan) (arrow.RecordBatch, int64, []int32, error) {
 	var out arrow.RecordBatch
 	var size int64
 	var dead []int64

@@ -330,3 +330,100 @@ func TestParseOpsLayouts(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyKeepsLargeCallsUncopied: an Apply call whose columns need no conversion hands its record on
+// uncopied, with the rows it upserts (sel): the call allocates next to nothing in the writer's memory (it
+// copied every upserted row before), while the memory limit counts every buffer it pins, whole. A call on a
+// slice of a much larger batch, which would pin all of it, is copied instead. Read back, the table holds what
+// the changes say.
+func TestApplyKeepsLargeCallsUncopied(t *testing.T) {
+	ctx := context.Background()
+	mem := newCountingAllocator()
+	w := idNameWriter(t, 0, 0, WithCreate(idNameSchema, IdentifierFields("id")), func(o *options) { o.mem = mem })
+	schema := arrow.NewSchema([]arrow.Field{{Name: "op", Type: arrow.BinaryTypes.String},
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	model := map[int64][]string{}
+	// changes makes n changes from id from: inserts, every tenth a delete of a key no other row has.
+	changes := func(from, n int) arrow.RecordBatch {
+		b := array.NewRecordBuilder(memory.NewGoAllocator(), schema)
+		defer b.Release()
+		for i := from; i < from+n; i++ {
+			op, id, name := "c", int64(i), fmt.Sprintf("name-%06d-%s", i, strings.Repeat("x", i%13))
+			if i%10 == 9 {
+				op, id = "d", int64(1_000_000+i)
+			}
+			b.Field(0).(*array.StringBuilder).Append(op)
+			b.Field(1).(*array.Int64Builder).Append(id)
+			b.Field(2).(*array.StringBuilder).Append(name)
+		}
+		return b.NewRecordBatch()
+	}
+	pinned := func(rec arrow.RecordBatch) (n int64) {
+		for _, col := range rec.Columns()[1:] {
+			for _, b := range col.Data().Buffers() {
+				if b != nil {
+					n += int64(b.Cap())
+				}
+			}
+		}
+		return n
+	}
+	upserted := func(rec arrow.RecordBatch) (n int64) { // what a copy of the upserted rows holds
+		ops, names := rec.Column(0).(*array.String), rec.Column(2).(*array.String)
+		for i := range int(rec.NumRows()) {
+			if ops.Value(i) == "c" {
+				n += 8 + 4 + int64(len(names.Value(i)))
+				model[rec.Column(1).(*array.Int64).Value(i)] = []string{names.Value(i)}
+			}
+		}
+		return n
+	}
+	openBytes := func() int64 {
+		w.pipe.mu.Lock()
+		defer w.pipe.mu.Unlock()
+		return w.pipe.open.bytes
+	}
+
+	whole := changes(0, 1000)
+	copySize, pins := upserted(whole), pinned(whole)
+	before := mem.allocated.Load()
+	if err := w.Apply(ctx, whole); err != nil {
+		t.Fatal(err)
+	}
+	whole.Release()
+	if got := mem.allocated.Load() - before; got > copySize/8 {
+		t.Fatalf("the call allocated %d bytes in the writer's memory; a copy of its upserted rows holds %d", got, copySize)
+	}
+	if sel := SelectedRowsForTest(w); sel != 900 {
+		t.Fatalf("%d rows kept by selection, want the call's 900 upserts", sel)
+	}
+	if got := openBytes(); got < pins {
+		t.Fatalf("the open buffer counts %d bytes; the call's record pins %d", got, pins)
+	}
+
+	large := changes(1000, 20_000)
+	slice := large.NewSlice(5000, 6000)
+	large.Release()
+	copySize, pins = upserted(slice), pinned(slice)
+	before, held := mem.allocated.Load(), openBytes()
+	if err := w.Apply(ctx, slice); err != nil {
+		t.Fatal(err)
+	}
+	slice.Release()
+	if got := mem.allocated.Load() - before; got < copySize {
+		t.Fatalf("a slice of a larger batch: the call allocated %d bytes, want a copy of its upserted rows (%d)", got, copySize)
+	}
+	if got := openBytes() - held; got > pins/4 {
+		t.Fatalf("a slice of a larger batch: the open buffer grew by %d bytes, near what the whole batch pins (%d)", got, pins)
+	}
+	if sel := SelectedRowsForTest(w); sel != 900 {
+		t.Fatalf("%d rows kept by selection after the slice's call, want the first call's 900", sel)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readNamed(t, w); fmt.Sprint(got) != fmt.Sprint(model) {
+		t.Fatalf("read back %d keys, want %d: %v", len(got), len(model), got)
+	}
+}

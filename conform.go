@@ -96,6 +96,71 @@ func (c *conformer) conformAs(ctx context.Context, rec arrow.RecordBatch, own bo
 	return nil, 0, nil, fmt.Errorf("%w: more than %d schema changes for one batch", errEvolve, maxConformRetries)
 }
 
+// keepRows returns rec in the target schema without a copy, for the rows at rows (ascending) to be taken from
+// it later (an Apply call's upserts, batchRecord.sel), and the memory it holds: every buffer it shares with the
+// caller, whole, so that the memory limit counts what the writer pins. The caller may release rec at once (the
+// record holds references of its own); Arrow buffers are immutable, so what the writer later takes is what rec
+// held when the call returned. ok is false when rec must be conformed into a copy instead: a small call (the
+// pipeline's rules for those stay), a column that needs converting (a type differs, a nested or dictionary
+// type), a null at rows in a required column (conform reports it or hands the row to the dead letter handler),
+// or buffers more than keepSlack times what a copy of the rows would hold (a slice of a larger batch, a call
+// that keeps few of its rows): a copy then frees the rest.
+func (c *conformer) keepRows(rec arrow.RecordBatch, rows []int32) (arrow.RecordBatch, int64, bool) {
+	n := rec.NumRows()
+	if n < gatherMaxRows || len(rows) == 0 {
+		return nil, 0, false
+	}
+	lay, err := c.layoutFor(rec.Schema())
+	if err != nil {
+		return nil, 0, false
+	}
+	var pinned, copied int64
+	for i, tf := range c.target.Fields() {
+		in := lay.idx[i]
+		if in < 0 {
+			if !tf.Nullable {
+				return nil, 0, false
+			}
+			continue // a null column of the writer's own, made below
+		}
+		col := rec.Column(in)
+		if !arrow.TypeEqual(col.DataType(), tf.Type) || len(col.Data().Children()) > 0 || !chunkTakeableType(tf.Type) {
+			return nil, 0, false
+		}
+		if !tf.Nullable && col.NullN() > 0 {
+			for _, r := range rows {
+				if col.IsNull(int(r)) {
+					return nil, 0, false
+				}
+			}
+		}
+		for _, b := range col.Data().Buffers() {
+			if b != nil {
+				pinned += int64(b.Cap())
+			}
+		}
+		copied += viewSize(col) * int64(len(rows)) / n
+	}
+	if pinned > keepSlack*copied {
+		return nil, 0, false
+	}
+	cols := make([]arrow.Array, c.target.NumFields())
+	defer releaseArrays(cols)
+	for i, tf := range c.target.Fields() {
+		if in := lay.idx[i]; in >= 0 {
+			cols[i] = rec.Column(in)
+			cols[i].Retain()
+			continue
+		}
+		cols[i] = array.MakeArrayOfNull(c.mem, tf.Type, int(n))
+		pinned += arraySize(cols[i].Data())
+	}
+	return array.NewRecordBatch(c.target, cols, n), pinned, true
+}
+
+// keepSlack bounds what keepRows pins: at most this many times what a copy of the rows kept would hold.
+const keepSlack = 2
+
 // layout maps a batch schema's columns onto the target's: idx[i] is the batch column of target field i (-1:
 // none). A source sends batches of one schema over and over: the last one's layout is kept.
 type layout struct {

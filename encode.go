@@ -44,7 +44,7 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 			for _, r := range b.recs {
 				r.Release()
 			}
-			b.recs, b.hashes = res.data, nil
+			b.recs, b.hashes, b.sels = res.data, nil, nil
 			// The deletes are staged, or written as equality delete files, while the data files are written: in
 			// BenchmarkApply the delete file took an eighth of the batch's encoding, on one core of two.
 			delDone = make(chan struct{})

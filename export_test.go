@@ -76,3 +76,17 @@ func WithSupersededBatchForTest(n int) Option { return func(o *options) { o.supe
 // commit-time rewrite (read the uploaded file, write it again with the ids, delete the first), as before the
 // encoder wrote them: BenchmarkUpsertV3RowIDs's baseline.
 func WithRowIDsAtCommitForTest() Option { return func(o *options) { o.rowIDsAtCommit = true } }
+
+// SelectedRowsForTest counts the rows the writer's open buffer holds by selection: rows of Apply calls' records
+// kept uncopied (batchRecord.sel).
+func SelectedRowsForTest(w *Writer) int {
+	w.pipe.mu.Lock()
+	defer w.pipe.mu.Unlock()
+	n := 0
+	if o := w.pipe.open; o != nil {
+		for _, sel := range o.sels {
+			n += len(sel)
+		}
+	}
+	return n
+}

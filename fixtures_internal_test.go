@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -186,4 +187,25 @@ func lineageStage(t *testing.T) (*stageEnv, *keyStage, map[int64]int64) {
 	k := e.stage(false)
 	e.do(k, opInsert, seqIDs(100), "a")
 	return e, k, tabletest.RowIDs(t, e.tbl)
+}
+
+// countingAllocator is a writer's allocator (options.mem) that counts the bytes allocated through it, freed or
+// not, over a checked allocator that tells what is still held.
+type countingAllocator struct {
+	*memory.CheckedAllocator
+	allocated atomic.Int64
+}
+
+func newCountingAllocator() *countingAllocator {
+	return &countingAllocator{CheckedAllocator: memory.NewCheckedAllocator(memory.NewGoAllocator())}
+}
+
+func (a *countingAllocator) Allocate(size int) []byte {
+	a.allocated.Add(int64(size))
+	return a.CheckedAllocator.Allocate(size)
+}
+
+func (a *countingAllocator) Reallocate(size int, b []byte) []byte {
+	a.allocated.Add(int64(size))
+	return a.CheckedAllocator.Reallocate(size, b)
 }

@@ -717,6 +717,11 @@ type changeColumns struct {
 // before_ts][, version]. A delete row has null v and s (and a null ts unless ts is part of the key); a
 // keyless delete has null key columns.
 func changeBatch(chs []kvChange, cc changeColumns) arrow.RecordBatch {
+	return changeBatchIn(memory.NewGoAllocator(), chs, cc)
+}
+
+// changeBatchIn is changeBatch with its buffers allocated from mem.
+func changeBatchIn(mem memory.Allocator, chs []kvChange, cc changeColumns) arrow.RecordBatch {
 	tsType := &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 	fields := []arrow.Field{
 		{Name: "op", Type: arrow.BinaryTypes.String, Nullable: true},
@@ -734,7 +739,7 @@ func changeBatch(chs []kvChange, cc changeColumns) arrow.RecordBatch {
 	if cc.version != "" {
 		fields = append(fields, arrow.Field{Name: cc.version, Type: arrow.PrimitiveTypes.Int64, Nullable: true})
 	}
-	b := array.NewRecordBuilder(memory.NewGoAllocator(), arrow.NewSchema(fields, nil))
+	b := array.NewRecordBuilder(mem, arrow.NewSchema(fields, nil))
 	defer b.Release()
 	for _, c := range chs {
 		f := 0
@@ -1107,4 +1112,27 @@ func mergeOnReadV3Writer(t *testing.T, ctx context.Context, cat icecatalog.Catal
 	must(t, w.Write(ctx, kvBatch(ids, ids)))
 	must(t, w.Flush(ctx))
 	return w
+}
+
+// poisonAllocator is a caller's allocator that overwrites memory as it is freed: a writer that read a buffer its
+// caller released without holding a reference of its own (Retain) would read the poison. The checked allocator
+// under it tells whether every reference was released in the end.
+type poisonAllocator struct{ *memory.CheckedAllocator }
+
+func newPoisonAllocator() *poisonAllocator {
+	return &poisonAllocator{memory.NewCheckedAllocator(memory.NewGoAllocator())}
+}
+
+func (a *poisonAllocator) Free(b []byte) {
+	for i := range b {
+		b[i] = 0xA5
+	}
+	a.CheckedAllocator.Free(b)
+}
+
+func (a *poisonAllocator) Reallocate(size int, b []byte) []byte {
+	out := a.Allocate(size)
+	copy(out, b)
+	a.Free(b)
+	return out
 }

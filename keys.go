@@ -405,8 +405,8 @@ var resolveHash = keyHash
 func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) (*resolved, error) {
 	ks := k.spec
 	total := 0
-	for _, rec := range b.recs {
-		total += int(rec.NumRows())
+	for i := range b.recs {
+		total += int(b.recRows(i))
 	}
 	// A key of one integer column (an id) is every row's integer, ints; any other key is every row's encoded
 	// key, row ord's at keys[offs[ord]:offs[ord+1]]. kinds is each row's operation.
@@ -421,7 +421,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	keyedRows := 0
 	ikey := make([]byte, 0, 9) // an integer key encoded as keyEncoder does (so that its hash is the same)
 	for i, rec := range b.recs {
-		n := int(rec.NumRows())
+		n, sel := int(b.recRows(i)), b.sel(i)
 		// A record an Apply call hashed (with the same function) brings its hashes: only a key that is not one
 		// integer column still needs its bytes, to check keys sharing a hash.
 		carried := i < len(b.hashes) && len(b.hashes[i]) == n
@@ -440,7 +440,11 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 			if err != nil {
 				return nil, err
 			}
-			for row := 0; row < n; row++ {
+			for j := range n {
+				row := j
+				if sel != nil {
+					row = int(sel[j])
+				}
 				from := len(keys)
 				keys = enc.appendKey(keys, row)
 				offs = append(offs, len(keys))
@@ -488,10 +492,15 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 			}
 		}
 	}
-	sel := newRowSelection(ctx, mem)
+	kept := newRowSelection(ctx, mem)
+	fail := func(err error) (*resolved, error) {
+		kept.release()
+		releaseRecords(r.deletes...)
+		return nil, err
+	}
 	ord := 0
 	for i, rec := range b.recs {
-		n := int(rec.NumRows())
+		n, sel := int(b.recRows(i)), b.sel(i)
 		if b.kinds[i] == opDelete {
 			rec.Retain()
 			r.deletes = append(r.deletes, rec)
@@ -500,18 +509,26 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 		}
 		if b.kinds[i] == opUpsert {
 			keyRec := array.NewRecordBatch(ks.schema, keyColumns(rec, ks, false), rec.NumRows())
+			if sel != nil {
+				// Only the selected rows' keys are upserted: a row left out may be a skipped change or a delete
+				// whose key is null.
+				taken, err := newRowTaker(ctx, mem).record(keyRec, sel)
+				keyRec.Release()
+				if err != nil {
+					return fail(fmt.Errorf("iceberg: take the upserted keys: %w", err))
+				}
+				keyRec = taken
+			}
 			r.deletes = append(r.deletes, keyRec)
 		}
-		if err := sel.add(rec, dropped[ord:ord+n]); err != nil {
-			sel.release()
-			return nil, err
+		if err := kept.add(rec, sel, dropped[ord:ord+n]); err != nil {
+			return fail(err)
 		}
 		ord += n
 	}
 	var err error
-	if r.data, err = sel.records(); err != nil {
-		sel.release()
-		return nil, err
+	if r.data, err = kept.records(); err != nil {
+		return fail(err)
 	}
 	if keyedRows-len(distinct) > keyedRows/8 && chunkTakeable(ks.schema) {
 		keys, err := distinctKeys(ctx, mem, ks, r.deletes, b, distinct)
@@ -554,14 +571,18 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 func distinctKeys(ctx context.Context, mem memory.Allocator, ks *keySpec, deletes []arrow.RecordBatch, b *batch, distinct []int32) (arrow.RecordBatch, error) {
 	// pos maps the ordinals to positions in the concatenation of deletes, walking the records of b in order.
 	pos := make([]int32, len(distinct))
+	rows := make([]int32, len(b.recs)) // each record's rows, read once: the walk below asks once per key
+	for i := range rows {
+		rows[i] = int32(b.recRows(i))
+	}
 	var ord, at int32 // the first ordinal of b's record i, and of its keys in deletes
 	i := 0
 	for j := range pos {
 		o := distinct[len(distinct)-1-j]
-		for ; o >= ord+int32(b.recs[i].NumRows()); i++ {
-			ord += int32(b.recs[i].NumRows())
+		for ; o >= ord+rows[i]; i++ {
+			ord += rows[i]
 			if b.kinds[i] != opInsert {
-				at += int32(b.recs[i].NumRows())
+				at += rows[i]
 			}
 		}
 		pos[j] = at + o - ord
@@ -594,11 +615,24 @@ func intKeys(b *batch, ks *keySpec, total int) []int64 {
 	}
 	out := make([]int64, 0, total)
 	for i, rec := range b.recs {
-		vs, ok := intValues(keyColumns(rec, ks, b.kinds[i] == opDelete)[0])
+		col := keyColumns(rec, ks, b.kinds[i] == opDelete)[0]
+		sel := b.sel(i)
+		if sel == nil {
+			vs, ok := intValues(col)
+			if !ok {
+				return nil
+			}
+			out = append(out, vs...)
+			continue
+		}
+		// The selected rows are upserts, whose keys Apply checked are not null; the others' may be.
+		vs, ok := intValuesOf(col)
 		if !ok {
 			return nil
 		}
-		out = append(out, vs...)
+		for _, row := range sel {
+			out = append(out, vs[row])
+		}
 	}
 	return out
 }
@@ -610,6 +644,12 @@ func intValues(col arrow.Array) (vs []int64, ok bool) {
 	if col.NullN() > 0 {
 		return nil, false
 	}
+	return intValuesOf(col)
+}
+
+// intValuesOf is intValues for a column whose rows read are known not to be null: a null row's value is
+// whatever its slot holds.
+func intValuesOf(col arrow.Array) (vs []int64, ok bool) {
 	widen := func(n int, v func(int) int64) []int64 {
 		out := make([]int64, n)
 		for i := range out {

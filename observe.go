@@ -107,7 +107,7 @@ func (w *Writer) waitedHook() func(d time.Duration, memory bool, rows, size int6
 func recRows(recs []batchRecord) int64 {
 	var n int64
 	for _, r := range recs {
-		n += r.rec.NumRows()
+		n += r.rows()
 	}
 	return n
 }

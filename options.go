@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
 )
 
@@ -139,6 +140,8 @@ type options struct {
 	// rowIDsAtCommit: a benchmark's baseline (export_test.go): v3 merge-on-read upserts carry row ids only by
 	// the commit-time rewrite, as before encodeRowIDs.
 	rowIDsAtCommit bool
+	// mem is the allocator of everything the writer holds (nil: a Go allocator): tests count what it allocates.
+	mem memory.Allocator
 }
 
 func defaultOptions() options {

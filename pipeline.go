@@ -87,6 +87,18 @@ type batchRecord struct {
 	// hashes: the resolveHash of each row's key, when the call computed them (Apply); nil: the key stage hashes
 	// the rows itself.
 	hashes []uint64
+	// sel: the rows of rec the call hands on (ascending), nil: all of them. An Apply call keeps the caller's
+	// record as it is (retained, not copied) and names the rows it upserts: the batch's resolve takes them, and
+	// only those no later change supersedes, once (keyStage.resolve). size then counts rec's whole buffers.
+	sel []int32
+}
+
+// rows is the number of rows the record hands on: those of sel, else all of rec's.
+func (r batchRecord) rows() int64 {
+	if r.sel != nil {
+		return int64(len(r.sel))
+	}
+	return r.rec.NumRows()
 }
 
 // mark is a checkpoint in the open buffer, a row boundary after its first at records: a token covers every
@@ -304,10 +316,10 @@ func (p *pipeline) addLocked(rec batchRecord) {
 		b.push(rec)
 	}
 	b.keyed = b.keyed || rec.kind != opInsert
-	b.rows += rec.rec.NumRows()
+	b.rows += rec.rows()
 	b.bytes += rec.size
 	p.addMem(rec.size)
-	p.rowsAccepted += rec.rec.NumRows()
+	p.rowsAccepted += rec.rows()
 	p.bytesAccepted += rec.size
 	p.dirty = true
 	p.dirtySrc[rec.source] = true
@@ -357,6 +369,34 @@ func (b *batch) push(rec batchRecord) {
 	b.sizes = append(b.sizes, rec.size)
 	b.undos = append(b.undos, rec.undo)
 	b.hashes = append(b.hashes, rec.hashes)
+	b.sels = append(b.sels, rec.sel)
+}
+
+// record returns record i of the batch as the batchRecord it was pushed as (its undo only while the batch is
+// open: sealLocked drops them).
+func (b *batch) record(i int) batchRecord {
+	r := batchRecord{rec: b.recs[i], kind: b.kinds[i], source: b.sources[i], size: b.sizes[i], hashes: b.hashes[i],
+		sel: b.sels[i]}
+	if i < len(b.undos) {
+		r.undo = b.undos[i]
+	}
+	return r
+}
+
+// recRows is the number of rows record i hands on (batchRecord.rows).
+func (b *batch) recRows(i int) int64 {
+	if i < len(b.sels) && b.sels[i] != nil {
+		return int64(len(b.sels[i]))
+	}
+	return b.recs[i].NumRows()
+}
+
+// sel is record i's selection (batchRecord.sel), nil: all its rows.
+func (b *batch) sel(i int) []int32 {
+	if i < len(b.sels) {
+		return b.sels[i]
+	}
+	return nil
 }
 
 // heldLocked is the memory held by the file metadata of the batches a commit may take (batch.held): what the
@@ -558,17 +598,17 @@ func cut(o *batch, marks []mark) (take, keep *batch) {
 	}
 	take = &batch{firstAt: o.firstAt, schema: o.schema}
 	keep = &batch{firstAt: o.firstAt, schema: o.schema}
-	for i, rec := range o.recs {
+	for i := range o.recs {
 		dst := keep
 		if at, ok := srcAt[o.sources[i]]; i < tokenAt || (ok && i < at) {
 			dst = take
 		}
-		r := batchRecord{rec: rec, kind: o.kinds[i], source: o.sources[i], size: o.sizes[i], hashes: o.hashes[i]}
-		if dst == keep {
-			r.undo = o.undos[i]
+		r := o.record(i)
+		if dst == take {
+			r.undo = nil
 		}
 		dst.push(r)
-		dst.rows += rec.NumRows()
+		dst.rows += r.rows()
 		dst.bytes += o.sizes[i]
 		dst.keyed = dst.keyed || o.kinds[i] != opInsert
 	}
@@ -1108,25 +1148,26 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 		}
 		keep := &batch{firstAt: o.firstAt, schema: o.schema, rows: o.rows, bytes: o.bytes}
 		kept := make([]int, len(o.recs)+1) // kept[i]: records kept before record i
-		for i, rec := range o.recs {
+		for i := range o.recs {
 			kept[i+1] = kept[i]
-			if o.sources[i] == src && i >= covered {
-				dropped += rec.NumRows()
-				keep.rows -= rec.NumRows()
-				keep.bytes -= o.sizes[i]
-				p.dropLocked(rec.NumRows(), o.sizes[i])
-				rec.Release()
-				undos = append(undos, o.undos[i]...)
+			r := o.record(i)
+			if r.source == src && i >= covered {
+				dropped += r.rows()
+				keep.rows -= r.rows()
+				keep.bytes -= r.size
+				p.dropLocked(r.rows(), r.size)
+				r.rec.Release()
+				undos = append(undos, r.undo...)
 				continue
 			}
 			kept[i+1]++
-			keep.push(batchRecord{rec: rec, kind: o.kinds[i], source: o.sources[i], size: o.sizes[i], undo: o.undos[i], hashes: o.hashes[i]})
-			keep.keyed = keep.keyed || o.kinds[i] != opInsert
+			keep.push(r)
+			keep.keyed = keep.keyed || r.kind != opInsert
 		}
 		for i := range p.marks {
 			p.marks[i].at = kept[p.marks[i].at]
 		}
-		o.recs, o.kinds, o.sources, o.sizes, o.undos, o.hashes = keep.recs, keep.kinds, keep.sources, keep.sizes, keep.undos, keep.hashes
+		o.recs, o.kinds, o.sources, o.sizes, o.undos, o.hashes, o.sels = keep.recs, keep.kinds, keep.sources, keep.sizes, keep.undos, keep.hashes, keep.sels
 		o.rows, o.bytes, o.keyed = keep.rows, keep.bytes, keep.keyed
 		if slices.Contains(o.sources, src) || openCovers {
 			p.sealLocked() // the covered rows go now, with the position that covers them

@@ -30,8 +30,10 @@ func newRowSelection(ctx context.Context, mem memory.Allocator) *rowSelection {
 	return &rowSelection{ctx: compute.WithAllocator(ctx, mem), mem: mem}
 }
 
-// add selects the rows of rec that dropped (one flag per row of rec) does not mark.
-func (s *rowSelection) add(rec arrow.RecordBatch, dropped []bool) error {
+// add selects the rows of rec at rows (ascending; nil: every row of rec) that dropped (one flag per row
+// selected) does not mark. Only the rows selected are copied: an Apply call hands its record on uncopied, with
+// the rows it upserts (batchRecord.sel).
+func (s *rowSelection) add(rec arrow.RecordBatch, rows []int32, dropped []bool) error {
 	n := len(dropped)
 	kept := 0
 	for _, d := range dropped {
@@ -39,16 +41,27 @@ func (s *rowSelection) add(rec arrow.RecordBatch, dropped []bool) error {
 			kept++
 		}
 	}
+	whole := int64(n) == rec.NumRows() // rows, ascending, then selects every row
 	switch {
 	case kept == 0:
 		return nil
-	case kept == n && len(s.recs) == 0:
+	case kept == n && whole && len(s.recs) == 0:
 		rec.Retain()
 		s.out = append(s.out, rec)
 		return nil
 	case !chunkTakeable(rec.Schema()):
 		if err := s.flush(); err != nil {
 			return err
+		}
+		if rows != nil && !whole {
+			all := make([]bool, rec.NumRows())
+			for i := range all {
+				all[i] = true
+			}
+			for j, row := range rows {
+				all[row] = dropped[j]
+			}
+			dropped = all
 		}
 		return s.filter(rec, dropped)
 	}
@@ -57,13 +70,18 @@ func (s *rowSelection) add(rec arrow.RecordBatch, dropped []bool) error {
 			return err
 		}
 	}
-	for row, d := range dropped {
-		if !d {
-			s.rows = append(s.rows, s.base+int32(row))
+	for j, d := range dropped {
+		if d {
+			continue
 		}
+		row := int32(j)
+		if rows != nil {
+			row = rows[j]
+		}
+		s.rows = append(s.rows, s.base+row)
 	}
 	s.recs = append(s.recs, rec)
-	s.base += int32(n)
+	s.base += int32(rec.NumRows())
 	return nil
 }
 
@@ -204,11 +222,17 @@ func takeChunked(ctx context.Context, typ arrow.DataType, chunks []arrow.Array, 
 // joining the chunks first (arrow-go's kernels: fixed-width primitives, strings and binaries).
 func chunkTakeable(sc *arrow.Schema) bool {
 	for _, f := range sc.Fields() {
-		if id := f.Type.ID(); !arrow.IsPrimitive(id) && !arrow.IsBaseBinary(id) {
+		if !chunkTakeableType(f.Type) {
 			return false
 		}
 	}
 	return true
+}
+
+// chunkTakeableType is chunkTakeable for one column type.
+func chunkTakeableType(t arrow.DataType) bool {
+	id := t.ID()
+	return arrow.IsPrimitive(id) || arrow.IsBaseBinary(id)
 }
 
 func sameSchema(a, b *arrow.Schema) bool { return a == b || a.Equal(b) }

@@ -58,7 +58,7 @@ func TestRowSelection(t *testing.T) {
 				}
 				sel := newRowSelection(context.Background(), mem)
 				for i, rec := range recs {
-					if err := sel.add(rec, drops[i]); err != nil {
+					if err := sel.add(rec, nil, drops[i]); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -60,6 +60,7 @@ type batch struct {
 	sizes    []int64          // per record in the open buffer: the bytes the memory limit counts
 	undos    [][]*versionUndo // per record in the open buffer: the versions to restore if it is dropped
 	hashes   [][]uint64       // per record: its rows' key hashes (resolveHash) when its call computed them, else nil
+	sels     [][]int32        // per record: the rows of it the batch holds (batchRecord.sel), nil: all
 	schema   *arrow.Schema    // the table schema the inserted and upserted records were conformed to
 	keyed    bool             // holds an upsert or a delete
 	rows     int64
@@ -185,8 +186,12 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if !o.stableID {
 		o.writerID = uuid.NewString()
 	}
+	mem := o.mem
+	if mem == nil {
+		mem = memory.NewGoAllocator()
+	}
 	env := &writerEnv{cat: cat, red: red, log: o.logger, ident: ident, branch: o.branch, id: o.writerID,
-		stableID: o.stableID, timeout: o.commitTimeout, tables: tabs, mem: memory.NewGoAllocator(), retryWaits: o.retryWaits}
+		stableID: o.stableID, timeout: o.commitTimeout, tables: tabs, mem: mem, retryWaits: o.retryWaits}
 	w := &Writer{env: env}
 	var committed int64
 	var lastToken *string

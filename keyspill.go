@@ -20,7 +20,7 @@ import (
 // keyStore is the key index's storage: the in-memory keyTable, which takes every add, plus the runs it spilled
 // to local disk when the index passed its memory budget (see docs/keyindex-spill.md). A spilled key costs the
 // index about 1.4 bytes of memory (its share of a bloom filter, a fence per spillBlock records, a deleted bit)
-// instead of ~45 bytes, so an
+// instead of ~50 bytes, so an
 // index over its budget keeps placing keys instead of turning off (the writer then fell back to equality
 // deletes). Runs live on local disk, not in the table: the index is a per-writer cache rebuilt at every open,
 // and a lookup on the commit path must cost a pread, not a GET.

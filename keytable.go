@@ -18,18 +18,34 @@ import (
 // Removing a row frees its slot for the next row (a free list through next) and leaves its key's bytes in the
 // arena: once more than half the arena is such bytes, the next add copies the live keys into a new arena
 // (compact), so an upsert stream that replaces the same keys keeps the arena within twice its live keys.
+// Each bucket also holds a summary of its chain's hashes (bucket.tags), so that looking up a key the table does
+// not hold, as most keys of an upsert stream are new, mostly stops at the bucket without reading a slot.
+//
 // Nothing shrinks the slot slice or the buckets; size counts what they hold, capacity included.
 type keyTable struct {
 	hash    func([]byte) uint64 // keyHash; a test makes keys collide
 	arena   []byte
 	slots   []keySlot
-	buckets []int32 // the first slot of each bucket's chain, plus one (0: empty); a power of two long
-	free    int32   // the first free slot, plus one (0: none)
-	live    int     // slots in use
-	dead    int     // arena bytes of removed keys
+	buckets []bucket // a power of two long
+	free    int32    // the first free slot, plus one (0: none)
+	live    int      // slots in use
+	dead    int      // arena bytes of removed keys
 }
 
 type keyLoc struct{ file, pos int32 }
+
+// bucket is the head of a chain of slots and a summary of their hashes: tagBit of each slot's hash is set in
+// tags. A key whose bit is clear is not in the chain; an unlink recomputes the bits from the slots left.
+type bucket struct {
+	head int32 // the first slot, plus one (0: empty)
+	tags uint32
+}
+
+// tagBit is the bit of tags a hash sets: one of 32 by its top five bits (the bucket is chosen by its low bits).
+func tagBit(h uint64) uint32 { return 1 << (h >> 59) }
+
+// bucketBytes is the size of a bucket.
+const bucketBytes = int64(unsafe.Sizeof(bucket{}))
 
 // keySlot is one indexed row: its key's hash and bytes (arena[off:off+klen]) and where the row is. A free slot
 // has loc.file -1.
@@ -49,7 +65,7 @@ func newKeyTable() keyTable { return keyTable{hash: keyHash} }
 
 // size returns the bytes the table holds: its arena, slots and buckets, capacity included.
 func (t *keyTable) size() int64 {
-	return int64(cap(t.arena)) + int64(cap(t.slots))*keySlotBytes + int64(cap(t.buckets))*4
+	return int64(cap(t.arena)) + int64(cap(t.slots))*keySlotBytes + int64(cap(t.buckets))*bucketBytes
 }
 
 // len returns the rows indexed.
@@ -98,9 +114,10 @@ func (t *keyTable) add(key []byte, loc keyLoc) {
 		s = int32(len(t.slots))
 		t.slots = append(t.slots, keySlot{})
 	}
-	b := h & uint64(len(t.buckets)-1)
-	t.slots[s] = keySlot{hash: h, off: off, klen: uint32(len(key)), loc: loc, next: t.buckets[b]}
-	t.buckets[b] = s + 1
+	bk := &t.buckets[h&uint64(len(t.buckets)-1)]
+	t.slots[s] = keySlot{hash: h, off: off, klen: uint32(len(key)), loc: loc, next: bk.head}
+	bk.head = s + 1
+	bk.tags |= tagBit(h)
 	t.live++
 }
 
@@ -114,9 +131,12 @@ func (t *keyTable) unlinkMatching(key []byte, match func(keyLoc) bool, one bool,
 		return
 	}
 	h := t.hash(key)
-	b := h & uint64(len(t.buckets)-1)
-	prev := &t.buckets[b]
-	for *prev != 0 {
+	bk := &t.buckets[h&uint64(len(t.buckets)-1)]
+	if bk.tags&tagBit(h) == 0 {
+		return
+	}
+	unlinked := false
+	for prev := &bk.head; *prev != 0; {
 		s := *prev - 1
 		sl := &t.slots[s]
 		if sl.hash != h || !bytes.Equal(t.key(sl), key) || (match != nil && !match(sl.loc)) {
@@ -126,8 +146,15 @@ func (t *keyTable) unlinkMatching(key []byte, match func(keyLoc) bool, one bool,
 		*prev = sl.next
 		f(sl.loc)
 		t.release(s)
+		unlinked = true
 		if one {
-			return
+			break
+		}
+	}
+	if unlinked {
+		bk.tags = 0
+		for n := bk.head; n != 0; n = t.slots[n-1].next {
+			bk.tags |= tagBit(t.slots[n-1].hash)
 		}
 	}
 }
@@ -160,7 +187,11 @@ func (t *keyTable) lookup(dst []keyLoc, key []byte) []keyLoc {
 		return dst
 	}
 	h := t.hash(key)
-	for n := t.buckets[h&uint64(len(t.buckets)-1)]; n != 0; n = t.slots[n-1].next {
+	bk := t.buckets[h&uint64(len(t.buckets)-1)]
+	if bk.tags&tagBit(h) == 0 {
+		return dst
+	}
+	for n := bk.head; n != 0; n = t.slots[n-1].next {
 		if sl := &t.slots[n-1]; sl.hash == h && bytes.Equal(t.key(sl), key) {
 			dst = append(dst, sl.loc)
 		}
@@ -172,8 +203,9 @@ func (t *keyTable) lookup(dst []keyLoc, key []byte) []keyLoc {
 func (t *keyTable) forget(gone func(file int32) bool) int {
 	n := 0
 	for b := range t.buckets {
-		prev := &t.buckets[b]
-		for *prev != 0 {
+		bk := &t.buckets[b]
+		bk.tags = 0
+		for prev := &bk.head; *prev != 0; {
 			s := *prev - 1
 			if sl := &t.slots[s]; gone(sl.loc.file) {
 				*prev = sl.next
@@ -181,6 +213,7 @@ func (t *keyTable) forget(gone func(file int32) bool) int {
 				n++
 				continue
 			}
+			bk.tags |= tagBit(t.slots[s].hash)
 			prev = &t.slots[s].next
 		}
 	}
@@ -205,16 +238,17 @@ func (t *keyTable) rehash(n int) {
 	if size <= len(t.buckets) {
 		return
 	}
-	t.buckets = make([]int32, size)
+	t.buckets = make([]bucket, size)
 	mask := uint64(size - 1)
 	for i := range t.slots {
 		sl := &t.slots[i]
 		if sl.loc.file < 0 {
 			continue
 		}
-		b := sl.hash & mask
-		sl.next = t.buckets[b]
-		t.buckets[b] = int32(i) + 1
+		bk := &t.buckets[sl.hash&mask]
+		sl.next = bk.head
+		bk.head = int32(i) + 1
+		bk.tags |= tagBit(sl.hash)
 	}
 }
 

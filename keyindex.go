@@ -104,7 +104,7 @@ type fileKeys struct {
 }
 
 // keyEntryOverhead is what the index holds per key besides the key's bytes: its slot and a share of the buckets
-// (keyTable), with room for the slot slice's growth. It estimates whether a table's rows fit the budget before
+// (keyTable), with room for the buckets' growth. It estimates whether a table's rows fit the budget before
 // they are read; the index counts what it holds (keyTable.size).
 const keyEntryOverhead = keySlotBytes + 16
 

@@ -221,13 +221,13 @@ func (s *keyStore) spill() error {
 		return nil
 	}
 	order := make([]int32, 0, s.live)
-	for i := range s.slots {
-		if s.slots[i].loc.file >= 0 {
-			order = append(order, int32(i))
+	for i := range s.used {
+		if s.slot(i).loc.file >= 0 {
+			order = append(order, i)
 		}
 	}
 	slices.SortFunc(order, func(a, b int32) int {
-		sa, sb := &s.slots[a], &s.slots[b]
+		sa, sb := s.slot(a), s.slot(b)
 		if sa.hash != sb.hash {
 			if sa.hash < sb.hash {
 				return -1
@@ -241,7 +241,7 @@ func (s *keyStore) spill() error {
 		return err
 	}
 	for _, i := range order {
-		sl := &s.slots[i]
+		sl := s.slot(i)
 		if err := w.add(sl.hash, s.key(sl), sl.loc); err != nil {
 			w.abort()
 			return err

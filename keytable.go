@@ -21,15 +21,20 @@ import (
 // Each bucket also holds a summary of its chain's hashes (bucket.tags), so that looking up a key the table does
 // not hold, as most keys of an upsert stream are new, mostly stops at the bucket without reading a slot.
 //
-// Nothing shrinks the slot slice or the buckets; size counts what they hold, capacity included.
+// The slots live in pages of slotPage, so that a growing table adds pages: growing one slice by doubling copied
+// every slot written so far and zeroed twice the memory it kept, a sixth of the key index's upkeep in an upsert
+// stream whose table grows.
+//
+// Nothing shrinks the slots or the buckets; size counts what they hold, capacity included.
 type keyTable struct {
 	hash    func([]byte) uint64 // keyHash; a test makes keys collide
 	arena   []byte
-	slots   []keySlot
-	buckets []bucket // a power of two long
-	free    int32    // the first free slot, plus one (0: none)
-	live    int      // slots in use
-	dead    int      // arena bytes of removed keys
+	pages   [][]keySlot // the slots, slotPage to a page
+	used    int32       // slots handed out, free ones included: slot used is the next new one
+	buckets []bucket    // a power of two long
+	free    int32       // the first free slot, plus one (0: none)
+	live    int         // slots in use
+	dead    int         // arena bytes of removed keys
 }
 
 type keyLoc struct{ file, pos int32 }
@@ -61,11 +66,21 @@ type keySlot struct {
 // it is what the index holds per key (keyEntryOverhead).
 const keySlotBytes = int64(unsafe.Sizeof(keySlot{}))
 
+// slotPageBits sets the slots of a page, slotPage (32 KiB of slots): small enough for a table of a few keys,
+// large enough that the page list of a table of millions stays in the cache.
+const (
+	slotPageBits = 10
+	slotPage     = 1 << slotPageBits
+)
+
+// slot returns slot s.
+func (t *keyTable) slot(s int32) *keySlot { return &t.pages[s>>slotPageBits][s&(slotPage-1)] }
+
 func newKeyTable() keyTable { return keyTable{hash: keyHash} }
 
 // size returns the bytes the table holds: its arena, slots and buckets, capacity included.
 func (t *keyTable) size() int64 {
-	return int64(cap(t.arena)) + int64(cap(t.slots))*keySlotBytes + int64(cap(t.buckets))*bucketBytes
+	return int64(cap(t.arena)) + int64(len(t.pages))*slotPage*keySlotBytes + int64(cap(t.buckets))*bucketBytes
 }
 
 // len returns the rows indexed.
@@ -76,8 +91,10 @@ func (t *keyTable) reserve(n, keyBytes int) {
 	if t.dead > len(t.arena)/2 && t.dead >= 1<<10 {
 		t.compact(keyBytes)
 	}
-	if need := t.live + n - len(t.slots); need > 0 { // the free slots take the rest
-		t.slots = growCap(t.slots, need)
+	// The free slots (used - live of them) take what they can, new ones after used the rest.
+	want := int(t.used) + max(t.live+n-int(t.used), 0)
+	for len(t.pages)*slotPage < want {
+		t.pages = append(t.pages, make([]keySlot, slotPage))
 	}
 	if len(t.arena)+keyBytes > cap(t.arena) {
 		t.arena = growCap(t.arena, keyBytes)
@@ -109,13 +126,16 @@ func (t *keyTable) add(key []byte, loc keyLoc) {
 	var s int32
 	if t.free != 0 {
 		s = t.free - 1
-		t.free = t.slots[s].next
+		t.free = t.slot(s).next
 	} else {
-		s = int32(len(t.slots))
-		t.slots = append(t.slots, keySlot{})
+		s = t.used
+		t.used++
+		if int(s) == len(t.pages)*slotPage {
+			t.pages = append(t.pages, make([]keySlot, slotPage))
+		}
 	}
 	bk := &t.buckets[h&uint64(len(t.buckets)-1)]
-	t.slots[s] = keySlot{hash: h, off: off, klen: uint32(len(key)), loc: loc, next: bk.head}
+	*t.slot(s) = keySlot{hash: h, off: off, klen: uint32(len(key)), loc: loc, next: bk.head}
 	bk.head = s + 1
 	bk.tags |= tagBit(h)
 	t.live++
@@ -138,7 +158,7 @@ func (t *keyTable) unlinkMatching(key []byte, match func(keyLoc) bool, one bool,
 	unlinked := false
 	for prev := &bk.head; *prev != 0; {
 		s := *prev - 1
-		sl := &t.slots[s]
+		sl := t.slot(s)
 		if sl.hash != h || !bytes.Equal(t.key(sl), key) || (match != nil && !match(sl.loc)) {
 			prev = &sl.next
 			continue
@@ -153,15 +173,15 @@ func (t *keyTable) unlinkMatching(key []byte, match func(keyLoc) bool, one bool,
 	}
 	if unlinked {
 		bk.tags = 0
-		for n := bk.head; n != 0; n = t.slots[n-1].next {
-			bk.tags |= tagBit(t.slots[n-1].hash)
+		for n := bk.head; n != 0; n = t.slot(n - 1).next {
+			bk.tags |= tagBit(t.slot(n - 1).hash)
 		}
 	}
 }
 
 // release puts an unlinked slot on the free list; its key's bytes become dead.
 func (t *keyTable) release(s int32) {
-	sl := &t.slots[s]
+	sl := t.slot(s)
 	t.dead += int(sl.klen)
 	*sl = keySlot{loc: keyLoc{file: -1}, next: t.free}
 	t.free = s + 1
@@ -191,8 +211,8 @@ func (t *keyTable) lookup(dst []keyLoc, key []byte) []keyLoc {
 	if bk.tags&tagBit(h) == 0 {
 		return dst
 	}
-	for n := bk.head; n != 0; n = t.slots[n-1].next {
-		if sl := &t.slots[n-1]; sl.hash == h && bytes.Equal(t.key(sl), key) {
+	for n := bk.head; n != 0; n = t.slot(n - 1).next {
+		if sl := t.slot(n - 1); sl.hash == h && bytes.Equal(t.key(sl), key) {
 			dst = append(dst, sl.loc)
 		}
 	}
@@ -207,14 +227,15 @@ func (t *keyTable) forget(gone func(file int32) bool) int {
 		bk.tags = 0
 		for prev := &bk.head; *prev != 0; {
 			s := *prev - 1
-			if sl := &t.slots[s]; gone(sl.loc.file) {
+			if sl := t.slot(s); gone(sl.loc.file) {
 				*prev = sl.next
 				t.release(s)
 				n++
 				continue
 			}
-			bk.tags |= tagBit(t.slots[s].hash)
-			prev = &t.slots[s].next
+			sl := t.slot(s)
+			bk.tags |= tagBit(sl.hash)
+			prev = &sl.next
 		}
 	}
 	return n
@@ -223,8 +244,8 @@ func (t *keyTable) forget(gone func(file int32) bool) int {
 // all yields every indexed row: its key (valid until the next add) and location.
 func (t *keyTable) all() iter.Seq2[[]byte, keyLoc] {
 	return func(yield func([]byte, keyLoc) bool) {
-		for i := range t.slots {
-			if sl := &t.slots[i]; sl.loc.file >= 0 && !yield(t.key(sl), sl.loc) {
+		for i := range t.used {
+			if sl := t.slot(i); sl.loc.file >= 0 && !yield(t.key(sl), sl.loc) {
 				return
 			}
 		}
@@ -240,14 +261,14 @@ func (t *keyTable) rehash(n int) {
 	}
 	t.buckets = make([]bucket, size)
 	mask := uint64(size - 1)
-	for i := range t.slots {
-		sl := &t.slots[i]
+	for i := range t.used {
+		sl := t.slot(i)
 		if sl.loc.file < 0 {
 			continue
 		}
 		bk := &t.buckets[sl.hash&mask]
 		sl.next = bk.head
-		bk.head = int32(i) + 1
+		bk.head = i + 1
 		bk.tags |= tagBit(sl.hash)
 	}
 }
@@ -255,8 +276,8 @@ func (t *keyTable) rehash(n int) {
 // compact copies the live keys into a new arena with room for extra bytes more, dropping the removed ones.
 func (t *keyTable) compact(extra int) {
 	arena := make([]byte, 0, len(t.arena)-t.dead+extra)
-	for i := range t.slots {
-		sl := &t.slots[i]
+	for i := range t.used {
+		sl := t.slot(i)
 		if sl.loc.file < 0 {
 			continue
 		}

@@ -180,11 +180,11 @@ func TestKeyTableArenaStaysBounded(t *testing.T) {
 	if live := 1000 * 9; len(kt.arena) > 2*live+1<<10 || cap(kt.arena) > 4*live+1<<11 {
 		t.Fatalf("arena of %d bytes (capacity %d) for %d live bytes", len(kt.arena), cap(kt.arena), live)
 	}
-	if got, want := kt.size(), int64(cap(kt.arena))+int64(cap(kt.slots))*keySlotBytes+int64(len(kt.buckets))*bucketBytes; got != want {
+	if got, want := kt.size(), int64(cap(kt.arena))+int64(len(kt.pages))*slotPage*keySlotBytes+int64(len(kt.buckets))*bucketBytes; got != want {
 		t.Fatalf("size %d, want %d", got, want)
 	}
-	if cap(kt.slots) > 2048 {
-		t.Fatalf("%d slots for 1,000 keys: removed slots are not reused", cap(kt.slots))
+	if kt.used > 2048 {
+		t.Fatalf("%d slots for 1,000 keys: removed slots are not reused", kt.used)
 	}
 }
 

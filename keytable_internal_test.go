@@ -133,6 +133,8 @@ var modelHashes = []struct {
 	{"xxh3", keyHash},
 	{"four hashes", func(b []byte) uint64 { return keyHash(b) & 3 }},
 	{"one hash", func([]byte) uint64 { return 42 }},
+	// xxh3 without its low 16 bits: every key in one bucket's chain, with tags (bucket.tags) of every kind.
+	{"one bucket", func(b []byte) uint64 { return keyHash(b) &^ 0xffff }},
 }
 
 // TestKeyTableModel drives a keyTable with random adds (duplicates included), removes, removeLoc, forget and
@@ -163,6 +165,40 @@ func TestKeyTableModel(t *testing.T) {
 			m.check(t, &kt, keys)
 		})
 	}
+}
+
+// TestKeyTableGrowsByPages indexes rows across several slot pages, removes every other key and indexes them
+// again (into freed slots, then new ones), and compares the table with a map after each step.
+func TestKeyTableGrowsByPages(t *testing.T) {
+	kt := newKeyTable()
+	m := keyTableModel{}
+	var keys []string
+	for i := range 5*slotPage + 7 {
+		keys = append(keys, string(appendIntKey(nil, int64(i))))
+	}
+	add := func(from, step int, file int32) {
+		for i := from; i < len(keys); i += step {
+			l := keyLoc{file: file, pos: int32(i)}
+			kt.add([]byte(keys[i]), l)
+			m.add(keys[i], l)
+		}
+	}
+	add(0, 1, 0)
+	m.check(t, &kt, keys)
+	if len(kt.pages) != 6 {
+		t.Fatalf("%d rows in %d pages, want 6", len(keys), len(kt.pages))
+	}
+	var dst []keyLoc
+	for i := 0; i < len(keys); i += 2 {
+		if dst = kt.remove(dst[:0], []byte(keys[i])); len(dst) != 1 {
+			t.Fatalf("remove(%d) = %v, want one row", i, dst)
+		}
+		delete(m, keys[i])
+	}
+	m.check(t, &kt, keys)
+	add(0, 2, 1) // the freed slots take them
+	add(0, 3, 2) // and new pages the rest
+	m.check(t, &kt, keys)
 }
 
 // TestKeyTableArenaStaysBounded: an upsert stream replaces the same keys over and over; the arena is compacted

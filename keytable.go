@@ -227,13 +227,13 @@ func (t *keyTable) forget(gone func(file int32) bool) int {
 		bk.tags = 0
 		for prev := &bk.head; *prev != 0; {
 			s := *prev - 1
-			if sl := t.slot(s); gone(sl.loc.file) {
+			sl := t.slot(s)
+			if gone(sl.loc.file) {
 				*prev = sl.next
 				t.release(s)
 				n++
 				continue
 			}
-			sl := t.slot(s)
 			bk.tags |= tagBit(sl.hash)
 			prev = &sl.next
 		}

@@ -23,13 +23,14 @@ import (
 //
 // The slots live in pages of slotPage, so that a growing table adds pages: growing one slice by doubling copied
 // every slot written so far and zeroed twice the memory it kept, a sixth of the key index's upkeep in an upsert
-// stream whose table grows.
+// stream whose table grows. Only the last page may be shorter, doubling as it fills, so that a table of a few
+// keys holds a few slots.
 //
 // Nothing shrinks the slots or the buckets; size counts what they hold, capacity included.
 type keyTable struct {
 	hash    func([]byte) uint64 // keyHash; a test makes keys collide
 	arena   []byte
-	pages   [][]keySlot // the slots, slotPage to a page
+	pages   [][]keySlot // the slots, slotPage to a page but the last, which may hold fewer
 	used    int32       // slots handed out, free ones included: slot used is the next new one
 	buckets []bucket    // a power of two long
 	free    int32       // the first free slot, plus one (0: none)
@@ -76,11 +77,35 @@ const (
 // slot returns slot s.
 func (t *keyTable) slot(s int32) *keySlot { return &t.pages[s>>slotPageBits][s&(slotPage-1)] }
 
+// capacity returns the slots the pages hold.
+func (t *keyTable) capacity() int {
+	if len(t.pages) == 0 {
+		return 0
+	}
+	return (len(t.pages)-1)*slotPage + len(t.pages[len(t.pages)-1])
+}
+
+// grow makes room for want slots: the last page doubles (at least 16 slots) until it holds slotPage, then pages
+// are added.
+func (t *keyTable) grow(want int) {
+	for t.capacity() < want {
+		last := len(t.pages) - 1
+		if last < 0 || len(t.pages[last]) == slotPage {
+			t.pages = append(t.pages, nil)
+			last++
+		}
+		n := min(slotPage, max(16, 2*len(t.pages[last]), want-last*slotPage))
+		p := make([]keySlot, n)
+		copy(p, t.pages[last])
+		t.pages[last] = p
+	}
+}
+
 func newKeyTable() keyTable { return keyTable{hash: keyHash} }
 
 // size returns the bytes the table holds: its arena, slots and buckets, capacity included.
 func (t *keyTable) size() int64 {
-	return int64(cap(t.arena)) + int64(len(t.pages))*slotPage*keySlotBytes + int64(cap(t.buckets))*bucketBytes
+	return int64(cap(t.arena)) + int64(t.capacity())*keySlotBytes + int64(cap(t.buckets))*bucketBytes
 }
 
 // len returns the rows indexed.
@@ -92,10 +117,7 @@ func (t *keyTable) reserve(n, keyBytes int) {
 		t.compact(keyBytes)
 	}
 	// The free slots (used - live of them) take what they can, new ones after used the rest.
-	want := int(t.used) + max(t.live+n-int(t.used), 0)
-	for len(t.pages)*slotPage < want {
-		t.pages = append(t.pages, make([]keySlot, slotPage))
-	}
+	t.grow(int(t.used) + max(t.live+n-int(t.used), 0))
 	if len(t.arena)+keyBytes > cap(t.arena) {
 		t.arena = growCap(t.arena, keyBytes)
 	}
@@ -130,9 +152,7 @@ func (t *keyTable) add(key []byte, loc keyLoc) {
 	} else {
 		s = t.used
 		t.used++
-		if int(s) == len(t.pages)*slotPage {
-			t.pages = append(t.pages, make([]keySlot, slotPage))
-		}
+		t.grow(int(t.used))
 	}
 	bk := &t.buckets[h&uint64(len(t.buckets)-1)]
 	*t.slot(s) = keySlot{hash: h, off: off, klen: uint32(len(key)), loc: loc, next: bk.head}

@@ -168,7 +168,8 @@ func TestKeyTableModel(t *testing.T) {
 }
 
 // TestKeyTableGrowsByPages indexes rows across several slot pages, removes every other key and indexes them
-// again (into freed slots, then new ones), and compares the table with a map after each step.
+// again (into freed slots, then new ones), and compares the table with a map after each step; a table of a few
+// keys holds a few slots.
 func TestKeyTableGrowsByPages(t *testing.T) {
 	kt := newKeyTable()
 	m := keyTableModel{}
@@ -182,6 +183,13 @@ func TestKeyTableGrowsByPages(t *testing.T) {
 			kt.add([]byte(keys[i]), l)
 			m.add(keys[i], l)
 		}
+	}
+	small := newKeyTable() // a table of a few keys holds a few slots, not a page
+	for _, k := range keys[:10] {
+		small.add([]byte(k), keyLoc{})
+	}
+	if small.capacity() != 16 {
+		t.Fatalf("10 rows in %d slots, want 16", small.capacity())
 	}
 	add(0, 1, 0)
 	m.check(t, &kt, keys)
@@ -216,7 +224,7 @@ func TestKeyTableArenaStaysBounded(t *testing.T) {
 	if live := 1000 * 9; len(kt.arena) > 2*live+1<<10 || cap(kt.arena) > 4*live+1<<11 {
 		t.Fatalf("arena of %d bytes (capacity %d) for %d live bytes", len(kt.arena), cap(kt.arena), live)
 	}
-	if got, want := kt.size(), int64(cap(kt.arena))+int64(len(kt.pages))*slotPage*keySlotBytes+int64(len(kt.buckets))*bucketBytes; got != want {
+	if got, want := kt.size(), int64(cap(kt.arena))+int64(kt.capacity())*keySlotBytes+int64(len(kt.buckets))*bucketBytes; got != want {
 		t.Fatalf("size %d, want %d", got, want)
 	}
 	if kt.used > 2048 {

@@ -2,7 +2,9 @@ package iceberg
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -11,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/catalog"
@@ -208,4 +211,66 @@ func (a *countingAllocator) Allocate(size int) []byte {
 func (a *countingAllocator) Reallocate(size int, b []byte) []byte {
 	a.allocated.Add(int64(size))
 	return a.CheckedAllocator.Reallocate(size, b)
+}
+
+// heapInUse is the live heap after two collections.
+func heapInUse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// widePartitioned makes n rows of a table of cols columns (an int64 partition source p, then float64 and
+// string columns by turns), two rows a value of p.
+func widePartitioned(cols, n int) arrow.RecordBatch {
+	fields := []arrow.Field{{Name: "p", Type: arrow.PrimitiveTypes.Int64}}
+	for c := 1; c < cols; c++ {
+		if c%2 == 0 {
+			fields = append(fields, arrow.Field{Name: fmt.Sprint("s", c), Type: arrow.BinaryTypes.String, Nullable: true})
+		} else {
+			fields = append(fields, arrow.Field{Name: fmt.Sprint("f", c), Type: arrow.PrimitiveTypes.Float64, Nullable: true})
+		}
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+	defer b.Release()
+	for i := range n {
+		b.Field(0).(*array.Int64Builder).Append(int64(i / 2))
+		for c := 1; c < cols; c++ {
+			if c%2 == 0 {
+				b.Field(c).(*array.StringBuilder).Append(fmt.Sprintf("value-%040d", i))
+			} else {
+				b.Field(c).(*array.Float64Builder).Append(float64(i))
+			}
+		}
+	}
+	return b.NewRecordBatch()
+}
+
+// wideFiles writes files data files of a table of cols columns partitioned by identity (widePartitioned, a file
+// per partition) through the writer's file encoder, without committing them, and returns the table, its Arrow
+// schema and the files' metadata as iceberg-go built it.
+func wideFiles(t *testing.T, cols, files int) (*table.Table, *arrow.Schema, []ice.DataFile) {
+	t.Helper()
+	ctx := context.Background()
+	rec := widePartitioned(cols, 2*files)
+	defer rec.Release()
+	w, err := NewWriter(ctx, openTestCatalog(t), table.Identifier{"b", "t"},
+		WithCreate(rec.Schema(), PartitionBy("identity(p)")), WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(ctx) })
+	tbl, conf := w.view.get()
+	rec.Retain() // writeRecord releases it
+	built, err := (&fileEncoder{mem: memory.DefaultAllocator, rowGroupRows: DefaultRowGroupRows}).writeRecord(
+		ctx, tbl, conf.target, rec, []table.WriteRecordOption{table.WithClusteredWrite()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(built) != files {
+		t.Fatalf("%d files, want %d", len(built), files)
+	}
+	return tbl, conf.target, built
 }

@@ -1,53 +1,13 @@
 package iceberg
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"runtime"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
 )
-
-// heapInUse is the live heap after two collections.
-func heapInUse() int64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
-}
-
-// widePartitioned makes n rows of a table of cols columns (an int64 partition source p, then float64 and
-// string columns by turns), two rows a value of p.
-func widePartitioned(cols, n int) arrow.RecordBatch {
-	fields := []arrow.Field{{Name: "p", Type: arrow.PrimitiveTypes.Int64}}
-	for c := 1; c < cols; c++ {
-		if c%2 == 0 {
-			fields = append(fields, arrow.Field{Name: fmt.Sprint("s", c), Type: arrow.BinaryTypes.String, Nullable: true})
-		} else {
-			fields = append(fields, arrow.Field{Name: fmt.Sprint("f", c), Type: arrow.PrimitiveTypes.Float64, Nullable: true})
-		}
-	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
-	defer b.Release()
-	for i := range n {
-		b.Field(0).(*array.Int64Builder).Append(int64(i / 2))
-		for c := 1; c < cols; c++ {
-			if c%2 == 0 {
-				b.Field(c).(*array.StringBuilder).Append(fmt.Sprintf("value-%040d", i))
-			} else {
-				b.Field(c).(*array.Float64Builder).Append(float64(i))
-			}
-		}
-	}
-	return b.NewRecordBatch()
-}
 
 // TestFileMetadataMemory measures what a data file's metadata holds from its write to its commit, on tables of
 // 6 and 16 columns partitioned by identity, a file per partition: fileMetaBytes covers a DataFile as
@@ -57,28 +17,9 @@ func widePartitioned(cols, n int) arrow.RecordBatch {
 func TestFileMetadataMemory(t *testing.T) {
 	for _, cols := range []int{6, 16} {
 		t.Run(fmt.Sprintf("columns=%d", cols), func(t *testing.T) {
-			ctx := context.Background()
 			const files = 400
-			rec := widePartitioned(cols, 2*files)
-			defer rec.Release()
-			w, err := NewWriter(ctx, openTestCatalog(t), table.Identifier{"b", "t"},
-				WithCreate(rec.Schema(), PartitionBy("identity(p)")), WithFlushInterval(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close(ctx)
-			tbl, conf := w.view.get()
-			schema := conf.target
-			rec.Retain()
 			before := heapInUse()
-			built, err := (&fileEncoder{mem: memory.DefaultAllocator, rowGroupRows: DefaultRowGroupRows}).writeRecord(
-				ctx, tbl, schema, rec, []table.WriteRecordOption{table.WithClusteredWrite()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(built) != files {
-				t.Fatalf("%d files, want %d", len(built), files)
-			}
+			tbl, schema, built := wideFiles(t, cols, files)
 			builtCost := (heapInUse() - before) / files
 
 			warm := newPackedFiles(tbl) // iceberg-go caches the Avro schema of the table's entries at first use

@@ -40,9 +40,7 @@ type keyIndex struct {
 	base    int64          // the snapshot the index covers (the writer's last commit); -1: empty table
 	files   []*indexedFile // by id; nil once forgotten
 	byPath  map[string]int32
-	// fileBytes is what a data file's metadata holds (fileMetaBytes of the table's schema), for recount.
-	fileBytes int64
-	keys      keyStore // every live row by key: in memory, and spilled to local disk past the budget
+	keys    keyStore // every live row by key: in memory, and spilled to local disk past the budget
 	// tableBytes is what keys held when bytes last counted it (account): bytes is that plus what each file's
 	// metadata holds (indexedFile.mem).
 	tableBytes int64
@@ -58,7 +56,7 @@ type keyIndex struct {
 }
 
 type indexedFile struct {
-	df ice.DataFile
+	df fileRef
 	// dv holds every position deleted: what the file's next deletion vector (v3) or position delete file (v2)
 	// must hold.
 	dv *dv.RoaringPositionBitmap
@@ -182,7 +180,7 @@ func (idx *keyIndex) add(fk *fileKeys) { idx.addRowIDs(fk, rowIDList{}) }
 
 // addRowIDs indexes the rows of a new data file some of whose rows carry the explicit row ids ids.
 func (idx *keyIndex) addRowIDs(fk *fileKeys, ids rowIDList) {
-	idx.addRows(&indexedFile{df: fk.df, ids: ids}, &fk.keys)
+	idx.addRows(&indexedFile{df: newFileRef(fk.df), ids: ids}, &fk.keys)
 	idx.checkBudget()
 }
 
@@ -382,7 +380,6 @@ func (k *keyStage) newIndex(base *int64) *keyIndex {
 	idx := newKeyIndex(k.limit, base)
 	idx.pool = k.pool
 	idx.keys.dir = k.spillDir
-	idx.fileBytes = k.fileBytes
 	return idx
 }
 
@@ -870,7 +867,7 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 		if reason != "" {
 			continue // drain: the workers stop at their next hand-over
 		}
-		idx.addRows(&indexedFile{df: l.task.File, dv: l.dv, dvFile: liveVector(l.task), applied: appliedDeletes(l.task),
+		idx.addRows(&indexedFile{df: newFileRef(l.task.File), dv: l.dv, dvFile: liveVector(l.task), applied: appliedDeletes(l.task),
 			inherited: idx.inheritedDeletes(meta, l.task, nil)}, &l.keys)
 		idx.checkBudget()
 		switch {

@@ -102,7 +102,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 // addLive indexes a data file's rows (keys, in row order) minus the positions dead removes, with the deletes
 // that removed them.
 func (idx *keyIndex) addLive(meta table.Metadata, t table.FileScanTask, keys *keyList, dead *dv.RoaringPositionBitmap) {
-	idx.addRows(&indexedFile{df: t.File, dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t),
+	idx.addRows(&indexedFile{df: newFileRef(t.File), dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t),
 		inherited: idx.inheritedDeletes(meta, t, nil)}, keys)
 }
 

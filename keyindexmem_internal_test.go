@@ -1,6 +1,10 @@
 package iceberg
 
-import "testing"
+import (
+	"fmt"
+	"runtime"
+	"testing"
+)
 
 // checkAccounting fails the test unless the key index counts what it holds: the key store's memory plus each
 // live file's metadata as memBytes estimates it now (vector, delete files, carried row ids), and nothing for the
@@ -12,7 +16,7 @@ func checkAccounting(t *testing.T, idx *keyIndex) int64 {
 		if f == nil {
 			continue
 		}
-		if want := f.memBytes(idx.fileBytes); f.mem != want {
+		if want := f.memBytes(); f.mem != want {
 			t.Fatalf("file %d counted at %d bytes, holds %d", id, f.mem, want)
 		}
 		files += f.mem
@@ -33,7 +37,7 @@ func TestKeyIndexCountsFileMetadata(t *testing.T) {
 	k := e.stage(false)
 	idx := k.idx.Load()
 	e.do(k, opInsert, ids(0, 100), "a")
-	if checkAccounting(t, idx) < idx.fileBytes {
+	if checkAccounting(t, idx) < 64 {
 		t.Fatal("a data file's metadata not counted")
 	}
 	carrying := func() *indexedFile {
@@ -66,8 +70,41 @@ func TestKeyIndexCountsFileMetadata(t *testing.T) {
 			live++
 		}
 	}
-	if files := checkAccounting(t, idx); live != 1 || files > 2*idx.fileBytes {
+	if files := checkAccounting(t, idx); live != 1 || files > 1<<10 {
 		t.Fatalf("after a compaction into one file: %d files count %d bytes", live, files)
 	}
 	e.check(k)
+}
+
+// TestFileRefMemory measures what the key index keeps of a data file (fileRef), on tables of 6 and 64 columns
+// partitioned by identity, a file per partition: fileRef.bytes covers it within 1.5 times, and it is a small
+// share of the DataFile it is made from, whose column statistics grow with the columns.
+func TestFileRefMemory(t *testing.T) {
+	for _, cols := range []int{6, 64} {
+		t.Run(fmt.Sprintf("columns=%d", cols), func(t *testing.T) {
+			const files = 400
+			_, schema, built := wideFiles(t, cols, files)
+			before := heapInUse()
+			refs := make([]fileRef, len(built))
+			for i, df := range built {
+				refs[i] = newFileRef(df)
+			}
+			cost := (heapInUse() - before) / files
+			est := refs[0].bytes()
+			t.Logf("per file: fileRef %d B, estimate %d B, a DataFile as built and read about %d B (fileMetaBytes)",
+				cost, est, fileMetaBytes(schema))
+			if cost > est || 2*est > 3*max(cost, 1) {
+				t.Errorf("a fileRef takes %d B, estimated at %d B: not within 1.5 times", cost, est)
+			}
+			if 4*est > fileMetaBytes(schema) {
+				t.Errorf("a fileRef is estimated at %d B, over a quarter of a DataFile's %d B", est, fileMetaBytes(schema))
+			}
+			for i, df := range built {
+				if r := refs[i]; r.FilePath() != df.FilePath() || r.SpecID() != df.SpecID() || fmt.Sprint(r.Partition()) != fmt.Sprint(df.Partition()) {
+					t.Fatalf("file %d: ref %+v of %s", i, r, df.FilePath())
+				}
+			}
+			runtime.KeepAlive(refs)
+		})
+	}
 }

@@ -53,11 +53,9 @@ type keyStage struct {
 	limit    int64    // the index's memory budget (WithKeyIndexBytes); 0: no index
 	pool     *memPool // a Router's key index budget, in place of limit (nil: a lone writer)
 	spillDir string   // where the index spills its runs (WithKeyIndexSpillDir; "": os.TempDir())
-	// fileBytes is what the index counts for a data file's metadata (fileMetaBytes of the table's schema).
-	fileBytes int64
-	parallel  int // data files read at once by load
-	log       *slog.Logger
-	files     *fileNamer // names deletion vector files (nil: random names)
+	parallel int      // data files read at once by load
+	log      *slog.Logger
+	files    *fileNamer // names deletion vector files (nil: random names)
 
 	mu  sync.Mutex               // held by every operation that changes the index
 	idx atomic.Pointer[keyIndex] // nil: off, upserts and deletes use equality deletes
@@ -81,7 +79,7 @@ func newKeyStage(tbl *table.Table, target *arrow.Schema, o *options, cow bool) (
 		spec: spec, cow: cow, layoutErr: layoutErr, ident: tbl.Identifier(), branch: o.branch,
 		writerID: o.writerID, limit: o.keyIndexBytes, deletes: o.deleteFiles, supersedeBatch: o.supersedeBatch,
 		rewrite: cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows}, parallel: o.maxInFlight, log: o.logger, pool: routerIndexPool(o),
-		spillDir: o.keyIndexSpillDir, fileBytes: fileMetaBytes(target),
+		spillDir: o.keyIndexSpillDir,
 		atCommit: o.rowIDsAtCommit,
 	}, nil
 }

@@ -225,7 +225,7 @@ func BenchmarkKeyIndexLoadSpilled(b *testing.B) {
 	ctx, tbl, k := b.Context(), w.Table(), w.keys
 	load := func(limit int64) *keyIndex {
 		idx := newKeyIndex(limit, nil)
-		idx.keys.dir, idx.fileBytes = b.TempDir(), k.fileBytes
+		idx.keys.dir = b.TempDir()
 		if reason, err := loadKeyIndex(ctx, tbl, k.branch, k.spec, idx, 2); err != nil || reason != "" {
 			b.Fatal(reason, err)
 		}

@@ -335,8 +335,8 @@ func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEve
 // table before placing each run. After a compaction commit that returned an error (its reply may be lost) the
 // writer uses equality deletes. The index counts what it holds, spare capacity included: per row a 32-byte
 // slot, 8 to 16 bytes of buckets and the key's bytes (9 for an int64 key), so 49 to 57 bytes per int64 key,
-// up to about 75 just after its buckets and key bytes doubled; per data file its metadata (about 3.4 KiB on 2 columns, more on
-// wider tables), its deletion vector (2 bytes a deleted row) and, on format version 3, 12 bytes per row whose
+// up to about 75 just after its buckets and key bytes doubled; per data file its path and partition (about
+// 0.5 KiB, whatever the columns), its deletion vector (2 bytes a deleted row) and, on format version 3, 12 bytes per row whose
 // row id an upsert carried. Past the budget the index spills its keys to local disk (WithKeyIndexSpillDir: 32
 // bytes a key, plus keys longer than 12 bytes; files unlinked as soon as they are opened, so nothing stays
 // behind) and keeps about 1.4 bytes of memory per spilled key, so upserts and deletes stay position deletes; a

@@ -29,10 +29,18 @@ import (
 // (stagePositionDeletes). iceberg-go writes v2 position deletes only inside its own filtered Delete, without a
 // referenced data file, so they are written here.
 
+// dataFileRef is what a position delete file names of its data file: an iceberg-go DataFile, or what the key
+// index keeps of one (fileRef).
+type dataFileRef interface {
+	FilePath() string
+	SpecID() int32
+	Partition() map[int]any
+}
+
 // writePositionDeleteFile writes the positions of bm, rows of data file df, as a Parquet position delete file
 // at path and returns its metadata. It is the one v2 position delete writer: the key index's deletes and the
 // maintenance conversion of equality deletes both go through it.
-func writePositionDeleteFile(ctx context.Context, fs iceio.WriteFileIO, meta table.Metadata, df ice.DataFile, bm *dv.RoaringPositionBitmap, path string) (ice.DataFile, error) {
+func writePositionDeleteFile(ctx context.Context, fs iceio.WriteFileIO, meta table.Metadata, df dataFileRef, bm *dv.RoaringPositionBitmap, path string) (ice.DataFile, error) {
 	positions := make([]int64, 0, bm.Cardinality())
 	for p := range bm.Positions() {
 		positions = append(positions, int64(p))

@@ -179,8 +179,8 @@ func TestAbortCancelsStalledUploads(t *testing.T) {
 }
 
 // TestStalledStorageFailsWriter: with the object store stalled, a writer reports the stall as ErrWriterFailed
-// wrapping storage.ErrStalled (naming the object, never the secret) after about two request timeouts (one
-// retry), instead of waiting for its caller's deadline.
+// wrapping storage.ErrStalled (naming the object, never the secret) after its request timeout (two attempts of
+// half of it: one retry), instead of waiting for its caller's deadline.
 func TestStalledStorageFailsWriter(t *testing.T) {
 	cat, proxy := stallingStore(t, "500ms", nil)
 	ctx := context.Background()
@@ -195,6 +195,7 @@ func TestStalledStorageFailsWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy.StallAll(true)
+	before := proxy.Tally()
 	writeSeed(t, w, g, 1000)
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -206,6 +207,12 @@ func TestStalledStorageFailsWriter(t *testing.T) {
 	t.Logf("Flush after %v, %v after the store stalled: %v", time.Since(start), took, err)
 	if !errors.Is(err, iceberg.ErrWriterFailed) || !errors.Is(err, storage.ErrStalled) {
 		t.Fatalf("Flush error %v; want ErrWriterFailed wrapping storage.ErrStalled", err)
+	}
+	// The writer's own waiting: the upload sent and retried once, each attempt given up after its 250ms share.
+	if sent := proxy.Tally().Sub(before); sent.Requests["PUT"] != 2 || sent.Retries["PUT"] != 1 ||
+		!strings.Contains(err.Error(), "no progress for 250ms") {
+		t.Errorf("%d PUTs (%d retries), error %v; want the upload sent twice, each given up after 250ms",
+			sent.Requests["PUT"], sent.Retries["PUT"], err)
 	}
 	if took > 5*time.Second {
 		t.Errorf("the stall was reported %v after the store stalled; want about two request timeouts (2 x 500ms)", took)

@@ -284,12 +284,7 @@ func copyOnWriteConcurrentAppend(t *testing.T, version int) {
 	}
 	// The other writer's commit lands between the copy-on-write writer's plan and its commit: the catalog
 	// wrapper commits it just before the first attempt reaches the catalog.
-	cat.mu.Lock()
-	cat.before = func() {
-		cat.before = nil
-		commitMeanwhile(t, ctx, cat, other, other.Write, kvBatch([]int64{1000, 1001}, []int64{1000, 1001}))
-	}
-	cat.mu.Unlock()
+	commitBeforeNext(t, ctx, cat, other, other.Write, kvBatch([]int64{1000, 1001}, []int64{1000, 1001}))
 	if err := w.Upsert(ctx, kvBatch([]int64{3, 120}, []int64{-3, -120})); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -99,6 +100,50 @@ func TestCommitStateUnknown(t *testing.T) {
 	})
 	if parquet == 0 {
 		t.Fatalf("the data file of a commit in unknown state was deleted (looked under %s)", loc)
+	}
+}
+
+// TestSlowFirstCommitAttemptIsRetried: a run's first attempt that takes longer than the whole commit timeout
+// and is refused (another writer's commit landed first: the catalog answered) is retried once, and the retry's
+// reload shows it did not apply and commits it, instead of the writer stopping with ErrCommitStateUnknown.
+// A timeout of 1ns makes every attempt slower than it without waiting for one.
+func TestSlowFirstCommitAttemptIsRetried(t *testing.T) {
+	ctx := context.Background()
+	cat := &slowCatalog{Catalog: openCatalog(t)}
+	ident := table.Identifier{"fault", "slowfirst"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema),
+		iceberg.WithCommitTimeout(time.Nanosecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := iceberg.NewWriter(ctx, cat, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitBeforeNext(t, ctx, cat, other, other.Write, seed.New(1000, 2).Batch(10))
+	writeSeed(t, w, seed.New(0, 1), 100)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v; want the run committed by its retry", err)
+	}
+	if st := w.Stats(); st.Retries != 1 {
+		t.Errorf("%d retries, want 1 (the refused first attempt)", st.Retries)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counts, _ := readRows(t, cat, ident)
+	want := map[int64]int{}
+	for id := int64(0); id < 100; id++ {
+		want[id] = 1
+	}
+	for id := int64(1000); id < 1010; id++ {
+		want[id] = 1
+	}
+	if !maps.Equal(counts, want) {
+		t.Fatalf("table holds %d ids, want ids 0..99 (the retried run) and 1000..1009 (the other writer's) once each", len(counts))
 	}
 }
 

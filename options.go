@@ -263,9 +263,10 @@ func WithCreate(schema *arrow.Schema, opts ...CreateOption) Option {
 func WithCommitter(c Committer) Option { return func(o *options) { o.committer = c } }
 
 // WithCommitTimeout bounds the time the committer spends retrying one run before it gives up. A run whose
-// outcome is still unknown then stops the writer with ErrCommitStateUnknown. It is also how long a commit still
-// in flight when Close or Abort gives up (their context ended) may go on in the background before it is
-// cancelled. Default: DefaultCommitTimeout (5 min).
+// outcome is still unknown then stops the writer with ErrCommitStateUnknown. A failed first attempt is always
+// retried once, even when it alone took longer than d: the retry reloads the table and finds out whether it
+// applied. It is also how long a commit still in flight when Close or Abort gives up (their context ended) may
+// go on in the background before it is cancelled. Default: DefaultCommitTimeout (5 min).
 func WithCommitTimeout(d time.Duration) Option { return func(o *options) { o.commitTimeout = d } }
 
 // WithKeepSnapshots keeps the newest n snapshots: once a commit leaves more than n plus a slack of max(10, n/2),

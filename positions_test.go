@@ -386,12 +386,7 @@ func TestPositionsRetryReMerges(t *testing.T) {
 	}
 	rec := og.Batch(5)
 	defer rec.Release()
-	cat.mu.Lock()
-	cat.before = func() {
-		cat.before = nil
-		commitMeanwhile(t, ctx, cat, other, other.Write, rec)
-	}
-	cat.mu.Unlock()
+	commitBeforeNext(t, ctx, cat, other, other.Write, rec)
 	before := w.Stats().Retries
 	commitPositions(t, w, g, 5, map[string]string{"p/0": "10", "p/2": "1"})
 	if st := w.Stats(); st.Retries == before {

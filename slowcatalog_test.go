@@ -201,6 +201,17 @@ func commitMeanwhile(t *testing.T, ctx context.Context, c *slowCatalog, other *i
 	}
 }
 
+// commitBeforeNext has other's op(rec) and a Flush of it land just before the next commit reaches the catalog
+// (once): that commit was built on a head that has moved, as if another process committed first.
+func commitBeforeNext(t *testing.T, ctx context.Context, c *slowCatalog, other *iceberg.Writer, op func(context.Context, arrow.RecordBatch) error, rec arrow.RecordBatch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.before = func() {
+		c.before = nil
+		commitMeanwhile(t, ctx, c, other, op, rec)
+	}
+}
+
 type injectedError struct{}
 
 func (injectedError) Error() string { return "injected: connection reset by peer" }

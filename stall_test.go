@@ -51,6 +51,22 @@ func stallingStore(t *testing.T, requestTimeout string, match func(*http.Request
 	return cat, p
 }
 
+// flushUntilStalled calls Flush and gives up waiting once the proxy holds a request (what Flush started is
+// then stuck on the store): what follows finds the batch at that stage however slowly the machine got it there.
+func flushUntilStalled(t *testing.T, w *iceberg.Writer, proxy *faultproxy.Proxy) {
+	t.Helper()
+	limit, cancelLimit := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelLimit()
+	ctx, cancel := proxy.UntilStalled(limit)
+	defer cancel()
+	err := w.Flush(ctx)
+	select {
+	case <-proxy.Stalled():
+	default:
+		t.Fatalf("Flush returned (%v) and no request reached the stalled store within a minute", err)
+	}
+}
+
 // metadataOnly matches the requests for table metadata (manifests, manifest lists, metadata.json): stalling
 // them lets data files upload and stalls the commit that follows.
 func metadataOnly(r *http.Request) bool { return strings.Contains(r.URL.Path, "/metadata/") }
@@ -73,6 +89,7 @@ func TestCloseReturnsByItsContextOnStalledStorage(t *testing.T) {
 	}
 	proxy.SetFaults(map[faultproxy.Kind]float64{faultproxy.Stall: 1})
 	writeSeed(t, w, g, 2500)
+	flushUntilStalled(t, w, proxy) // the batch is uploaded and its commit hangs on a manifest
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -114,9 +131,7 @@ func TestAbortReturnsByItsContextOnStalledStorage(t *testing.T) {
 	proxy.SetFaults(map[faultproxy.Kind]float64{faultproxy.Stall: 1})
 	g := seed.New(0, 1)
 	writeSeed(t, w, g, 500)
-	fctx, fcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer fcancel()
-	_ = w.Flush(fctx) // the batch encodes, its commit stalls
+	flushUntilStalled(t, w, proxy) // the batch encodes, its commit stalls
 	actx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	start := time.Now()
@@ -147,9 +162,7 @@ func TestAbortCancelsStalledUploads(t *testing.T) {
 	}
 	proxy.StallAll(true)
 	writeSeed(t, w, seed.New(0, 1), 500)
-	fctx, fcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer fcancel()
-	_ = w.Flush(fctx) // seals the batch; its upload stalls
+	flushUntilStalled(t, w, proxy) // seals the batch; its upload stalls
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := w.Abort(actx); err != nil {
@@ -166,8 +179,8 @@ func TestAbortCancelsStalledUploads(t *testing.T) {
 }
 
 // TestStalledStorageFailsWriter: with the object store stalled, a writer reports the stall as ErrWriterFailed
-// wrapping storage.ErrStalled (naming the object, never the secret) after about two request timeouts (one
-// retry), instead of waiting for its caller's deadline.
+// wrapping storage.ErrStalled (naming the object, never the secret) after its request timeout (two attempts of
+// half of it: one retry), instead of waiting for its caller's deadline.
 func TestStalledStorageFailsWriter(t *testing.T) {
 	cat, proxy := stallingStore(t, "500ms", nil)
 	ctx := context.Background()
@@ -182,18 +195,27 @@ func TestStalledStorageFailsWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy.StallAll(true)
+	before := proxy.Tally()
 	writeSeed(t, w, g, 1000)
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	start := time.Now()
 	err = w.Flush(fctx)
-	took := time.Since(start)
-	t.Logf("Flush after %v: %v", took, err)
+	// The bound is on the time from the store's stall (the first request it held) to the report: the batch's
+	// encoding before it, slow on a loaded machine, is no part of it.
+	took := time.Since(proxy.FirstStall())
+	t.Logf("Flush after %v, %v after the store stalled: %v", time.Since(start), took, err)
 	if !errors.Is(err, iceberg.ErrWriterFailed) || !errors.Is(err, storage.ErrStalled) {
 		t.Fatalf("Flush error %v; want ErrWriterFailed wrapping storage.ErrStalled", err)
 	}
+	// The writer's own waiting: the upload sent and retried once, each attempt given up after its 250ms share.
+	if sent := proxy.Tally().Sub(before); sent.Requests["PUT"] != 2 || sent.Retries["PUT"] != 1 ||
+		!strings.Contains(err.Error(), "no progress for 250ms") {
+		t.Errorf("%d PUTs (%d retries), error %v; want the upload sent twice, each given up after 250ms",
+			sent.Requests["PUT"], sent.Retries["PUT"], err)
+	}
 	if took > 5*time.Second {
-		t.Errorf("the stall was reported after %v; want about two request timeouts (2 x 500ms)", took)
+		t.Errorf("the stall was reported %v after the store stalled; want about two request timeouts (2 x 500ms)", took)
 	}
 	if !strings.Contains(err.Error(), "s3://wh/") || strings.Contains(err.Error(), stallSecret) {
 		t.Errorf("the error should name the object and not the secret: %v", err)

@@ -26,7 +26,7 @@ type txEnv struct {
 	cat     catalog.Catalog
 	tables  *tables // the catalog's loads and what commits leave (see tables)
 	log     *slog.Logger
-	timeout time.Duration // no retry starts later than this after the call began (WithCommitTimeout)
+	timeout time.Duration // no retry but the first starts later than this after the call began (WithCommitTimeout)
 	minWait time.Duration // the backoff before the first retry; it doubles up to maxWait (see backoff)
 	maxWait time.Duration
 	events  *callbacks // the writer's hooks (nil: none, as for NewCatalogCommitter's)
@@ -102,6 +102,10 @@ type txResult struct {
 // the call gives up: past the timeout or op.maxAttempts, when ctx ends, on a final build failure, on
 // ErrFenced, or when the proof cannot tell. Giving up after any attempt reached the catalog wraps
 // ErrCommitStateUnknown: a request the catalog is still processing may land later.
+//
+// The first retry is made even past the timeout: a first attempt slower than the timeout (a slow catalog, a
+// loaded machine) whose reply was a refusal would otherwise stop the writer as "state unknown" although the
+// catalog answered, and the retry's reload shows whether it applied (and commits it when it did not).
 func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 	deadline := time.Now().Add(e.timeout)
 	var res txResult
@@ -120,7 +124,7 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 	for attempt := 0; ; attempt++ {
 		res.attempts = attempt + 1
 		if attempt > 0 {
-			if time.Now().After(deadline) || ctx.Err() != nil || (op.maxAttempts > 0 && attempt >= op.maxAttempts) {
+			if (attempt > 1 && time.Now().After(deadline)) || ctx.Err() != nil || (op.maxAttempts > 0 && attempt >= op.maxAttempts) {
 				res.attempts = attempt
 				if sent {
 					return res, fmt.Errorf("%w: %s: %w", ErrCommitStateUnknown, op.what, lastErr)

@@ -198,6 +198,27 @@ func TestTxGivesUp(t *testing.T) {
 	}
 }
 
+// TestTxRetriesOnceAfterASlowFirstAttempt: a first attempt that alone takes longer than the timeout (here any
+// attempt does) and fails is retried once: the retry's reload shows it did not apply, and it commits. Failing
+// again, the call gives up after those two attempts with ErrCommitStateUnknown.
+func TestTxRetriesOnceAfterASlowFirstAttempt(t *testing.T) {
+	f := newTxFixture(t)
+	f.env.timeout = time.Nanosecond
+	f.cat.failCommit = 1
+	res, err := f.env.commit(context.Background(), f.op("k", "1"))
+	if err != nil || res.how != txCommitted || res.attempts != 2 {
+		t.Fatalf("a first attempt slower than the timeout: %+v, %v; want committed by the second attempt", res, err)
+	}
+	if got := f.load(t).Properties()["k"]; got != "1" {
+		t.Fatalf("property k = %q", got)
+	}
+	f.cat.failCommit = 100
+	res, err = f.env.commit(context.Background(), f.op("k", "2"))
+	if !errors.Is(err, ErrCommitStateUnknown) || res.attempts != 2 {
+		t.Fatalf("every attempt failing: %+v, %v; want ErrCommitStateUnknown after 2 attempts", res, err)
+	}
+}
+
 // TestTxBuildFailures: a build that keeps failing on one head ends the call after maxBuilds builds (one by
 // default), with the build's error.
 func TestTxBuildFailures(t *testing.T) {

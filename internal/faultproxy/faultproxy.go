@@ -89,14 +89,18 @@ type Proxy struct {
 	stallAll atomic.Bool
 	done     chan struct{} // closed by Close: stalled handlers return
 	closeMu  sync.Once
+	stalled  chan struct{} // closed when the first request is held (Stalled)
+	stallMu  sync.Once
 
-	mu     sync.Mutex
-	onLost func() // runs after a request whose reply is lost was applied, before the client hears anything
-	rng    *rand.Rand
-	counts [numKinds]int64
-	total  int64
+	mu         sync.Mutex
+	onLost     func()    // runs after a request whose reply is lost was applied, before the client hears anything
+	firstStall time.Time // when the first request was held
+	rng        *rand.Rand
+	counts     [numKinds]int64
+	total      int64
 
 	byKind  map[string]int64 // requests by Classify's kind, for Tally
+	retries map[string]int64 // of byKind, the clients' retries
 	bytesIn map[string]int64 // request body bytes by kind
 	conns   atomic.Int64     // client connections accepted
 }
@@ -122,6 +126,7 @@ func Start(upstream string, cfg Config) (*Proxy, error) {
 		cfg:      cfg,
 		ln:       ln,
 		done:     make(chan struct{}),
+		stalled:  make(chan struct{}),
 		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15)),
 		tr: &http.Transport{
 			Proxy:               nil,
@@ -146,6 +151,32 @@ func (p *Proxy) OnLost(f func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.onLost = f
+}
+
+// Stalled is closed once the proxy holds a request (a Stall, StallBody or StallAll fault): from then on a
+// client waits for an answer that never comes. A test that times how long the client takes to report a stall
+// measures from here (FirstStall), not from before the work that led to the request.
+func (p *Proxy) Stalled() <-chan struct{} { return p.stalled }
+
+// UntilStalled returns a copy of parent that is cancelled once the proxy holds a request (Stalled): a call
+// made with it returns when what it started is stuck on the store, however long the work before took.
+func (p *Proxy) UntilStalled(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		select {
+		case <-p.stalled:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// FirstStall returns when the proxy first held a request (the zero time before any was).
+func (p *Proxy) FirstStall() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.firstStall
 }
 
 // URL is the proxy's address as an http:// URL.
@@ -296,6 +327,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // hold waits until the client gives up on the request or the proxy closes.
 func (p *Proxy) hold(r *http.Request) {
+	p.stallMu.Do(func() {
+		p.mu.Lock()
+		p.firstStall = time.Now()
+		p.mu.Unlock()
+		close(p.stalled)
+	})
 	select {
 	case <-r.Context().Done():
 	case <-p.done:

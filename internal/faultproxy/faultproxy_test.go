@@ -195,12 +195,33 @@ func TestLostReplyIsApplied(t *testing.T) {
 func TestStallAllSwitch(t *testing.T) {
 	up := newUpstream(t)
 	p := start(t, up, faultproxy.Config{Seed: 1})
+	if _, err := get(context.Background(), p.URL()+"/b/k"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Stalled():
+		t.Fatal("Stalled is closed before any request was held")
+	default:
+	}
 	p.StallAll(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
+	before := time.Now()
 	if _, err := get(ctx, p.URL()+"/b/k"); err == nil {
 		t.Fatal("a request was answered while everything stalls")
 	}
+	// The client may give up before the proxy's handler ran on a loaded machine: wait for the hold.
+	select {
+	case <-p.Stalled():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stalled is not closed 10s after a request was sent while everything stalls")
+	}
+	if at := p.FirstStall(); at.Before(before) {
+		t.Errorf("FirstStall %v is not when the request was held (sent at %v)", at, before)
+	}
+	uctx, ucancel := p.UntilStalled(context.Background())
+	defer ucancel()
+	<-uctx.Done() // the proxy has stalled already: at once (a hang here fails the test by its timeout)
 	p.StallAll(false)
 	resp, err := get(context.Background(), p.URL()+"/b/k")
 	if err != nil {

@@ -1,16 +1,32 @@
 package faultproxy
 
 import (
+	"maps"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
 // Tally is what the proxy saw, by request kind (Config.Classify names each request's kind).
 type Tally struct {
-	Requests    map[string]int64 // requests by kind
+	Requests    map[string]int64 // requests by kind, retries included
+	Retries     map[string]int64 // of Requests, those a client sent again after a failed attempt (see Retry)
 	BytesIn     map[string]int64 // request body bytes by kind (what the client uploaded)
 	Connections int64            // client connections accepted: more than a few means keep-alive failed
+}
+
+// FirstAttempts returns the requests by kind without the retries: what the client asked for. Count these
+// when the number of requests is the subject: a request that moves no byte for the client's timeout is sent
+// again, and a loaded machine (a starved process serving both ends) can make that happen at any timeout.
+func (t Tally) FirstAttempts() map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range t.Requests {
+		if v -= t.Retries[k]; v != 0 {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Total returns the requests of every kind.
@@ -24,15 +40,16 @@ func (t Tally) Total() int64 {
 
 // Sub returns t minus an earlier tally of the same proxy: what happened in between.
 func (t Tally) Sub(before Tally) Tally {
-	d := Tally{Requests: map[string]int64{}, BytesIn: map[string]int64{}, Connections: t.Connections - before.Connections}
-	for k, v := range t.Requests {
-		if v -= before.Requests[k]; v != 0 {
-			d.Requests[k] = v
-		}
-	}
-	for k, v := range t.BytesIn {
-		if v -= before.BytesIn[k]; v != 0 {
-			d.BytesIn[k] = v
+	return Tally{Requests: subCounts(t.Requests, before.Requests), Retries: subCounts(t.Retries, before.Retries),
+		BytesIn: subCounts(t.BytesIn, before.BytesIn), Connections: t.Connections - before.Connections}
+}
+
+// subCounts returns a minus b, leaving out the kinds whose difference is zero.
+func subCounts(a, b map[string]int64) map[string]int64 {
+	d := map[string]int64{}
+	for k, v := range a {
+		if v -= b[k]; v != 0 {
+			d[k] = v
 		}
 	}
 	return d
@@ -42,14 +59,27 @@ func (t Tally) Sub(before Tally) Tally {
 func (p *Proxy) Tally() Tally {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t := Tally{Requests: map[string]int64{}, BytesIn: map[string]int64{}, Connections: p.conns.Load()}
-	for k, v := range p.byKind {
-		t.Requests[k] = v
+	return Tally{Requests: cloneCounts(p.byKind), Retries: cloneCounts(p.retries), BytesIn: cloneCounts(p.bytesIn),
+		Connections: p.conns.Load()}
+}
+
+// cloneCounts copies m into a new map (an empty one when m is nil, so callers may add to it).
+func cloneCounts(m map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	maps.Copy(out, m)
+	return out
+}
+
+// Retry reports whether r is a client's retry of a request: the AWS SDKs number their attempts in the
+// amz-sdk-request header ("attempt=2; max=3"). Other clients' retries are not told apart.
+func Retry(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Amz-Sdk-Request"), ";") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "attempt="); ok {
+			n, err := strconv.Atoi(v)
+			return err == nil && n > 1
+		}
 	}
-	for k, v := range p.bytesIn {
-		t.BytesIn[k] = v
-	}
-	return t
+	return false
 }
 
 // count adds one request of its kind, with its body's declared length.
@@ -61,9 +91,12 @@ func (p *Proxy) count(r *http.Request) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.byKind == nil {
-		p.byKind, p.bytesIn = map[string]int64{}, map[string]int64{}
+		p.byKind, p.retries, p.bytesIn = map[string]int64{}, map[string]int64{}, map[string]int64{}
 	}
 	p.byKind[kind]++
+	if Retry(r) {
+		p.retries[kind]++
+	}
 	if r.ContentLength > 0 {
 		p.bytesIn[kind] += r.ContentLength
 	}

@@ -10,22 +10,28 @@ import (
 	"github.com/icewriter/iceberg/internal/faultproxy"
 )
 
+// send makes one request and reads its reply to the end; header, when not nil, is added to the request.
+func send(t *testing.T, method, url string, body []byte, header http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
 func TestTallyCountsRequestsBytesAndConnections(t *testing.T) {
 	up := newUpstream(t)
 	p := start(t, up, faultproxy.Config{Classify: faultproxy.S3Kind})
-	do := func(method, path string, body []byte) {
-		t.Helper()
-		req, err := http.NewRequest(method, p.URL()+path, bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
+	do := func(method, path string, body []byte) { t.Helper(); send(t, method, p.URL()+path, body, nil) }
 	before := p.Tally()
 	do(http.MethodPut, "/bucket/data/a.parquet", make([]byte, 1000))
 	do(http.MethodPut, "/bucket/data/b.parquet?partNumber=1&uploadId=x", make([]byte, 500))
@@ -47,6 +53,25 @@ func TestTallyCountsRequestsBytesAndConnections(t *testing.T) {
 	// http.DefaultClient keeps the connection alive between the four requests.
 	if got.Connections != 1 {
 		t.Errorf("%d connections for 4 sequential requests, want 1 (keep-alive)", got.Connections)
+	}
+}
+
+// A request an AWS SDK sends again (amz-sdk-request: attempt=2) counts as a request and as a retry; the first
+// attempts are what the client asked for.
+func TestTallyTellsRetriesApart(t *testing.T) {
+	up := newUpstream(t)
+	p := start(t, up, faultproxy.Config{Classify: faultproxy.S3Kind})
+	for _, attempt := range []string{"attempt=1; max=3", "attempt=2; max=3", "", "ttl=20261201T000000Z; attempt=3; max=3"} {
+		var h http.Header
+		if attempt != "" {
+			h = http.Header{"Amz-Sdk-Request": {attempt}}
+		}
+		send(t, http.MethodPut, p.URL()+"/bucket/data/a.parquet", make([]byte, 10), h)
+	}
+	got := p.Tally()
+	if got.Requests["PutObject"] != 4 || got.Retries["PutObject"] != 2 || got.FirstAttempts()["PutObject"] != 2 {
+		t.Errorf("requests %v, retries %v, first attempts %v; want 4, 2 and 2 PutObject",
+			got.Requests, got.Retries, got.FirstAttempts())
 	}
 }
 

@@ -20,7 +20,9 @@ func TestOpenReadsTheEndInOneRequest(t *testing.T) {
 	big := randomData(5, 1<<20)
 	small := randomData(6, 20_000)
 	bigLoc, smallLoc := s.put(t, "big.parquet", big), s.put(t, "positions.json.gz", small)
-	gets := func() int64 { return s.proxy.Tally().Requests["GetObject"] }
+	// Requests the client asked for: a retry of one that went unanswered for the timeout (a starved process on a
+	// loaded machine) is the SDK's doing, not a read more.
+	gets := func() int64 { return s.proxy.Tally().FirstAttempts()["GetObject"] }
 
 	before := gets()
 	f, err := s.fs.Open(bigLoc)
@@ -68,9 +70,15 @@ func TestOpenReadsTheEndInOneRequest(t *testing.T) {
 		t.Fatalf("reading a 1 MiB file whole took %d GETs, want 1", n)
 	}
 	// One connection serves them all, but a request may dial before the transport has put the connection
-	// back after the previous body's end: allow one more. An abandoned body would close one per Open.
-	if c := s.proxy.Tally().Connections; c > 2 {
-		t.Fatalf("%d connections for requests made one after another, want 1 or 2 (every body read to its end)", c)
+	// back after the previous body's end: allow one more, and one for each retry (the client abandons the
+	// connection of an attempt that timed out). An abandoned body would close one per Open.
+	tally := s.proxy.Tally()
+	var retries int64
+	for _, n := range tally.Retries {
+		retries += n
+	}
+	if c := tally.Connections; c > 2+retries {
+		t.Fatalf("%d connections for requests made one after another (%d retried), want 1 or 2 (every body read to its end)", c, retries)
 	}
 }
 
@@ -103,7 +111,13 @@ func TestUploadRequestsBySize(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatalf("%s: Close: %v", tc.name, err)
 		}
-		got := s.proxy.Tally().Sub(before).Requests
+		// Count what the writer asked for: on a loaded machine an attempt can go unanswered for the request
+		// timeout and be sent again, which says nothing about how the writer splits a file into requests.
+		tally := s.proxy.Tally().Sub(before)
+		if len(tally.Retries) > 0 {
+			t.Logf("%s: retried %v", tc.name, tally.Retries)
+		}
+		got := tally.FirstAttempts()
 		for kind, n := range tc.kinds {
 			if got[kind] != n {
 				t.Errorf("%s: %d %s requests, want %d (all: %v)", tc.name, got[kind], kind, n, got)
@@ -129,11 +143,11 @@ func TestRemoveIsOneRequest(t *testing.T) {
 	if err := s.fs.Remove(loc); err != nil {
 		t.Fatal(err)
 	}
-	after := s.proxy.Tally()
-	if n := after.Requests["DeleteObject"] - before.Requests["DeleteObject"]; n != 1 {
+	got := s.proxy.Tally().Sub(before).FirstAttempts() // a retry is the SDK's doing, not a request more
+	if n := got["DeleteObject"]; n != 1 {
 		t.Errorf("Remove sent %d DeleteObject, want 1", n)
 	}
-	if n := after.Requests["HeadObject"] - before.Requests["HeadObject"]; n != 0 {
+	if n := got["HeadObject"]; n != 0 {
 		t.Errorf("Remove sent %d HeadObject, want 0", n)
 	}
 	if _, err := s.fs.Open(loc); !errors.Is(err, fs.ErrNotExist) {

@@ -804,13 +804,7 @@ func readLineage(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) [
 	if err != nil {
 		t.Fatalf("scan with row lineage: %v", err)
 	}
-	col := func(name string) int {
-		idx := sc.FieldIndices(name)
-		if len(idx) != 1 {
-			t.Fatalf("scan schema %v has no single column %q", sc, name)
-		}
-		return idx[0]
-	}
+	col := func(name string) int { return tabletest.Column(t, sc, name) }
 	iid, iv, is, irow, iseq := col("id"), col("v"), col("s"), col("_row_id"), col("_last_updated_sequence_number")
 	var out []lineageRow
 	for rec, err := range it {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -12,6 +13,16 @@ import (
 // KeyRow is the one row an id holds, read back with row lineage: its _row_id, and the value of the int64 column
 // KeyRows was asked for (0 when none).
 type KeyRow struct{ RowID, V int64 }
+
+// Column returns the index of the one column of sc named name, and fails the test when there is not exactly one.
+func Column(t testing.TB, sc *arrow.Schema, name string) int {
+	t.Helper()
+	idx := sc.FieldIndices(name)
+	if len(idx) != 1 {
+		t.Fatalf("scan schema %v has no single column %q", sc, name)
+	}
+	return idx[0]
+}
 
 // KeyRows scans tbl's current snapshot with row lineage and returns each id's row, with the int64 column value
 // (none: ""). It fails the test on a null _row_id (the scanner must resolve one for every row of a format-version
@@ -22,13 +33,7 @@ func KeyRows(t testing.TB, tbl *table.Table, value string) map[int64]KeyRow {
 	if err != nil {
 		t.Fatalf("scan with row lineage: %v", err)
 	}
-	col := func(name string) int {
-		idx := sc.FieldIndices(name)
-		if len(idx) != 1 {
-			t.Fatalf("scan schema %v has no single column %q", sc, name)
-		}
-		return idx[0]
-	}
+	col := func(name string) int { return Column(t, sc, name) }
 	iid, irow, iv := col("id"), col(ice.RowIDColumnName), -1
 	if value != "" {
 		iv = col(value)

@@ -374,18 +374,24 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 	// The gate's schedule draws from its own source: the operations and Flush calls a seed gives do not depend
 	// on when commits reach the gate.
 	gateRng := rand.New(rand.NewPCG(seed, 0x67617465))
-	// While holding: after counts the operations left once a commit waits at the gate (-1: none waits yet);
-	// sealed is the writer's batch count then. The gate opens once after reaches 0 and two more batches sealed.
-	holding, after, sealed := false, 0, int64(0)
+	// While holding: arrived says a commit waits at the gate; from then, after counts the operations left and
+	// sealed is the writer's batch count when it arrived. The gate opens once after reaches 0 and two more batches
+	// sealed: they queue behind the held commit and coalesce into the next run.
+	holding, arrived, after, sealed := false, false, 0, int64(0)
 	fresh := true // no operation since the writer opened or flushed: hold there, and at random
 	release := func() {
 		m.cat.release()
 		holding = false
 	}
-	for op := 0; op < nOps; op++ {
+	// A restart or Flush opens the gate, so one drawn while a commit waits there is put off until the gate opens
+	// on its own, and the trial runs past nOps until it has: otherwise a seed whose Flush calls come often could
+	// open every hold before anything queued behind it, and the trial would show no coalesced commit.
+	coalescing := func() bool { return holding && arrived }
+	restartDue, flushDue := false, false
+	for op := 0; op < nOps || coalescing(); op++ {
 		if c.coalesced && !holding && (fresh || gateRng.IntN(10) == 0) {
 			m.cat.hold()
-			holding, after = true, -1
+			holding, arrived = true, false
 		}
 		if holding && w.Stats().UncommittedBatches >= iceberg.DefaultMaxUncommitted-8 {
 			release() // the next Write could block until a commit lands
@@ -402,12 +408,12 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 		}
 		switch {
 		case !holding:
-		case after < 0:
+		case !arrived:
 			// Once a sealed batch's commit waits at the gate, the batches the next operations seal queue
-			// behind it and coalesce into the next run.
+			// behind it.
 			if st := w.Stats(); st.UncommittedBatches > 0 {
 				if m.cat.held(10 * time.Second) {
-					after, sealed = 1+gateRng.IntN(8), w.Stats().Batches
+					arrived, after, sealed = true, 1+gateRng.IntN(8), w.Stats().Batches
 				} else {
 					release()
 				}
@@ -417,14 +423,17 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 				release()
 			}
 		}
+		restartDue = restartDue || restartAt[op]
+		flushDue = flushDue || (!restartDue && op < nOps && rng.IntN(flushEvery) == 0)
 		switch {
-		case restartAt[op]:
+		case coalescing():
+		case restartDue:
 			release()
 			m.close(t, ctx, w)
 			m.check(t, fmt.Sprintf("after op %d, the writer closed", op))
 			w = open()
-			fresh = true
-		case rng.IntN(flushEvery) == 0:
+			fresh, restartDue, flushDue = true, false, false
+		case flushDue:
 			release()
 			if err := w.Flush(ctx); err != nil {
 				t.Fatal(err)
@@ -433,7 +442,7 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 				t.Fatalf("after Flush %d rows committed, want %d: %+v", st.RowsCommitted, m.accepted, st)
 			}
 			m.check(t, fmt.Sprintf("after op %d and Flush", op))
-			fresh = true
+			fresh, flushDue = true, false
 		}
 	}
 	release()

@@ -1,6 +1,7 @@
 package iceberg_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
@@ -67,27 +68,29 @@ func TestFencingAcrossProcesses(t *testing.T) {
 	cat := openCatalogAt(t, filepath.Join(dir, "catalog.db"))
 	ident := table.Identifier{"procs", "events"}
 	createTable(t, ctx, cat, ident, seed.Schema)
-	var out strings.Builder
 	zombie := childProcess(t, dir, "TestWriterChild", "ICEWRITER_CHILD_ID=job", "ICEWRITER_CHILD_FIRST=0", "ICEWRITER_CHILD_ROWS=100000000",
 		"ICEWRITER_CHILD_FLUSH=1")
-	zombie.Stdout, zombie.Stderr = &out, &out
+	out := watchOutput(t, zombie)
 	if err := zombie.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Let it commit for a while, then take over.
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		counts, _ := readRows(t, cat, ident)
-		if len(counts) >= 1000 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	// Take over once the older process has committed 1,000 rows, as it reports after each Flush: a takeover
+	// before its NewWriter would make it the newer one, and it would write its 100,000,000 rows unfenced (a
+	// fixed wait, on a starved machine, could end before a -race child had started).
+	if !out.waitLine(func(line string) bool {
+		n, ok := strings.CutPrefix(line, childCommittedPrefix)
+		rows, _ := strconv.Atoi(n)
+		return ok && rows >= 1000
+	}) {
+		_ = zombie.Wait()
+		t.Fatalf("the older process ended before it committed 1,000 rows:\n%s", out)
 	}
 	newer, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID("job"), iceberg.WithQuickRetriesForTest())
 	if err != nil {
 		t.Fatal(err)
 	}
 	takeover := newer.Table().CurrentSnapshot().SnapshotID
+	out.drain() // Wait closes the pipe: read it to its end first
 	err = zombie.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
@@ -113,6 +116,75 @@ func TestFencingAcrossProcesses(t *testing.T) {
 	}
 }
 
+// childCommittedPrefix starts the line TestWriterChild prints after each Flush (ICEWRITER_CHILD_FLUSH=1),
+// followed by the rows it has committed.
+const childCommittedPrefix = "committed rows: "
+
+// childOutput collects a child process's output and lets a test wait for a line of it.
+type childOutput struct {
+	mu    sync.Mutex
+	text  strings.Builder
+	lines chan string   // each line, until the output ends
+	done  chan struct{} // closed when the output ended (the child exited)
+}
+
+// watchOutput routes cmd's stdout and stderr into a childOutput; call it before cmd.Start.
+func watchOutput(t *testing.T, cmd *exec.Cmd) *childOutput {
+	t.Helper()
+	pr, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	o := &childOutput{lines: make(chan string, 64), done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			o.mu.Lock()
+			o.text.WriteString(sc.Text() + "\n")
+			o.mu.Unlock()
+			select {
+			case o.lines <- sc.Text():
+			default: // nobody waits for lines: the text keeps them
+			}
+		}
+	}()
+	return o
+}
+
+// waitLine waits for a line for which match is true (true) or the end of the output (false).
+func (o *childOutput) waitLine(match func(string) bool) bool {
+	for {
+		select {
+		case line := <-o.lines:
+			if match(line) {
+				return true
+			}
+		case <-o.done:
+			for {
+				select {
+				case line := <-o.lines:
+					if match(line) {
+						return true
+					}
+				default:
+					return false
+				}
+			}
+		}
+	}
+}
+
+// drain waits for the end of the output.
+func (o *childOutput) drain() { <-o.done }
+
+func (o *childOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.text.String()
+}
+
 // TestWriterChild is the process the multi-process tests start.
 func TestWriterChild(t *testing.T) {
 	dir := os.Getenv("ICEWRITER_CHILD_DIR")
@@ -135,7 +207,9 @@ func TestWriterChild(t *testing.T) {
 		err := w.Write(ctx, rec)
 		rec.Release()
 		if err == nil && flushEach {
-			err = w.Flush(ctx)
+			if err = w.Flush(ctx); err == nil {
+				fmt.Printf("%s%d\n", childCommittedPrefix, n+250)
+			}
 		}
 		if errors.Is(err, iceberg.ErrFenced) {
 			fmt.Println("fenced:", err)

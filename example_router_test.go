@@ -3,6 +3,7 @@ package iceberg_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -20,7 +21,10 @@ func ExampleRouter() {
 	defer cleanup()
 
 	r, err := iceberg.NewRouter(cat,
-		iceberg.WithWriterOptions(iceberg.WithMemoryLimit(64<<20)),
+		// A round commits every table with rows at each flush interval (1 s by default), sooner when the memory
+		// limit fills, and at Close; an interval longer than the example keeps its output the same on a slow
+		// machine: one commit a table.
+		iceberg.WithWriterOptions(iceberg.WithMemoryLimit(64<<20), iceberg.WithFlushInterval(time.Minute)),
 		iceberg.WithTableConfig(func(_ context.Context, ident table.Identifier, _ *arrow.Schema) (iceberg.TableConfig, error) {
 			return iceberg.TableConfig{Create: []iceberg.CreateOption{iceberg.IdentifierFields("id")}}, nil
 		}))

@@ -420,6 +420,14 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 			}
 		default:
 			if after--; after <= 0 && w.Stats().Batches >= sealed+2 {
+				// The commit loop takes only staged batches: opened while the queued ones still encode (a
+				// starved machine), the gate would let them commit one by one.
+				sctx, cancel := context.WithTimeout(ctx, gateLimit)
+				err := iceberg.WaitFor(sctx, w, func() bool { return iceberg.Staged(w) })
+				cancel()
+				if err != nil {
+					t.Fatalf("the batches queued behind the held commit were not staged: %v", err)
+				}
 				release()
 			}
 		}

@@ -279,12 +279,13 @@ func TestBackpressure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat.mu.Lock()
-	cat.latency = 300 * time.Millisecond
-	cat.mu.Unlock()
+	cat.hold()
 	g := seed.New(0, 1)
 	defer w.Close(ctx)
-	writeSeed(t, w, g, 100) // sealed; its commit takes 300 ms
+	writeSeed(t, w, g, 100) // sealed: its commit waits at the gate
+	if !cat.held(10 * time.Second) {
+		t.Fatal("the commit did not reach the gate")
+	}
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
 	rec := g.Batch(100)
@@ -293,6 +294,7 @@ func TestBackpressure(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Write under backpressure: got %v, want DeadlineExceeded", err)
 	}
+	cat.release()
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -169,7 +169,9 @@ func TestStallMidBody(t *testing.T) {
 		t.Fatalf("headers should arrive: %v", err)
 	}
 	defer resp.Body.Close()
-	go func() { // the client gives up once the proxy holds the rest of the body (a minute: it never did)
+	// The client gives up once the proxy holds the rest of the body (a minute: it never did). Not UntilStalled:
+	// the proxy holds the body after it sent the headers, and the request's context must outlive them.
+	go func() {
 		select {
 		case <-p.Stalled():
 		case <-time.After(time.Minute):
@@ -216,15 +218,11 @@ func TestStallAllSwitch(t *testing.T) {
 	default:
 	}
 	p.StallAll(true)
-	ctx, cancel := context.WithCancel(context.Background())
+	// The client gives up once the proxy holds its request (a minute: it never did).
+	limit, cancelLimit := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelLimit()
+	ctx, cancel := p.UntilStalled(limit)
 	defer cancel()
-	go func() { // the client gives up once the proxy holds its request (a minute: it never did)
-		select {
-		case <-p.Stalled():
-		case <-time.After(time.Minute):
-		}
-		cancel()
-	}()
 	before := time.Now()
 	if _, err := get(ctx, p.URL()+"/b/k"); err == nil {
 		t.Fatal("a request was answered while everything stalls")

@@ -70,18 +70,18 @@ func TestFencingAcrossProcesses(t *testing.T) {
 	createTable(t, ctx, cat, ident, seed.Schema)
 	zombie := childProcess(t, dir, "TestWriterChild", "ICEWRITER_CHILD_ID=job", "ICEWRITER_CHILD_FIRST=0", "ICEWRITER_CHILD_ROWS=100000000",
 		"ICEWRITER_CHILD_FLUSH=1")
-	out := watchOutput(t, zombie)
-	if err := zombie.Start(); err != nil {
-		t.Fatal(err)
-	}
 	// Take over once the older process has committed 1,000 rows, as it reports after each Flush: a takeover
 	// before its NewWriter would make it the newer one, and it would write its 100,000,000 rows unfenced (a
 	// fixed wait, on a starved machine, could end before a -race child had started).
-	if !out.waitLine(func(line string) bool {
+	out := watchOutput(t, zombie, func(line string) bool {
 		n, ok := strings.CutPrefix(line, childCommittedPrefix)
 		rows, _ := strconv.Atoi(n)
 		return ok && rows >= 1000
-	}) {
+	})
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !out.waitMatch() {
 		_ = zombie.Wait()
 		t.Fatalf("the older process ended before it committed 1,000 rows:\n%s", out)
 	}
@@ -120,58 +120,51 @@ func TestFencingAcrossProcesses(t *testing.T) {
 // followed by the rows it has committed.
 const childCommittedPrefix = "committed rows: "
 
-// childOutput collects a child process's output and lets a test wait for a line of it.
+// childOutput collects a child process's output and tells when a line of it matched.
 type childOutput struct {
-	mu    sync.Mutex
-	text  strings.Builder
-	lines chan string   // each line, until the output ends
-	done  chan struct{} // closed when the output ended (the child exited)
+	mu      sync.Mutex
+	text    strings.Builder
+	matched chan struct{} // closed at the first line match is true of
+	done    chan struct{} // closed when the output ended (the child exited)
 }
 
-// watchOutput routes cmd's stdout and stderr into a childOutput; call it before cmd.Start.
-func watchOutput(t *testing.T, cmd *exec.Cmd) *childOutput {
+// watchOutput routes cmd's stdout and stderr into a childOutput that watches for a line match is true of; call
+// it before cmd.Start.
+func watchOutput(t *testing.T, cmd *exec.Cmd, match func(line string) bool) *childOutput {
 	t.Helper()
 	pr, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd.Stderr = cmd.Stdout
-	o := &childOutput{lines: make(chan string, 64), done: make(chan struct{})}
+	o := &childOutput{matched: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(o.done)
 		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
+		for found := false; sc.Scan(); {
 			o.mu.Lock()
 			o.text.WriteString(sc.Text() + "\n")
 			o.mu.Unlock()
-			select {
-			case o.lines <- sc.Text():
-			default: // nobody waits for lines: the text keeps them
+			if !found && match(sc.Text()) {
+				found = true
+				close(o.matched)
 			}
 		}
 	}()
 	return o
 }
 
-// waitLine waits for a line for which match is true (true) or the end of the output (false).
-func (o *childOutput) waitLine(match func(string) bool) bool {
-	for {
+// waitMatch waits for a matching line (true) or the end of the output without one (false).
+func (o *childOutput) waitMatch() bool {
+	select {
+	case <-o.matched:
+		return true
+	case <-o.done:
 		select {
-		case line := <-o.lines:
-			if match(line) {
-				return true
-			}
-		case <-o.done:
-			for {
-				select {
-				case line := <-o.lines:
-					if match(line) {
-						return true
-					}
-				default:
-					return false
-				}
-			}
+		case <-o.matched:
+			return true
+		default:
+			return false
 		}
 	}
 }

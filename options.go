@@ -365,7 +365,7 @@ func WithDeleteFiles(d DeleteFiles) Option { return func(o *options) { o.deleteF
 // longer than the writer lives) for the files the same ID wrote in earlier epochs, which a process killed
 // between uploading and committing leaves behind, and deletes those no snapshot references and older than d.
 // The ID's files are recognised by their names, which carry a hash of the table and the ID and the epoch; the
-// fence of NewWriter is what makes the earlier epochs' uncommitted files safe to remove (see the README's
+// fence of NewWriter is what makes the earlier epochs' uncommitted files safe to remove (see docs/guide.md,
 // "Orphan files"). Writers without WithWriterID, or with WithCommitter, remove nothing; RemoveOrphanFiles
 // serves any table. Default: DefaultOrphanWindow (1 hour). Zero turns the removal off.
 func WithOrphanWindow(d time.Duration) Option { return func(o *options) { o.orphanWindow = d } }

@@ -268,6 +268,8 @@ if [[ "${ICEWRITER_SKIP_SQL:-}" != 1 ]]; then
 		sleep 0.5
 	done
 	export ICEWRITER_PG_DSN="postgres://postgres@127.0.0.1:$PG_PORT/icewriter?sslmode=disable"
+	# For the test that restarts the server (postgres/): pg_ctl, its data folder, and the user to run it as.
+	export ICEWRITER_PG_CTL="$PG_CTL" ICEWRITER_PG_DATA="$PG_DATA" ICEWRITER_PG_RUNAS=postgres
 	export ICEWRITER_MYSQL_DSN="mysql://root@127.0.0.1:$MY_PORT/icewriter"
 fi
 

@@ -54,7 +54,8 @@ type Config struct {
 	// Slot is the logical replication slot's name; the pipeline creates it on its first run and resumes from
 	// it afterwards. Default: "icewriter".
 	Slot string
-	// Publication is the publication's name (created FOR TABLE the tables when missing). Default: the slot's.
+	// Publication is the publication's name (created FOR TABLE the tables when missing; the tables it lacks
+	// are added to it, unless it is FOR ALL TABLES). Default: the slot's.
 	Publication string
 	// Mode is ModeFull (default) or ModeSnapshot.
 	Mode Mode

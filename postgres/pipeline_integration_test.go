@@ -3,10 +3,13 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,4 +240,64 @@ func TestTableAddedLaterIsStreamed(t *testing.T) {
 	p.converge(t, read("c", "line"), cs)
 	p.converge(t, read("a", "id"), as)
 	t.Logf("%d rows inserted into c while the run started", n)
+}
+
+// TestSnapshotReportsRowsAndRate: the snapshot logs each table's rows, time and rate, and the totals, and
+// reports the rows in its table-copied and snapshot-done events.
+func TestSnapshotReportsRowsAndRate(t *testing.T) {
+	dsn, slot := sourceDB(t)
+	execSQL(t, dsn, "CREATE TABLE s1 (id int PRIMARY KEY)", "INSERT INTO s1 SELECT generate_series(1, 300)",
+		"CREATE TABLE s2 (id int PRIMARY KEY)", "INSERT INTO s2 SELECT generate_series(1, 20)")
+	var logs syncBuffer
+	var mu sync.Mutex // events come from the copy workers too
+	var evs []postgres.Event
+	err := postgres.Run(context.Background(), openCatalog(t, catalogURI(t)), postgres.Config{DSN: dsn, Slot: slot,
+		Mode: postgres.ModeSnapshot, Workers: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		OnEvent: func(e postgres.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := map[string]int64{}
+	var total int64 = -1
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range evs {
+		switch e.Kind {
+		case "table-copied":
+			copied[e.Table] = e.Rows
+		case "snapshot-done":
+			total = e.Rows
+		}
+	}
+	if copied["public.s1"] != 300 || copied["public.s2"] != 20 || total != 320 {
+		t.Errorf("table-copied rows %v, snapshot-done rows %d: want s1 300, s2 20, 320", copied, total)
+	}
+	out := logs.String()
+	for _, want := range []string{`msg="postgres: table copied" table=public.s1 rows=300 took=`,
+		`msg="postgres: table copied" table=public.s2 rows=20 took=`, `msg="postgres: snapshot done" tables=2 rows=320 took=`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no log line with %q in:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "rows_per_s=") {
+		t.Errorf("no rate logged:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -42,7 +42,7 @@ type liveTable struct {
 	touched bool            // changes since the last checkpoint
 	// deferred: the table's primary key is DEFERRABLE, so a transaction may hold two rows of one key for a
 	// while (UPDATE t SET id = id + 1): its changes are held until the commit and applied by their net effect
-	// per key (see consolidate). Other tables' keys are unique at every change, and their changes stream.
+	// per key (see netChanges). Other tables' keys are unique at every change, and their changes stream.
 	deferred bool
 	held     []heldChange
 	// heldEmptied: a truncate in the transaction emptied the table before the held changes.

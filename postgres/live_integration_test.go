@@ -83,6 +83,8 @@ func (f *reconnectFixture) after(t *testing.T) time.Duration {
 func TestRunReconnectsAfterTerminatedConnection(t *testing.T) {
 	f := startReconnectFixture(t, 200*time.Millisecond)
 	execSQL(t, f.dsn, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = current_database()")
+	f.p.wait(t, "disconnected")
+	f.p.wait(t, "reconnected")
 	f.after(t)
 }
 

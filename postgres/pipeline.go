@@ -102,7 +102,9 @@ type Config struct {
 
 // Event is a step of the pipeline, for progress reports and tests.
 type Event struct {
-	Kind  string // "chunk", "snapshot-resume", "table-copied", "snapshot-done", "live-start", "confirmed"
+	// Kind is "chunk", "snapshot-resume", "table-copied", "snapshot-done", "live-start", "confirmed", or
+	// "disconnected" (the server was lost: Run reconnects) and "reconnected" (the first step after it).
+	Kind  string
 	Table string // schema.table, for "chunk", "snapshot-resume" and "table-copied"
 	Chunk int    // for "chunk"
 	// Rows is the rows a chunk copied ("chunk"), the chunks left to copy ("snapshot-resume"), the rows this run
@@ -253,6 +255,9 @@ func Run(ctx context.Context, cat catalog.Catalog, cfg Config) error {
 			if !since.IsZero() && !progressed.Swap(true) {
 				cfg.Logger.Info("postgres: reconnected", "slot", cfg.Slot, "down_for", time.Since(since).Round(time.Millisecond),
 					"attempts", attempt, "step", e.Kind)
+				if cfg.OnEvent != nil {
+					cfg.OnEvent(Event{Kind: "reconnected"})
+				}
 			}
 			progressed.Store(true)
 		})
@@ -270,6 +275,9 @@ func Run(ctx context.Context, cat catalog.Catalog, cfg Config) error {
 		backoff = min(2*backoff, backoffMax)
 		cfg.Logger.Warn("postgres: connection lost, reconnecting", "slot", cfg.Slot, "err", err, "retry_in", wait.Round(time.Millisecond),
 			"down_for", now.Sub(lost).Round(time.Millisecond))
+		if cfg.OnEvent != nil {
+			cfg.OnEvent(Event{Kind: "disconnected"})
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

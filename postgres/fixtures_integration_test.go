@@ -55,10 +55,17 @@ func sourceDB(t *testing.T) (dsn, name string) {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatal(err)
 	}
+	conn.Close(ctx)
 	t.Cleanup(func() {
+		// A connection of its own: a test may have restarted the server since.
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			t.Errorf("dropping database %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
 		_, _ = conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1", name)
 		_, _ = conn.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)")
-		conn.Close(ctx)
 	})
 	u, err := url.Parse(admin)
 	if err != nil {

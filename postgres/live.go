@@ -40,6 +40,23 @@ type liveTable struct {
 	op      *array.StringBuilder
 	before  []array.Builder // the before-image key columns
 	touched bool            // changes since the last checkpoint
+	// deferred: the table's primary key is DEFERRABLE, so a transaction may hold two rows of one key for a
+	// while (UPDATE t SET id = id + 1): its changes are held until the commit and applied by their net effect
+	// per key (see netChanges). Other tables' keys are unique at every change, and their changes stream.
+	deferred bool
+	held     []heldChange
+	// heldEmptied: a truncate in the transaction emptied the table before the held changes.
+	heldEmptied bool
+}
+
+// heldChange is a change of a deferred table, held until its transaction commits: the new row's values
+// (unchanged TOAST values taken from the old row; nil for a delete) and the old row's (nil when the stream
+// sent none), copied out of the stream's buffer, nil for a null.
+type heldChange struct {
+	op       string // "insert", "update", "delete"
+	vals     [][]byte
+	old      [][]byte
+	oldWhole bool // old carries every column (REPLICA IDENTITY FULL), not only the key
 }
 
 // live streams the slot's changes from its confirmed LSN (see Run).
@@ -228,18 +245,23 @@ func (s *liveState) handle(ctx context.Context, data []byte) error {
 	case *pglogrepl.BeginMessage:
 		s.inTx, s.txLSN = true, uint64(m.FinalLSN)
 	case *pglogrepl.CommitMessage:
+		for _, lt := range s.rels {
+			if err := s.release(ctx, lt); err != nil {
+				return err
+			}
+		}
 		s.inTx, s.lastFinal, s.lastEnd = false, uint64(m.CommitLSN), uint64(m.TransactionEndLSN)
 	case *pglogrepl.InsertMessage:
 		if lt := s.table(m.RelationID); lt != nil {
-			return s.change(ctx, lt, "insert", m.Tuple, nil)
+			return s.change(ctx, lt, "insert", m.Tuple, nil, false)
 		}
 	case *pglogrepl.UpdateMessage:
 		if lt := s.table(m.RelationID); lt != nil {
-			return s.change(ctx, lt, "update", m.NewTuple, m.OldTuple)
+			return s.change(ctx, lt, "update", m.NewTuple, m.OldTuple, m.OldTupleType == pglogrepl.UpdateMessageTupleTypeOld)
 		}
 	case *pglogrepl.DeleteMessage:
 		if lt := s.table(m.RelationID); lt != nil {
-			return s.change(ctx, lt, "delete", m.OldTuple, nil)
+			return s.change(ctx, lt, "delete", m.OldTuple, nil, m.OldTupleType == pglogrepl.DeleteMessageTupleTypeOld)
 		}
 	case *pglogrepl.TruncateMessage:
 		for _, rel := range m.RelationIDs {
@@ -294,13 +316,18 @@ func (s *liveState) relation(ctx context.Context, m *pglogrepl.RelationMessage) 
 		return nil
 	}
 	if lt != nil {
+		// Held changes are in the old shape: they go now, by their net effect so far (exact unless the rest of
+		// the transaction moves the same keys again).
+		if err := s.release(ctx, lt); err != nil {
+			return err
+		}
 		if err := s.applyPending(ctx, lt); err != nil {
 			return err
 		}
 		lt.b.release()
 		s.p.cfg.Logger.Info("postgres: table shape changed", "table", t.String(), "columns", len(cols))
 	} else {
-		lt = &liveTable{t: t}
+		lt = &liveTable{t: t, deferred: s.p.deferrable[t.oid]}
 		s.rels[m.RelationID] = lt
 	}
 	lt.cols, lt.keyIdx = cols, nil
@@ -348,8 +375,9 @@ func sameColumns(a, b []column) bool {
 // values it does not resend) are taken from the old row, which REPLICA IDENTITY FULL makes complete; the
 // old row's key is the before-image key, which makes Apply delete the old key when the update changed it.
 // Every BatchRows changes of a table go to Apply, even inside a transaction: the position that commits them
-// comes at the transaction's end, so a large transaction is not held whole in the builders.
-func (s *liveState) change(ctx context.Context, lt *liveTable, op string, tup, old *pglogrepl.TupleData) error {
+// comes at the transaction's end, so a large transaction is not held whole in the builders; a table with a
+// deferrable key is the exception (see liveTable.deferred). oldWhole: old carries every column.
+func (s *liveState) change(ctx context.Context, lt *liveTable, op string, tup, old *pglogrepl.TupleData, oldWhole bool) error {
 	if len(lt.t.key) == 0 && op != "insert" {
 		return fmt.Errorf("%w: %s: an %s in the stream (a table without one is append-only: add a primary key, or leave the table out)",
 			ErrNoPrimaryKey, lt.t, op)
@@ -360,6 +388,7 @@ func (s *liveState) change(ctx context.Context, lt *liveTable, op string, tup, o
 	if old != nil && len(old.Columns) != len(lt.cols) {
 		old = nil
 	}
+	vals := make([][]byte, len(tup.Columns))
 	for i, c := range tup.Columns {
 		if c.DataType == pglogrepl.TupleDataTypeToast {
 			if old == nil || old.Columns[i].DataType != pglogrepl.TupleDataTypeBinary {
@@ -368,33 +397,69 @@ func (s *liveState) change(ctx context.Context, lt *liveTable, op string, tup, o
 			}
 			c = old.Columns[i]
 		}
-		if err := lt.b.appendValue(i, value(c)); err != nil {
+		vals[i] = value(c)
+	}
+	var oldVals [][]byte
+	if old != nil {
+		oldVals = make([][]byte, len(old.Columns))
+		for i, c := range old.Columns {
+			oldVals[i] = value(c)
+		}
+	}
+	s.pending++
+	s.changes++
+	lt.touched = true
+	if lt.deferred && len(lt.t.key) > 0 {
+		hc := heldChange{op: op, vals: copyValues(vals), old: copyValues(oldVals), oldWhole: oldWhole}
+		if op == "delete" {
+			hc.vals, hc.old, hc.oldWhole = nil, hc.vals, oldWhole
+		}
+		lt.held = append(lt.held, hc)
+		return nil
+	}
+	if err := s.appendChange(lt, op, vals, oldVals); err != nil {
+		return err
+	}
+	if lt.b.rows >= s.p.cfg.BatchRows {
+		return s.applyPending(ctx, lt)
+	}
+	return nil
+}
+
+// appendChange adds a row to the table's builder: its values, op, and the before-image key from old (nil:
+// none).
+func (s *liveState) appendChange(lt *liveTable, op string, vals, old [][]byte) error {
+	for i, v := range vals {
+		if err := lt.b.appendValue(i, v); err != nil {
 			return err
 		}
 	}
 	lt.op.Append(op)
 	for j, k := range lt.keyIdx {
-		if old == nil {
+		if old == nil || old[k] == nil {
 			lt.before[j].AppendNull()
 			continue
 		}
-		v := value(old.Columns[k])
-		if v == nil {
-			lt.before[j].AppendNull()
-			continue
-		}
-		if err := lt.cols[k].typ.append(lt.before[j], v); err != nil {
+		if err := lt.cols[k].typ.append(lt.before[j], old[k]); err != nil {
 			return fmt.Errorf("postgres: table %s column %q (old key): %w", lt.t, lt.cols[k].name, err)
 		}
 	}
 	lt.b.rows++
-	lt.touched = true
-	s.pending++
-	s.changes++
-	if lt.b.rows >= s.p.cfg.BatchRows {
-		return s.applyPending(ctx, lt)
-	}
 	return nil
+}
+
+// copyValues copies values out of the stream's buffer, which the next message reuses.
+func copyValues(vals [][]byte) [][]byte {
+	if vals == nil {
+		return nil
+	}
+	out := make([][]byte, len(vals))
+	for i, v := range vals {
+		if v != nil {
+			out[i] = append([]byte{}, v...)
+		}
+	}
+	return out
 }
 
 func tupleLen(t *pglogrepl.TupleData) int {
@@ -479,6 +544,8 @@ func (s *liveState) truncate(ctx context.Context, lt *liveTable) error {
 		return fmt.Errorf("%w: %s: a truncate in the stream (a table without one is append-only: add a primary key, or leave the table out)",
 			ErrNoPrimaryKey, lt.t)
 	}
+	// Held changes before the truncate are moot: the table is empty after it.
+	lt.held, lt.heldEmptied = nil, true
 	if err := s.applyPending(ctx, lt); err != nil {
 		return err
 	}

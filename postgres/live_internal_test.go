@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"encoding/binary"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,7 +42,7 @@ func TestUpdateTakesUnchangedToastFromTheOldRow(t *testing.T) {
 	s, lt := liveFixture(t)
 	old := tuple(bin(int8Bytes(7)), bin([]byte("a long TOASTed value")))
 	// A key-changing update (7 -> 8) that leaves big unchanged.
-	if err := s.change(context.Background(), lt, "update", tuple(bin(int8Bytes(8)), unchangedToast), old); err != nil {
+	if err := s.change(context.Background(), lt, "update", tuple(bin(int8Bytes(8)), unchangedToast), old, true); err != nil {
 		t.Fatal(err)
 	}
 	rec := lt.b.record()
@@ -63,8 +65,49 @@ func TestUpdateTakesUnchangedToastFromTheOldRow(t *testing.T) {
 
 func TestUnchangedToastWithoutOldRowNamesTheColumn(t *testing.T) {
 	s, lt := liveFixture(t)
-	err := s.change(context.Background(), lt, "update", tuple(bin(int8Bytes(8)), unchangedToast), nil)
+	err := s.change(context.Background(), lt, "update", tuple(bin(int8Bytes(8)), unchangedToast), nil, false)
 	if err == nil || !strings.Contains(err.Error(), `"big"`) || !strings.Contains(err.Error(), "REPLICA IDENTITY FULL") {
 		t.Fatalf("err = %v, want one naming big and REPLICA IDENTITY FULL", err)
+	}
+}
+
+// TestNetChangesOfKeyMoves: one transaction's changes of a deferrable key, reduced to their net effect per key,
+// with whole old rows (REPLICA IDENTITY FULL).
+func TestNetChangesOfKeyMoves(t *testing.T) {
+	row := func(id int64, v string) [][]byte { return [][]byte{int8Bytes(id), []byte(v)} }
+	upd := func(oldID int64, oldV string, id int64, v string) heldChange {
+		return heldChange{op: "update", old: row(oldID, oldV), vals: row(id, v), oldWhole: true}
+	}
+	for _, tc := range []struct {
+		name string
+		held []heldChange
+		want []string // "op id v"
+	}{
+		{"shift", []heldChange{upd(1, "a", 2, "a"), upd(2, "b", 3, "b"), upd(3, "c", 4, "c")},
+			[]string{"delete 1 ", "insert 2 a", "insert 3 b", "insert 4 c"}},
+		{"swap", []heldChange{upd(1, "a", 2, "a"), upd(2, "b", 1, "b")}, []string{"insert 1 b", "insert 2 a"}},
+		{"chain", []heldChange{upd(1, "a", 2, "a"), upd(2, "a", 3, "a")}, []string{"delete 1 ", "insert 3 a"}},
+		{"cycle", []heldChange{upd(1, "a", 2, "a"), upd(2, "b", 3, "b"), upd(3, "c", 1, "c")},
+			[]string{"insert 1 c", "insert 2 a", "insert 3 b"}},
+		{"moved then deleted", []heldChange{upd(1, "a", 5, "a"), {op: "delete", old: row(5, "a"), oldWhole: true}},
+			[]string{"delete 1 "}},
+		{"deleted then inserted", []heldChange{{op: "delete", old: row(1, "a"), oldWhole: true}, {op: "insert", vals: row(1, "z")}},
+			[]string{"insert 1 z"}},
+		{"inserted then updated", []heldChange{{op: "insert", vals: row(7, "a")}, upd(7, "a", 7, "b")}, []string{"insert 7 b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := netChanges(tc.held, 2, []int{0}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range out {
+				got = append(got, c.op+" "+strconv.FormatInt(int64(binary.BigEndian.Uint64(c.vals[0])), 10)+" "+string(c.vals[1]))
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("net changes %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -4,11 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math/rand/v2"
+	"net"
 	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -16,6 +22,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	iceberg "github.com/icewriter/iceberg"
 )
@@ -47,7 +54,8 @@ type Config struct {
 	// Slot is the logical replication slot's name; the pipeline creates it on its first run and resumes from
 	// it afterwards. Default: "icewriter".
 	Slot string
-	// Publication is the publication's name (created FOR TABLE the tables when missing). Default: the slot's.
+	// Publication is the publication's name (created FOR TABLE the tables when missing; the tables it lacks
+	// are added to it, unless it is FOR ALL TABLES). Default: the slot's.
 	Publication string
 	// Mode is ModeFull (default) or ModeSnapshot.
 	Mode Mode
@@ -77,6 +85,14 @@ type Config struct {
 	// CreateOptions configure the Iceberg tables Run creates (FormatVersion, PartitionBy, TableProperties);
 	// Run adds IdentifierFields of each table's primary key. Default: none (format version 2, unpartitioned).
 	CreateOptions []iceberg.CreateOption
+	// ReconnectTimeout is how long Run keeps reconnecting after it lost the server (a restart, a dropped or
+	// terminated connection, a slot still held by the lost connection's walsender) before it gives up with the
+	// last error. Each attempt commits what was checkpointed, then starts over as a new Run would: the changes
+	// not committed are read again from the slot, exactly once. Attempts are spaced by a jittered backoff from
+	// 50 ms doubling up to FlushInterval (within 100 ms and 5 s); each loss and reconnection is logged. The
+	// time counts from the first error after the pipeline last made progress. Default: 5 minutes; negative:
+	// Run returns the first such error.
+	ReconnectTimeout time.Duration
 	// Logger logs the pipeline's progress. Default: slog.Default().
 	Logger *slog.Logger
 	// OnEvent, when set, is called at each step of the pipeline (a chunk copied, the snapshot done, a live
@@ -86,11 +102,14 @@ type Config struct {
 
 // Event is a step of the pipeline, for progress reports and tests.
 type Event struct {
-	Kind  string // "chunk", "snapshot-resume", "snapshot-done", "live-start", "confirmed"
-	Table string // schema.table, for "chunk" and "snapshot-resume"
+	// Kind is "chunk", "snapshot-resume", "table-copied", "snapshot-done", "live-start", "confirmed", or
+	// "disconnected" (the server was lost: Run reconnects) and "reconnected" (the first step after it).
+	Kind  string
+	Table string // schema.table, for "chunk", "snapshot-resume" and "table-copied"
 	Chunk int    // for "chunk"
-	// Rows is the rows a chunk copied ("chunk"), the chunks left to copy ("snapshot-resume"), or the changes
-	// checkpointed so far ("confirmed").
+	// Rows is the rows a chunk copied ("chunk"), the chunks left to copy ("snapshot-resume"), the rows this run
+	// copied of a table ("table-copied") or of all ("snapshot-done"), or the changes checkpointed so far
+	// ("confirmed").
 	Rows int64
 	LSN  uint64 // for "live-start" and "confirmed": the slot's LSN
 }
@@ -145,6 +164,9 @@ func (c *Config) defaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.ReconnectTimeout == 0 {
+		c.ReconnectTimeout = 5 * time.Minute
+	}
 	return nil
 }
 
@@ -160,6 +182,10 @@ type pipeline struct {
 	// slotPos is each table's position of the slot (decimal LSN; the table holds every transaction that
 	// committed at or before it), by schema.table; absent while the table's snapshot is not done.
 	slotPos map[string]uint64
+	// deferrable: the tables whose primary key is DEFERRABLE, by OID (see liveTable.deferred).
+	deferrable map[uint32]bool
+	// progress is called at every event (see Run's reconnection).
+	progress func(Event)
 }
 
 // Partition names of the positions the pipeline records on each table.
@@ -175,8 +201,8 @@ func (p *pipeline) chunkPartition(i int) string {
 //
 // Setup, before anything is copied: every column's type is mapped (below), a primary key's columns become the
 // Iceberg table's identifier fields (a table without one is append-only: see ErrNoPrimaryKey), the
-// publication is created FOR TABLE the tables when missing, and REPLICA IDENTITY FULL is set (see Config.KeepReplicaIdentity). Errors here name the table
-// and column.
+// publication is created FOR TABLE the tables when missing (tables it lacks, added since, are added to it), and
+// REPLICA IDENTITY FULL is set (see Config.KeepReplicaIdentity). Errors here name the table and column.
 //
 // Partitioned tables: one Iceberg table each, copied through the root in one chunk; the publication is created
 // with publish_via_partition_root, so their partitions' changes arrive as the root's (a TRUNCATE of a single
@@ -188,10 +214,16 @@ func (p *pipeline) chunkPartition(i int) string {
 // recorded as a position on its table, committed with its rows. After a crash, chunks not recorded are copied
 // again from a new snapshot, as upserts (the table's live phase): rows copied twice, or moved between chunks
 // since, are replaced by key, and the changes since the slot's consistent point, which the live phase replays
-// in order, bring every row to its current value.
+// in order, bring every row to its current value. A table new to an existing slot is copied from a temporary
+// slot's exported snapshot, and takes the stream's transactions from that snapshot's consistent point on.
+// Each table's rows, time and rate, and the totals, are logged (and reported as "table-copied" and
+// "snapshot-done" events).
 //
 // Live phase: pgoutput (binary), from the slot's confirmed LSN. Inserts, updates and deletes go through Apply
-// in commit order (an update that changes the key deletes the old key first); a truncate deletes every row of
+// in commit order (an update that changes the key deletes the old key first). A table with a DEFERRABLE
+// primary key may hold two rows of one key inside a transaction (UPDATE t SET id = id + 1): its changes are
+// held until the commit (in memory: a large transaction of such a table is held whole) and applied by their
+// net effect per key, matching old rows whole (REPLICA IDENTITY FULL, which such a table needs); a truncate deletes every row of
 // the table at that point of the stream; a new column (a changed Relation message) is added to the table by
 // schema evolution. Each table's position is the commit LSN of the last transaction it holds, committed with
 // its rows; every Config.FlushInterval the pipeline commits what it has read and only then confirms the
@@ -205,17 +237,84 @@ func (p *pipeline) chunkPartition(i int) string {
 // timestamptz (infinities are errors); one-dimensional arrays of these → list; domains as their base type.
 // Anything else (interval, money, inet, timetz, ranges, composites, ...) is an error wrapping
 // ErrUnsupportedType.
+//
+// Reconnection: when the connection to the server is lost (a restart, a terminated backend, a network error),
+// Run commits what it has checkpointed and starts over as a new Run would, with a jittered backoff, until
+// Config.ReconnectTimeout; other errors end Run at once.
 func Run(ctx context.Context, cat catalog.Catalog, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
+	backoffMax := min(max(cfg.FlushInterval, 100*time.Millisecond), 5*time.Second)
+	var lost time.Time // the first error since the pipeline last made progress; zero: none
+	backoff := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		var progressed atomic.Bool // events come from the copy workers and the committer too
+		since := lost
+		err := runOnce(ctx, cat, cfg, func(e Event) {
+			if !since.IsZero() && !progressed.Swap(true) {
+				cfg.Logger.Info("postgres: reconnected", "slot", cfg.Slot, "down_for", time.Since(since).Round(time.Millisecond),
+					"attempts", attempt, "step", e.Kind)
+				if cfg.OnEvent != nil {
+					cfg.OnEvent(Event{Kind: "reconnected"})
+				}
+			}
+			progressed.Store(true)
+		})
+		if err == nil || ctx.Err() != nil || cfg.ReconnectTimeout < 0 || !connectionLost(err) {
+			return err
+		}
+		now := time.Now()
+		if progressed.Load() || lost.IsZero() {
+			lost, backoff, attempt = now, 50*time.Millisecond, 0
+		}
+		if down := now.Sub(lost); down > cfg.ReconnectTimeout {
+			return fmt.Errorf("postgres: gave up reconnecting after %s (Config.ReconnectTimeout): %w", down.Round(time.Millisecond), err)
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		backoff = min(2*backoff, backoffMax)
+		cfg.Logger.Warn("postgres: connection lost, reconnecting", "slot", cfg.Slot, "err", err, "retry_in", wait.Round(time.Millisecond),
+			"down_for", now.Sub(lost).Round(time.Millisecond))
+		if cfg.OnEvent != nil {
+			cfg.OnEvent(Event{Kind: "disconnected"})
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// connectionLost reports whether err is the loss of the server or of the connection to it, which a new
+// connection may overcome: a network error, the server shutting down or starting up, a connection exception,
+// or the slot still held by the lost connection's walsender.
+func connectionLost(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", // admin shutdown (also pg_terminate_backend), crash shutdown, cannot connect now
+			"55006": // object in use: the slot is active for the walsender of the lost connection
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08") // connection exception
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || pgconn.SafeToRetry(err)
+}
+
+// runOnce is one connection's Run: progress is called at every event.
+func runOnce(ctx context.Context, cat catalog.Catalog, cfg Config, progress func(Event)) error {
 	conn, err := pgx.Connect(ctx, cfg.DSN)
 	if err != nil {
 		return fmt.Errorf("postgres: connecting: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	lk := &catalogLookup{q: conn, cache: map[uint32]pgType{}}
-	p := &pipeline{cfg: cfg, cat: cat, conn: conn, slotPos: map[string]uint64{}, byOID: map[uint32]*tableInfo{},
+	p := &pipeline{cfg: cfg, cat: cat, conn: conn, slotPos: map[string]uint64{}, byOID: map[uint32]*tableInfo{}, progress: progress,
 		mapper: &typeMapper{lookup: lk.lookup, numPrec: int32(cfg.NumericPrecision), numScale: int32(cfg.NumericScale)}}
 	if p.tables, err = discover(ctx, conn, p.mapper, cfg.Tables, cfg.Namespace); err != nil {
 		return err
@@ -226,6 +325,9 @@ func Run(ctx context.Context, cat catalog.Catalog, cfg Config) error {
 	for _, t := range p.tables {
 		p.byOID[t.oid] = t
 	}
+	if p.deferrable, err = deferrableKeys(ctx, conn, p.tables); err != nil {
+		return err
+	}
 	if err := p.setup(ctx); err != nil {
 		return err
 	}
@@ -235,7 +337,10 @@ func Run(ctx context.Context, cat catalog.Catalog, cfg Config) error {
 	err = p.run(ctx)
 	closeCtx := context.WithoutCancel(ctx)
 	if err != nil && (ctx.Err() == nil || !errors.Is(err, ctx.Err())) {
-		_ = p.router.Abort(closeCtx)
+		// The server is gone: what was checkpointed is committed (the next attempt, or Run, replays the rest).
+		if !connectionLost(err) || p.router.Close(closeCtx) != nil {
+			_ = p.router.Abort(closeCtx)
+		}
 		return err
 	}
 	// Done, or stopped by ctx: commit what was checkpointed (a restart replays the rest).
@@ -273,18 +378,36 @@ func (p *pipeline) setup(ctx context.Context) error {
 		if _, err := p.conn.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("postgres: creating publication %s: %w", p.cfg.Publication, err)
 		}
-	} else if partitioned != nil {
-		var viaRoot bool
-		if err := p.conn.QueryRow(ctx, `SELECT pubviaroot FROM pg_publication WHERE pubname = $1`,
-			p.cfg.Publication).Scan(&viaRoot); err != nil {
+	} else {
+		var viaRoot, allTables bool
+		if err := p.conn.QueryRow(ctx, `SELECT pubviaroot, puballtables FROM pg_publication WHERE pubname = $1`,
+			p.cfg.Publication).Scan(&viaRoot, &allTables); err != nil {
 			return fmt.Errorf("postgres: publication %s: %w", p.cfg.Publication, err)
 		}
-		if !viaRoot {
+		if partitioned != nil && !viaRoot {
 			return fmt.Errorf("postgres: publication %s does not publish via the partition root, which partitioned table %s needs: ALTER PUBLICATION %s SET (publish_via_partition_root = true)",
 				p.cfg.Publication, partitioned, p.cfg.Publication)
 		}
+		if !allTables {
+			if err := p.extendPublication(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	if p.cfg.KeepReplicaIdentity {
+		for _, t := range p.tables {
+			if !p.deferrable[t.oid] {
+				continue
+			}
+			full := t.replIdent == 'f'
+			for _, l := range t.leaves {
+				full = full && l.replIdent == 'f'
+			}
+			if !full {
+				return fmt.Errorf("postgres: table %s has a DEFERRABLE primary key, whose moves inside a transaction (UPDATE ... SET id = id + 1) only whole old rows can resolve: set REPLICA IDENTITY FULL on it (and its partitions), or unset Config.KeepReplicaIdentity",
+					t)
+			}
+		}
 		return nil
 	}
 	for _, t := range p.tables {
@@ -307,6 +430,58 @@ func (p *pipeline) setup(ctx context.Context) error {
 		}
 		t.replIdent = 'f'
 	}
+	return nil
+}
+
+// deferrableKeys returns the tables whose primary key is DEFERRABLE, by OID.
+func deferrableKeys(ctx context.Context, conn *pgx.Conn, tables []*tableInfo) (map[uint32]bool, error) {
+	oids := make([]uint32, len(tables))
+	for i, t := range tables {
+		oids[i] = t.oid
+	}
+	rows, err := conn.Query(ctx, `SELECT conrelid FROM pg_constraint WHERE contype = 'p' AND condeferrable
+		AND conrelid = ANY($1::oid[])`, oids)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: primary keys: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowTo[uint32])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: primary keys: %w", err)
+	}
+	out := map[uint32]bool{}
+	for _, oid := range list {
+		out[oid] = true
+	}
+	return out, nil
+}
+
+// extendPublication adds the tables the publication lacks (tables added since it was created, by Config.Tables
+// or by the default of every table): their changes are streamed from here on, and the snapshot copies them
+// from a snapshot taken after this (see pipeline.run).
+func (p *pipeline) extendPublication(ctx context.Context) error {
+	rows, err := p.conn.Query(ctx, `SELECT r.prrelid FROM pg_publication_rel r JOIN pg_publication b ON b.oid = r.prpubid
+		WHERE b.pubname = $1`, p.cfg.Publication)
+	if err != nil {
+		return fmt.Errorf("postgres: tables of publication %s: %w", p.cfg.Publication, err)
+	}
+	in, err := pgx.CollectRows(rows, pgx.RowTo[uint32])
+	if err != nil {
+		return fmt.Errorf("postgres: tables of publication %s: %w", p.cfg.Publication, err)
+	}
+	var missing []string
+	for _, t := range p.tables {
+		if !slices.Contains(in, t.oid) {
+			missing = append(missing, t.qualified())
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	sql := "ALTER PUBLICATION " + pgx.Identifier{p.cfg.Publication}.Sanitize() + " ADD TABLE " + strings.Join(missing, ", ")
+	if _, err := p.conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("postgres: adding %s to publication %s: %w", strings.Join(missing, ", "), p.cfg.Publication, err)
+	}
+	p.cfg.Logger.Info("postgres: tables added to the publication", "publication", p.cfg.Publication, "tables", missing)
 	return nil
 }
 
@@ -369,6 +544,9 @@ func (p *pipeline) writer(t *tableInfo) *iceberg.Writer {
 }
 
 func (p *pipeline) event(e Event) {
+	if p.progress != nil {
+		p.progress(e)
+	}
 	if p.cfg.OnEvent != nil {
 		p.cfg.OnEvent(e)
 	}
@@ -434,11 +612,48 @@ func (p *pipeline) run(ctx context.Context) error {
 		}
 		confirmed = uint64(lsn)
 	}
-	if err := p.snapshot(ctx, snapshot, confirmed, positions); err != nil {
+	planLSN := confirmed
+	if snapshot == "" && p.needsPlan(positions) {
+		// A table new to the slot (added since its first run): its copy must end exactly where its stream begins.
+		// A temporary slot's exported snapshot gives both: the copy sees the transactions committed before the
+		// slot's consistent point, and the table takes from the stream those committed from it on (it is in the
+		// publication since setup, before that point).
+		tmp, err := connectReplication(ctx, p.cfg.DSN)
+		if err != nil {
+			return err
+		}
+		defer tmp.Close(context.WithoutCancel(ctx))
+		name := p.cfg.Slot
+		if len(name) > 58 {
+			name = name[:58]
+		}
+		res, err := pglogrepl.CreateReplicationSlot(ctx, tmp, name+"_copy", "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{Temporary: true, Mode: pglogrepl.LogicalReplication,
+				SnapshotAction: "EXPORT_SNAPSHOT"})
+		if err != nil {
+			return fmt.Errorf("postgres: temporary slot %s_copy for the snapshot of tables new to slot %s: %w", name, p.cfg.Slot, err)
+		}
+		lsn, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+		if err != nil {
+			return err
+		}
+		snapshot, planLSN = res.SnapshotName, uint64(lsn)
+	}
+	if err := p.snapshot(ctx, snapshot, planLSN, positions); err != nil {
 		return err
 	}
 	if p.cfg.Mode == ModeSnapshot {
 		return nil
 	}
 	return p.live(ctx, repl, confirmed)
+}
+
+// needsPlan reports whether a table has no snapshot plan yet: its copy has not begun.
+func (p *pipeline) needsPlan(positions map[*tableInfo]map[string]string) bool {
+	for _, t := range p.tables {
+		if _, done := p.slotPos[t.String()]; !done && positions[t][p.planPartition()] == "" {
+			return true
+		}
+	}
+	return false
 }

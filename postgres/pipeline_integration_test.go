@@ -3,10 +3,13 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,4 +148,156 @@ func TestTableWithoutKeyIsAppendOnly(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the pipeline went on past a delete of a table without a primary key")
 	}
+}
+
+// inserter inserts rows "line 1", "line 2", ... into a table (line text) of dsn, one transaction each, from a
+// goroutine until stop is called, which returns how many it inserted.
+func inserter(t *testing.T, dsn, tbl string) (stop func() int) {
+	t.Helper()
+	conn := mustConn(t, dsn)
+	done := make(chan struct{})
+	res := make(chan int, 1)
+	errc := make(chan error, 1)
+	go func() {
+		n := 0
+		defer func() { res <- n }()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := conn.Exec(context.Background(), "INSERT INTO "+tbl+" VALUES ($1)", "line "+strconv.Itoa(n+1)); err != nil {
+				errc <- err
+				return
+			}
+			n++
+		}
+	}()
+	return func() int {
+		close(done)
+		n := <-res
+		select {
+		case err := <-errc:
+			t.Fatalf("inserting into %s: %v", tbl, err)
+		default:
+		}
+		return n
+	}
+}
+
+// TestTableAddedLaterIsStreamed: tables created after the pipeline's first run (one keyed, one append-only)
+// are added to the publication on the next run, copied, then streamed: rows inserted while the run starts
+// are in the Iceberg table exactly once, and the keyed table's later inserts, updates and deletes arrive.
+func TestTableAddedLaterIsStreamed(t *testing.T) {
+	ctx := context.Background()
+	dsn, slot := sourceDB(t)
+	execSQL(t, dsn, "CREATE TABLE a (id int PRIMARY KEY, v text)", "INSERT INTO a SELECT i, 'a' || i FROM generate_series(1, 50) i")
+	want := func(lo, hi int, prefix string) model {
+		m := model{}
+		for i := lo; i <= hi; i++ {
+			m[strconv.Itoa(i)] = map[string]string{"v": prefix + strconv.Itoa(i)}
+		}
+		return m
+	}
+	as := want(1, 50, "a")
+	cat := openCatalog(t, catalogURI(t))
+	cfg := postgres.Config{DSN: dsn, Slot: slot, FlushInterval: 100 * time.Millisecond, ChunkPages: 1, Workers: 2}
+	read := func(name string, key ...string) func() (model, error) {
+		return func() (model, error) { return readTable(ctx, cat, table.Identifier{"public", name}, key...) }
+	}
+	p := startPipeline(t, cat, cfg)
+	p.wait(t, "live-start")
+	p.converge(t, read("a", "id"), as)
+	p.stopCleanly(t)
+
+	execSQL(t, dsn, "CREATE TABLE b (id int PRIMARY KEY, v text)", "INSERT INTO b SELECT i, 'b' || i FROM generate_series(1, 2000) i",
+		"CREATE TABLE c (line text)")
+	stop := inserter(t, dsn, "c")
+	p = startPipeline(t, cat, cfg)
+	p.wait(t, "live-start")
+	n := stop()
+	cs := model{}
+	for i := 1; i <= n; i++ {
+		cs["line "+strconv.Itoa(i)] = map[string]string{}
+	}
+	bs := want(1, 2000, "b")
+	p.converge(t, read("c", "line"), cs)
+	p.converge(t, read("b", "id"), bs)
+
+	execSQL(t, dsn, "INSERT INTO b VALUES (5000, 'new')", "UPDATE b SET v = 'changed' WHERE id <= 10",
+		"DELETE FROM b WHERE id BETWEEN 1991 AND 2000", "INSERT INTO c VALUES ('after')", "UPDATE a SET v = 'x' WHERE id = 1")
+	bs["5000"] = map[string]string{"v": "new"}
+	for i := 1; i <= 10; i++ {
+		bs[strconv.Itoa(i)]["v"] = "changed"
+	}
+	for i := 1991; i <= 2000; i++ {
+		delete(bs, strconv.Itoa(i))
+	}
+	cs["after"] = map[string]string{}
+	as["1"]["v"] = "x"
+	p.converge(t, read("b", "id"), bs)
+	p.converge(t, read("c", "line"), cs)
+	p.converge(t, read("a", "id"), as)
+	t.Logf("%d rows inserted into c while the run started", n)
+}
+
+// TestSnapshotReportsRowsAndRate: the snapshot logs each table's rows, time and rate, and the totals, and
+// reports the rows in its table-copied and snapshot-done events.
+func TestSnapshotReportsRowsAndRate(t *testing.T) {
+	dsn, slot := sourceDB(t)
+	execSQL(t, dsn, "CREATE TABLE s1 (id int PRIMARY KEY)", "INSERT INTO s1 SELECT generate_series(1, 300)",
+		"CREATE TABLE s2 (id int PRIMARY KEY)", "INSERT INTO s2 SELECT generate_series(1, 20)")
+	var logs syncBuffer
+	var mu sync.Mutex // events come from the copy workers too
+	var evs []postgres.Event
+	err := postgres.Run(context.Background(), openCatalog(t, catalogURI(t)), postgres.Config{DSN: dsn, Slot: slot,
+		Mode: postgres.ModeSnapshot, Workers: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		OnEvent: func(e postgres.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := map[string]int64{}
+	var total int64 = -1
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range evs {
+		switch e.Kind {
+		case "table-copied":
+			copied[e.Table] = e.Rows
+		case "snapshot-done":
+			total = e.Rows
+		}
+	}
+	if copied["public.s1"] != 300 || copied["public.s2"] != 20 || total != 320 {
+		t.Errorf("table-copied rows %v, snapshot-done rows %d: want s1 300, s2 20, 320", copied, total)
+	}
+	out := logs.String()
+	for _, want := range []string{`msg="postgres: table copied" table=public.s1 rows=300 took=`,
+		`msg="postgres: table copied" table=public.s2 rows=20 took=`, `msg="postgres: snapshot done" tables=2 rows=320 took=`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no log line with %q in:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "rows_per_s=") {
+		t.Errorf("no rate logged:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -51,7 +52,8 @@ func parsePlan(s string) (plan, error) {
 
 // snapshot copies every table whose snapshot is not done (see Run). name is the exported snapshot ("" when the
 // slot existed: chunks are then copied from a fresh snapshot each, as upserts where the table holds rows
-// already); lsn is the slot's consistent point (or confirmed LSN).
+// already); lsn is the consistent point of the snapshot name (or, without one, the slot's confirmed LSN), which
+// a table's new plan records.
 func (p *pipeline) snapshot(ctx context.Context, name string, lsn uint64, positions map[*tableInfo]map[string]string) error {
 	var chunks []chunk
 	left := map[*tableInfo]int{}
@@ -109,9 +111,12 @@ func (p *pipeline) snapshot(ctx context.Context, name string, lsn uint64, positi
 		p.event(Event{Kind: "snapshot-done"})
 		return nil
 	}
+	began := time.Now()
+	stats := map[*tableInfo]*copyStats{}
 	for t := range left {
+		stats[t] = &copyStats{}
 		if left[t] == 0 { // every chunk done, the slot position not committed: commit it now
-			if err := p.tableDone(ctx, t, plans[t]); err != nil {
+			if err := p.tableDone(ctx, t, plans[t], stats[t]); err != nil {
 				return err
 			}
 			delete(left, t)
@@ -130,13 +135,21 @@ func (p *pipeline) snapshot(ctx context.Context, name string, lsn uint64, positi
 	var wg sync.WaitGroup
 	for range min(p.cfg.Workers, len(chunks)) {
 		wg.Go(func() {
-			if err := p.copyWorker(ctx, name, work, func(c chunk) error {
+			if err := p.copyWorker(ctx, name, work, func(c chunk) {
+				mu.Lock()
+				if st := stats[c.t]; st.began.IsZero() {
+					st.began = time.Now()
+				}
+				mu.Unlock()
+			}, func(c chunk, rows int64) error {
 				mu.Lock()
 				left[c.t]--
 				last := left[c.t] == 0
+				st := stats[c.t]
+				st.rows += rows
 				mu.Unlock()
 				if last {
-					return p.tableDone(ctx, c.t, plans[c.t])
+					return p.tableDone(ctx, c.t, plans[c.t], st)
 				}
 				return nil
 			}); err != nil {
@@ -160,8 +173,33 @@ func (p *pipeline) snapshot(ctx context.Context, name string, lsn uint64, positi
 			}
 		}
 	}
-	p.event(Event{Kind: "snapshot-done"})
+	for t, pl := range plans {
+		// What tableDone recorded: the live phase, which may start before the plan's LSN (a table new to the
+		// slot), skips for the table the transactions its copy holds.
+		p.slotPos[t.String()] = pl.lsn - 1
+	}
+	var rows int64
+	for _, st := range stats {
+		rows += st.rows
+	}
+	took := time.Since(began)
+	p.cfg.Logger.Info("postgres: snapshot done", "tables", len(stats), "rows", rows, "took", took.Round(time.Millisecond),
+		"rows_per_s", perSecond(rows, took))
+	p.event(Event{Kind: "snapshot-done", Rows: rows})
 	return nil
+}
+
+// copyStats is a table's progress in this run's snapshot.
+type copyStats struct {
+	began time.Time // its first chunk's start (zero: no chunk copied in this run)
+	rows  int64
+}
+
+func perSecond(n int64, d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64(float64(n) / d.Seconds())
 }
 
 func newChunk(t *tableInfo, i int, pl plan, upsert bool) chunk {
@@ -174,18 +212,27 @@ func newChunk(t *tableInfo, i int, pl plan, upsert bool) chunk {
 
 // tableDone records that the table's snapshot is done: it holds every transaction committed before the plan's
 // consistent point.
-func (p *pipeline) tableDone(ctx context.Context, t *tableInfo, pl plan) error {
+// st is what this run copied of it.
+func (p *pipeline) tableDone(ctx context.Context, t *tableInfo, pl plan, st *copyStats) error {
 	pos := pl.lsn - 1
 	if err := p.writer(t).CheckpointPositions(ctx, map[string]string{p.slotPartition(): strconv.FormatUint(pos, 10)}); err != nil {
 		return err
 	}
-	p.cfg.Logger.Info("postgres: table copied", "table", t.String())
+	var took time.Duration
+	if !st.began.IsZero() {
+		took = time.Since(st.began)
+	}
+	p.cfg.Logger.Info("postgres: table copied", "table", t.String(), "rows", st.rows,
+		"took", took.Round(time.Millisecond), "rows_per_s", perSecond(st.rows, took))
+	p.event(Event{Kind: "table-copied", Table: t.String(), Rows: st.rows})
 	return nil
 }
 
 // copyWorker copies chunks from work in one repeatable-read transaction (on the exported snapshot when name is
-// set); done is called after each chunk's last rows and position are handed to the writer.
-func (p *pipeline) copyWorker(ctx context.Context, name string, work <-chan chunk, done func(chunk) error) error {
+// set); start is called before each chunk, done after its last rows (rows in all) and position are handed to
+// the writer.
+func (p *pipeline) copyWorker(ctx context.Context, name string, work <-chan chunk, start func(chunk),
+	done func(c chunk, rows int64) error) error {
 	conn, err := pgx.Connect(ctx, p.cfg.DSN)
 	if err != nil {
 		return fmt.Errorf("postgres: snapshot connection: %w", err)
@@ -200,10 +247,12 @@ func (p *pipeline) copyWorker(ctx context.Context, name string, work <-chan chun
 		}
 	}
 	for c := range work {
-		if err := p.copyChunk(ctx, conn.PgConn(), c); err != nil {
+		start(c)
+		rows, err := p.copyChunk(ctx, conn.PgConn(), c)
+		if err != nil {
 			return err
 		}
-		if err := done(c); err != nil {
+		if err := done(c, rows); err != nil {
 			return err
 		}
 	}
@@ -215,8 +264,8 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 
 // copyChunk copies one chunk with COPY (SELECT ...) TO STDOUT (FORMAT binary), handing the writer a record
 // every BatchRows rows, each followed by the chunk's progress as a position (a row boundary a commit may end
-// at), then "done".
-func (p *pipeline) copyChunk(ctx context.Context, conn *pgconn.PgConn, c chunk) error {
+// at), then "done". It returns the rows copied.
+func (p *pipeline) copyChunk(ctx context.Context, conn *pgconn.PgConn, c chunk) (int64, error) {
 	t := c.t
 	cols := make([]string, len(t.cols))
 	for i, col := range t.cols {
@@ -274,17 +323,17 @@ func (p *pipeline) copyChunk(ctx context.Context, conn *pgconn.PgConn, c chunk) 
 		return nil
 	}}
 	if _, err := conn.CopyTo(ctx, parser, sql); err != nil {
-		return fmt.Errorf("postgres: copying %s chunk %d: %w", t, c.i, err)
+		return 0, fmt.Errorf("postgres: copying %s chunk %d: %w", t, c.i, err)
 	}
 	if err := parser.finish(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := flush(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := src.Checkpoint(ctx, "done"); err != nil {
-		return err
+		return 0, err
 	}
 	p.event(Event{Kind: "chunk", Table: t.String(), Chunk: c.i, Rows: rows})
-	return nil
+	return rows, nil
 }

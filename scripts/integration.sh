@@ -3,7 +3,8 @@
 # against, all bound to 127.0.0.1 on free ports in a temporary folder:
 #   versitygw v1.8.0            S3 gateway over a local folder       ICEWRITER_S3_ENDPOINT
 #   SeaweedFS weed mini         S3 + Iceberg REST catalog            ICEWRITER_SEAWEED_S3_ENDPOINT, ICEWRITER_REST_URI
-#   PostgreSQL (Debian package) sql catalog; CDC source (postgres/)  ICEWRITER_PG_DSN (wal_level=logical)
+#   PostgreSQL (Debian package) sql catalog; CDC source (postgres/)  ICEWRITER_PG_DSN (wal_level=logical),
+#                               ICEWRITER_PG_CTL, ICEWRITER_PG_DATA, ICEWRITER_PG_RUNAS (to restart it)
 #   MariaDB (Debian package)    sql catalog                          ICEWRITER_MYSQL_DSN
 # then runs `go test -race -tags integration -count=1` on the packages that hold integration tests (files
 # tagged `integration`; the hermetic suite, `go test -race ./...`, covers the rest) plus any arguments given to
@@ -268,6 +269,8 @@ if [[ "${ICEWRITER_SKIP_SQL:-}" != 1 ]]; then
 		sleep 0.5
 	done
 	export ICEWRITER_PG_DSN="postgres://postgres@127.0.0.1:$PG_PORT/icewriter?sslmode=disable"
+	# For the test that restarts the server (postgres/): pg_ctl, its data folder, and the user to run it as.
+	export ICEWRITER_PG_CTL="$PG_CTL" ICEWRITER_PG_DATA="$PG_DATA" ICEWRITER_PG_RUNAS=postgres
 	export ICEWRITER_MYSQL_DSN="mysql://root@127.0.0.1:$MY_PORT/icewriter"
 fi
 

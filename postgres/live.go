@@ -317,7 +317,7 @@ func (s *liveState) relation(ctx context.Context, m *pglogrepl.RelationMessage) 
 		lt.keyIdx = append(lt.keyIdx, j)
 		fields = append(fields, arrow.Field{Name: beforePrefix + k, Type: cols[j].typ.arrow, Nullable: true})
 	}
-	lt.b = newRowBuilder(t.String(), cols, arrow.NewSchema(fields, nil))
+	lt.b = newRowBuilder(t.String(), cols, t.key, arrow.NewSchema(fields, nil))
 	lt.op = lt.b.fields[len(cols)].(*array.StringBuilder)
 	lt.before = lt.b.fields[len(cols)+1:]
 	return nil
@@ -369,7 +369,7 @@ func (s *liveState) change(ctx context.Context, lt *liveTable, op string, tup, o
 			c = old.Columns[i]
 		}
 		if err := lt.b.appendValue(i, value(c)); err != nil {
-			return err
+			return lt.b.withKey(err, func(j int) []byte { return value(tup.Columns[j]) })
 		}
 	}
 	lt.op.Append(op)

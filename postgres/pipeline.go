@@ -339,7 +339,7 @@ func (p *pipeline) openRouter(ctx context.Context) error {
 	}
 	p.router = r
 	for _, t := range p.tables {
-		b := newRowBuilder(t.String(), t.cols, t.arrow)
+		b := newRowBuilder(t.String(), t.cols, t.key, t.arrow)
 		rec := b.record()
 		err := r.Write(ctx, t.ident, rec)
 		rec.Release()

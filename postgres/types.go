@@ -301,8 +301,8 @@ func appendTime(b array.Builder, v []byte) error {
 	us := int64(binary.BigEndian.Uint64(v))
 	if us < 0 || us >= dayMicros {
 		// Postgres takes 24:00:00; an Iceberg time is a time of day, up to 23:59:59.999999.
-		return fmt.Errorf("%w: time %s is not a time of day Iceberg holds (00:00:00 to 23:59:59.999999): %s",
-			ErrOutOfRange, pgTime(us)[11:], fixValue)
+		return fmt.Errorf("%w: time %02d:%02d:%02d.%06d is not a time of day Iceberg holds (00:00:00 to 23:59:59.999999): %s",
+			ErrOutOfRange, us/3600e6, us/60e6%60, us/1e6%60, us%1e6, fixValue)
 	}
 	b.(*array.Time64Builder).Append(arrow.Time64(us))
 	return nil

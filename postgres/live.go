@@ -293,6 +293,13 @@ func (s *liveState) relation(ctx context.Context, m *pglogrepl.RelationMessage) 
 	if lt != nil && sameColumns(lt.cols, cols) {
 		return nil
 	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.name
+	}
+	if err := checkAdded(ctx, s.p.conn, t, s.p.writer(t).Table(), names); err != nil {
+		return err
+	}
 	if lt != nil {
 		if err := s.applyPending(ctx, lt); err != nil {
 			return err

@@ -339,6 +339,15 @@ func (p *pipeline) openRouter(ctx context.Context) error {
 	}
 	p.router = r
 	for _, t := range p.tables {
+		if tbl, err := p.cat.LoadTable(ctx, t.ident); err == nil {
+			names := make([]string, len(t.cols))
+			for i, c := range t.cols {
+				names[i] = c.name
+			}
+			if err := checkAdded(ctx, p.conn, t, tbl, names); err != nil {
+				return err
+			}
+		}
 		b := newRowBuilder(t.String(), t.cols, t.key, t.arrow)
 		rec := b.record()
 		err := r.Write(ctx, t.ident, rec)

@@ -195,10 +195,10 @@ func (p *pipeline) chunkPartition(i int) string {
 // the table at that point of the stream; a new column (a changed Relation message) is added to the table by
 // schema evolution, unless Postgres shows a default of it on the rows that existed (ADD COLUMN ... DEFAULT):
 // that stops Run with ErrAddedColumnDefault, on every format version, since the stream never carries those
-// rows' value (copy the table anew). A column whose type widens (integer to bigint, real to double precision,
-// a numeric's precision), primary key columns included, is promoted in the Iceberg table. A volatile default
-// (random(), clock_timestamp()) rewrites the table in Postgres without a change in the stream: existing rows
-// then read NULL in Iceberg, as they would for a column added without a default. Each table's position is the commit LSN of the last transaction it holds, committed with
+// rows' value (copy the table anew); so does a column added with a volatile default or as an identity, which
+// Postgres fills by a table rewrite the stream does not carry. A column whose type widens (integer to bigint,
+// real to double precision, a numeric's precision), primary key columns included, is promoted in the Iceberg
+// table. Each table's position is the commit LSN of the last transaction it holds, committed with
 // its rows; every Config.FlushInterval the pipeline commits what it has read and only then confirms the
 // transactions' end LSN to the server, so a restart replays what is not committed and skips, per table, what
 // is.

@@ -61,6 +61,17 @@ wait:
 	}
 	// A new run meets the column before the stream: the same error.
 	wantErr(postgres.Run(ctx, cat, cfg))
+	// A volatile default fills the rows by a rewrite the stream does not carry: refused too.
+	execSQL(t, dsn, "CREATE TABLE w (id int PRIMARY KEY)", "INSERT INTO w VALUES (1)")
+	wcfg := postgres.Config{DSN: dsn, Slot: slot + "_w", Tables: []string{"w"}, Mode: postgres.ModeSnapshot}
+	if err := postgres.Run(ctx, cat, wcfg); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, dsn, "ALTER TABLE w ADD COLUMN c int NOT NULL DEFAULT (random() * 0 + 7)::int")
+	if err := postgres.Run(ctx, cat, wcfg); !errors.Is(err, postgres.ErrAddedColumnDefault) ||
+		!strings.Contains(err.Error(), "public.w") {
+		t.Fatalf("Run after a volatile default = %v, want ErrAddedColumnDefault naming public.w", err)
+	}
 
 	// Copied anew, every row reads the default.
 	if err := cat.DropTable(ctx, ident); err != nil {

@@ -293,12 +293,22 @@ func (s *liveState) relation(ctx context.Context, m *pglogrepl.RelationMessage) 
 	if lt != nil && sameColumns(lt.cols, cols) {
 		return nil
 	}
-	names := make([]string, len(cols))
-	for i, c := range cols {
-		names[i] = c.name
+	// Columns added since the last shape (or since Run described the table) may carry values the stream does
+	// not (ErrAddedColumnDefault).
+	prev := t.cols
+	if lt != nil {
+		prev = lt.cols
 	}
-	if err := checkAdded(ctx, s.p.conn, t, s.p.writer(t).Table(), names); err != nil {
-		return err
+	var added []string
+	for _, c := range cols {
+		if indexOf(prev, c.name) < 0 {
+			added = append(added, c.name)
+		}
+	}
+	if len(added) > 0 {
+		if err := checkAdded(ctx, s.p.conn, t, s.p.writer(t).Table(), added); err != nil {
+			return err
+		}
 	}
 	if lt != nil {
 		if err := s.applyPending(ctx, lt); err != nil {

@@ -238,7 +238,7 @@ func deleteRecord(ctx context.Context, mem memory.Allocator, ks *keySpec, cb *ch
 		}
 		size += arraySize(cols[i].Data())
 	}
-	return array.NewRecordBatch(ks.schema, cols, int64(n)), size, nil
+	return array.NewRecordBatch(ks.arraysSchema(cols), cols, int64(n)), size, nil
 }
 
 // upsertRecord returns the rows a call upserts (nil when none) in the table's schema, with the memory they hold,

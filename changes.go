@@ -280,8 +280,9 @@ func (st *changeStage) read(ctx context.Context, conf *conformer, ks *keySpec, l
 			return nil, err
 		}
 	}
+	keys := ks.schemaFor(conf.target)
 	convert := func(name string, i, col int) (arrow.Array, error) {
-		f := ks.schema.Field(i)
+		f := keys.Field(i)
 		f.Nullable = true
 		return conf.convert(ctx, []string{name}, f, rec.Column(col), nil)
 	}

@@ -167,8 +167,9 @@ func topField(sc *ice.Schema, name string) (ice.NestedField, bool) {
 	return ice.NestedField{}, false
 }
 
-// isKey reports whether a column is a key column (WithKeys or identifier field): keys are never widened or
-// relaxed, since the key index and equality deletes depend on their exact type.
+// isKey reports whether a column is a key column (WithKeys or identifier field): keys are never relaxed. They
+// may be promoted (int to long, float to double, a wider decimal): a key encodes the same before and after
+// (keyColumnEncoder), so the key index holds, and the key columns' types follow the batch's (keySpec.schemaOf).
 func (w *Writer) isKey(sc *ice.Schema, top string, id int) bool {
 	if slices.Contains(w.keys.names(), top) {
 		return true
@@ -218,15 +219,15 @@ func planField(out *[]schemaChange, path []string, in arrow.DataType, tf ice.Nes
 			return planField(out, child("value"), mt.ItemType(), tt.ValueField(), key)
 		}
 	case ice.Int32Type:
-		if !key && (in.ID() == arrow.INT64 || in.ID() == arrow.UINT32 || in.ID() == arrow.UINT64) {
+		if in.ID() == arrow.INT64 || in.ID() == arrow.UINT32 || in.ID() == arrow.UINT64 {
 			*out = append(*out, schemaChange{path: path, promote: ice.PrimitiveTypes.Int64})
 		}
 	case ice.Float32Type:
-		if !key && in.ID() == arrow.FLOAT64 {
+		if in.ID() == arrow.FLOAT64 {
 			*out = append(*out, schemaChange{path: path, promote: ice.PrimitiveTypes.Float64})
 		}
 	case ice.DecimalType:
-		if dt, ok := in.(arrow.DecimalType); ok && !key && int(dt.GetScale()) == tt.Scale() &&
+		if dt, ok := in.(arrow.DecimalType); ok && int(dt.GetScale()) == tt.Scale() &&
 			int(dt.GetPrecision()) > tt.Precision() && dt.GetPrecision() <= 38 {
 			*out = append(*out, schemaChange{path: path, promote: ice.DecimalTypeOf(int(dt.GetPrecision()), tt.Scale())})
 		}

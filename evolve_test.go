@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -385,5 +388,127 @@ func TestEvolveStructs(t *testing.T) {
 	counts, rows := readRows(t, cat, ident)
 	if len(counts) != 4 || rows[1]["score"] != nil || rows[2]["score"] != 2.5 || rows[3]["name"] != nil || rows[4]["name"] != "d" {
 		t.Fatalf("rows %v", rows)
+	}
+}
+
+// TestEvolvePromoteKey: a key column promoted by schema evolution (int to long, on a single and on a composite
+// key; float to double) keeps matching the rows written before: upserts and deletes by the wider key replace
+// and remove rows of the narrower files, in the same writer and after a reopen (the key index loaded from files
+// of both types), in merge-on-read and copy-on-write modes.
+func TestEvolvePromoteKey(t *testing.T) {
+	type step struct {
+		upsert, del []map[string]any
+	}
+	f := func(name string, typ arrow.DataType) arrow.Field { return arrow.Field{Name: name, Type: typ} }
+	fv := arrow.Field{Name: "v", Type: arrow.BinaryTypes.String, Nullable: true}
+	i32, i64 := arrow.PrimitiveTypes.Int32, arrow.PrimitiveTypes.Int64
+	cases := []struct {
+		name         string
+		keys         []string
+		narrow, wide []arrow.Field // key columns
+		promoted     ice.Type      // the first key column's type after
+		mode         []iceberg.Option
+		rows         [3]step // narrow, then wide in the same writer, then wide after a reopen
+		want         map[string]string
+	}{
+		{
+			name: "int to long", keys: []string{"id"}, narrow: []arrow.Field{f("id", i32)}, wide: []arrow.Field{f("id", i64)},
+			promoted: ice.PrimitiveTypes.Int64,
+			rows: [3]step{
+				{upsert: []map[string]any{{"id": 1, "v": "a"}, {"id": 2, "v": "a"}, {"id": 3, "v": "a"}, {"id": -4, "v": "a"}, {"id": 5, "v": "a"}}},
+				{upsert: []map[string]any{{"id": int64(3), "v": "b"}, {"id": int64(1) << 40, "v": "b"}, {"id": int64(-4), "v": "b"}}, del: []map[string]any{{"id": int64(2)}}},
+				{upsert: []map[string]any{{"id": int64(1), "v": "c"}, {"id": int64(1) << 40, "v": "c"}}, del: []map[string]any{{"id": int64(5)}}},
+			},
+			want: map[string]string{"1": "c", "3": "b", "-4": "b", "1099511627776": "c"},
+		},
+		{
+			name: "int to long in a composite key", keys: []string{"a", "b"},
+			narrow: []arrow.Field{f("a", i32), f("b", arrow.BinaryTypes.String)}, wide: []arrow.Field{f("a", i64), f("b", arrow.BinaryTypes.String)},
+			promoted: ice.PrimitiveTypes.Int64,
+			rows: [3]step{
+				{upsert: []map[string]any{{"a": 1, "b": "x", "v": "a"}, {"a": 1, "b": "y", "v": "a"}, {"a": 2, "b": "x", "v": "a"}}},
+				{upsert: []map[string]any{{"a": int64(1), "b": "x", "v": "b"}, {"a": int64(3) << 33, "b": "x", "v": "b"}}, del: []map[string]any{{"a": int64(1), "b": "y"}}},
+				{upsert: []map[string]any{{"a": int64(2), "b": "x", "v": "c"}}},
+			},
+			want: map[string]string{"1|x": "b", "2|x": "c", "25769803776|x": "b"},
+		},
+		{
+			name: "float to double", keys: []string{"k"},
+			narrow: []arrow.Field{f("k", arrow.PrimitiveTypes.Float32)}, wide: []arrow.Field{f("k", arrow.PrimitiveTypes.Float64)},
+			promoted: ice.PrimitiveTypes.Float64,
+			rows: [3]step{
+				{upsert: []map[string]any{{"k": 0.5, "v": "a"}, {"k": 1.25, "v": "a"}, {"k": -2.75, "v": "a"}}},
+				{upsert: []map[string]any{{"k": 0.5, "v": "b"}, {"k": 0.1, "v": "b"}}, del: []map[string]any{{"k": 1.25}}},
+				{upsert: []map[string]any{{"k": -2.75, "v": "c"}}},
+			},
+			want: map[string]string{"0.5": "b", "0.1": "b", "-2.75": "c"},
+		},
+		{
+			name: "int to long, copy-on-write", keys: []string{"id"}, narrow: []arrow.Field{f("id", i32)}, wide: []arrow.Field{f("id", i64)},
+			promoted: ice.PrimitiveTypes.Int64, mode: []iceberg.Option{iceberg.WithMode(iceberg.CopyOnWrite)},
+			rows: [3]step{
+				{upsert: []map[string]any{{"id": 1, "v": "a"}, {"id": 2, "v": "a"}, {"id": 3, "v": "a"}}},
+				{upsert: []map[string]any{{"id": int64(3), "v": "b"}, {"id": int64(1) << 40, "v": "b"}}, del: []map[string]any{{"id": int64(2)}}},
+				{upsert: []map[string]any{{"id": int64(1), "v": "c"}}},
+			},
+			want: map[string]string{"1": "c", "3": "b", "1099511627776": "b"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			cat := openCatalog(t)
+			ident := table.Identifier{"evolve", "promote_key"}
+			open := func(create *arrow.Schema) *iceberg.Writer {
+				return newEvolvingWriter(t, cat, ident, create, append([]iceberg.Option{iceberg.WithKeys(c.keys...)}, c.mode...)...)
+			}
+			w := open(arrow.NewSchema(append(slices.Clone(c.narrow), fv), nil))
+			for i, s := range c.rows {
+				keys := c.wide
+				if i == 0 {
+					keys = c.narrow
+				}
+				if i == 2 {
+					must(t, w.Close(ctx))
+					w = open(nil)
+				}
+				rec := mapsBatch(t, append(slices.Clone(keys), fv), s.upsert...)
+				must(t, w.Upsert(ctx, rec))
+				rec.Release()
+				if len(s.del) > 0 {
+					rec := mapsBatch(t, keys, s.del...)
+					must(t, w.Delete(ctx, rec))
+					rec.Release()
+				}
+				must(t, w.Flush(ctx))
+			}
+			must(t, w.Close(ctx))
+			if got := fieldOf(t, loadSchema(t, cat, ident), c.keys[0]).Type; !got.Equals(c.promoted) {
+				t.Fatalf("key column %s: %s, want %s", c.keys[0], got, c.promoted)
+			}
+			tbl, err := cat.LoadTable(ctx, ident)
+			must(t, err)
+			sc, it, err := tbl.Scan().ToArrowRecords(ctx)
+			must(t, err)
+			got := map[string]string{}
+			for rec, err := range it {
+				must(t, err)
+				for r := range int(rec.NumRows()) {
+					var k []string
+					for _, n := range c.keys {
+						k = append(k, rec.Column(sc.FieldIndices(n)[0]).ValueStr(r))
+					}
+					ks := strings.Join(k, "|")
+					if _, dup := got[ks]; dup {
+						t.Errorf("key %s twice", ks)
+					}
+					got[ks] = rec.Column(sc.FieldIndices("v")[0]).ValueStr(r)
+				}
+				rec.Release()
+			}
+			if !maps.Equal(got, c.want) {
+				t.Fatalf("table %v, want %v", got, c.want)
+			}
+		})
 	}
 }

@@ -189,6 +189,35 @@ type keySpec struct {
 	idx      []int         // positions of the key columns in the table's Arrow schema
 }
 
+// schemaOf is the key columns' schema with the types types(i) gives (the batch's or the table's now): ks.schema
+// unless schema evolution promoted a key column since the writer opened.
+func (ks *keySpec) schemaOf(types func(i int) arrow.DataType) *arrow.Schema {
+	var fields []arrow.Field
+	for i, f := range ks.schema.Fields() {
+		if t := types(i); fields != nil || !arrow.TypeEqual(t, f.Type) {
+			if fields == nil {
+				fields = slices.Clone(ks.schema.Fields()[:i])
+			}
+			f.Type = t
+			fields = append(fields, f)
+		}
+	}
+	if fields == nil {
+		return ks.schema
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// schemaFor is the key columns' schema as target (the table's Arrow schema) types them.
+func (ks *keySpec) schemaFor(target *arrow.Schema) *arrow.Schema {
+	return ks.schemaOf(func(i int) arrow.DataType { return target.Field(ks.idx[i]).Type })
+}
+
+// arraysSchema is the key columns' schema as cols (one per key column) type them.
+func (ks *keySpec) arraysSchema(cols []arrow.Array) *arrow.Schema {
+	return ks.schemaOf(func(i int) arrow.DataType { return cols[i].DataType() })
+}
+
 // resolveKeys sets the writer's key from WithKeys, else the table's identifier fields. On a partitioned table
 // every partition source column must be part of the key: an upsert that moved a key to another partition would
 // otherwise leave the old row alive (equality deletes apply within one partition only). With WithKeys that is
@@ -295,8 +324,8 @@ func keyColumnEncoder(c arrow.Array) (func([]byte, int) []byte, error) {
 		return nullable(func(b []byte, r int) []byte { return u64(b, uint64(a.Value(r))) }), nil
 	case *array.Float64:
 		return nullable(func(b []byte, r int) []byte { return u64(b, math.Float64bits(a.Value(r))) }), nil
-	case *array.Float32:
-		return nullable(func(b []byte, r int) []byte { return u64(b, uint64(math.Float32bits(a.Value(r)))) }), nil
+	case *array.Float32: // as the float64 it promotes to, exactly: a key promoted to double keeps its encoding
+		return nullable(func(b []byte, r int) []byte { return u64(b, math.Float64bits(float64(a.Value(r)))) }), nil
 	case *array.Boolean:
 		return nullable(func(b []byte, r int) []byte {
 			if a.Value(r) {
@@ -506,7 +535,8 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 			continue
 		}
 		if b.kinds[i] == opUpsert {
-			keyRec := array.NewRecordBatch(ks.schema, keyColumns(rec, ks, false), rec.NumRows())
+			kc := keyColumns(rec, ks, false)
+			keyRec := array.NewRecordBatch(ks.arraysSchema(kc), kc, rec.NumRows())
 			if sel != nil {
 				// Only the selected rows' keys are upserted: a row left out may be a skipped change or a delete
 				// whose key is null.
@@ -595,13 +625,13 @@ func distinctKeys(ctx context.Context, mem memory.Allocator, ks *keySpec, delete
 		for j, rec := range deletes {
 			chunks[j] = rec.Column(c)
 		}
-		col, err := takeChunked(cctx, ks.schema.Field(c).Type, chunks, idx)
+		col, err := takeChunked(cctx, chunks[0].DataType(), chunks, idx)
 		if err != nil {
 			return nil, fmt.Errorf("iceberg: take the distinct keys of column %q: %w", ks.names[c], err)
 		}
 		cols[c] = col
 	}
-	return array.NewRecordBatch(ks.schema, cols, int64(len(pos))), nil
+	return array.NewRecordBatch(ks.arraysSchema(cols), cols, int64(len(pos))), nil
 }
 
 // intKeys returns the key of each row of b, in order, when the key is one integer column (intValues) without a

@@ -106,7 +106,7 @@ func (w *Writer) delete(ctx context.Context, source string, keys arrow.RecordBat
 			release()
 			return columnErr(name, ErrMissingColumn, "Delete needs every key column %v", ks.names)
 		}
-		col, err := conf.column(ctx, ks.schema.Field(i), keys.Schema().Field(idx[0]), keys.Column(idx[0]))
+		col, err := conf.column(ctx, ks.schemaFor(conf.target).Field(i), keys.Schema().Field(idx[0]), keys.Column(idx[0]))
 		if err != nil {
 			release()
 			return err
@@ -114,7 +114,7 @@ func (w *Writer) delete(ctx context.Context, source string, keys arrow.RecordBat
 		cols[i] = col
 		size += arraySize(col.Data())
 	}
-	owned := array.NewRecordBatch(ks.schema, cols, keys.NumRows())
+	owned := array.NewRecordBatch(ks.arraysSchema(cols), cols, keys.NumRows())
 	release()
 	return w.accept(ctx, batchRecord{rec: owned, size: size, kind: opDelete, source: source})
 }

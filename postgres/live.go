@@ -315,6 +315,23 @@ func (s *liveState) relation(ctx context.Context, m *pglogrepl.RelationMessage) 
 	if lt != nil && sameColumns(lt.cols, cols) {
 		return nil
 	}
+	// Columns added since the last shape (or since Run described the table) may carry values the stream does
+	// not (ErrAddedColumnDefault).
+	prev := t.cols
+	if lt != nil {
+		prev = lt.cols
+	}
+	var added []string
+	for _, c := range cols {
+		if indexOf(prev, c.name) < 0 {
+			added = append(added, c.name)
+		}
+	}
+	if len(added) > 0 {
+		if err := checkAdded(ctx, s.p.conn, t, s.p.writer(t).Table(), added); err != nil {
+			return err
+		}
+	}
 	if lt != nil {
 		// Held changes are in the old shape: they go now, by their net effect so far (exact unless the rest of
 		// the transaction moves the same keys again).
@@ -344,7 +361,7 @@ func (s *liveState) relation(ctx context.Context, m *pglogrepl.RelationMessage) 
 		lt.keyIdx = append(lt.keyIdx, j)
 		fields = append(fields, arrow.Field{Name: beforePrefix + k, Type: cols[j].typ.arrow, Nullable: true})
 	}
-	lt.b = newRowBuilder(t.String(), cols, arrow.NewSchema(fields, nil))
+	lt.b = newRowBuilder(t.String(), cols, t.key, arrow.NewSchema(fields, nil))
 	lt.op = lt.b.fields[len(cols)].(*array.StringBuilder)
 	lt.before = lt.b.fields[len(cols)+1:]
 	return nil
@@ -431,7 +448,7 @@ func (s *liveState) change(ctx context.Context, lt *liveTable, op string, tup, o
 func (s *liveState) appendChange(lt *liveTable, op string, vals, old [][]byte) error {
 	for i, v := range vals {
 		if err := lt.b.appendValue(i, v); err != nil {
-			return err
+			return lt.b.withKey(err, func(j int) []byte { return vals[j] })
 		}
 	}
 	lt.op.Append(op)

@@ -14,7 +14,7 @@ import (
 // liveFixture is a live state over one table (id int8 key, big text) with its Relation message taken.
 func liveFixture(t *testing.T) (*liveState, *liveTable) {
 	t.Helper()
-	ti := &tableInfo{oid: 1, schema: "public", name: "docs", key: []string{"id"}}
+	ti := &tableInfo{oid: 1, schema: "public", name: "docs", key: []string{"id"}, cols: []column{{name: "id"}, {name: "big"}}}
 	p := &pipeline{byOID: map[uint32]*tableInfo{1: ti}, mapper: &typeMapper{numPrec: 38, numScale: 18},
 		cfg: Config{BatchRows: 1 << 20}}
 	s := &liveState{p: p, rels: map[uint32]*liveTable{}}

@@ -225,16 +225,24 @@ func (p *pipeline) chunkPartition(i int) string {
 // held until the commit (in memory: a large transaction of such a table is held whole) and applied by their
 // net effect per key, matching old rows whole (REPLICA IDENTITY FULL, which such a table needs); a truncate deletes every row of
 // the table at that point of the stream; a new column (a changed Relation message) is added to the table by
-// schema evolution. Each table's position is the commit LSN of the last transaction it holds, committed with
+// schema evolution, unless Postgres shows a default of it on the rows that existed (ADD COLUMN ... DEFAULT):
+// that stops Run with ErrAddedColumnDefault, on every format version, since the stream never carries those
+// rows' value (copy the table anew); so does a column added with a volatile default or as an identity, which
+// Postgres fills by a table rewrite the stream does not carry. A column whose type widens (integer to bigint,
+// real to double precision, a numeric's precision), primary key columns included, is promoted in the Iceberg
+// table. Each table's position is the commit LSN of the last transaction it holds, committed with
 // its rows; every Config.FlushInterval the pipeline commits what it has read and only then confirms the
 // transactions' end LSN to the server, so a restart replays what is not committed and skips, per table, what
 // is.
 //
 // Types: smallint, integer → int; bigint, oid → long; real → float; double precision → double; numeric(p,s)
-// → decimal(p,s) (unconstrained numeric → decimal(NumericPrecision, NumericScale); NaN, infinities and values
-// that do not fit are errors, never rounded); boolean; text, varchar, char, name, "char", json, jsonb and
-// enums → string; bytea → binary; uuid → uuid; date; time → time; timestamp → timestamp; timestamptz →
-// timestamptz (infinities are errors); one-dimensional arrays of these → list; domains as their base type.
+// → decimal(p,s), its whole range (unconstrained numeric → decimal(NumericPrecision, NumericScale)); boolean;
+// text, varchar, char, name, "char", json, jsonb and enums → string; bytea → binary; uuid → uuid; date; time →
+// time; timestamp → timestamp; timestamptz → timestamptz; one-dimensional arrays of these → list; domains as
+// their base type. A value its Iceberg type cannot hold stops Run with an error wrapping ErrOutOfRange that
+// names the table, column and row key: never wrapped or rounded (timestamps after 294247-01-10
+// 04:00:54.775807, time 24:00:00, date and timestamp infinities, numeric NaN and ±Infinity, an unconstrained
+// numeric that does not fit).
 // Anything else (interval, money, inet, timetz, ranges, composites, ...) is an error wrapping
 // ErrUnsupportedType.
 //
@@ -514,7 +522,16 @@ func (p *pipeline) openRouter(ctx context.Context) error {
 	}
 	p.router = r
 	for _, t := range p.tables {
-		b := newRowBuilder(t.String(), t.cols, t.arrow)
+		if tbl, err := p.cat.LoadTable(ctx, t.ident); err == nil {
+			names := make([]string, len(t.cols))
+			for i, c := range t.cols {
+				names[i] = c.name
+			}
+			if err := checkAdded(ctx, p.conn, t, tbl, names); err != nil {
+				return err
+			}
+		}
+		b := newRowBuilder(t.String(), t.cols, t.key, t.arrow)
 		rec := b.record()
 		err := r.Write(ctx, t.ident, rec)
 		rec.Release()

@@ -1,7 +1,10 @@
 package postgres
 
 import (
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -12,6 +15,7 @@ import (
 type rowBuilder struct {
 	table  string
 	cols   []column
+	key    []int // the primary key's columns, as indexes in cols (for errors)
 	rb     *array.RecordBuilder
 	fields []array.Builder // the record builder's, in column order
 	rows   int
@@ -19,14 +23,37 @@ type rowBuilder struct {
 }
 
 // newRowBuilder builds records of schema, whose first len(cols) fields are cols (more fields may follow, which
-// the caller fills).
-func newRowBuilder(tableName string, cols []column, schema *arrow.Schema) *rowBuilder {
+// the caller fills); key names the primary key's columns.
+func newRowBuilder(tableName string, cols []column, key []string, schema *arrow.Schema) *rowBuilder {
 	rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
-	return &rowBuilder{table: tableName, cols: cols, rb: rb, fields: rb.Fields()}
+	b := &rowBuilder{table: tableName, cols: cols, rb: rb, fields: rb.Fields()}
+	for _, k := range key {
+		if j := indexOf(cols, k); j >= 0 {
+			b.key = append(b.key, j)
+		}
+	}
+	return b
 }
 
-// appendValue decodes column i's binary value (nil: null) into the record. The error names the table and
-// column.
+// valueError is a value that cannot be decoded into its column: it names the table, the column and, once the
+// caller adds it (rowBuilder.withKey), the row's key.
+type valueError struct {
+	table, column, key string
+	err                error
+}
+
+func (e *valueError) Error() string {
+	s := fmt.Sprintf("postgres: table %s column %q", e.table, e.column)
+	if e.key != "" {
+		s += " (row " + e.key + ")"
+	}
+	return s + ": " + e.err.Error()
+}
+
+func (e *valueError) Unwrap() error { return e.err }
+
+// appendValue decodes column i's binary value (nil: null) into the record. The error is a *valueError naming
+// the table and column; withKey adds the row's key.
 func (b *rowBuilder) appendValue(i int, v []byte) error {
 	if v == nil {
 		b.fields[i].AppendNull()
@@ -34,9 +61,39 @@ func (b *rowBuilder) appendValue(i int, v []byte) error {
 	}
 	b.bytes += int64(len(v))
 	if err := b.cols[i].typ.append(b.fields[i], v); err != nil {
-		return fmt.Errorf("postgres: table %s column %q: %w", b.table, b.cols[i].name, err)
+		return &valueError{table: b.table, column: b.cols[i].name, err: err}
 	}
 	return nil
+}
+
+// withKey adds the row's key (value(i) is column i's binary value, nil for null) to a *valueError of
+// appendValue, and returns err.
+func (b *rowBuilder) withKey(err error, value func(i int) []byte) error {
+	var ve *valueError
+	if len(b.key) == 0 || !errors.As(err, &ve) || ve.key != "" {
+		return err
+	}
+	parts := make([]string, len(b.key))
+	for n, j := range b.key {
+		parts[n] = b.cols[j].name + "=" + valueText(b.cols[j].typ, value(j))
+	}
+	ve.key = strings.Join(parts, ", ")
+	return err
+}
+
+// valueText is a binary value as text, for errors: decoded by its column's type, else in hex.
+func valueText(typ colType, v []byte) string {
+	if v == nil {
+		return "NULL"
+	}
+	ab := array.NewBuilder(memory.DefaultAllocator, typ.arrow)
+	defer ab.Release()
+	if typ.append(ab, v) != nil {
+		return "0x" + hex.EncodeToString(v)
+	}
+	a := ab.NewArray()
+	defer a.Release()
+	return a.ValueStr(0)
 }
 
 // record returns the rows appended so far as a record (the caller releases it) and resets the builder.

@@ -18,6 +18,17 @@ import (
 // snapshot (a fresh snapshot's rows cannot be matched to those already copied without a key).
 var ErrNoPrimaryKey = errors.New("postgres: table has no primary key")
 
+// ErrAddedColumnDefault is wrapped by the error for a column added to a copied table with a default (ALTER
+// TABLE ... ADD COLUMN c ... DEFAULT v): Postgres shows v on the rows that existed before
+// (pg_attribute.atthasmissing), but no change in the stream carries it, so the Iceberg table would read NULL
+// there. A volatile default (clock_timestamp(), a serial) or an identity column fills the rows by rewriting
+// the table, which the stream does not carry either: any column that has a default or is an identity when it
+// first reaches the Iceberg table is refused (a column added without one, given a default before its first
+// change, is refused too). Run stops, naming the table and column, before the column reaches the Iceberg
+// table; copy the table again (drop its Iceberg table and run again), or add such columns without a default,
+// then UPDATE the rows and SET DEFAULT. On every format version: Iceberg v3's initial-default is not used.
+var ErrAddedColumnDefault = errors.New("postgres: column added with a default the existing rows do not carry in the stream")
+
 // column is one source column and its mapping.
 type column struct {
 	name    string
@@ -226,6 +237,35 @@ func describe(ctx context.Context, q querier, m *typeMapper, t *tableInfo) error
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("postgres: partitions of %s: %w", t, err)
 		}
+	}
+	return nil
+}
+
+// checkAdded refuses the columns of t that the Iceberg table tbl lacks and that Postgres shows on existing rows
+// with a value of their own (added with a default or as an identity), see ErrAddedColumnDefault.
+func checkAdded(ctx context.Context, q querier, t *tableInfo, tbl *table.Table, names []string) error {
+	var added []string
+	for _, n := range names {
+		if _, ok := tbl.Schema().FindFieldByName(n); !ok {
+			added = append(added, n)
+		}
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, `SELECT attname::text FROM pg_attribute WHERE attrelid = $1 AND attname = ANY($2)
+		AND NOT attisdropped AND (atthasmissing OR atthasdef OR attidentity <> '') ORDER BY attnum`, t.oid, added)
+	if err != nil {
+		return fmt.Errorf("postgres: columns of %s: %w", t, err)
+	}
+	withDefault, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("postgres: columns of %s: %w", t, err)
+	}
+	if len(withDefault) > 0 {
+		return fmt.Errorf("%w: table %s column %q: Postgres shows its default on the rows that existed before, Iceberg would read NULL: "+
+			"drop the Iceberg table %v and run again to copy the table anew, or add the column without a default and UPDATE the rows",
+			ErrAddedColumnDefault, t, withDefault[0], t.ident)
 	}
 	return nil
 }

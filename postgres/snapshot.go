@@ -283,7 +283,7 @@ func (p *pipeline) copyChunk(ctx context.Context, conn *pgconn.PgConn, c chunk) 
 		}
 	}
 	sql += ") TO STDOUT (FORMAT binary)"
-	b := newRowBuilder(t.String(), t.cols, t.arrow)
+	b := newRowBuilder(t.String(), t.cols, t.key, t.arrow)
 	defer b.release()
 	// Each chunk is a partition of its own: its position covers exactly its rows handed over so far, whatever
 	// the other chunks of the table interleave with them.
@@ -312,7 +312,7 @@ func (p *pipeline) copyChunk(ctx context.Context, conn *pgconn.PgConn, c chunk) 
 		}
 		for i, v := range vals {
 			if err := b.appendValue(i, v); err != nil {
-				return err
+				return b.withKey(err, func(j int) []byte { return vals[j] })
 			}
 		}
 		b.rows++

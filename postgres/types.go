@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -249,19 +251,44 @@ func appendUUID(b array.Builder, v []byte) error {
 	return nil
 }
 
+// ErrOutOfRange is wrapped by the error for a value its column's Iceberg type cannot hold: a timestamp past
+// 294247-01-10 04:00:54.775807 (Iceberg counts microseconds from 1970 in 64 bits, Postgres from 2000), a time of
+// 24:00:00, 'infinity' or '-infinity' in a date or timestamp, a numeric NaN or ±Infinity, or a numeric that does
+// not fit its decimal. The error names the table, the column and the row's key; nothing is wrapped or rounded.
+var ErrOutOfRange = errors.New("postgres: value outside its Iceberg type's range")
+
+// fixValue is what the errors for a value out of range tell the user to do.
+const fixValue = "change the value in Postgres, or leave the table out of Config.Tables"
+
 // Postgres counts dates and timestamps from 2000-01-01; Arrow from 1970-01-01.
 const (
 	pgEpochDays   = 10957
 	pgEpochMicros = pgEpochDays * 86400 * 1_000_000
+	dayMicros     = 86400 * 1_000_000
 )
+
+// pgTime is a Postgres timestamp (microseconds from 2000-01-01) as text, for errors.
+func pgTime(us int64) string {
+	days, rem := us/dayMicros, us%dayMicros
+	if rem < 0 {
+		days, rem = days-1, rem+dayMicros
+	}
+	t := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, int(days)).Add(time.Duration(rem) * time.Microsecond)
+	return t.Format("2006-01-02 15:04:05.999999")
+}
 
 func appendDate(b array.Builder, v []byte) error {
 	if err := need(v, 4, "date"); err != nil {
 		return err
 	}
 	d := int32(binary.BigEndian.Uint32(v))
-	if d == math.MaxInt32 || d == math.MinInt32 {
-		return fmt.Errorf("date: infinity has no Iceberg value")
+	switch {
+	case d == math.MaxInt32:
+		return fmt.Errorf("%w: date 'infinity' has no Iceberg value: %s", ErrOutOfRange, fixValue)
+	case d == math.MinInt32:
+		return fmt.Errorf("%w: date '-infinity' has no Iceberg value: %s", ErrOutOfRange, fixValue)
+	case int64(d)+pgEpochDays > math.MaxInt32: // past Postgres's own range: never sent
+		return fmt.Errorf("%w: date %d days after 2000-01-01 is past Iceberg's dates: %s", ErrOutOfRange, d, fixValue)
 	}
 	b.(*array.Date32Builder).Append(arrow.Date32(d + pgEpochDays))
 	return nil
@@ -271,7 +298,13 @@ func appendTime(b array.Builder, v []byte) error {
 	if err := need(v, 8, "time"); err != nil {
 		return err
 	}
-	b.(*array.Time64Builder).Append(arrow.Time64(int64(binary.BigEndian.Uint64(v))))
+	us := int64(binary.BigEndian.Uint64(v))
+	if us < 0 || us >= dayMicros {
+		// Postgres takes 24:00:00; an Iceberg time is a time of day, up to 23:59:59.999999.
+		return fmt.Errorf("%w: time %02d:%02d:%02d.%06d is not a time of day Iceberg holds (00:00:00 to 23:59:59.999999): %s",
+			ErrOutOfRange, us/3600e6, us/60e6%60, us/1e6%60, us%1e6, fixValue)
+	}
+	b.(*array.Time64Builder).Append(arrow.Time64(us))
 	return nil
 }
 
@@ -280,8 +313,14 @@ func appendTimestamp(b array.Builder, v []byte) error {
 		return err
 	}
 	us := int64(binary.BigEndian.Uint64(v))
-	if us == math.MaxInt64 || us == math.MinInt64 {
-		return fmt.Errorf("timestamp: infinity has no Iceberg value")
+	switch {
+	case us == math.MaxInt64:
+		return fmt.Errorf("%w: timestamp 'infinity' has no Iceberg value: %s", ErrOutOfRange, fixValue)
+	case us == math.MinInt64:
+		return fmt.Errorf("%w: timestamp '-infinity' has no Iceberg value: %s", ErrOutOfRange, fixValue)
+	case us > math.MaxInt64-pgEpochMicros:
+		return fmt.Errorf("%w: timestamp %s (UTC) is past Iceberg's last, 294247-01-10 04:00:54.775807 (microseconds from 1970 in 64 bits): %s",
+			ErrOutOfRange, pgTime(us), fixValue)
 	}
 	b.(*array.TimestampBuilder).Append(arrow.Timestamp(us + pgEpochMicros))
 	return nil
@@ -289,8 +328,11 @@ func appendTimestamp(b array.Builder, v []byte) error {
 
 // numeric's binary sign field.
 const (
-	numericPos = 0x0000
-	numericNeg = 0x4000
+	numericPos  = 0x0000
+	numericNeg  = 0x4000
+	numericNaN  = 0xC000
+	numericPInf = 0xD000
+	numericNInf = 0xF000
 )
 
 // appendNumeric decodes numeric's binary form (base-10000 digits with a weight) into a decimal of dt's scale.
@@ -305,79 +347,113 @@ func appendNumeric(b array.Builder, v []byte, dt *arrow.Decimal128Type) error {
 	return nil
 }
 
+// decodeNumeric decodes numeric's binary form into a decimal(prec, scale): exactly, or an error wrapping
+// ErrOutOfRange. Postgres sends base-10000 digits, so the last one may carry up to three padding zeros past the
+// value's own digits (1.5 is 1, 5000): the value is rescaled, its padding dropped, before its digits are
+// counted against the precision.
 func decodeNumeric(v []byte, prec, scale int32) (decimal128.Num, error) {
 	if len(v) < 8 {
 		return decimal128.Num{}, fmt.Errorf("numeric: %d bytes", len(v))
 	}
 	ndigits := int(binary.BigEndian.Uint16(v))
 	weight := int(int16(binary.BigEndian.Uint16(v[2:])))
-	sign := binary.BigEndian.Uint16(v[4:])
-	if sign != numericPos && sign != numericNeg {
-		return decimal128.Num{}, fmt.Errorf("numeric: NaN and infinities have no Iceberg decimal value")
+	switch sign := binary.BigEndian.Uint16(v[4:]); sign {
+	case numericPos, numericNeg:
+	case numericNaN:
+		return decimal128.Num{}, fmt.Errorf("%w: numeric NaN has no Iceberg decimal value: %s", ErrOutOfRange, fixValue)
+	case numericPInf:
+		return decimal128.Num{}, fmt.Errorf("%w: numeric Infinity has no Iceberg decimal value: %s", ErrOutOfRange, fixValue)
+	case numericNInf:
+		return decimal128.Num{}, fmt.Errorf("%w: numeric -Infinity has no Iceberg decimal value: %s", ErrOutOfRange, fixValue)
+	default:
+		return decimal128.Num{}, fmt.Errorf("numeric: unknown sign 0x%04x", sign)
 	}
 	if len(v) != 8+2*ndigits {
 		return decimal128.Num{}, fmt.Errorf("numeric: %d bytes for %d digits", len(v), ndigits)
 	}
+	neg := binary.BigEndian.Uint16(v[4:]) == numericNeg
 	// The value is digits (as one integer) * 10^exp.
 	exp := 4*(weight-ndigits+1) + int(scale)
-	var n decimal128.Num
-	if ndigits <= 4 { // fits in a uint64 (10^16)
+	if ndigits <= 4 { // fits in a uint64 (10^16): the common case, without big.Int
 		var u uint64
 		for i := range ndigits {
 			u = u*10000 + uint64(binary.BigEndian.Uint16(v[8+2*i:]))
 		}
-		// The common case in uint64 arithmetic: decimal128's Mul, Div and FitsInPrecision go through big.Int.
-		if u, ok := rescaleU64(u, exp); ok {
-			if prec < 20 && u >= pow10[prec] {
-				return decimal128.Num{}, fmt.Errorf("numeric: value does not fit decimal(%d,%d)", prec, scale)
-			}
-			n = decimal128.FromU64(u)
-			if sign == numericNeg {
+		if u, ok := rescaleU64(u, exp); ok && (prec >= 20 || u < pow10[prec]) {
+			n := decimal128.FromU64(u)
+			if neg {
 				n = n.Negate()
 			}
 			return n, nil
-		} else if exp < 0 && exp >= -19 && u%pow10[-exp] != 0 {
-			return decimal128.Num{}, fmt.Errorf("numeric: more than %d fractional digits (decimal(%d,%d) would round it)",
-				scale, prec, scale)
 		}
-		n = decimal128.FromU64(u)
-	} else {
-		bi := new(big.Int)
-		tenK := big.NewInt(10000)
-		for i := range ndigits {
-			bi.Mul(bi, tenK)
-			bi.Add(bi, big.NewInt(int64(binary.BigEndian.Uint16(v[8+2*i:]))))
+	}
+	bi := new(big.Int)
+	tenK := big.NewInt(10000)
+	for i := range ndigits {
+		bi.Mul(bi, tenK)
+		bi.Add(bi, big.NewInt(int64(binary.BigEndian.Uint16(v[8+2*i:]))))
+	}
+	ten := big.NewInt(10)
+	switch {
+	case exp > 0:
+		if exp > 38 && bi.Sign() != 0 {
+			return decimal128.Num{}, numericErr(v, prec, scale, "does not fit")
 		}
-		if bi.BitLen() > 126 {
-			return decimal128.Num{}, fmt.Errorf("numeric: value does not fit decimal(%d,%d)", prec, scale)
+		bi.Mul(bi, new(big.Int).Exp(ten, big.NewInt(int64(exp)), nil))
+	case exp < 0:
+		var r big.Int
+		bi.QuoRem(bi, new(big.Int).Exp(ten, big.NewInt(int64(-exp)), nil), &r)
+		if r.Sign() != 0 {
+			return decimal128.Num{}, numericErr(v, prec, scale, fmt.Sprintf("has more than %d fractional digits (it would be rounded)", scale))
 		}
-		n = decimal128.FromBigInt(bi)
 	}
-	for exp > 0 {
-		k := min(exp, 38)
-		if !n.FitsInPrecision(38 - int32(k)) {
-			return decimal128.Num{}, fmt.Errorf("numeric: value does not fit decimal(%d,%d)", prec, scale)
+	if bi.Cmp(new(big.Int).Exp(ten, big.NewInt(int64(prec)), nil)) >= 0 {
+		return decimal128.Num{}, numericErr(v, prec, scale, "does not fit")
+	}
+	if neg {
+		bi.Neg(bi)
+	}
+	return decimal128.FromBigInt(bi), nil
+}
+
+// numericErr is the error for a numeric (binary form v) that does not fit decimal(prec, scale).
+func numericErr(v []byte, prec, scale int32, what string) error {
+	return fmt.Errorf("%w: numeric %s %s decimal(%d,%d): declare the column numeric(p,s) with p <= 38, or set Config.NumericPrecision and NumericScale for unconstrained numerics, or %s",
+		ErrOutOfRange, numericText(v), what, prec, scale, fixValue)
+}
+
+// numericText is numeric's binary form (checked by decodeNumeric) as text, for errors.
+func numericText(v []byte) string {
+	ndigits := int(binary.BigEndian.Uint16(v))
+	weight := int(int16(binary.BigEndian.Uint16(v[2:])))
+	var sb strings.Builder
+	if binary.BigEndian.Uint16(v[4:]) == numericNeg {
+		sb.WriteByte('-')
+	}
+	digit := func(i int) uint16 {
+		if i < 0 || i >= ndigits {
+			return 0
 		}
-		n = n.Mul(decimal128.GetScaleMultiplier(k))
-		exp -= k
+		return binary.BigEndian.Uint16(v[8+2*i:])
 	}
-	for exp < 0 {
-		k := min(-exp, 38)
-		q, r := n.Div(decimal128.GetScaleMultiplier(k))
-		if r != (decimal128.Num{}) {
-			return decimal128.Num{}, fmt.Errorf("numeric: more than %d fractional digits (decimal(%d,%d) would round it)",
-				scale, prec, scale)
+	if weight < 0 {
+		sb.WriteByte('0')
+	}
+	for i := 0; i <= weight; i++ {
+		if i == 0 {
+			fmt.Fprintf(&sb, "%d", digit(i))
+		} else {
+			fmt.Fprintf(&sb, "%04d", digit(i))
 		}
-		n = q
-		exp += k
 	}
-	if !n.FitsInPrecision(prec) {
-		return decimal128.Num{}, fmt.Errorf("numeric: value does not fit decimal(%d,%d)", prec, scale)
+	if ndigits > weight+1 {
+		var frac strings.Builder
+		for i := weight + 1; i < ndigits; i++ {
+			fmt.Fprintf(&frac, "%04d", digit(i))
+		}
+		sb.WriteString("." + strings.TrimRight(frac.String(), "0"))
 	}
-	if sign == numericNeg {
-		n = n.Negate()
-	}
-	return n, nil
+	return sb.String()
 }
 
 // pow10[i] is 10^i, for i up to 19 (the largest power of ten a uint64 holds).

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -46,6 +49,8 @@ func TestNumericDecodesExactlyOrFails(t *testing.T) {
 		{"too many fractional digits", numericBytes(false, 0, 3, 1, 5), 10, 2, "", "fractional"},
 		{"too large", numericBytes(false, 3, 0, 1), 10, 2, "", "does not fit"},
 		{"NaN", []byte{0, 0, 0, 0, 0xC0, 0, 0, 0}, 10, 2, "", "NaN"},
+		{"Infinity", []byte{0, 0, 0, 0, 0xD0, 0, 0, 0}, 10, 2, "", "Infinity"},
+		{"-Infinity", []byte{0, 0, 0, 0, 0xF0, 0, 0, 0}, 10, 2, "", "-Infinity"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -61,6 +66,156 @@ func TestNumericDecodesExactlyOrFails(t *testing.T) {
 			}
 			if got := n.ToString(c.sc); got != c.want {
 				t.Fatalf("got %s, want %s", got, c.want)
+			}
+		})
+	}
+}
+
+// numericOf encodes a decimal literal as Postgres sends it: base-10000 digits around the decimal point, leading
+// and trailing zero digits dropped (so the last digit may carry padding zeros), the weight of the first digit.
+func numericOf(t *testing.T, lit string) []byte {
+	t.Helper()
+	neg := strings.HasPrefix(lit, "-")
+	lit = strings.TrimPrefix(lit, "-")
+	ip, fp, _ := strings.Cut(lit, ".")
+	ip = strings.Repeat("0", (4-len(ip)%4)%4) + ip
+	dscale := len(fp)
+	fp += strings.Repeat("0", (4-len(fp)%4)%4)
+	var groups []uint16
+	for s := ip + fp; s != ""; s = s[4:] {
+		g, err := strconv.Atoi(s[:4])
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups = append(groups, uint16(g))
+	}
+	weight := len(ip)/4 - 1
+	for len(groups) > 0 && groups[0] == 0 {
+		groups, weight = groups[1:], weight-1
+	}
+	for len(groups) > 0 && groups[len(groups)-1] == 0 {
+		groups = groups[:len(groups)-1]
+	}
+	if len(groups) == 0 {
+		weight = 0
+	}
+	return numericBytes(neg, int16(weight), uint16(dscale), groups...)
+}
+
+// TestNumericTakesFullPrecision38: every numeric(38,s) value decodes exactly, the largest included (Postgres's
+// padding digits are dropped before the digits are counted); a value past the precision is ErrOutOfRange.
+func TestNumericTakesFullPrecision38(t *testing.T) {
+	nines := func(n int) string { return strings.Repeat("9", n) }
+	cases := []struct {
+		lit   string
+		scale int32
+		fail  bool
+	}{
+		{nines(38), 0, false},
+		{"-" + nines(38), 0, false},
+		{nines(28) + "." + nines(10), 10, false},
+		{"-" + nines(28) + "." + nines(10), 10, false},
+		{nines(20) + "." + nines(18), 18, false},
+		{"-" + nines(20) + "." + nines(18), 18, false},
+		{"0." + nines(38), 38, false},
+		{"-0." + nines(38), 38, false},
+		{"1" + strings.Repeat("0", 37), 0, false},
+		{"12345678901234567890123456789.012345678", 9, false},
+		{"0.5", 18, false},
+		{"1" + strings.Repeat("0", 38), 0, true},
+		{"1" + strings.Repeat("0", 28) + ".5", 10, true},
+		{"1" + strings.Repeat("0", 20) + ".5", 18, true},
+		{"0." + nines(19), 18, true},
+	}
+	for _, c := range cases {
+		t.Run(c.lit+"/"+strconv.Itoa(int(c.scale)), func(t *testing.T) {
+			n, err := decodeNumeric(numericOf(t, c.lit), 38, c.scale)
+			if c.fail {
+				if !errors.Is(err, ErrOutOfRange) {
+					t.Fatalf("err = %v, want ErrOutOfRange", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := c.lit
+			if ip, fp, _ := strings.Cut(want, "."); int(c.scale) > len(fp) {
+				want = ip + "." + fp + strings.Repeat("0", int(c.scale)-len(fp))
+			}
+			if got := n.ToString(c.scale); got != want {
+				t.Fatalf("got %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// pgMicros is t as Postgres stores a timestamp: microseconds from 2000-01-01 (t.Unix does not overflow where
+// t.UnixMicro would).
+func pgMicros(t time.Time) int64 {
+	return (t.Unix()-946684800)*1_000_000 + int64(t.Nanosecond()/1000)
+}
+
+// TestTemporalOutsideIcebergRangeIsAnError: every temporal type at both ends of Postgres's range, and its
+// infinities, decodes exactly or fails with ErrOutOfRange: never a wrapped value.
+func TestTemporalOutsideIcebergRangeIsAnError(t *testing.T) {
+	be64 := func(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+	be32 := func(v int32) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
+	last := time.UnixMicro(math.MaxInt64).UTC() // Iceberg's last timestamp
+	if got := last.Format("2006-01-02 15:04:05.999999"); got != "294247-01-10 04:00:54.775807" {
+		t.Fatalf("last Iceberg timestamp %s", got)
+	}
+	pgFirst := time.Date(-4713, 11, 24, 0, 0, 0, 0, time.UTC) // 4714-11-24 BC
+	pgLast := time.Date(294276, 12, 31, 23, 59, 59, 999999000, time.UTC)
+	ts := &arrow.TimestampType{Unit: arrow.Microsecond}
+	cases := []struct {
+		name   string
+		append func(array.Builder, []byte) error
+		typ    arrow.DataType
+		v      []byte
+		want   string // the decoded value (ValueStr), "" for ErrOutOfRange
+	}{
+		{"timestamp first", appendTimestamp, ts, be64(pgMicros(pgFirst)), strconv.FormatInt(pgFirst.Unix()*1_000_000, 10)},
+		{"timestamp last Iceberg", appendTimestamp, ts, be64(pgMicros(last)), strconv.FormatInt(math.MaxInt64, 10)},
+		{"timestamp one past", appendTimestamp, ts, be64(pgMicros(last) + 1), ""},
+		{"timestamp last Postgres", appendTimestamp, ts, be64(pgMicros(pgLast)), ""},
+		{"timestamp infinity", appendTimestamp, ts, be64(math.MaxInt64), ""},
+		{"timestamp -infinity", appendTimestamp, ts, be64(math.MinInt64), ""},
+		{"date first", appendDate, arrow.FixedWidthTypes.Date32, be32(int32(pgMicros(pgFirst) / 86400e6)), strconv.FormatInt(pgFirst.Unix()/86400, 10)},
+		{"date last Postgres", appendDate, arrow.FixedWidthTypes.Date32, be32(2145031948), strconv.Itoa(2145031948 + 10957)},
+		{"date infinity", appendDate, arrow.FixedWidthTypes.Date32, be32(math.MaxInt32), ""},
+		{"date -infinity", appendDate, arrow.FixedWidthTypes.Date32, be32(math.MinInt32), ""},
+		{"time first", appendTime, arrow.FixedWidthTypes.Time64us, be64(0), "0"},
+		{"time last", appendTime, arrow.FixedWidthTypes.Time64us, be64(86400e6 - 1), strconv.FormatInt(86400e6-1, 10)},
+		{"time 24:00:00", appendTime, arrow.FixedWidthTypes.Time64us, be64(86400e6), ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := array.NewBuilder(memory.DefaultAllocator, c.typ)
+			defer b.Release()
+			err := c.append(b, c.v)
+			if c.want == "" {
+				if !errors.Is(err, ErrOutOfRange) {
+					t.Fatalf("err = %v, want ErrOutOfRange", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := b.NewArray()
+			defer a.Release()
+			var got int64
+			switch a := a.(type) {
+			case *array.Timestamp:
+				got = int64(a.Value(0))
+			case *array.Date32:
+				got = int64(a.Value(0))
+			case *array.Time64:
+				got = int64(a.Value(0))
+			}
+			if strconv.FormatInt(got, 10) != c.want {
+				t.Fatalf("got %d, want %s", got, c.want)
 			}
 		})
 	}

@@ -89,7 +89,8 @@ type Config struct {
 	// terminated connection, a slot still held by the lost connection's walsender) before it gives up with the
 	// last error. Each attempt commits what was checkpointed, then starts over as a new Run would: the changes
 	// not committed are read again from the slot, exactly once. Attempts are spaced by a jittered backoff from
-	// 50 ms doubling up to FlushInterval (within 100 ms and 5 s); each loss and reconnection is logged. The
+	// 50 ms doubling up to a quarter of FlushInterval (within 100 ms and 5 s: a refused connection costs little,
+	// and a longer wait would outlast the server's restart); each loss and reconnection is logged. The
 	// time counts from the first error after the pipeline last made progress. Default: 5 minutes; negative:
 	// Run returns the first such error.
 	ReconnectTimeout time.Duration
@@ -253,7 +254,7 @@ func Run(ctx context.Context, cat catalog.Catalog, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
-	backoffMax := min(max(cfg.FlushInterval, 100*time.Millisecond), 5*time.Second)
+	backoffMax := min(max(cfg.FlushInterval/4, 100*time.Millisecond), 5*time.Second)
 	var lost time.Time // the first error since the pipeline last made progress; zero: none
 	backoff := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {

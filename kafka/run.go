@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,6 +21,9 @@ var errCrashed = errors.New("kafka: member crashed")
 // shutdownTimeout bounds the graceful end of Run once its ctx is done: the last commit and leaving the group.
 const shutdownTimeout = time.Minute
 
+// defaultConnectTimeout is Config.ConnectTimeout's default.
+const defaultConnectTimeout = 30 * time.Second
+
 // offsetsEvery is how often the group offsets follow the table when no commit signal comes (Config.Writer).
 const offsetsEvery = time.Second
 
@@ -31,6 +35,13 @@ const offsetsEvery = time.Second
 // member's uncommitted rows lands; start the member again to rejoin), a *RecordError for a record that cannot be decoded, the writer's
 // error otherwise.
 func (s *Sink) Run(ctx context.Context) error {
+	if err := s.connect(ctx); err != nil {
+		s.cl.Close()
+		end, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		_ = s.writerNow().Abort(end)
+		return err
+	}
 	offsetsDone := make(chan struct{})
 	offsetsCtx, stopOffsets := context.WithCancel(context.WithoutCancel(ctx))
 	go func() { defer close(offsetsDone); s.followTable(offsetsCtx) }()
@@ -76,10 +87,53 @@ func (s *Sink) writerNow() target {
 	return s.w
 }
 
-// consume is the poll loop: it returns nil when ctx ends, or the member's error.
-func (s *Sink) consume(ctx context.Context) error {
+// connect waits for a seed broker to answer, retrying each second, for at most Config.ConnectTimeout: kgo
+// itself retries forever, and a member that cannot reach the cluster would otherwise look like one that has
+// nothing to read. It returns nil when ctx ends first (Run then ends gracefully).
+func (s *Sink) connect(ctx context.Context) error {
+	timeout := cmp.Or(s.cfg.ConnectTimeout, defaultConnectTimeout)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	retry := time.NewTicker(time.Second)
+	defer retry.Stop()
 	for {
-		fetches := s.cl.PollRecords(ctx, s.cfg.MaxPollRecords)
+		err := s.cl.Ping(pctx)
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return nil
+		case pctx.Err() != nil:
+			return fmt.Errorf("%w: member with writer ID %q: brokers %v did not answer within %v (Config.ConnectTimeout): %w",
+				ErrUnreachable, s.cfg.WriterID, s.cfg.Brokers, timeout, err)
+		}
+		s.log.Warn("kafka: no broker answered; retrying", "writer", s.cfg.WriterID, "brokers", s.cfg.Brokers, "err", err)
+		select {
+		case <-pctx.Done():
+		case <-retry.C:
+		}
+	}
+}
+
+// consume is the poll loop: it returns nil when ctx ends, or the member's error. A failure found outside the
+// loop (a rebalance callback: fail) ends its wait at once.
+func (s *Sink) consume(ctx context.Context) error {
+	pollCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	s.mu.Lock()
+	s.stopPoll = stop
+	err := s.failed
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for {
+		fetches := s.cl.PollRecords(pollCtx, s.cfg.MaxPollRecords)
+		s.mu.Lock()
+		err := s.failed
+		s.mu.Unlock()
+		if err != nil {
+			s.cl.AllowRebalance()
+			return err
+		}
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			s.cl.AllowRebalance()
 			return nil
@@ -87,14 +141,8 @@ func (s *Sink) consume(ctx context.Context) error {
 		fetches.EachError(func(t string, p int32, err error) {
 			s.log.Warn("kafka: fetch", "topic", t, "partition", p, "err", err)
 		})
-		err := s.writePoll(ctx, fetches)
+		err = s.writePoll(ctx, fetches)
 		s.cl.AllowRebalance()
-		if err != nil {
-			return err
-		}
-		s.mu.Lock()
-		err = s.failed
-		s.mu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -120,7 +168,7 @@ func (s *Sink) writePoll(ctx context.Context, fetches kgo.Fetches) error {
 			err = s.writerError(fmt.Sprintf("writing partition %s", key), e)
 			return
 		}
-		positions[key] = strconv.FormatInt(p.Records[len(p.Records)-1].Offset+1, 10)
+		positions[key] = Position{Offset: p.Records[len(p.Records)-1].Offset + 1, TopicID: s.topicIDs[p.Topic]}.String()
 	})
 	if err != nil {
 		return err
@@ -179,12 +227,19 @@ func (s *Sink) ownedSnapshot() map[string]map[int32]bool {
 	return out
 }
 
-// commitGroupOffsets commits the table's positions of the owned partitions as the group's offsets. Best effort: the group's offsets are never read back.
+// commitGroupOffsets commits the table's positions of the owned partitions as the group's offsets, but none of
+// another topic ID (a recreated topic not written yet). Best effort: the group's offsets are never read back.
 func (s *Sink) commitGroupOffsets(ctx context.Context, owned map[string]map[int32]bool) {
 	pos, err := s.writerNow().Positions(ctx)
 	if err != nil {
 		return
 	}
+	s.mu.Lock()
+	ids := make(map[string]string, len(s.topicIDs))
+	for t, id := range s.topicIDs {
+		ids[t] = id
+	}
+	s.mu.Unlock()
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for _, t := range s.cfg.Topics {
 		for key, v := range pos {
@@ -192,14 +247,14 @@ func (s *Sink) commitGroupOffsets(ctx context.Context, owned map[string]map[int3
 				continue
 			}
 			p, err1 := strconv.ParseInt(key[len(t)+1:], 10, 32)
-			o, err2 := strconv.ParseInt(v, 10, 64)
-			if err1 != nil || err2 != nil || !owned[t][int32(p)] {
+			o, err2 := ParsePosition(v)
+			if err1 != nil || err2 != nil || !owned[t][int32(p)] || o.TopicID != "" && ids[t] != "" && o.TopicID != ids[t] {
 				continue
 			}
 			if offsets[t] == nil {
 				offsets[t] = map[int32]kgo.EpochOffset{}
 			}
-			offsets[t][int32(p)] = kgo.EpochOffset{Epoch: -1, Offset: o}
+			offsets[t][int32(p)] = kgo.EpochOffset{Epoch: -1, Offset: o.Offset}
 		}
 	}
 	if len(offsets) > 0 {

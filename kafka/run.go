@@ -32,8 +32,10 @@ const offsetsEvery = time.Second
 // after a graceful end, else the error that stopped the member: one wrapping iceberg.ErrFenced when a newer
 // process took the member's writer ID over, one wrapping iceberg.ErrPositionMoved when the member was paused
 // past its session timeout and another member committed its partitions meanwhile (nothing of the paused
-// member's uncommitted rows lands; start the member again to rejoin), a *RecordError for a record that cannot be decoded, the writer's
-// error otherwise.
+// member's uncommitted rows lands; start the member again to rejoin), a *RecordError for a record that cannot be decoded,
+// one wrapping ErrUnreachable when no broker answered within Config.ConnectTimeout, ErrRetentionGap or
+// ErrTopicRecreated for an assigned partition the table's position cannot resume exactly (before any of its
+// records is read), the writer's error otherwise.
 func (s *Sink) Run(ctx context.Context) error {
 	if err := s.connect(ctx); err != nil {
 		s.cl.Close()

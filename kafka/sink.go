@@ -98,9 +98,9 @@ type Config struct {
 	// Default: none.
 	Metadata MetadataColumns
 
-	// ClientOptions are added to the kgo client's (TLS, SASL, session timeout, ...). The sink sets the seed
-	// brokers, group, topics, the cooperative-sticky balancer, manual commits and the rebalance callbacks;
-	// options that change those break its guarantees.
+	// ClientOptions are added to the kgo client's (TLS, SASL, ...; they win over SessionTimeout). The sink sets
+	// the seed brokers, group, topics, the cooperative-sticky balancer, manual commits and the rebalance
+	// callbacks; options that change those break its guarantees.
 	ClientOptions []kgo.Opt
 	// SessionTimeout is the group session timeout: how long the group waits for a member that stopped
 	// heartbeating (killed, paused, cut off) before its partitions go to the others, which is how long they
@@ -148,8 +148,8 @@ type Config struct {
 }
 
 // target is where records go: one table's writer (writerTarget), or the tables of a Route through an
-// iceberg.Router (routeTarget, route.go). Positions are by partition key, the next offset to read; a route's
-// are the lowest over its tables, where the partition resumes.
+// iceberg.Router (routeTarget, route.go). Positions are by partition key, the next offset to read (Position);
+// a route's are the lowest over its tables, where the partition resumes.
 type target interface {
 	Positions(ctx context.Context) (map[string]string, error)
 	// ResumePositions resumes newly assigned partitions (see iceberg.Writer.ResumePositions) and returns where

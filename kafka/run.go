@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/icewriter/iceberg"
@@ -20,6 +21,14 @@ var errCrashed = errors.New("kafka: member crashed")
 
 // shutdownTimeout bounds the graceful end of Run once its ctx is done: the last commit and leaving the group.
 const shutdownTimeout = time.Minute
+
+// topicIDsEvery is how often a member checks that the topics it reads were not created again (checkTopicIDs).
+const topicIDsEvery = 2 * time.Second
+
+// flushFirst is a member's error after which Run still commits what the member read (checkTopicIDs).
+type flushFirst struct{ error }
+
+func (f flushFirst) Unwrap() error { return f.error }
 
 // defaultConnectTimeout is Config.ConnectTimeout's default.
 const defaultConnectTimeout = 30 * time.Second
@@ -58,10 +67,13 @@ func (s *Sink) Run(ctx context.Context) error {
 	}
 	end, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
-	if err == nil {
+	if ff := (flushFirst{}); err == nil || errors.As(err, &ff) {
 		// One commit for every partition's polled rows, before leaving: the revocations that follow find
-		// nothing left to commit.
-		err = s.writerNow().Flush(end)
+		// nothing left to commit. Also when a topic was created again under the member: the old topic's
+		// records it read are gone from Kafka, they would never be read again.
+		if ferr := s.writerNow().Flush(end); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
 	}
 	stopOffsets()
 	<-offsetsDone
@@ -202,10 +214,15 @@ func (s *Sink) writerError(what string, err error) error {
 func (s *Sink) followTable(ctx context.Context) {
 	t := time.NewTicker(offsetsEvery)
 	defer t.Stop()
+	ids := time.NewTicker(topicIDsEvery)
+	defer ids.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-ids.C:
+			s.checkTopicIDs(ctx)
+			continue
 		case <-s.committed:
 		case <-t.C:
 			if s.cfg.Writer == nil {
@@ -213,6 +230,42 @@ func (s *Sink) followTable(ctx context.Context) {
 			}
 		}
 		s.commitGroupOffsets(ctx, s.ownedSnapshot())
+	}
+}
+
+// checkTopicIDs stops the member when a topic it reads was deleted and created again while it ran: kgo keeps
+// the old topic ID and fetches nothing more (it never reads the new topic from the old offsets), and nothing
+// else would say so. Run commits what it read of the old topic and returns ErrTopicRecreated; started again,
+// the member checks the new topic as any assigned partition.
+func (s *Sink) checkTopicIDs(ctx context.Context) {
+	s.mu.Lock()
+	known := make(map[string]string, len(s.topicIDs))
+	for t, id := range s.topicIDs {
+		if id != "" {
+			known[t] = id
+		}
+	}
+	s.mu.Unlock()
+	if len(known) == 0 {
+		return
+	}
+	topics := make([]string, 0, len(known))
+	for t := range known {
+		topics = append(topics, t)
+	}
+	md, err := kadm.NewClient(s.cl).Metadata(ctx, topics...)
+	if err != nil {
+		return // an outage: the poll loop and the next check see it
+	}
+	for t, id := range known {
+		d, ok := md.Topics[t]
+		if now := topicIDString(d.ID); ok && d.Err == nil && now != "" && now != id {
+			s.stop(flushFirst{fmt.Errorf("%w: topic %q was deleted and created again while the member ran (topic ID %s, "+
+				"now %s); what it read of the old topic is committed. Start the member again: the new topic is then "+
+				"checked as any assigned partition (Config.RestartRecreatedTopics reads it from its start)",
+				ErrTopicRecreated, t, id, now)})
+			return
+		}
 	}
 }
 

@@ -45,7 +45,9 @@ var (
 	ErrRetentionGap = errors.New("kafka: records deleted before the sink read them")
 	// ErrTopicRecreated is wrapped by Run's error when a newly assigned partition's topic has another ID than
 	// the one in the table's position: the topic was deleted and created again, and the table's offsets are
-	// those of the old topic. Config.RestartRecreatedTopics reads the new topic from its start instead.
+	// those of the old topic. Config.RestartRecreatedTopics reads the new topic from its start instead. A topic
+	// created again while the member runs stops it too (what it read of the old topic committed first), with
+	// or without the option: started again, it applies the check.
 	ErrTopicRecreated = errors.New("kafka: topic deleted and created again")
 	// ErrUnreachable is wrapped by Run's error when no seed broker answered within Config.ConnectTimeout.
 	ErrUnreachable = errors.New("kafka: no broker reachable")
@@ -183,6 +185,7 @@ type Sink struct {
 
 	topicIDs map[string]string  // topic -> its ID's text, learned when its partitions are assigned; under mu
 	stopPoll context.CancelFunc // ends the poll loop's wait (fail); under mu
+	groupCl  *kgo.Client        // cl, as the assignment callback got it: kgo may resume before New sets cl; under mu
 
 	cl        *kgo.Client
 	committed chan struct{} // a table commit happened: the group offsets may follow
@@ -371,7 +374,13 @@ func (s *Sink) resume(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 // inspect returns the topics' IDs (their text, "" when the cluster has none) and their partitions' log start
 // offsets.
 func (s *Sink) inspect(ctx context.Context, topics []string) (map[string]string, map[string]map[int32]int64, error) {
-	adm := kadm.NewClient(s.cl) // not closed: that would close the sink's client
+	s.mu.Lock()
+	cl := s.groupCl
+	s.mu.Unlock()
+	if cl == nil {
+		return nil, nil, errors.New("kafka: partitions to resume before any assignment")
+	}
+	adm := kadm.NewClient(cl) // not closed: that would close the sink's client
 	md, err := adm.Metadata(ctx, topics...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafka: metadata of %v: %w", topics, err)
@@ -450,10 +459,11 @@ func (s *Sink) stop(err error) error {
 }
 
 // assigned records the partitions the member owns (for the group offsets) and logs them.
-func (s *Sink) assigned(_ context.Context, _ *kgo.Client, added map[string][]int32) {
+func (s *Sink) assigned(_ context.Context, cl *kgo.Client, added map[string][]int32) {
 	s.logPartitions(slog.LevelInfo, "kafka: partitions assigned", added)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.groupCl = cl
 	for t, ps := range added {
 		if s.owned[t] == nil {
 			s.owned[t] = map[int32]bool{}

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/kafka"
 )
 
@@ -260,4 +264,48 @@ func TestSinkStopsOnATopicRecreatedWhileRunning(t *testing.T) {
 		old[h.idOf(num)] = true
 	}
 	h.checkIDs(old)
+}
+
+// TestSinkAdoptsTheTopicIDOfOldPositions: a table whose positions have no topic ID (written before positions
+// carried one: "100") is read on from them, neither a gap nor a recreated topic, and its next commit gives each
+// position the topic's ID.
+func TestSinkAdoptsTheTopicIDOfOldPositions(t *testing.T) {
+	h := newHarness(t)
+	h.produce(4 * 100)
+	// The first 400 records as an older sink wrote them: rows and decimal positions, partition by partition.
+	w, err := iceberg.NewWriter(h.ctx, h.cat, h.ident, iceberg.WithWriterID("older-sink"), iceberg.WithCheckpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := h.want()
+	for p := range int64(parts) {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, eventsSchema)
+		for off := range int64(100) {
+			num := model[[2]int64{p, off}]
+			b.Field(0).(*array.Int64Builder).Append(h.idOf(num))
+			b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("p-%d", num))
+			b.Field(2).(*array.Int32Builder).Append(int32(p))
+			b.Field(3).(*array.Int64Builder).Append(off)
+			b.Field(4).(*array.StringBuilder).Append(topic)
+		}
+		rec := b.NewRecordBatch()
+		src := w.Source(fmt.Sprintf("%s/%d", topic, p))
+		if err := src.Write(h.ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		b.Release()
+		if err := src.Checkpoint(h.ctx, "100"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.produce(4 * 100)
+	m := h.start("member-0")
+	h.waitStable(1)
+	h.waitCommitted(1)
+	h.stop(m)
+	h.check() // every record once, positions "200@<topic ID>"
 }

@@ -182,7 +182,7 @@ func runMembersBench(b *testing.B, be backend, members int) {
 		}
 		var got int64
 		for p := range benchParts {
-			n, _ := strconv.ParseInt(pos[fmt.Sprintf("%s/%d", topic, p)], 10, 64)
+			n := offsetOf(pos[fmt.Sprintf("%s/%d", topic, p)])
 			got += min(n, ends[p])
 		}
 		if got >= int64(records) {

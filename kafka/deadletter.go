@@ -122,7 +122,7 @@ func (s *Sink) writeGroup(ctx context.Context, key string, g recordGroup) ([]*kg
 			}
 			dead = append(dead, d...)
 		} else if err != nil {
-			return nil, s.writerError(fmt.Sprintf("writing partition %s", key), err)
+			return nil, err // writePoll says what failed
 		}
 		recs = recs[n:]
 		limit = len(recs)
@@ -145,7 +145,7 @@ func (s *Sink) putEach(ctx context.Context, key string, g recordGroup, recs []*k
 		case rejected(err) || errors.Is(err, ErrDecode):
 			dead = append(dead, s.deadLetter(r, err))
 		default:
-			return nil, s.writerError(fmt.Sprintf("writing partition %s", key), err)
+			return nil, err // writePoll says what failed
 		}
 	}
 	return dead, nil

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -156,7 +155,7 @@ func (e *valuesEnv) waitPositions(ident table.Identifier, topics ...string) {
 		for _, topic := range topics {
 			for p := range valuesParts {
 				k := fmt.Sprintf("%s/%d", topic, p)
-				if n, _ := strconv.ParseInt(pos[k], 10, 64); n < e.ends[k] {
+				if n := offsetOf(pos[k]); n < e.ends[k] {
 					behind[k] = fmt.Sprintf("%s < %d", pos[k], e.ends[k])
 				}
 			}
@@ -171,6 +170,15 @@ func (e *valuesEnv) waitPositions(ident table.Identifier, topics ...string) {
 		case <-tick.C:
 		}
 	}
+}
+
+// offsetOf is a position's offset (kafka.ParsePosition), 0 for none.
+func offsetOf(position string) int64 {
+	p, err := kafka.ParsePosition(position)
+	if err != nil {
+		return 0
+	}
+	return p.Offset
 }
 
 // rows reads the table back with iceberg-go's scanner: each row as column name -> its value as Arrow marshals

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -75,8 +74,8 @@ func newRouteTarget(ctx context.Context, cfg Config, dec Decoder, opts []iceberg
 	if _, ok := dec.(fieldDecoder); rt.Field != "" && !ok {
 		return nil, fmt.Errorf("%w: Route: Field %q: the decoder cannot read fields (Raw)", ErrConfig, rt.Field)
 	}
-	r, err := iceberg.NewRouter(cfg.Catalog, append([]iceberg.RouterOption{iceberg.WithWriterOptions(opts...)},
-		rt.RouterOptions...)...)
+	r, err := iceberg.NewRouter(cfg.Catalog, append([]iceberg.RouterOption{iceberg.WithWriterOptions(opts...),
+		iceberg.WithPositionOrder(comparePositions)}, rt.RouterOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: Route: %w", err)
 	}
@@ -128,7 +127,7 @@ func (t *routeTarget) Positions(ctx context.Context) (map[string]string, error) 
 	if err := t.openKnown(ctx); err != nil {
 		return nil, err
 	}
-	low := map[string]int64{}
+	low := map[string]string{}
 	fromStart := map[string]bool{}
 	for _, id := range t.Tables() {
 		w, ok := t.Writer(id)
@@ -140,20 +139,19 @@ func (t *routeTarget) Positions(ctx context.Context) (map[string]string, error) 
 			return nil, fmt.Errorf("table %v: %w", id, err)
 		}
 		for k, v := range pos {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
+			if _, err := ParsePosition(v); err != nil {
 				fromStart[k] = true // the empty position: the partition's start
 				continue
 			}
-			if cur, ok := low[k]; !ok || n < cur {
-				low[k] = n
+			if cur, ok := low[k]; !ok || comparePositions(v, cur) < 0 {
+				low[k] = v
 			}
 		}
 	}
 	out := make(map[string]string, len(low))
-	for k, n := range low {
+	for k, v := range low {
 		if !fromStart[k] {
-			out[k] = strconv.FormatInt(n, 10)
+			out[k] = v
 		}
 	}
 	return out, nil
@@ -186,7 +184,7 @@ func (t *routeTarget) groups(ctx context.Context, s *Sink, key string, recs []*k
 			bad = append(bad, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err, record: r})
 			continue
 		}
-		if rp.Covered(id, strconv.FormatInt(r.Offset+1, 10)) { // positions are next offsets: r is below
+		if rp.Covered(id, Position{Offset: r.Offset + 1, TopicID: s.topicIDs[r.Topic]}.String()) { // positions are next offsets: r is below
 			continue
 		}
 		name := strings.Join(id, ".")
@@ -232,6 +230,14 @@ func (t *routeTarget) ResumePositions(ctx context.Context, keys ...string) (map[
 		}
 	}
 	return out, nil
+}
+
+// startOver makes a partition that resumes from its start (its topic was created again) write every table
+// again: the tables' positions are of the old topic and cover none of its records.
+func (t *routeTarget) startOver(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.resumes[key] = iceberg.ResumePoint{FromStart: true}
 }
 
 // resumePoint returns the partition's resume point, read on its first write since it was assigned.

@@ -104,25 +104,31 @@ func (e *routeEnv) check() {
 	if len(e.model) != 4 {
 		t.Fatalf("model has %d tables, want 4", len(e.model))
 	}
-	for name, want := range e.model {
-		ns, tbl, _ := strings.Cut(name, ".")
-		seen := map[[3]string]int{}
-		for _, r := range e.rows(table.Identifier{ns, tbl}) {
-			k := [3]string{fmt.Sprint(r["_topic"]), fmt.Sprint(r["_partition"]), fmt.Sprint(r["_offset"])}
-			seen[k]++
-			id, _ := strconv.ParseInt(fmt.Sprint(r["id"]), 10, 64)
-			if w, ok := want[k]; !ok || w != id {
-				t.Errorf("table %s: row %v is not one of its records", name, r)
-			}
+	for name := range e.model {
+		e.checkTable(name)
+	}
+}
+
+// checkTable reads one table back: exactly its records in the model, once each.
+func (e *routeEnv) checkTable(name string) {
+	t, want := e.t, e.model[name]
+	ns, tbl, _ := strings.Cut(name, ".")
+	seen := map[[3]string]int{}
+	for _, r := range e.rows(table.Identifier{ns, tbl}) {
+		k := [3]string{fmt.Sprint(r["_topic"]), fmt.Sprint(r["_partition"]), fmt.Sprint(r["_offset"])}
+		seen[k]++
+		id, _ := strconv.ParseInt(fmt.Sprint(r["id"]), 10, 64)
+		if w, ok := want[k]; !ok || w != id {
+			t.Errorf("table %s: row %v is not one of its records", name, r)
 		}
-		for k := range want {
-			if seen[k] != 1 {
-				t.Errorf("table %s: record %v is there %d times", name, k, seen[k])
-			}
+	}
+	for k := range want {
+		if seen[k] != 1 {
+			t.Errorf("table %s: record %v is there %d times", name, k, seen[k])
 		}
-		if len(seen) != len(want) {
-			t.Errorf("table %s: %d records, want %d", name, len(seen), len(want))
-		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("table %s: %d records, want %d", name, len(seen), len(want))
 	}
 }
 
@@ -183,4 +189,63 @@ func TestRouteAcrossRebalances(t *testing.T) {
 	e.stop(m0)
 	e.stop(m2)
 	e.check()
+}
+
+// TestRouteRestartsARecreatedTopic: with RestartRecreatedTopics, a routed topic deleted and created again is read
+// from its start: its table holds the old topic's records and every one of the new topic's, once (the table's
+// positions of the old topic cover none of the new one's offsets), and the other tables are untouched.
+func TestRouteRestartsARecreatedTopic(t *testing.T) {
+	e := newRouteEnv(t, true)
+	e.cfg.RestartRecreatedTopics = true
+	e.produce(60) // 10 records in each partition of each topic
+	first := e.start("member-0")
+	e.waitAll()
+	e.stop(first)
+
+	want := map[int64]bool{}
+	for _, id := range e.model["kafka.clicks"] {
+		want[id] = true
+	}
+	delete(e.model, "kafka.clicks")
+	if err := e.cluster.DeleteTopic("clicks"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cluster.CreateTopic("clicks", valuesParts, nil); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(e.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	e.prod = prod
+	e.mu.Lock()
+	for p := range valuesParts {
+		delete(e.ends, fmt.Sprintf("clicks/%d", p))
+	}
+	e.mu.Unlock()
+	e.produce(180) // 30 in each partition of the new clicks: past the old positions (10)
+	for _, id := range e.model["kafka.clicks"] {
+		want[id] = true
+	}
+	second := e.start("member-1")
+	e.waitAll()
+	e.stop(second)
+
+	seen := map[int64]int{}
+	for _, r := range e.rows(table.Identifier{"kafka", "clicks"}) {
+		id, _ := strconv.ParseInt(fmt.Sprint(r["id"]), 10, 64)
+		seen[id]++
+	}
+	for id := range want {
+		if seen[id] != 1 {
+			t.Errorf("kafka.clicks: record id %d is there %d times", id, seen[id])
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("kafka.clicks: %d ids, want %d", len(seen), len(want))
+	}
+	for _, name := range []string{"kafka.views", "regions.eu", "regions.us"} {
+		e.checkTable(name)
+	}
 }

@@ -2,10 +2,11 @@ package kafka_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
-	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,6 +198,7 @@ func (h *harness) waitCommitted(fraction float64) {
 	for _, e := range ends {
 		want += int64(float64(e) * fraction)
 	}
+	id := h.topicID()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -206,8 +208,9 @@ func (h *harness) waitCommitted(fraction float64) {
 		}
 		var got int64
 		for p := range h.partitions() {
-			n, _ := strconv.ParseInt(pos[fmt.Sprintf("%s/%d", topic, p)], 10, 64)
-			got += min(n, ends[p])
+			if tp, err := kafka.ParsePosition(pos[fmt.Sprintf("%s/%d", topic, p)]); err == nil && tp.TopicID == id {
+				got += min(tp.Offset, ends[p]) // a position of an older topic of the name covers nothing
+			}
 		}
 		if got >= want {
 			return
@@ -218,6 +221,86 @@ func (h *harness) waitCommitted(fraction float64) {
 		case <-tick.C:
 		}
 	}
+}
+
+// recreateTopic deletes the topic and creates it again with as many partitions: a new topic ID, offsets from 0.
+// The model then holds the new topic's records only (the old ones are in oldIDs); record numbers go on.
+func (h *harness) recreateTopic() (oldIDs map[int64]bool) {
+	h.t.Helper()
+	h.mu.Lock()
+	oldIDs = map[int64]bool{}
+	for _, num := range h.produced {
+		oldIDs[h.idOf(num)] = true
+	}
+	h.produced, h.ends = map[[2]int64]int64{}, [maxParts]int64{}
+	h.mu.Unlock()
+	if err := h.cluster.DeleteTopic(topic); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.cluster.CreateTopic(topic, int32(h.partitions()), nil); err != nil {
+		h.t.Fatal(err)
+	}
+	// A new producer: the old one refuses the topic's new ID.
+	prod, err := kgo.NewClient(kgo.SeedBrokers(h.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(prod.Close)
+	h.prod = prod
+	return oldIDs
+}
+
+// checkIDs reads the table back and compares its ids with want: each once, no other (for tests whose model is
+// not by partition and offset, as a recreated topic's offsets repeat).
+func (h *harness) checkIDs(want map[int64]bool) {
+	h.t.Helper()
+	tbl, err := h.cat.LoadTable(h.ctx, h.ident)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	_, it, err := tbl.Scan().ToArrowRecords(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	seen := map[int64]int{}
+	for rec, err := range it {
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		ids := rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64)
+		for r := range int(rec.NumRows()) {
+			seen[ids.Value(r)]++
+		}
+		rec.Release()
+	}
+	missing, dup, bad := 0, 0, 0
+	for id := range want {
+		switch seen[id] {
+		case 0:
+			missing++
+		case 1:
+		default:
+			dup++
+		}
+	}
+	for id := range seen {
+		if !want[id] {
+			bad++
+		}
+	}
+	if missing > 0 || dup > 0 || bad > 0 {
+		h.t.Errorf("table: %d of %d ids missing, %d duplicated, %d that should not be there", missing, len(want), dup, bad)
+	}
+}
+
+// topicID is the topic's ID as positions carry it.
+func (h *harness) topicID() string {
+	h.t.Helper()
+	info := h.cluster.TopicInfo(topic)
+	if info == nil {
+		h.t.Fatalf("topic %q does not exist", topic)
+	}
+	return base64.RawURLEncoding.EncodeToString(info.TopicID[:])
 }
 
 // want is the model of the table: the records it must hold, by (partition, offset) -> record number. Appended:
@@ -304,8 +387,9 @@ func (h *harness) check() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	id := h.topicID()
 	for p := range h.partitions() {
-		if got, want := pos[fmt.Sprintf("%s/%d", topic, p)], strconv.FormatInt(h.ends[p], 10); got != want {
+		if got, want := pos[fmt.Sprintf("%s/%d", topic, p)], (kafka.Position{Offset: h.ends[p], TopicID: id}).String(); got != want {
 			h.t.Errorf("partition %d at position %q, want %s", p, got, want)
 		}
 	}
@@ -374,7 +458,7 @@ func TestSinkResumesFromTheTable(t *testing.T) {
 }
 
 // TestSinkFencedMemberStops starts a second process with a member's writer ID (a restarted member while the old
-// one still runs): the old one stops with an error wrapping iceberg.ErrFenced.
+// one still runs): the old one stops with an error wrapping iceberg.ErrFenced, which says so once.
 func TestSinkFencedMemberStops(t *testing.T) {
 	h := newHarness(t)
 	h.produce(40)
@@ -394,6 +478,10 @@ func TestSinkFencedMemberStops(t *testing.T) {
 		case err := <-m.done:
 			if !errors.Is(err, iceberg.ErrFenced) {
 				t.Fatalf("Run: %v, want ErrFenced", err)
+			}
+			const says = `kafka: member with writer ID "member-0" stops: a newer process took the ID over: `
+			if n := strings.Count(err.Error(), says); n != 1 || !strings.HasPrefix(err.Error(), says) {
+				t.Fatalf("Run: %q, want it to start with %q, once", err, says)
 			}
 			return
 		case <-h.ctx.Done():

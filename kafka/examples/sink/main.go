@@ -4,8 +4,13 @@
 // latest schema from the registry). Values decode as JSON objects whose keys are the table's columns, Avro or
 // Protobuf through a schema registry, Debezium change events (applied by the table's identifier fields), or
 // raw bytes. Bad records go to -dlq when given. -route-field or -route-topics spread the records over tables
-// created on first sight.
+// created on first sight. -fake runs without a Kafka: an in-process cluster (franz-go's kfake) seeded with
+// -fake-records JSON records, written into the table (created) and logged as they commit.
 //
+// A member that dies holds its partitions until its session times out (-session-timeout, default kgo's 45 s;
+// the broker allows 6 s and up by default): the other members take them over then.
+//
+//	go run . -fake -catalog sqlite:///tmp/demo.db -table demo.orders
 //	go run . -brokers localhost:9092 -group orders-sink -topics orders \
 //	    -catalog sqlite:///tmp/cat.db -table db.orders -id member-0 -create
 //	go run . -topics orders -decoder avro -registry http://localhost:8081 -create -dlq orders-dlq
@@ -15,15 +20,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/table"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/icewriter/iceberg"
@@ -32,31 +41,59 @@ import (
 )
 
 func main() {
-	brokers := flag.String("brokers", "localhost:9092", "seed brokers, comma-separated")
-	group := flag.String("group", "iceberg-sink", "consumer group")
-	topics := flag.String("topics", "", "topics, comma-separated (required)")
-	uri := flag.String("catalog", "sqlite:///tmp/iceberg-sink-catalog.db", "catalog URI (sqlite://, rest://, ...)")
-	ident := flag.String("table", "kafka.events", "table identifier, dot-separated (without a route)")
-	id := flag.String("id", "", "this member's writer ID, stable across its restarts (default: random)")
-	create := flag.Bool("create", false, "create the table if missing (JSON: id, payload; Avro/Protobuf: the registry's schema of <first topic>-value)")
-	decoder := flag.String("decoder", "json", "value format: json, avro, protobuf, debezium, debezium-avro or raw")
-	registry := flag.String("registry", "http://localhost:8081", "schema registry URL (avro, protobuf, debezium-avro)")
-	version := flag.String("debezium-version", "", "debezium: a version column name, filled from source.lsn")
-	dlq := flag.String("dlq", "", "dead-letter topic for records that cannot be decoded or written (default: stop on them)")
-	routeTopics := flag.String("route-topics", "", "route topics to tables: topic=ns.table,... (tables created on first sight)")
-	routeField := flag.String("route-field", "", "route by this value field: table <route-namespace>.<value>")
-	routeNS := flag.String("route-namespace", "kafka", "namespace of the tables a field route names")
-	evolve := flag.Bool("evolve", true, "evolve the table's schema when values gain fields")
-	upsert := flag.Bool("upsert", false, "upsert by id (the table's identifier field) instead of appending")
-	flag.Parse()
-	if *topics == "" {
-		log.Fatal("-topics is required")
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run runs the command with args until ctx ends; hooks are added to the table writer's (tests).
+func run(ctx context.Context, args []string, hooks ...iceberg.Hook) error {
+	fs := flag.NewFlagSet("sink", flag.ContinueOnError)
+	brokers := fs.String("brokers", "localhost:9092", "seed brokers, comma-separated")
+	group := fs.String("group", "iceberg-sink", "consumer group")
+	topics := fs.String("topics", "", "topics, comma-separated (required)")
+	uri := fs.String("catalog", "sqlite:///tmp/iceberg-sink-catalog.db", "catalog URI (sqlite://, rest://, ...)")
+	ident := fs.String("table", "kafka.events", "table identifier, dot-separated (without a route)")
+	id := fs.String("id", "", "this member's writer ID, stable across its restarts (default: random)")
+	create := fs.Bool("create", false, "create the table if missing (JSON: id, payload; Avro/Protobuf: the registry's schema of <first topic>-value)")
+	decoder := fs.String("decoder", "json", "value format: json, avro, protobuf, debezium, debezium-avro or raw")
+	registry := fs.String("registry", "http://localhost:8081", "schema registry URL (avro, protobuf, debezium-avro)")
+	version := fs.String("debezium-version", "", "debezium: a version column name, filled from source.lsn")
+	dlq := fs.String("dlq", "", "dead-letter topic for records that cannot be decoded or written (default: stop on them)")
+	routeTopics := fs.String("route-topics", "", "route topics to tables: topic=ns.table,... (tables created on first sight)")
+	routeField := fs.String("route-field", "", "route by this value field: table <route-namespace>.<value>")
+	routeNS := fs.String("route-namespace", "kafka", "namespace of the tables a field route names")
+	evolve := fs.Bool("evolve", true, "evolve the table's schema when values gain fields")
+	upsert := fs.Bool("upsert", false, "upsert by id (the table's identifier field) instead of appending")
+	sessionTimeout := fs.Duration("session-timeout", 0, "group session timeout: how long a dead member's partitions wait before others take them (0: kgo's 45s)")
+	fake := fs.Bool("fake", false, "run against an in-process Kafka (kfake) seeded with -fake-records JSON records (implies -create)")
+	fakeRecords := fs.Int("fake-records", 1000, "records -fake seeds, spread over 3 partitions of each topic")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *fake {
+		if *topics == "" {
+			*topics = "orders"
+		}
+		if *decoder != "json" {
+			return fmt.Errorf("-fake seeds JSON records: -decoder %q is not json", *decoder)
+		}
+		addrs, closeCluster, err := fakeCluster(ctx, strings.Split(*topics, ","), *fakeRecords)
+		if err != nil {
+			return err
+		}
+		defer closeCluster()
+		*brokers, *create = strings.Join(addrs, ","), true
+		log.Printf("in-process Kafka at %s: %d records in %s", *brokers, *fakeRecords, *topics)
+	}
+	if *topics == "" {
+		return errors.New("-topics is required")
+	}
 	cat, err := catalog.Open(ctx, *uri)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	topicList := strings.Split(*topics, ",")
 	meta := kafka.MetadataColumns{Topic: "_topic", Partition: "_partition", Offset: "_offset", Timestamp: "_timestamp"}
@@ -79,7 +116,7 @@ func main() {
 	case "avro", "protobuf":
 		cl, err := sr.NewClient(sr.URLs(*registry))
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
 		dec = kafka.Avro(cl)
 		if *decoder == "protobuf" {
@@ -87,14 +124,14 @@ func main() {
 		}
 		if *create && *routeTopics == "" && *routeField == "" {
 			if valueSchema, err = kafka.RegistrySchema(ctx, cl, topicList[0]+"-value"); err != nil {
-				log.Fatal(err)
+				return err
 			}
 		}
 	case "debezium", "debezium-avro":
 		opts := kafka.DebeziumOptions{Version: *version}
 		if *decoder == "debezium-avro" {
 			if opts.Registry, err = sr.NewClient(sr.URLs(*registry)); err != nil {
-				log.Fatal(err)
+				return err
 			}
 		}
 		dec = kafka.Debezium(opts)
@@ -103,12 +140,13 @@ func main() {
 		dec = kafka.Raw("value")
 		valueSchema = arrow.NewSchema([]arrow.Field{{Name: "value", Type: arrow.BinaryTypes.Binary, Nullable: true}}, nil)
 	default:
-		log.Fatalf("-decoder %q: want json, avro, protobuf, debezium, debezium-avro or raw", *decoder)
+		return fmt.Errorf("-decoder %q: want json, avro, protobuf, debezium, debezium-avro or raw", *decoder)
 	}
 
 	cfg := kafka.Config{
 		Brokers: strings.Split(*brokers, ","), Group: *group, Topics: topicList, Catalog: cat, WriterID: *id,
-		Decoder: dec, Metadata: meta, DeadLetterTopic: *dlq, Upsert: *upsert,
+		Decoder: dec, Metadata: meta, DeadLetterTopic: *dlq, Upsert: *upsert, SessionTimeout: *sessionTimeout,
+		WriterOptions: []iceberg.Option{iceberg.WithHooks(append(hooks, commitLog{})...)},
 	}
 	if *evolve {
 		cfg.WriterOptions = append(cfg.WriterOptions, iceberg.WithSchemaEvolution())
@@ -125,7 +163,7 @@ func main() {
 			}
 			topic, tbl, ok := strings.Cut(pair, "=")
 			if !ok {
-				log.Fatalf("-route-topics: %q is not topic=ns.table", pair)
+				return fmt.Errorf("-route-topics: %q is not topic=ns.table", pair)
 			}
 			route.Topics[topic] = table.Identifier(strings.Split(tbl, "."))
 		}
@@ -134,7 +172,7 @@ func main() {
 		cfg.Table = table.Identifier(strings.Split(*ident, "."))
 		if *create {
 			if valueSchema == nil {
-				log.Fatalf("-create: the %s decoder's table must exist (create it with the source's columns and identifier fields)", *decoder)
+				return fmt.Errorf("-create: the %s decoder's table must exist (create it with the source's columns and identifier fields)", *decoder)
 			}
 			var keys []iceberg.CreateOption
 			if *upsert {
@@ -146,13 +184,43 @@ func main() {
 	}
 	sink, err := kafka.New(ctx, cfg)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	log.Printf("consuming %s as a member of %q (%s values%s); Ctrl-C commits and leaves the group", *topics, *group,
 		*decoder, dlqNote(*dlq))
-	if err := sink.Run(ctx); err != nil {
-		log.Fatal(err)
+	return sink.Run(ctx)
+}
+
+// commitLog logs each table commit.
+type commitLog struct{}
+
+func (commitLog) OnCommitted(ci iceberg.CommitInfo) {
+	log.Printf("committed %d rows (snapshot %d)", ci.Rows, ci.SnapshotID)
+}
+
+// fakeCluster starts an in-process Kafka (kfake) with the topics, 3 partitions each, seeded with n JSON records
+// ({"id": i, "payload": "record i"}) spread over the topics and partitions.
+func fakeCluster(ctx context.Context, topics []string, n int) (addrs []string, closeCluster func(), err error) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topics...))
+	if err != nil {
+		return nil, nil, err
 	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	defer prod.Close()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topics[i%len(topics)], Key: strconv.AppendInt(nil, int64(i), 10),
+			Value: fmt.Appendf(nil, `{"id": %d, "payload": "record %d"}`, i, i)}
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("seeding the in-process cluster: %w", err)
+	}
+	return c.ListenAddrs(), c.Close, nil
 }
 
 func dlqNote(dlq string) string {

@@ -641,3 +641,39 @@ func TestPipelineAbortSource(t *testing.T) {
 		}
 	})
 }
+
+// With checkpoints, the flush policy (interval or rows) leaves rows no checkpoint covers open: Source.Abort
+// drops them instead of failing with ErrPartitionUncovered. The next checkpoint seals the due buffer at once.
+func TestPipelineFlushPolicyLeavesUncheckpointedRowsAbortable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv()
+		p := testPipeline(t, env, pipelineConfig{checkpoints: true, flushInterval: time.Second, flushRows: 10})
+		mustAccept(t, p, rowsFrom("a", 5, 50))
+		time.Sleep(2 * time.Second) // the bubble's clock: the interval passes
+		synctest.Wait()
+		mustAccept(t, p, rowsFrom("b", 12, 120)) // past the rows policy, no checkpoint either
+		synctest.Wait()
+		dropped, _, err := p.abortSource(t.Context(), "a")
+		if err != nil || dropped != 5 {
+			t.Fatalf("Abort after an interval: dropped %d, %v; want a's 5 rows dropped", dropped, err)
+		}
+		dropped, _, err = p.abortSource(t.Context(), "b")
+		if err != nil || dropped != 12 {
+			t.Fatalf("Abort past the rows policy: dropped %d, %v; want b's 12 rows dropped", dropped, err)
+		}
+		if s := p.state(); s.bufferedRows != 0 || s.uncommittedBatches != 0 || s.discarded != 17 || len(env.committedRuns()) != 0 {
+			t.Fatalf("after the aborts: %+v, runs %v", s, env.committedRuns())
+		}
+		// A due buffer goes with its first checkpoint, without waiting for another interval.
+		mustAccept(t, p, rowsFrom("a", 3, 30))
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if err := p.checkpointPositions(map[string]string{"a": "a@3"}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if runs := env.committedRuns(); len(runs) != 1 || env.positions[0]["a"] != "a@3" {
+			t.Fatalf("runs %v positions %v, want one run with a@3", runs, env.positions)
+		}
+	})
+}

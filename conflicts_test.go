@@ -3,7 +3,9 @@ package iceberg_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/iceberg-go/table"
@@ -56,4 +58,92 @@ func TestStatsConflictsCountEveryRejectedAttempt(t *testing.T) {
 	}
 	counts, _ := readRows(t, base, ident)
 	assertIDs(t, counts, 0, writers*commits*rows)
+}
+
+// TestWritersTakeTurnsAfterConflicts: two writer IDs committing continuously on one table both progress. Once a
+// commit of one lost a conflict, the other's next commits wait for its retry, so no commit meets more than a
+// few conflicts and neither writer commits many times in a row while the other waits: counted on the table's
+// history, not timed. (Racing at the catalog alone, a writer's backoff grew after each loss while the other
+// committed dozens of times.)
+func TestWritersTakeTurnsAfterConflicts(t *testing.T) {
+	ctx := context.Background()
+	const commits, rows = 20, 10
+	cat := openCatalog(t)
+	ident := table.Identifier{"conflicts", "turns"}
+	createTable(t, ctx, cat, ident, seed.Schema)
+	var mu sync.Mutex
+	maxConflicts := map[string]int{}
+	var wg sync.WaitGroup
+	for i, id := range []string{"a", "b"} {
+		w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID(id), iceberg.WithFlushInterval(0),
+			iceberg.WithKeepSnapshots(0), iceberg.WithSmallFileCompaction(0), iceberg.WithOnCommit(func(c iceberg.CommitInfo) {
+				mu.Lock()
+				defer mu.Unlock()
+				maxConflicts[id] = max(maxConflicts[id], c.Conflicts)
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g := seed.New(int64(i*commits*rows), 1)
+			for range commits {
+				if err := seedCommit(ctx, w, g, rows); err != nil {
+					t.Error(err)
+					break
+				}
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	counts, _ := readRows(t, cat, ident)
+	assertIDs(t, counts, 0, 2*commits*rows)
+	// The writers' commits in table order, oldest first, from each one's first to the end of the one that
+	// finished first: the longest run of one writer's commits in that span.
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for s := tbl.CurrentSnapshot(); s != nil; {
+		if s.Summary != nil && s.Summary.Operation == table.OpAppend {
+			order = append(order, s.Summary.Properties["icewriter.writer-id"])
+		}
+		if s.ParentSnapshotID == nil {
+			break
+		}
+		s = tbl.SnapshotByID(*s.ParentSnapshotID)
+	}
+	slices.Reverse(order)
+	longest, run, seen := 0, 0, map[string]int{}
+	for i, id := range order {
+		seen[id]++
+		if seen["a"] == commits || seen["b"] == commits {
+			break // the other writer has no commit left to wait for
+		}
+		if i > 0 && order[i-1] == id {
+			run++
+		} else {
+			run = 1
+		}
+		if len(seen) == 2 {
+			longest = max(longest, run)
+		}
+	}
+	t.Logf("commits in table order %v; most conflicts in one commit %v", order, maxConflicts)
+	if longest > 8 {
+		t.Errorf("a writer committed %d times in a row while the other waited to commit, want at most 8", longest)
+	}
+	for id, n := range maxConflicts {
+		if n > 4 {
+			t.Errorf("a commit of writer %s met %d conflicts, want at most 4", id, n)
+		}
+	}
 }

@@ -30,6 +30,11 @@ var (
 	// the writer stops (ErrWriterFailed wraps it), and the partition's rows must be read again from the table's
 	// position by whoever owns it now. Beside ErrFenced, not wrapping it: the writer ID was not taken over.
 	ErrPositionMoved = errors.New("iceberg: source position moved by another writer")
+	// ErrPositionBackwards is returned by Checkpoint and CheckpointPositions (a Source's, a Router's) for a
+	// position that comes before the partition's last one known to the writer, by WithPositionOrder: the newest
+	// the writer was given for the partition, or the one Resume read (Resume replaces it). The error names the
+	// partition and both positions; nothing of the call is recorded and the writer stays usable.
+	ErrPositionBackwards = errors.New("iceberg: source position goes backwards")
 	// ErrEqualityDeletesRefused means an upsert or delete needed equality deletes, which
 	// WithDeleteFiles(NoEqualityDeletesOrFail) refuses: the key index does not cover the table (it is off or
 	// over its budget, or another writer changed the table since the index was built).

@@ -277,6 +277,18 @@ func commitSeed(t *testing.T, w *iceberg.Writer, g *seed.Generator, commits, row
 	}
 }
 
+// seedCommit writes the generator's next rows rows and flushes them: one commit. It returns the error, so that
+// writers on goroutines of their own can call it.
+func seedCommit(ctx context.Context, w *iceberg.Writer, g *seed.Generator, rows int) error {
+	rec := g.Batch(rows)
+	err := w.Write(ctx, rec)
+	rec.Release()
+	if err != nil {
+		return err
+	}
+	return w.Flush(ctx)
+}
+
 // assertIDs fails unless counts holds exactly the ids from..to-1, each once.
 func assertIDs(t *testing.T, counts map[int64]int, from, to int64) {
 	t.Helper()

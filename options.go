@@ -105,6 +105,7 @@ type options struct {
 	writerID       string
 	stableID       bool
 	checkpoints    bool
+	posOrder       func(partition, a, b string) (int, bool) // WithPositionOrder
 	onCommit       func(CommitInfo)
 	logger         *slog.Logger
 	create         *createOptions
@@ -155,6 +156,7 @@ func defaultOptions() options {
 		rowGroupRows:   DefaultRowGroupRows,
 		maxUncommitted: DefaultMaxUncommitted,
 		commitTimeout:  DefaultCommitTimeout,
+		posOrder:       decimalPositionOrder,
 		keepSnapshots:  -1, // resolved at NewWriter: DefaultKeepSnapshots on tables the writer creates
 		rewriteEvery:   defaultRewriteManifests,
 		keyIndexBytes:  DefaultKeyIndexBytes,
@@ -227,6 +229,15 @@ func WithWriterID(id string) Option {
 // WithCheckpoints turns on exactly-once mode: a commit never includes rows accepted after its newest
 // Checkpoint token, and Flush and Close commit only up to the last checkpoint. Use it with WithWriterID.
 func WithCheckpoints() Option { return func(o *options) { o.checkpoints = true } }
+
+// WithPositionOrder sets how two positions of one partition compare: cmp returns c < 0 when a comes before b,
+// 0 when equal, c > 0 when after, and ok=false when the two cannot be compared (the check is skipped).
+// Checkpoint refuses a position that comes before the partition's last one known to the writer
+// (ErrPositionBackwards), and a Router orders ResumePoint's positions by it (pairs it does not compare by
+// ComparePositions). Default: two decimal integers compare numerically; any other pair is not compared.
+func WithPositionOrder(cmp func(partition, a, b string) (c int, ok bool)) Option {
+	return func(o *options) { o.posOrder = cmp }
+}
 
 // WithOnCommit registers a callback run after each successful commit, in commit order, on a goroutine of its
 // own: a slow callback delays later callbacks, never a commit. A callback may call any Writer method: Write and

@@ -66,8 +66,14 @@ type pipeline struct {
 	fileGen   int64
 	closerSeq int64
 	timer     *time.Timer
+	// due: the flush policy tripped while the open buffer held no checkpoint (sealDueLocked), with
+	// WithCheckpoints: the next checkpoint seals it.
+	due bool
 	// committedPos is the newest position committed per partition (PositionLags).
 	committedPos map[string]string
+	// knownPos is each partition's last position known to the writer, what Checkpoint's order check compares
+	// with: the newest checkpointed, or the one Resume read, whichever came last (never read per checkpoint).
+	knownPos map[string]string
 	// Counters reported by Stats.
 	rowsAccepted, bytesAccepted, batches, discarded int64
 }
@@ -122,6 +128,8 @@ type pipelineConfig struct {
 	checkpoints    bool          // WithCheckpoints: runs end at a token, rows after the newest are never committed
 	commitTimeout  time.Duration // how long a commit in flight outlives a Close that gave up waiting
 	mem            memory.Allocator
+	// posOrder is WithPositionOrder's (nil: positions are not compared).
+	posOrder func(partition, a, b string) (int, bool)
 	// lastToken is the token committed last by the writer's ID, if any: the same token again with no rows is
 	// not a new checkpoint.
 	lastToken *string
@@ -164,7 +172,7 @@ func newPipeline(ctx context.Context, env pipelineEnv, cfg pipelineConfig, commi
 	p := &pipeline{
 		env: env, cfg: cfg, kick: make(chan struct{}, 1), done: make(chan struct{}), changed: make(chan struct{}),
 		encSem: semaphore.NewWeighted(int64(cfg.maxInFlight)), committed: committed, nextSeq: committed + 1,
-		lastPos: map[string]string{}, dirtySrc: map[string]bool{},
+		lastPos: map[string]string{}, dirtySrc: map[string]bool{}, knownPos: map[string]string{},
 	}
 	if cfg.lastToken != nil {
 		p.lastToken, p.hasLastToken = *cfg.lastToken, true
@@ -324,6 +332,26 @@ func (p *pipeline) addLocked(rec batchRecord) {
 	p.dirty = true
 	p.dirtySrc[rec.source] = true
 	if b.rows >= p.cfg.flushRows || b.bytes >= p.cfg.flushBytes {
+		p.sealDueLocked()
+	}
+}
+
+// sealDueLocked is the flush policy's seal (rows, bytes, interval). With WithCheckpoints and no checkpoint in
+// the open buffer it seals nothing: such a batch could not commit before a later checkpoint anyway, and sealed
+// its rows could no longer be dropped alone (Source.Abort). The buffer is then due: the next checkpoint seals
+// it (sealMarkedLocked). The memory limit still seals it (sealForMemoryLocked).
+func (p *pipeline) sealDueLocked() {
+	if p.cfg.checkpoints && len(p.marks) == 0 {
+		p.due = true
+		return
+	}
+	p.sealLocked()
+}
+
+// sealMarkedLocked follows a checkpoint: a buffer the flush policy found due while no checkpoint could cut it
+// is sealed at this one.
+func (p *pipeline) sealMarkedLocked() {
+	if p.due && len(p.marks) > 0 {
 		p.sealLocked()
 	}
 }
@@ -347,7 +375,7 @@ func (p *pipeline) startTimerLocked() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.open == b && !p.closed {
-			p.sealLocked()
+			p.sealDueLocked()
 		}
 	})
 }
@@ -476,18 +504,21 @@ func (p *pipeline) checkpoint(token string) error {
 	}
 	p.markLocked(mark{token: true, value: token})
 	p.lastToken, p.hasLastToken, p.dirty = token, true, false
+	p.sealMarkedLocked()
 	return nil
 }
 
 // checkpointPositions marks a row boundary with source positions: the rows of each partition accepted so far
-// are covered by its position.
+// are covered by its position. A position before its partition's last known one refuses the whole call
+// (ErrPositionBackwards).
 func (p *pipeline) checkpointPositions(positions map[string]string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.usableLocked(); err != nil {
+	if err := p.checkOrderLocked(positions); err != nil {
 		return err
 	}
 	for src, pos := range positions {
+		p.knownPos[src] = pos
 		if last, ok := p.lastPos[src]; ok && last == pos && !p.dirtySrc[src] {
 			continue // nothing new for this partition
 		}
@@ -495,11 +526,44 @@ func (p *pipeline) checkpointPositions(positions map[string]string) error {
 		p.lastPos[src] = pos
 		delete(p.dirtySrc, src)
 	}
+	p.sealMarkedLocked()
 	return nil
 }
 
+// checkOrder returns ErrPositionBackwards for positions that come before their partition's last known one
+// (the writer must be usable).
+func (p *pipeline) checkOrder(positions map[string]string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.checkOrderLocked(positions)
+}
+
+func (p *pipeline) checkOrderLocked(positions map[string]string) error {
+	if err := p.usableLocked(); err != nil {
+		return err
+	}
+	if p.cfg.posOrder == nil {
+		return nil
+	}
+	return checkPositionOrder(p.cfg.posOrder, positions, p.knownPos)
+}
+
+// resumed makes positions (partition -> position, "" for none) the partitions' last known positions.
+func (p *pipeline) resumed(positions map[string]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for src, pos := range positions {
+		if pos == "" {
+			delete(p.knownPos, src)
+		} else {
+			p.knownPos[src] = pos
+		}
+	}
+}
+
 // markLocked places a checkpoint at the end of the open buffer. It seals nothing: files follow the flush
-// policy, and a seal cuts the buffer at its newest checkpoint (sealLocked).
+// policy, and a seal cuts the buffer at its newest checkpoint (sealLocked); a due buffer is sealed by the
+// caller once its checkpoints are placed (sealMarkedLocked).
 func (p *pipeline) markLocked(m mark) {
 	b := p.openLocked()
 	p.finishGatherLocked()
@@ -522,6 +586,7 @@ func (p *pipeline) sealLocked() {
 	}
 	b := p.open
 	p.open = nil
+	p.due = false
 	var keep *batch
 	if p.cfg.checkpoints && len(p.marks) > 0 {
 		b, keep = cut(b, p.marks)

@@ -220,15 +220,21 @@ func TestPipelineCheckpointsEndRuns(t *testing.T) {
 		gate := make(chan error)
 		env.commitGate = gate
 		p := testPipeline(t, env, pipelineConfig{flushRows: 10, checkpoints: true})
-		mustAccept(t, p, rows(10, 100))           // batch 1, sealed by the policy
-		if err := p.checkpoint("a"); err != nil { // a mark in the empty open buffer
+		mustAccept(t, p, rows(10, 100))           // past the policy, but no checkpoint to cut at: stays open
+		if err := p.checkpoint("a"); err != nil { // the due buffer is sealed at it: batch 1
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		gate <- nil // the first run: batch 1
+		synctest.Wait()
+		if err := p.checkpoint("b"); err != nil { // a mark in the empty open buffer
 			t.Fatal(err)
 		}
 		mustAccept(t, p, rows(10, 100)) // trips the policy: batch 2 is the token alone, the 10 rows stay open
 		synctest.Wait()
-		gate <- nil // the first run: batches 1 and 2
+		gate <- nil // the second run: batch 2
 		synctest.Wait()
-		mustAccept(t, p, rows(5, 50)) // 15 rows open: sealed whole as batch 3, no checkpoint covers it
+		mustAccept(t, p, rows(5, 50)) // 15 rows open: no checkpoint covers them, so they stay open
 		flushed := make(chan error, 1)
 		go func() { flushed <- p.flush(t.Context()) }()
 		synctest.Wait()
@@ -244,11 +250,11 @@ func TestPipelineCheckpointsEndRuns(t *testing.T) {
 		if err != nil || s.flushErr != nil {
 			t.Fatal(err, s.flushErr)
 		}
-		if runs, want := env.committedRuns(), [][]int64{{1, 2}}; !slices.EqualFunc(runs, want, slices.Equal) {
+		if runs, want := env.committedRuns(), [][]int64{{1}, {2}}; !slices.EqualFunc(runs, want, slices.Equal) {
 			t.Fatalf("runs %v, want %v", runs, want)
 		}
-		if env.tokens[0] != "a" {
-			t.Fatalf("token %q, want a", env.tokens[0])
+		if !slices.Equal(env.tokens, []string{"a", "b"}) {
+			t.Fatalf("tokens %q, want a and b", env.tokens)
 		}
 		if st := p.state(); st.discarded != 15 {
 			t.Fatalf("discarded %d rows, want the 15 after the token", st.discarded)
@@ -312,10 +318,11 @@ func TestPipelineFileMetadataBudget(t *testing.T) {
 				p := testPipeline(t, env, pipelineConfig{flushRows: 10, rowBudget: 1000, checkpoints: checkpoints})
 				mustAccept(t, p, rows(10, 10)) // batch 1: encoded at once, holding 900 until its commit
 				if checkpoints {
+					// The policy waits for a checkpoint to cut at: batch 1 is sealed with token a, and may commit.
 					if err := p.checkpoint("a"); err != nil {
 						t.Fatal(err)
 					}
-					mustAccept(t, p, rows(10, 10)) // seals batch 2, token a alone: batch 1 may commit
+					mustAccept(t, p, rows(10, 10)) // stays open: no checkpoint covers it
 				} else {
 					mustAccept(t, p, rows(2, 10))
 				}
@@ -338,11 +345,12 @@ func TestPipelineFileMetadataBudget(t *testing.T) {
 				if !checkpoints {
 					return
 				}
-				// The 12 rows open were sealed as batch 3, which no checkpoint covers: its metadata never blocks
-				// the call that may make one.
+				// The 12 rows open stay open (no checkpoint covers them) until a call past the memory budget seals
+				// them as batch 3, which no checkpoint covers: its metadata never blocks that call, nor the one
+				// that may make a checkpoint.
 				synctest.Wait()
 				done := make(chan error, 1)
-				go func() { done <- p.accept(t.Context(), rows(2, 200)) }()
+				go func() { done <- p.accept(t.Context(), rows(2, 800)) }()
 				synctest.Wait()
 				select {
 				case err := <-done:
@@ -352,8 +360,8 @@ func TestPipelineFileMetadataBudget(t *testing.T) {
 				default:
 					t.Fatal("a call waits on the metadata of a batch only a checkpoint can commit")
 				}
-				if s := p.state(); s.uncommittedBatches != 1 || s.bufferedBytes != 900+200 {
-					t.Fatalf("state: %+v, want batch 3 uncommitted holding 900 and 200 bytes open", s)
+				if s := p.state(); s.uncommittedBatches != 1 || s.bufferedBytes != 900+800 {
+					t.Fatalf("state: %+v, want batch 3 uncommitted holding 900 and 800 bytes open", s)
 				}
 			})
 		})
@@ -638,6 +646,42 @@ func TestPipelineAbortSource(t *testing.T) {
 		}
 		if got := env.positions[1]; len(got) != 2 || got["a"] != "a@5" || got["b"] != "b@4" {
 			t.Fatalf("positions of the abort's commit %v, want a@5 and b@4", got)
+		}
+	})
+}
+
+// With checkpoints, the flush policy (interval or rows) leaves rows no checkpoint covers open: Source.Abort
+// drops them instead of failing with ErrPartitionUncovered. The next checkpoint seals the due buffer at once.
+func TestPipelineFlushPolicyLeavesUncheckpointedRowsAbortable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv()
+		p := testPipeline(t, env, pipelineConfig{checkpoints: true, flushInterval: time.Second, flushRows: 10})
+		mustAccept(t, p, rowsFrom("a", 5, 50))
+		time.Sleep(2 * time.Second) // the bubble's clock: the interval passes
+		synctest.Wait()
+		mustAccept(t, p, rowsFrom("b", 12, 120)) // past the rows policy, no checkpoint either
+		synctest.Wait()
+		dropped, _, err := p.abortSource(t.Context(), "a")
+		if err != nil || dropped != 5 {
+			t.Fatalf("Abort after an interval: dropped %d, %v; want a's 5 rows dropped", dropped, err)
+		}
+		dropped, _, err = p.abortSource(t.Context(), "b")
+		if err != nil || dropped != 12 {
+			t.Fatalf("Abort past the rows policy: dropped %d, %v; want b's 12 rows dropped", dropped, err)
+		}
+		if s := p.state(); s.bufferedRows != 0 || s.uncommittedBatches != 0 || s.discarded != 17 || len(env.committedRuns()) != 0 {
+			t.Fatalf("after the aborts: %+v, runs %v", s, env.committedRuns())
+		}
+		// A due buffer goes with its first checkpoint, without waiting for another interval.
+		mustAccept(t, p, rowsFrom("a", 3, 30))
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if err := p.checkpointPositions(map[string]string{"a": "a@3"}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if runs := env.committedRuns(); len(runs) != 1 || env.positions[0]["a"] != "a@3" {
+			t.Fatalf("runs %v positions %v, want one run with a@3", runs, env.positions)
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -95,6 +96,35 @@ func checkPosition(partition, position string) error {
 		return fmt.Errorf("%w: partition %s: position is not valid UTF-8", ErrInvalidPosition, quoteShort(partition))
 	}
 	return nil
+}
+
+// decimalPositionOrder is WithPositionOrder's default: two decimal integers (digits only: Kafka offsets,
+// Postgres LSNs as numbers) by value; any other pair is not compared.
+func decimalPositionOrder(_, a, b string) (int, bool) {
+	if !isDigits(a) || !isDigits(b) {
+		return 0, false
+	}
+	return ComparePositions(a, b), true
+}
+
+// checkPositionOrder returns ErrPositionBackwards, naming the partitions in order, for the positions that come
+// before their partition's last known one (last) by order.
+func checkPositionOrder(order func(partition, a, b string) (int, bool), positions, last map[string]string) error {
+	var errs []error
+	for _, p := range slices.Sorted(maps.Keys(positions)) {
+		prev, ok := last[p]
+		if !ok {
+			continue
+		}
+		if c, ok := order(p, positions[p], prev); ok && c < 0 {
+			errs = append(errs, fmt.Errorf("%w: partition %s: position %s comes before %s, the partition's last "+
+				"position in this writer (checkpointed or resumed); checkpoint positions in source order, resume "+
+				"the partition (Source.Resume) to start it over from the table's position, or set WithPositionOrder "+
+				"if these positions do not order as decimal numbers", ErrPositionBackwards, quoteShort(p),
+				quoteShort(positions[p]), quoteShort(prev)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // quoteShort quotes s for an error message, cut to its first 64 bytes.

@@ -620,3 +620,69 @@ func TestPositionMovedFencesPausedWriter(t *testing.T) {
 	}
 	assertPositions(t, cat, ident, map[string]string{"t/0": "20", "t/1": "7", "t/2": "15"})
 }
+
+// TestCheckpointRefusesBackwardsPosition: a position before the partition's last one known to the writer (its
+// newest checkpoint, or the one Resume read) is refused with ErrPositionBackwards naming the partition and both
+// positions; nothing of the call is recorded, the writer stays usable, equal positions pass, and
+// WithPositionOrder decides which positions compare.
+func TestCheckpointRefusesBackwardsPosition(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"db", "backwards"}
+	w := positionsWriter(t, cat, ident, iceberg.WithWriterID("c0"))
+	g := seed.New(0, runSeed(t))
+	writeSeed(t, w, g, 5)
+	must(t, w.Source("p0").Checkpoint(ctx, "10"))
+	writeSeed(t, w, g, 5)
+	err := w.Source("p0").Checkpoint(ctx, "5")
+	if !errors.Is(err, iceberg.ErrPositionBackwards) {
+		t.Fatalf("Checkpoint 5 after 10: %v, want ErrPositionBackwards", err)
+	}
+	for _, s := range []string{`"p0"`, `"5"`, `"10"`} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not name %s", err, s)
+		}
+	}
+	// One backwards partition refuses the whole call: p1's position is not recorded either.
+	if err := w.CheckpointPositions(ctx, map[string]string{"p1": "7", "p0": "9"}); !errors.Is(err, iceberg.ErrPositionBackwards) {
+		t.Fatalf("CheckpointPositions with p0 backwards: %v, want ErrPositionBackwards", err)
+	}
+	must(t, w.Flush(ctx))
+	assertPositions(t, cat, ident, map[string]string{"p0": "10"})
+
+	// The writer stays usable; an equal position and later ones pass; strings the default order does not
+	// compare are not checked.
+	must(t, w.Source("p0").Checkpoint(ctx, "10"))
+	commitPositions(t, w, g, 5, map[string]string{"p0": "0011", "p1": "b"})
+	commitPositions(t, w, g, 0, map[string]string{"p1": "a"})
+	assertPositions(t, cat, ident, map[string]string{"p0": "0011", "p1": "a"})
+
+	// Another writer knows the partition's position once it resumes it.
+	w2 := positionsWriter(t, cat, ident, iceberg.WithWriterID("c1"))
+	must(t, w2.Source("p0").Checkpoint(ctx, "3")) // nothing known yet: the table is not read per checkpoint
+	if pos, _, err := w2.Source("p0").Resume(ctx); err != nil || pos != "0011" {
+		t.Fatalf("Resume: %q, %v", pos, err)
+	}
+	if err := w2.Source("p0").Checkpoint(ctx, "4"); !errors.Is(err, iceberg.ErrPositionBackwards) {
+		t.Fatalf("Checkpoint 4 after resuming at 11: %v, want ErrPositionBackwards", err)
+	}
+	must(t, w2.Source("p0").Checkpoint(ctx, "12"))
+
+	// An order of the caller's: here, "topic-id:offset" compares only within one topic ID.
+	byTopic := func(_, a, b string) (int, bool) {
+		ta, oa, _ := strings.Cut(a, ":")
+		tb, ob, _ := strings.Cut(b, ":")
+		if ta != tb {
+			return 0, false
+		}
+		x, _ := strconv.Atoi(oa)
+		y, _ := strconv.Atoi(ob)
+		return x - y, true
+	}
+	w3 := positionsWriter(t, cat, table.Identifier{"db", "backwards_topic"}, iceberg.WithPositionOrder(byTopic))
+	must(t, w3.Source("t/0").Checkpoint(ctx, "A:10"))
+	must(t, w3.Source("t/0").Checkpoint(ctx, "B:1")) // a recreated topic: not compared
+	if err := w3.Source("t/0").Checkpoint(ctx, "B:0"); !errors.Is(err, iceberg.ErrPositionBackwards) {
+		t.Fatalf("B:0 after B:1: %v, want ErrPositionBackwards", err)
+	}
+}

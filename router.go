@@ -86,7 +86,7 @@ type RouterOption func(*routerOptions)
 type routerOptions struct {
 	writer   []Option
 	config   func(ctx context.Context, ident table.Identifier, first *arrow.Schema) (TableConfig, error)
-	order    func(a, b string) int
+	order    func(partition, a, b string) int // total: WithPositionOrder's, else ComparePositions
 	perTable bool
 	bulkSize int64
 	hooks    []Hook
@@ -133,18 +133,11 @@ func WithTableConfig(fn func(ctx context.Context, ident table.Identifier, first 
 	return func(o *routerOptions) { o.config = fn }
 }
 
-// WithPositionOrder sets how source positions compare (negative: a before b), which ResumePoint needs to find
-// the lowest position over tables and to tell which rows a table holds. Default: ComparePositions (decimal
-// integers by value, anything else as strings).
-func WithPositionOrder(cmp func(a, b string) int) RouterOption {
-	return func(o *routerOptions) { o.order = cmp }
-}
-
 // NewRouter makes a router over cat. It opens no table: each is opened on first sight (or by Open). The writer
 // options are validated here. With commit rounds it starts the goroutine that runs them, which Close or Abort
 // stops.
 func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
-	ro := routerOptions{order: ComparePositions, bulkSize: DefaultBulkTargetFileSize}
+	ro := routerOptions{bulkSize: DefaultBulkTargetFileSize}
 	for _, f := range opts {
 		f(&ro)
 	}
@@ -168,8 +161,13 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 	if err := validateOptions(&o); err != nil {
 		return nil, err
 	}
-	if ro.order == nil {
-		return nil, optionErr("WithPositionOrder", "nil order")
+	// ResumePoint needs a total order: the pairs WithPositionOrder (a writer option) does not compare go by
+	// ComparePositions.
+	ro.order = func(partition, a, b string) int {
+		if c, ok := o.posOrder(partition, a, b); ok {
+			return c
+		}
+		return ComparePositions(a, b)
 	}
 	if ro.bulkSize <= 0 {
 		return nil, optionErr("WithBulkTargetFileSize", "must be positive, got %d", ro.bulkSize)

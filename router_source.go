@@ -27,7 +27,7 @@ import (
 //     own position), so the connector skips exactly those.
 //
 // Positions must name the last row they cover (a Kafka record's offset, not the next offset to read), and be
-// ordered by WithPositionOrder.
+// ordered by WithPositionOrder (a writer option: WithWriterOptions).
 type RouterSource struct {
 	r    *Router
 	name string
@@ -111,7 +111,8 @@ func (rs *routedSource) route(ctx context.Context, r *Router, ident table.Identi
 
 // Checkpoint records the partition's position in every table the partition wrote into during the router's
 // life, as Source.Checkpoint does in one: it covers the partition's rows accepted so far, and is committed with
-// them, table by table.
+// them, table by table. A position that goes backwards (Source.Checkpoint) in any of the tables is refused in
+// all of them with ErrPositionBackwards.
 func (s *RouterSource) Checkpoint(ctx context.Context, position string) error {
 	if err := checkPosition(s.name, position); err != nil {
 		return err
@@ -121,9 +122,16 @@ func (s *RouterSource) Checkpoint(ctx context.Context, position string) error {
 	defer rs.mu.Unlock()
 	s.r.cutMu.Lock()
 	defer s.r.cutMu.Unlock()
+	pos := map[string]string{s.name: position}
+	// A position that goes backwards in any table is refused in all of them before any records it.
+	for _, w := range rs.routed {
+		if err := w.pipe.checkOrder(pos); errors.Is(err, ErrPositionBackwards) {
+			return fmt.Errorf("table %v: %w", w.env.ident, err)
+		}
+	}
 	var errs []error
 	for _, w := range rs.routed {
-		if err := w.CheckpointPositions(ctx, map[string]string{s.name: position}); err != nil {
+		if err := w.CheckpointPositions(ctx, pos); err != nil {
 			errs = append(errs, fmt.Errorf("table %v: %w", w.env.ident, err))
 		}
 	}
@@ -186,7 +194,8 @@ func (p ResumePoint) Covered(ident table.Identifier, position string) bool {
 // Resume reads the partition's position in every table the router has open and returns where to resume. It
 // also makes that the partition's position for the tables it first routes to afterwards.
 func (s *RouterSource) Resume(ctx context.Context) (ResumePoint, error) {
-	p := ResumePoint{Tables: map[string]string{}, idents: map[string]string{}, order: s.r.opts.order, FromStart: true}
+	order := func(a, b string) int { return s.r.opts.order(s.name, a, b) }
+	p := ResumePoint{Tables: map[string]string{}, idents: map[string]string{}, order: order, FromStart: true}
 	first := true
 	for _, t := range s.r.opened() {
 		all, err := t.w.ResumePositions(ctx, s.name)

@@ -8,8 +8,9 @@ import (
 )
 
 // ErrPartitionUncovered is returned by Source.Abort when rows of the partition were sealed before any checkpoint
-// covered them (the memory limit was reached between checkpoints) and no later one does: they share files with
-// other partitions' rows, so they cannot be dropped alone. Abort the writer instead.
+// covered them and no later one does: they share files with other partitions' rows, so they cannot be dropped
+// alone. Only the memory limit reached between checkpoints, or a change of the table's schema, seals such rows
+// (the flush policy leaves them open). Abort the writer instead.
 var ErrPartitionUncovered = errors.New("iceberg: rows of the partition were sealed without a checkpoint")
 
 // Source is one partition of an ordered source: a Kafka topic-partition, a Postgres replication slot, a Kinesis
@@ -56,6 +57,8 @@ func (s *Source) Apply(ctx context.Context, rec arrow.RecordBatch) error {
 // every row of the partition accepted so far. It marks a row boundary and seals nothing: the position is
 // committed with the commit that holds those rows, atomically. With WithCheckpoints, rows of the partition
 // after its newest position are never committed, and a position with no new rows is not committed again.
+// A position before the partition's last one known to the writer (the newest checkpointed, or the one Resume
+// read, whichever came last), by WithPositionOrder, is refused with ErrPositionBackwards; an equal one is fine.
 func (s *Source) Checkpoint(ctx context.Context, position string) error {
 	return s.w.CheckpointPositions(ctx, map[string]string{s.name: position})
 }
@@ -67,8 +70,10 @@ func (s *Source) Checkpoint(ctx context.Context, position string) error {
 // returns nothing of the partition is pending in this writer, so a new owner that resumes from the partition's
 // committed position neither loses nor duplicates rows. ctx bounds the wait; the partition may be written
 // again afterwards. Without WithCheckpoints, rows of the partition already sealed are committed whatever their
-// position. With WithCheckpoints, rows sealed without a checkpoint (the memory limit came first) that no later
-// checkpoint covers cannot be dropped alone: Abort then returns ErrPartitionUncovered and changes nothing.
+// position. With WithCheckpoints, the flush policy (rows, bytes, interval) never seals rows no checkpoint
+// covers, so they stay abortable; rows sealed without a checkpoint because the memory limit came first (or the
+// table's schema changed) that no later checkpoint covers cannot be dropped alone: Abort then returns
+// ErrPartitionUncovered and changes nothing.
 // With a version column (ChangeColumns.Version), the versions of the dropped changes are forgotten: each key
 // they changed goes back to the version it had before them, unless a change that stays has changed it since.
 func (s *Source) Abort(ctx context.Context) error {
@@ -86,7 +91,8 @@ func (s *Source) Abort(ctx context.Context) error {
 
 // CheckpointPositions records several partitions' positions at once, as Source.Checkpoint does for one (a Kafka
 // poll returns records of many partitions). Positions are committed atomically with the rows they cover,
-// merged with those already on the table (the newest per partition), and readable by any process.
+// merged with those already on the table (the newest per partition), and readable by any process. A position
+// that goes backwards (see Source.Checkpoint) refuses the whole call: none of its positions is recorded.
 func (w *Writer) CheckpointPositions(ctx context.Context, positions map[string]string) error {
 	for p, v := range positions {
 		if err := checkPosition(p, v); err != nil {
@@ -128,6 +134,7 @@ func (w *Writer) ResumePositions(ctx context.Context, partitions ...string) (map
 		}
 	}
 	w.runs.rebase(bases)
+	w.pipe.resumed(bases)
 	return out, nil
 }
 

@@ -156,3 +156,51 @@ func TestSourceAbortAfterASealBeforeItsCheckpoint(t *testing.T) {
 		t.Errorf("position %q (%v, %v), want 150", pos, ok, err)
 	}
 }
+
+// TestSourceAbortDropsRowsTheFlushPolicyMet revokes a partition whose rows passed the flush policy before any
+// checkpoint of theirs (the rebalance came between poll and checkpoint) while another partition checkpointed:
+// the policy left them open, so Abort drops them instead of failing with ErrPartitionUncovered, and the table
+// holds exactly the other partition's checkpointed rows.
+func TestSourceAbortDropsRowsTheFlushPolicyMet(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"sources", "revoked"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema), iceberg.WithWriterID("member-0"),
+		iceberg.WithCheckpoints(), iceberg.WithFlushRows(100), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	write := func(src *iceberg.Source, p, k int) {
+		ids, vs := partitionRows(p, 0, k)
+		rec := kvBatch(ids, vs)
+		defer rec.Release()
+		if err := src.Write(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revoked, kept := w.Source("orders/0"), w.Source("orders/1")
+	write(revoked, 0, 150) // past the flush policy, no checkpoint
+	write(kept, 1, 10)
+	if err := kept.Checkpoint(ctx, "9"); err != nil {
+		t.Fatal(err)
+	}
+	if err := revoked.Abort(ctx); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := kvModel{}
+	ids, vs := partitionRows(1, 0, 10)
+	for i := range ids {
+		want.insert(ids[i], vs[i])
+	}
+	compareKV(t, readKV(t, cat, ident), want)
+	if s := w.Stats(); s.DiscardedRows != 150 {
+		t.Errorf("discarded %d rows, want the revoked partition's 150", s.DiscardedRows)
+	}
+	if _, ok, err := revoked.Position(ctx); err != nil || ok {
+		t.Errorf("revoked partition has a position (%v, %v)", ok, err)
+	}
+}

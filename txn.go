@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/icewriter/iceberg/internal/redact"
 )
 
 // txEnv commits table transactions through the catalog. Every path that calls CommitTable goes through its
@@ -107,6 +112,8 @@ type txResult struct {
 // loaded machine) whose reply was a refusal would otherwise stop the writer as "state unknown" although the
 // catalog answered, and the retry's reload shows whether it applied (and commits it when it did not).
 func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
+	gp := enterGate(ctx, e.cat, op.ident)
+	defer gp.leave()
 	deadline := time.Now().Add(e.timeout)
 	var res txResult
 	tbl := op.start
@@ -121,6 +128,7 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 	// staleStart: the first attempt, built on op.start (a table cached from an earlier commit), was rejected
 	// because the table had moved since. That is no race with another committer, so the reload follows at once.
 	staleStart := false
+	lastConflict := false // the last attempt was refused because the table moved (conflictCause)
 	for attempt := 0; ; attempt++ {
 		res.attempts = attempt + 1
 		if attempt > 0 {
@@ -133,7 +141,14 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 			}
 			var wait time.Duration
 			if !staleStart {
-				wait = backoff(attempt, e.minWait, e.maxWait)
+				// A conflict proves the catalog answers and another commit landed: waiting longer after each
+				// one would not raise the next attempt's odds, only let a writer that commits continuously
+				// take every turn (stalls of seconds). So conflicts stop doubling the wait at conflictSteps.
+				step := attempt
+				if lastConflict {
+					step = min(attempt, conflictSteps)
+				}
+				wait = backoff(step, e.minWait, e.maxWait)
 			}
 			staleStart = false
 			e.retrying(op, attempt, wait, lastErr)
@@ -147,7 +162,7 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 		if tbl == nil {
 			fresh, err := e.cat.LoadTable(ctx, op.ident)
 			if err != nil {
-				lastErr = err
+				lastErr, lastConflict = err, false
 				e.attempted(op, attempt, start, false, err)
 				if attempt > 0 {
 					e.log.Warn("iceberg: reload before retry failed", "table", op.ident, "what", op.what, "attempt", attempt, "err", err)
@@ -189,7 +204,7 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 			tc, err = tx.TableCommit()
 		}
 		if err != nil {
-			lastErr = err
+			lastErr, lastConflict = err, false
 			e.attempted(op, attempt, start, false, err)
 			if op.failed != nil {
 				op.failed(false)
@@ -226,7 +241,9 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 			return res, nil
 		}
 		lastErr = err
+		lastConflict = cause != ""
 		if cause != "" {
+			gp.conflicted()
 			res.conflicts++
 			staleStart = attempt == 0 && op.start != nil
 		}
@@ -241,6 +258,106 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 		if op.failed != nil {
 			op.failed(true)
 		}
+	}
+}
+
+// conflictSteps is how far conflicts double the wait between attempts (see backoff): the third retry's wait,
+// 100 to 200 ms for a run, at most.
+const conflictSteps = 3
+
+// gates make the writers of one process take turns on a table after a conflict: a commit call that lost one
+// (the table moved under its attempt) holds back the calls that start on the table afterwards until it ends, or
+// for maxGateWait at most, so its retry meets no commit of this process. Racing at the catalog alone, a writer
+// that commits continuously took every turn from one that reloads and rebuilds after each loss, which then
+// stalled for seconds (docs/benchmarks.md, BenchmarkTwoWritersStall). Writers in other processes meet at the
+// catalog only, where conflictSteps bounds the waits.
+var gates = struct {
+	sync.Mutex
+	m map[gateKey]*gate
+}{m: map[gateKey]*gate{}}
+
+// maxGateWait bounds how long a commit call waits for another's retry (a loser's build may be long: a
+// copy-on-write rewrite).
+const maxGateWait = time.Second
+
+type gateKey struct {
+	cat   catalog.Catalog // the backend, behind the writers' own wrappers
+	table string
+}
+
+// gate is a table's state in gates.
+type gate struct {
+	losers int           // calls that lost a conflict and have not ended
+	users  int           // calls entered: the entry goes with the last
+	clear  chan struct{} // closed when losers drops to 0
+}
+
+// gatePass is one commit call's passage through its table's gate (nil: the call takes no part).
+type gatePass struct {
+	key  gateKey
+	g    *gate
+	lost bool
+}
+
+// enterGate waits, for maxGateWait at most, until no call of this process that lost a conflict on the table is
+// still retrying. A run commit of a Router's round takes no part: the round commits several tables at once.
+func enterGate(ctx context.Context, cat catalog.Catalog, ident table.Identifier) *gatePass {
+	b := redact.Backend(cat)
+	if run, _ := ctx.Value(roundRunKey{}).(bool); run || b == nil || !reflect.TypeOf(b).Comparable() {
+		return nil
+	}
+	k := gateKey{cat: b, table: strings.Join(ident, "\x00")}
+	gates.Lock()
+	g := gates.m[k]
+	if g == nil {
+		g = &gate{}
+		gates.m[k] = g
+	}
+	g.users++
+	var clear chan struct{}
+	if g.losers > 0 {
+		clear = g.clear
+	}
+	gates.Unlock()
+	if clear != nil {
+		t := time.NewTimer(maxGateWait)
+		select {
+		case <-clear:
+		case <-t.C:
+		case <-ctx.Done(): // the call's first step sees it
+		}
+		t.Stop()
+	}
+	return &gatePass{key: k, g: g}
+}
+
+// conflicted marks the call as a loser until it ends: calls that start on the table wait for it.
+func (p *gatePass) conflicted() {
+	if p == nil || p.lost {
+		return
+	}
+	p.lost = true
+	gates.Lock()
+	if p.g.losers++; p.g.losers == 1 {
+		p.g.clear = make(chan struct{})
+	}
+	gates.Unlock()
+}
+
+// leave ends the call's passage.
+func (p *gatePass) leave() {
+	if p == nil {
+		return
+	}
+	gates.Lock()
+	defer gates.Unlock()
+	if p.lost {
+		if p.g.losers--; p.g.losers == 0 {
+			close(p.g.clear)
+		}
+	}
+	if p.g.users--; p.g.users == 0 {
+		delete(gates.m, p.key)
 	}
 }
 

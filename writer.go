@@ -251,7 +251,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	w.pipe = newPipeline(ctx, w, pipelineConfig{
 		flushRows: int64(o.flushRows), flushBytes: o.flushBytes, flushInterval: o.flushInterval,
 		rowBudget: rowBudget(&o), maxUncommitted: o.maxUncommitted, maxInFlight: o.maxInFlight,
-		checkpoints: o.checkpoints, commitTimeout: o.commitTimeout, mem: env.mem, lastToken: lastToken,
+		checkpoints: o.checkpoints, posOrder: o.posOrder, commitTimeout: o.commitTimeout, mem: env.mem, lastToken: lastToken,
 		shared: o.shared, runHeldCap: fanoutShare(rowBudget(&o)),
 		split:  func(b *batch) []*batch { return w.splitFanout(b, fanoutShare(rowBudget(&o))) },
 		sealed: w.sealedHook(), encoded: w.encodedHook(), waited: w.waitedHook(),
@@ -283,6 +283,8 @@ func validateOptions(o *options) error {
 		return optionErr("WithTargetFileSize", "must be positive, got %d", o.targetFileSize)
 	case o.maxUncommitted <= 0:
 		return optionErr("WithMaxUncommitted", "must be positive, got %d", o.maxUncommitted)
+	case o.posOrder == nil:
+		return optionErr("WithPositionOrder", "nil order")
 	case o.commitTimeout <= 0:
 		return optionErr("WithCommitTimeout", "must be positive, got %s", o.commitTimeout)
 	case o.stableID && len(o.writerID) > 200:

@@ -45,7 +45,12 @@ func topicIDString(id [16]byte) string {
 	return base64.RawURLEncoding.EncodeToString(id[:])
 }
 
-// comparePositions orders a partition's positions for a Route's router (iceberg.WithPositionOrder): by offset.
+// positionOrder is the sink's iceberg.WithPositionOrder: comparePositions for every pair, so a Checkpoint of a
+// position before the partition's last one is refused (iceberg.ErrPositionBackwards) and a Route's router finds
+// the lowest of a partition's positions over its tables.
+func positionOrder(_, a, b string) (int, bool) { return comparePositions(a, b), true }
+
+// comparePositions orders a partition's positions: by offset.
 // A position of another topic ID (a topic deleted and created again) is never below one of the current ID, so
 // a table's position of the old topic covers no record of the new one. Texts that are not positions compare as
 // iceberg.ComparePositions does.

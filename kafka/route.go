@@ -74,8 +74,8 @@ func newRouteTarget(ctx context.Context, cfg Config, dec Decoder, opts []iceberg
 	if _, ok := dec.(fieldDecoder); rt.Field != "" && !ok {
 		return nil, fmt.Errorf("%w: Route: Field %q: the decoder cannot read fields (Raw)", ErrConfig, rt.Field)
 	}
-	r, err := iceberg.NewRouter(cfg.Catalog, append([]iceberg.RouterOption{iceberg.WithWriterOptions(opts...),
-		iceberg.WithPositionOrder(comparePositions)}, rt.RouterOptions...)...)
+	r, err := iceberg.NewRouter(cfg.Catalog, append([]iceberg.RouterOption{iceberg.WithWriterOptions(opts...)},
+		rt.RouterOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: Route: %w", err)
 	}

@@ -271,7 +271,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 
 func (s *Sink) openWriter(ctx context.Context) (target, error) {
 	opts := append(append(decoderOptions(s.dec), s.cfg.WriterOptions...), iceberg.WithWriterID(s.cfg.WriterID),
-		iceberg.WithCheckpoints(), iceberg.WithOnCommit(s.onCommit))
+		iceberg.WithCheckpoints(), iceberg.WithOnCommit(s.onCommit), iceberg.WithPositionOrder(positionOrder))
 	if s.cfg.Route != nil {
 		return newRouteTarget(ctx, s.cfg, s.dec, opts)
 	}

@@ -198,6 +198,26 @@ func TestSinkUnreachableBrokerIsAnError(t *testing.T) {
 	h.stopsWith(m, kafka.ErrUnreachable, addr, "Config.ConnectTimeout")
 }
 
+// TestSinkStopsWhenTheClusterIsLost: a member whose cluster goes away while it runs (kgo retries forever) logs
+// the outage and stops with ErrUnreachable after ConnectTimeout, and what it committed before stays exact.
+func TestSinkStopsWhenTheClusterIsLost(t *testing.T) {
+	h := newHarness(t)
+	h.produce(4 * 50)
+	var l memberLog
+	m := h.startWith("member-0", func(c *kafka.Config) {
+		c.ConnectTimeout = time.Second
+		l.watch(c)
+	})
+	h.waitStable(1)
+	h.waitCommitted(1)
+	h.closeCluster()
+	h.stopsWith(m, kafka.ErrUnreachable, "Config.ConnectTimeout")
+	if out := l.out.String(); !strings.Contains(out, "broker unreachable") {
+		t.Errorf("no warning of the outage in the log:\n%s", out)
+	}
+	h.check()
+}
+
 // TestSinkLogsAssignmentRevocationAndTakeover: members log the partitions they are assigned, those revoked from
 // them, and where they resume; with a short SessionTimeout a killed member's partitions are taken over, which
 // the new owner logs.

@@ -56,7 +56,14 @@ func (s *Sink) Run(ctx context.Context) error {
 	offsetsDone := make(chan struct{})
 	offsetsCtx, stopOffsets := context.WithCancel(context.WithoutCancel(ctx))
 	go func() { defer close(offsetsDone); s.followTable(offsetsCtx) }()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	go s.brokers.watch(watchCtx, cmp.Or(s.cfg.ConnectTimeout, defaultConnectTimeout), s.cfg.Brokers, func(err error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.fail(err)
+	})
 	err := s.consume(ctx)
+	stopWatch()
 	s.mu.Lock()
 	crashed := s.crashed
 	s.mu.Unlock()

@@ -110,7 +110,9 @@ type Config struct {
 	// heartbeat interval becomes at most a third of it.
 	SessionTimeout time.Duration
 	// ConnectTimeout bounds how long Run waits for a seed broker to answer before it returns an error wrapping
-	// ErrUnreachable (a wrong address, a broker down, TLS or SASL that does not match). Default: 30 s.
+	// ErrUnreachable (a wrong address, a broker down, TLS or SASL that does not match), and, once running, how
+	// long the brokers may stay unreachable (no response read since a failed connection or read; the outage
+	// and its end are logged) before Run stops with the same error. Default: 30 s.
 	ConnectTimeout time.Duration
 	// AcceptRetentionGaps makes the sink skip the records deleted before it read them (a partition's log
 	// starts after the table's position): it resumes at the log start, logs the skip (Warn) and calls OnGap.
@@ -176,6 +178,8 @@ type Sink struct {
 	log  *slog.Logger
 	dec  Decoder
 	plan *rowPlan
+	// brokers follows the client's broker connections: an outage past ConnectTimeout stops Run.
+	brokers *brokerWatch
 
 	mu      sync.Mutex // guards w, owned and failed; rebalance callbacks and the poll loop both take it
 	w       target
@@ -241,8 +245,10 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		}
 		s.plan = plan
 	}
+	s.brokers = &brokerWatch{log: s.log, writerID: s.cfg.WriterID}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.WithHooks(s.brokers),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topics...),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),

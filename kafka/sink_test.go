@@ -60,6 +60,7 @@ type harness struct {
 	next     int64              // the next record number
 	ends     [maxParts]int64    // each partition's next offset
 	parts    int64              // the topic's partitions now (addPartitions)
+	closedID string             // the topic's ID, kept by closeCluster for check
 }
 
 // newHarness starts a cluster and creates the table (with create's options) in an embedded catalog.
@@ -296,11 +297,21 @@ func (h *harness) checkIDs(want map[int64]bool) {
 // topicID is the topic's ID as positions carry it.
 func (h *harness) topicID() string {
 	h.t.Helper()
+	if h.closedID != "" {
+		return h.closedID
+	}
 	info := h.cluster.TopicInfo(topic)
 	if info == nil {
 		h.t.Fatalf("topic %q does not exist", topic)
 	}
 	return base64.RawURLEncoding.EncodeToString(info.TopicID[:])
+}
+
+// closeCluster stops the cluster (its brokers stop answering), keeping the topic's ID for check.
+func (h *harness) closeCluster() {
+	h.t.Helper()
+	h.closedID = h.topicID()
+	h.cluster.Close()
 }
 
 // want is the model of the table: the records it must hold, by (partition, offset) -> record number. Appended:

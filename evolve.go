@@ -296,9 +296,9 @@ func (w *Writer) relax(ctx context.Context, conf *conformer, path []string) (*co
 
 // AddColumn adds the optional top-level column f to the table (its Iceberg type mapped from f.Type as schema
 // evolution maps a new column), committed before it returns, so that the rows written before it read initial
-// instead of null: Iceberg v3's initial-default, and the write-default, which fills the column in the rows
-// accepted before the call and still buffered when they are encoded. Rows accepted after the call without
-// the column read null in it, as in any optional column the writer fills. A source calls it before the first
+// instead of null: Iceberg v3's initial-default, and the write-default, which fills the column in rows that
+// lack it: those accepted before the call and still buffered, and those accepted after without the column (a
+// source replaying changes from before the column existed). A source calls it before the first
 // row that carries the column when the column has a value on the rows that existed (SQL's ADD COLUMN ...
 // DEFAULT). initial nil adds the column without a default, as WithSchemaEvolution would. It works whether
 // schema evolution is on or not, and commits like an evolution (a fenced writer changes nothing). A column the

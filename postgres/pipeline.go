@@ -523,12 +523,14 @@ func (p *pipeline) openRouter(ctx context.Context) error {
 	}
 	p.router = r
 	for _, t := range p.tables {
-		if tbl, err := p.cat.LoadTable(ctx, t.ident); err == nil {
-			names := make([]string, len(t.cols))
-			for i, c := range t.cols {
-				names[i] = c.name
+		if exists, err := p.cat.CheckTableExists(ctx, t.ident); err != nil {
+			return fmt.Errorf("postgres: looking up the Iceberg table of %s: %w", t, err)
+		} else if exists {
+			// Columns added while Run was down, with a default on the rows that existed: added with it first.
+			if err := r.Open(ctx, t.ident); err != nil {
+				return fmt.Errorf("postgres: opening the Iceberg table of %s: %w", t, err)
 			}
-			if err := checkAdded(ctx, p.conn, t, tbl, names); err != nil {
+			if err := addColumns(ctx, p.conn, t, p.writer(t), t.cols); err != nil {
 				return err
 			}
 		}

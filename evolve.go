@@ -298,9 +298,8 @@ func (w *Writer) relax(ctx context.Context, conf *conformer, path []string) (*co
 // evolution maps a new column), committed before it returns, so that the rows written before it read initial
 // instead of null: Iceberg v3's initial-default, and the write-default, which fills the column in rows that
 // lack it: those accepted before the call and still buffered, and those accepted after without the column (a
-// source replaying changes from before the column existed). A source calls it before the first
-// row that carries the column when the column has a value on the rows that existed (SQL's ADD COLUMN ...
-// DEFAULT). initial nil adds the column without a default, as WithSchemaEvolution would. It works whether
+// source replaying changes from before the column existed). A source calls it before the first row that
+// carries the column when the column has a value on the rows that existed (SQL's ADD COLUMN ... DEFAULT). initial nil adds the column without a default, as WithSchemaEvolution would. It works whether
 // schema evolution is on or not, and commits like an evolution (a fenced writer changes nothing). A column the
 // table already has is left as it is, whatever its default: a source resuming after a crash may call it again.
 //

@@ -16,10 +16,10 @@ import (
 	"github.com/icewriter/iceberg/postgres"
 )
 
-// TestColumnAddedWithDefaultStopsThenRecopies: a column added with a default while streaming (Postgres shows
-// the default on the rows that existed, which no change carries) stops Run with ErrAddedColumnDefault naming
-// the table and column, before any NULL for it reaches the Iceberg table; so does a run started after such a
-// change. Dropping the Iceberg table, as the error says, copies the table anew: every row then reads the default.
+// TestColumnAddedWithDefaultStopsThenRecopies: on format v2 Iceberg tables (no initial-default), a column
+// added with a default while streaming (Postgres shows the default on the rows that existed, which no change
+// carries) stops Run with ErrAddedColumnDefault naming the table and column, before any NULL for it reaches the
+// Iceberg table; so does a run started after such a change. Dropping the Iceberg table, as the error says, copies the table anew: every row then reads the default.
 func TestColumnAddedWithDefaultStopsThenRecopies(t *testing.T) {
 	ctx := context.Background()
 	dsn, slot := sourceDB(t)

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/scalar"
 )
 
 // conformer projects caller batches onto the table's Arrow schema: columns matched by name and reordered (struct
@@ -18,7 +19,10 @@ import (
 // nothing.
 type conformer struct {
 	target *arrow.Schema // the table's schema as Arrow, with field-id metadata
-	mem    memory.Allocator
+	// defaults are the write-defaults of target's top-level fields (nil, or nil entries: none), which fill a
+	// column a batch lacks instead of nulls (Writer.AddColumn sets them).
+	defaults []scalar.Scalar
+	mem      memory.Allocator
 	// hooks, when set, relax a required column that received nulls (WithSchemaEvolution) and receive the rows
 	// that cannot be converted (WithDeadLetter). Without them every problem fails the call.
 	hooks *conformHooks
@@ -152,10 +156,38 @@ func (c *conformer) keepRows(rec arrow.RecordBatch, rows []int32) (arrow.RecordB
 			cols[i].Retain()
 			continue
 		}
+		if c.defaultOf(i) != nil {
+			return nil, 0, false // a copy fills it
+		}
 		cols[i] = array.MakeArrayOfNull(c.mem, tf.Type, int(n))
 		pinned += arraySize(cols[i].Data())
 	}
 	return array.NewRecordBatch(c.target, cols, n), pinned, true
+}
+
+func (c *conformer) defaultOf(i int) scalar.Scalar {
+	if i < len(c.defaults) {
+		return c.defaults[i]
+	}
+	return nil
+}
+
+// missing is target column i for n rows of a batch that lacks it: its write-default, or nulls.
+func (c *conformer) missing(i, n int) (arrow.Array, error) {
+	tf := c.target.Field(i)
+	d := c.defaultOf(i)
+	if d == nil {
+		return array.MakeArrayOfNull(c.mem, tf.Type, n), nil
+	}
+	a, err := scalar.MakeArrayFromScalar(d, n, c.mem)
+	if err == nil && !arrow.TypeEqual(a.DataType(), tf.Type) {
+		a.Release()
+		err = fmt.Errorf("its type %s is not the column's %s", a.DataType(), tf.Type)
+	}
+	if err != nil {
+		return nil, columnErr(tf.Name, ErrTypeMismatch, "filling the column with its write-default: %v", err)
+	}
+	return a, nil
 }
 
 // keepSlack bounds what keepRows pins: at most this many times what a copy of the rows kept would hold.
@@ -316,7 +348,10 @@ func (c *conformer) conformOnce(ctx context.Context, rec arrow.RecordBatch, own 
 				release()
 				return nil, 0, columnErr(tf.Name, ErrMissingColumn, "the batch has no such column")
 			}
-			cols[i] = array.MakeArrayOfNull(c.mem, tf.Type, int(n))
+			if cols[i], err = c.missing(i, int(n)); err != nil {
+				release()
+				return nil, 0, err
+			}
 			size += arraySize(cols[i].Data())
 			continue
 		}

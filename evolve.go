@@ -121,6 +121,7 @@ func (st *evoState) remember(in *arrow.Schema, fp string, e *seenEntry) {
 type schemaChange struct {
 	path    []string
 	add     ice.Type // add an optional column of this type
+	initial any      // with add: the column's initial-default and write-default (AddColumn), nil for none
 	promote ice.Type // widen the column to this type
 	relax   bool     // make the required column optional
 }
@@ -128,6 +129,8 @@ type schemaChange struct {
 func (c schemaChange) String() string {
 	name := strings.Join(c.path, ".")
 	switch {
+	case c.add != nil && c.initial != nil:
+		return fmt.Sprintf("add %s %s default %v", name, c.add, c.initial)
 	case c.add != nil:
 		return fmt.Sprintf("add %s %s", name, c.add)
 	case c.promote != nil:
@@ -291,6 +294,92 @@ func (w *Writer) relax(ctx context.Context, conf *conformer, path []string) (*co
 	return next, next.target != conf.target, nil
 }
 
+// AddColumn adds the optional top-level column f to the table (its Iceberg type mapped from f.Type as schema
+// evolution maps a new column), committed before it returns, so that the rows written before it read initial
+// instead of null: Iceberg v3's initial-default, and the write-default, which fills the column in rows that
+// lack it: those accepted before the call and still buffered, and those accepted after without the column (a
+// source replaying changes from before the column existed). A source calls it before the first row that
+// carries the column when the column has a value on the rows that existed (SQL's ADD COLUMN ... DEFAULT).
+// initial nil adds the column without a default, as WithSchemaEvolution would. It works whether schema
+// evolution is on or not, and commits like an evolution (a fenced writer changes nothing). A column the table
+// already has is left as it is, whatever its default: a source resuming after a crash may call it again.
+//
+// initial is converted to the column's type (ice.Literal.To: an int32 literal for a long column is fine). The
+// default is stored as iceberg-go stores defaults, as a JSON number for integers, dates, times and
+// timestamps, which it reads back as a float64: a long or timestamp default beyond ±2^53 is refused rather
+// than rounded. Decimals are stored as strings.
+//
+// Errors: a *ColumnError wrapping ErrTypeMismatch when f's type has no Iceberg mapping, or initial does not
+// convert to the column's type, or the column is a list, map or struct (Iceberg has no default for those);
+// ErrNotSupported when initial is set and the table's format version is below 3 (which has no initial-default:
+// the rows written before would read null); ErrClosed once the writer is closed; the commit's error otherwise.
+func (w *Writer) AddColumn(ctx context.Context, f arrow.Field, initial ice.Literal) error {
+	if err := w.pipe.usable(); err != nil {
+		return err
+	}
+	typ, err := newColumnType(f)
+	if err != nil {
+		return columnErr(f.Name, ErrTypeMismatch, "cannot add a column of type %s: %v", f.Type, err)
+	}
+	var value any
+	if initial != nil {
+		if v := w.Table().Metadata().Version(); v < 3 {
+			return columnErr(f.Name, ErrNotSupported, "table %v is format version %d: an initial default needs version 3", w.env.ident, v)
+		}
+		if value, err = defaultValue(typ, initial); err != nil {
+			return columnErr(f.Name, ErrTypeMismatch, "default %s for a column of type %s: %v", initial, typ, err)
+		}
+	}
+	plan := func(sc *ice.Schema) ([]schemaChange, error) {
+		if _, ok := topField(sc, f.Name); ok {
+			return nil, nil
+		}
+		return []schemaChange{{path: []string{f.Name}, add: typ, initial: value}}, nil
+	}
+	return w.evolveSchema(ctx, plan)
+}
+
+// maxExactDefault is the largest integer iceberg-go reads back exactly from a default's JSON number (float64).
+const maxExactDefault = 1 << 53
+
+// defaultValue is lit as the value of a default of a column of type typ, in the form iceberg-go both checks
+// (UpdateSchema) and reads back from the table metadata (its scanner fills the default from that).
+func defaultValue(typ ice.Type, lit ice.Literal) (any, error) {
+	if _, ok := typ.(ice.PrimitiveType); !ok {
+		return nil, errors.New("a nested column takes no default")
+	}
+	lit, err := lit.To(typ)
+	if err != nil {
+		return nil, err
+	}
+	exact := func(n int64) error {
+		if n > maxExactDefault || n < -maxExactDefault {
+			return fmt.Errorf("%d is beyond ±2^53, which iceberg-go's table metadata does not hold exactly", n)
+		}
+		return nil
+	}
+	switch v := lit.Any().(type) {
+	case int64:
+		return v, exact(v)
+	case ice.Timestamp:
+		if err := exact(int64(v)); err != nil {
+			return nil, err
+		}
+		if _, tz := typ.(ice.TimestampTzType); tz {
+			// iceberg-go's check takes a Timestamp value for a timestamp column only; a float64 passes
+			// it, and is what its scanner reads back from the metadata anyway.
+			return float64(v), nil
+		}
+		return v, nil
+	case ice.Decimal:
+		return v.Val.ToString(int32(v.Scale)), nil // iceberg-go reads a decimal default back from a string
+	case ice.TimestampNano:
+		return nil, errors.New("nanosecond timestamps take no default here")
+	default:
+		return v, nil
+	}
+}
+
 // errEvolve wraps the failure of a schema change.
 var errEvolve = errors.New("iceberg: schema evolution")
 
@@ -337,6 +426,11 @@ func evolveTx(tbl *table.Table, branch string, plan func(*ice.Schema) ([]schemaC
 	us := tx.UpdateSchema(true, false)
 	for _, c := range *changes {
 		switch {
+		case c.add != nil && c.initial != nil:
+			// UnionByNameWith, not AddColumn: AddColumn wants a literal of the column's exact type, which
+			// iceberg-go has none of for timestamptz or a decimal of precision other than 9.
+			us.UnionByNameWith(ice.NewSchema(0, ice.NestedField{Name: c.path[0], Type: c.add,
+				InitialDefault: c.initial, WriteDefault: c.initial}))
 		case c.add != nil:
 			us.AddColumn(c.path, c.add, "", false, nil)
 		case c.promote != nil:

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
@@ -510,5 +511,95 @@ func TestEvolvePromoteKey(t *testing.T) {
 				t.Fatalf("table %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestEvolveAddColumnWithDefault: Writer.AddColumn on a v3 table adds columns with an initial default; rows
+// written before (committed, and buffered when the column is added) read the default back through iceberg-go's
+// scanner, from a freshly loaded table (initial-default), and so do rows written after without the column
+// (write-default); rows written after with it read their own values. A v2 table refuses a default
+// (ErrNotSupported), a second AddColumn of a column the table has changes nothing, and a long default that
+// the metadata's JSON number would round is refused.
+func TestEvolveAddColumnWithDefault(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"evolve", "default"}
+	createTable(t, ctx, cat, ident, arrow.NewSchema([]arrow.Field{fID, fName}, nil), iceberg.FormatVersion(3))
+	w := newEvolvingWriter(t, cat, ident, nil)
+	writeMaps(t, w, []arrow.Field{fID, fName}, map[string]any{"id": 1, "name": "a"}, map[string]any{"id": 2, "name": "b"})
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeMaps(t, w, []arrow.Field{fID, fName}, map[string]any{"id": 3, "name": "c"}) // buffered
+
+	ts := ice.Timestamp(1_700_000_000_123_456)
+	d := ice.NewLiteral(ice.Decimal{Val: decimal128.FromI64(1234), Scale: 2})
+	cols := []struct {
+		f    arrow.Field
+		lit  ice.Literal
+		want any // as cellValue reads it
+	}{
+		{arrow.Field{Name: "c", Type: arrow.PrimitiveTypes.Int32, Nullable: true}, ice.NewLiteral(int32(7)), int64(7)},
+		{arrow.Field{Name: "big", Type: arrow.PrimitiveTypes.Int64, Nullable: true}, ice.NewLiteral(int32(-3)), int64(-3)},
+		{arrow.Field{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true}, ice.NewLiteral("it's"), "it's"},
+		{arrow.Field{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond}, Nullable: true}, ice.NewLiteral(ts), int64(ts)},
+		{arrow.Field{Name: "tz", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true}, ice.NewLiteral(ts), int64(ts)},
+		{arrow.Field{Name: "dec", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}, Nullable: true}, d, "12.34"},
+		{arrow.Field{Name: "day", Type: arrow.FixedWidthTypes.Date32, Nullable: true}, ice.NewLiteral(ice.Date(19000)), "2022-01-08"},
+		{arrow.Field{Name: "none", Type: arrow.PrimitiveTypes.Int32, Nullable: true}, nil, nil},
+	}
+	for _, c := range cols {
+		if err := w.AddColumn(ctx, c.f, c.lit); err != nil {
+			t.Fatalf("AddColumn %s: %v", c.f.Name, err)
+		}
+	}
+	// Again: the column is there, nothing changes (not even with another default).
+	if err := w.AddColumn(ctx, cols[0].f, ice.NewLiteral(int32(8))); err != nil {
+		t.Fatalf("AddColumn again: %v", err)
+	}
+	tooBig := arrow.Field{Name: "huge", Type: arrow.PrimitiveTypes.Int64, Nullable: true}
+	if err := w.AddColumn(ctx, tooBig, ice.NewLiteral(int64(1)<<60)); !errors.Is(err, iceberg.ErrTypeMismatch) {
+		t.Fatalf("AddColumn of a long default beyond 2^53 = %v, want ErrTypeMismatch", err)
+	}
+	list := arrow.Field{Name: "l", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true}
+	if err := w.AddColumn(ctx, list, ice.NewLiteral(int32(1))); !errors.Is(err, iceberg.ErrTypeMismatch) {
+		t.Fatalf("AddColumn of a list with a default = %v, want ErrTypeMismatch", err)
+	}
+	fields := []arrow.Field{fID, fName}
+	row4 := map[string]any{"id": 4, "name": "d"}
+	for _, c := range cols {
+		fields = append(fields, c.f)
+	}
+	row4["c"], row4["big"], row4["s"] = 40, 400, "new"
+	writeMaps(t, w, fields, row4)
+	writeMaps(t, w, []arrow.Field{fID, fName}, map[string]any{"id": 5, "name": "e"}) // after, without the columns
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counts, rows := readRows(t, cat, ident)
+	if len(counts) != 5 {
+		t.Fatalf("got ids %v, want 1..5", counts)
+	}
+	for _, id := range []int64{1, 2, 3, 5} {
+		for _, c := range cols {
+			if got := rows[id][c.f.Name]; got != c.want {
+				t.Errorf("id %d (written without the column): %s = %v (%T), want its default %v", id, c.f.Name, got, got, c.want)
+			}
+		}
+	}
+	if r := rows[4]; r["c"] != int64(40) || r["big"] != int64(400) || r["s"] != "new" || r["ts"] != nil || r["dec"] != nil {
+		t.Errorf("id 4 (written after): %v", r)
+	}
+
+	// A v2 table has no initial-default: refused, and the column is not added.
+	v2 := table.Identifier{"evolve", "default_v2"}
+	createTable(t, ctx, cat, v2, arrow.NewSchema([]arrow.Field{fID}, nil))
+	w2 := newEvolvingWriter(t, cat, v2, nil)
+	defer w2.Close(ctx)
+	if err := w2.AddColumn(ctx, cols[0].f, cols[0].lit); !errors.Is(err, iceberg.ErrNotSupported) || !strings.Contains(err.Error(), "c") {
+		t.Fatalf("AddColumn with a default on v2 = %v, want ErrNotSupported", err)
+	}
+	if _, ok := loadSchema(t, cat, v2).FindFieldByName("c"); ok {
+		t.Fatal("the v2 table has the column")
 	}
 }

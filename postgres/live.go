@@ -315,20 +315,21 @@ func (s *liveState) relation(ctx context.Context, m *pglogrepl.RelationMessage) 
 	if lt != nil && sameColumns(lt.cols, cols) {
 		return nil
 	}
-	// Columns added since the last shape (or since Run described the table) may carry values the stream does
-	// not (ErrAddedColumnDefault).
+	// Columns added since the last shape (or since Run described the table) may have a value on the older rows
+	// that the stream does not carry: added with it as their default, or refused (addColumns). Changes of the
+	// old shape that come after (held ones below, or replayed) take it as the column's write-default.
 	prev := t.cols
 	if lt != nil {
 		prev = lt.cols
 	}
-	var added []string
+	var added []column
 	for _, c := range cols {
 		if indexOf(prev, c.name) < 0 {
-			added = append(added, c.name)
+			added = append(added, c)
 		}
 	}
 	if len(added) > 0 {
-		if err := checkAdded(ctx, s.p.conn, t, s.p.writer(t).Table(), added); err != nil {
+		if err := addColumns(ctx, s.p.conn, t, s.p.writer(t), added); err != nil {
 			return err
 		}
 	}

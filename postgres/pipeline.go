@@ -226,10 +226,11 @@ func (p *pipeline) chunkPartition(i int) string {
 // held until the commit (in memory: a large transaction of such a table is held whole) and applied by their
 // net effect per key, matching old rows whole (REPLICA IDENTITY FULL, which such a table needs); a truncate deletes every row of
 // the table at that point of the stream; a new column (a changed Relation message) is added to the table by
-// schema evolution, unless Postgres shows a default of it on the rows that existed (ADD COLUMN ... DEFAULT):
-// that stops Run with ErrAddedColumnDefault, on every format version, since the stream never carries those
-// rows' value (copy the table anew); so does a column added with a volatile default or as an identity, which
-// Postgres fills by a table rewrite the stream does not carry. A column whose type widens (integer to bigint,
+// schema evolution; one added with a constant default that Postgres shows on the rows that existed (ADD
+// COLUMN ... DEFAULT 7), a value the stream never carries, is added to a format v3 table with it as its
+// initial-default before any row carrying it (iceberg.Writer.AddColumn), so those rows read it, and on v2
+// stops Run with ErrAddedColumnDefault (copy the table anew); so does, on any version, a column added with a
+// volatile default or as an identity, which Postgres fills by a table rewrite the stream does not carry. A column whose type widens (integer to bigint,
 // real to double precision, a numeric's precision), primary key columns included, is promoted in the Iceberg
 // table. Each table's position is the commit LSN of the last transaction it holds, committed with
 // its rows; every Config.FlushInterval the pipeline commits what it has read and only then confirms the
@@ -523,12 +524,14 @@ func (p *pipeline) openRouter(ctx context.Context) error {
 	}
 	p.router = r
 	for _, t := range p.tables {
-		if tbl, err := p.cat.LoadTable(ctx, t.ident); err == nil {
-			names := make([]string, len(t.cols))
-			for i, c := range t.cols {
-				names[i] = c.name
+		if exists, err := p.cat.CheckTableExists(ctx, t.ident); err != nil {
+			return fmt.Errorf("postgres: looking up the Iceberg table of %s: %w", t, err)
+		} else if exists {
+			// Columns added while Run was down, with a default on the rows that existed: added with it first.
+			if err := r.Open(ctx, t.ident); err != nil {
+				return fmt.Errorf("postgres: opening the Iceberg table of %s: %w", t, err)
 			}
-			if err := checkAdded(ctx, p.conn, t, tbl, names); err != nil {
+			if err := addColumns(ctx, p.conn, t, p.writer(t), t.cols); err != nil {
 				return err
 			}
 		}

@@ -4,12 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/icewriter/iceberg"
 )
 
 // ErrNoPrimaryKey is wrapped by the error for what a table without a primary key cannot take. Such a table is
@@ -19,14 +26,15 @@ import (
 var ErrNoPrimaryKey = errors.New("postgres: table has no primary key")
 
 // ErrAddedColumnDefault is wrapped by the error for a column added to a copied table with a default (ALTER
-// TABLE ... ADD COLUMN c ... DEFAULT v): Postgres shows v on the rows that existed before
-// (pg_attribute.atthasmissing), but no change in the stream carries it, so the Iceberg table would read NULL
-// there. A volatile default (clock_timestamp(), a serial) or an identity column fills the rows by rewriting
-// the table, which the stream does not carry either: any column that has a default or is an identity when it
-// first reaches the Iceberg table is refused (a column added without one, given a default before its first
-// change, is refused too). Run stops, naming the table and column, before the column reaches the Iceberg
-// table; copy the table again (drop its Iceberg table and run again), or add such columns without a default,
-// then UPDATE the rows and SET DEFAULT. On every format version: Iceberg v3's initial-default is not used.
+// TABLE ... ADD COLUMN c ... DEFAULT v) that the Iceberg table cannot show on the rows that existed. Postgres
+// shows a constant v on those rows (pg_attribute.atthasmissing), but no change in the stream carries it: on a
+// format v3 table Run adds the column with v as its initial-default, so they read v; on v2 (no
+// initial-default) they would read NULL, so Run stops. A volatile default (clock_timestamp(), a serial) or an
+// identity column fills the rows by rewriting the table, which the stream does not carry either: refused on
+// every version (so is a column added without a default and given one before its first change, which Postgres
+// does not tell apart from those). Run stops, naming the table and column, before the column reaches the
+// Iceberg table; copy the table again (drop its Iceberg table and run again), or add such columns without a
+// default, then UPDATE the rows and SET DEFAULT.
 var ErrAddedColumnDefault = errors.New("postgres: column added with a default the existing rows do not carry in the stream")
 
 // column is one source column and its mapping.
@@ -241,31 +249,123 @@ func describe(ctx context.Context, q querier, m *typeMapper, t *tableInfo) error
 	return nil
 }
 
-// checkAdded refuses the columns of t that the Iceberg table tbl lacks and that Postgres shows on existing rows
-// with a value of their own (added with a default or as an identity), see ErrAddedColumnDefault.
-func checkAdded(ctx context.Context, q querier, t *tableInfo, tbl *table.Table, names []string) error {
+// addColumns adds to t's Iceberg table, through its writer w, the columns of cols that the table lacks and
+// that Postgres shows on the rows that existed with a value of their own, before any row carrying them is
+// written. A column added with a constant default (pg_attribute.atthasmissing: Postgres keeps the value in
+// attmissingval and shows it on the older rows without rewriting them) is added with that value as its
+// initial-default on a format v3 table (Writer.AddColumn), so those rows read it. On v2, a default of a list
+// column, or a column added with a volatile default or as an identity (Postgres rewrote the rows, which the
+// stream does not carry), it stops with ErrAddedColumnDefault. Other columns are left to schema evolution.
+func addColumns(ctx context.Context, q querier, t *tableInfo, w *iceberg.Writer, cols []column) error {
+	sc := w.Table().Schema()
 	var added []string
-	for _, n := range names {
-		if _, ok := tbl.Schema().FindFieldByName(n); !ok {
-			added = append(added, n)
+	for _, c := range cols {
+		if _, ok := sc.FindFieldByName(c.name); !ok {
+			added = append(added, c.name)
 		}
 	}
 	if len(added) == 0 {
 		return nil
 	}
-	rows, err := q.Query(ctx, `SELECT attname::text FROM pg_attribute WHERE attrelid = $1 AND attname = ANY($2)
-		AND NOT attisdropped AND (atthasmissing OR atthasdef OR attidentity <> '') ORDER BY attnum`, t.oid, added)
+	rows, err := q.Query(ctx, `SELECT attname::text, atthasmissing, format_type(atttypid, atttypmod), attmissingval::text
+		FROM pg_attribute WHERE attrelid = $1 AND attname = ANY($2) AND NOT attisdropped
+		AND (atthasmissing OR atthasdef OR attidentity <> '') ORDER BY attnum`, t.oid, added)
 	if err != nil {
 		return fmt.Errorf("postgres: columns of %s: %w", t, err)
 	}
-	withDefault, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type withDefault struct {
+		name, typ string
+		missing   bool
+		value     *string
+	}
+	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (withDefault, error) {
+		var d withDefault
+		return d, r.Scan(&d.name, &d.missing, &d.typ, &d.value)
+	})
 	if err != nil {
 		return fmt.Errorf("postgres: columns of %s: %w", t, err)
 	}
-	if len(withDefault) > 0 {
-		return fmt.Errorf("%w: table %s column %q: Postgres shows its default on the rows that existed before, Iceberg would read NULL: "+
-			"drop the Iceberg table %v and run again to copy the table anew, or add the column without a default and UPDATE the rows",
-			ErrAddedColumnDefault, t, withDefault[0], t.ident)
+	version := w.Table().Metadata().Version()
+	for _, d := range found {
+		refuse := func(why string) error {
+			return fmt.Errorf("%w: table %s column %q: %s: "+
+				"drop the Iceberg table %v and run again to copy the table anew, or add the column without a default and UPDATE the rows",
+				ErrAddedColumnDefault, t, d.name, why, t.ident)
+		}
+		switch {
+		case !d.missing || d.value == nil:
+			return refuse("Postgres filled the rows that existed by rewriting the table (a volatile default or an identity), which the stream does not carry")
+		case version < 3:
+			return refuse(fmt.Sprintf("Postgres shows its default on the rows that existed, Iceberg format version %d would read NULL there (version 3 keeps the default)", version))
+		}
+		c := cols[slices.IndexFunc(cols, func(c column) bool { return c.name == d.name })]
+		lit, err := missingValue(ctx, q, c, d.typ, *d.value)
+		if err != nil {
+			return refuse(fmt.Sprintf("its default %s for the rows that existed: %v", *d.value, err))
+		}
+		f := arrow.Field{Name: c.name, Type: c.typ.arrow, Nullable: true}
+		if err := w.AddColumn(ctx, f, lit); err != nil {
+			return fmt.Errorf("postgres: table %s column %q with the default %s of the rows that existed: %w", t, c.name, lit, err)
+		}
 	}
 	return nil
+}
+
+// missingValue is a column's attmissingval (text, a one-element array such as {7}) as an Iceberg literal: Postgres
+// casts it to the column's type (typ, format_type) and sends it in binary, which the column's own decoder reads.
+func missingValue(ctx context.Context, q querier, c column, typ, text string) (ice.Literal, error) {
+	if _, list := c.typ.arrow.(*arrow.ListType); list {
+		return nil, errors.New("a list column takes no default in Iceberg")
+	}
+	rows, err := q.Query(ctx, "SELECT ($1::text::"+typ+"[])[1]", pgx.QueryResultFormats{pgx.BinaryFormatCode}, text)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	b := array.NewBuilder(memory.DefaultAllocator, c.typ.arrow)
+	defer b.Release()
+	for rows.Next() {
+		v := rows.RawValues()[0]
+		if v == nil {
+			return nil, errors.New("the value is NULL")
+		}
+		if err := c.typ.append(b, v); err != nil {
+			return nil, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	a := b.NewArray()
+	defer a.Release()
+	if a.Len() != 1 {
+		return nil, errors.New("no value")
+	}
+	switch a := a.(type) {
+	case *array.Boolean:
+		return ice.NewLiteral(a.Value(0)), nil
+	case *array.Int32:
+		return ice.NewLiteral(a.Value(0)), nil
+	case *array.Int64:
+		return ice.NewLiteral(a.Value(0)), nil
+	case *array.Float32:
+		return ice.NewLiteral(a.Value(0)), nil
+	case *array.Float64:
+		return ice.NewLiteral(a.Value(0)), nil
+	case *array.String:
+		return ice.NewLiteral(a.Value(0)), nil
+	case *array.Binary:
+		return ice.NewLiteral(slices.Clone(a.Value(0))), nil
+	case *array.Date32:
+		return ice.NewLiteral(ice.Date(a.Value(0))), nil
+	case *array.Time64:
+		return ice.NewLiteral(ice.Time(a.Value(0))), nil
+	case *array.Timestamp:
+		return ice.NewLiteral(ice.Timestamp(a.Value(0))), nil
+	case *array.Decimal128:
+		return ice.NewLiteral(ice.Decimal{Val: a.Value(0), Scale: int(a.DataType().(*arrow.Decimal128Type).Scale)}), nil
+	case *extensions.UUIDArray:
+		return ice.NewLiteral(a.Value(0)), nil
+	}
+	return nil, fmt.Errorf("no Iceberg default for type %s", a.DataType())
 }

@@ -12,13 +12,14 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/postgres"
 )
 
-// TestColumnAddedWithDefaultStopsThenRecopies: a column added with a default while streaming (Postgres shows
-// the default on the rows that existed, which no change carries) stops Run with ErrAddedColumnDefault naming
-// the table and column, before any NULL for it reaches the Iceberg table; so does a run started after such a
-// change. Dropping the Iceberg table, as the error says, copies the table anew: every row then reads the default.
+// TestColumnAddedWithDefaultStopsThenRecopies: on format v2 Iceberg tables (no initial-default), a column
+// added with a default while streaming (Postgres shows the default on the rows that existed, which no change
+// carries) stops Run with ErrAddedColumnDefault naming the table and column, before any NULL for it reaches the
+// Iceberg table; so does a run started after such a change. Dropping the Iceberg table, as the error says, copies the table anew: every row then reads the default.
 func TestColumnAddedWithDefaultStopsThenRecopies(t *testing.T) {
 	ctx := context.Background()
 	dsn, slot := sourceDB(t)
@@ -162,4 +163,58 @@ func TestKeyTypePromotionStreamsOn(t *testing.T) {
 	wkf["-2.75"]["v"] = "r"
 	check(p)
 	p.stopCleanly(t)
+}
+
+// TestColumnAddedWithDefaultOnV3ReadsIt: on format v3 Iceberg tables, a column added with a constant default
+// (int NOT NULL DEFAULT 7, a text and a timestamp default) while streaming is added with that default as its
+// initial-default before any row carrying it: the rows copied before read the default, as Postgres shows them,
+// and inserts and updates after read their own values. A column added while Run is down, with changes of the
+// old shape before it still to replay, reads its default too (the replayed changes take its write-default).
+// A volatile default still stops Run with ErrAddedColumnDefault.
+func TestColumnAddedWithDefaultOnV3ReadsIt(t *testing.T) {
+	ctx := context.Background()
+	dsn, slot := sourceDB(t)
+	execSQL(t, dsn, "CREATE TABLE t (id int PRIMARY KEY, v text)",
+		"INSERT INTO t SELECT i, 'v' || i FROM generate_series(1, 20) i")
+	cat := openCatalog(t, catalogURI(t))
+	ident := table.Identifier{"public", "t"}
+	read := func() (model, error) { return readTable(ctx, cat, ident, "id") }
+	cfg := postgres.Config{DSN: dsn, Slot: slot, Tables: []string{"t"}, FlushInterval: 50 * time.Millisecond,
+		CreateOptions: []iceberg.CreateOption{iceberg.FormatVersion(3)}}
+	const query = `SELECT id, COALESCE(v, 'NULL') AS v, COALESCE(c::text, 'NULL') AS c, COALESCE(s, 'NULL') AS s,
+		COALESCE(to_char(ts, 'YYYY-MM-DD"T"HH24:MI:SS.US'), 'NULL') AS ts FROM t`
+	const queryD = `SELECT id, COALESCE(v, 'NULL') AS v, COALESCE(c::text, 'NULL') AS c, COALESCE(d::text, 'NULL') AS d FROM t`
+	p := startPipeline(t, cat, cfg)
+	p.wait(t, "live-start")
+	p.converge(t, read, readPG(t, dsn, "SELECT id, v FROM t"))
+
+	execSQL(t, dsn, "ALTER TABLE t ADD COLUMN c int NOT NULL DEFAULT 7",
+		"ALTER TABLE t ADD COLUMN s text DEFAULT 'it''s {a,b}', ADD COLUMN ts timestamp DEFAULT '2024-05-06 07:08:09.123456'",
+		"INSERT INTO t VALUES (21, 'v21', 8, 'x', '2025-01-01 00:00:00')", "UPDATE t SET c = 9 WHERE id = 1",
+		"UPDATE t SET v = 'u' WHERE id = 2", "UPDATE t SET s = NULL WHERE id = 3")
+	want := readPG(t, dsn, query)
+	if want["4"]["c"] != "7" || want["4"]["s"] != "it's {a,b}" || want["4"]["ts"] != "2024-05-06T07:08:09.123456" {
+		t.Fatalf("Postgres shows row 4 as %v", want["4"])
+	}
+	p.converge(t, read, want)
+	p.stopCleanly(t)
+
+	// While Run is down: a change of the old shape, then a column with a default, then a change of the new one.
+	execSQL(t, dsn, "UPDATE t SET v = 'before' WHERE id = 5", "ALTER TABLE t ADD COLUMN d bigint DEFAULT 42",
+		"UPDATE t SET v = 'after' WHERE id = 6", "INSERT INTO t (id, v, d) VALUES (22, 'v22', 43)")
+	p = startPipeline(t, cat, cfg)
+	p.wait(t, "live-start")
+	want = readPG(t, dsn, queryD)
+	if want["5"]["d"] != "42" || want["5"]["v"] != "before" {
+		t.Fatalf("Postgres shows row 5 as %v", want["5"])
+	}
+	p.converge(t, read, want)
+	p.stopCleanly(t)
+
+	// A volatile default rewrites the rows, which the stream does not carry: refused on v3 too.
+	execSQL(t, dsn, "ALTER TABLE t ADD COLUMN r int NOT NULL DEFAULT (random() * 0 + 7)::int")
+	if err := postgres.Run(ctx, cat, cfg); !errors.Is(err, postgres.ErrAddedColumnDefault) ||
+		!strings.Contains(err.Error(), "public.t") || !strings.Contains(err.Error(), `"r"`) {
+		t.Fatalf("Run after a volatile default = %v, want ErrAddedColumnDefault naming public.t and r", err)
+	}
 }

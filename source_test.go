@@ -300,4 +300,11 @@ func TestSourceAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 	if s := w.Stats(); s.UncommittedRows != 0 || s.BufferedRows != 0 || s.RowsCommitted != int64(len(want)) {
 		t.Errorf("after the last flush: %+v, want %d rows committed and none pending", s, len(want))
 	}
+	// The dropped batches' files (written before or after the abort) are deleted, not left as orphans.
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if files := unreferencedDataFiles(t, cat, ident); len(files) > 0 {
+		t.Errorf("files no snapshot references: %v", files)
+	}
 }

@@ -288,7 +288,8 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 // sealForMemoryLocked seals what it can when the memory budget is full, and reports whether it did: encoding
 // is what frees memory, so never wait on a buffer that no policy would seal. With WithCheckpoints it first cuts
 // at the newest checkpoint; rows no checkpoint covers are sealed only when no encoding is under way whose end
-// would make room (they then wait in the queue for a checkpoint, holding files, not memory).
+// would make room (they then wait in the queue for a checkpoint, holding files, not memory; inserts as a batch
+// per partition, which Source.Abort can still drop: bySource).
 func (p *pipeline) sealForMemoryLocked() bool {
 	if p.open == nil || p.open.bytes == 0 {
 		return false
@@ -338,8 +339,8 @@ func (p *pipeline) addLocked(rec batchRecord) {
 
 // sealDueLocked is the flush policy's seal (rows, bytes, interval). With WithCheckpoints and no checkpoint in
 // the open buffer it seals nothing: such a batch could not commit before a later checkpoint anyway, and sealed
-// its rows could no longer be dropped alone (Source.Abort). The buffer is then due: the next checkpoint seals
-// it (sealMarkedLocked). The memory limit still seals it (sealForMemoryLocked).
+// its keyed rows could no longer be dropped alone (Source.Abort). The buffer is then due: the next checkpoint
+// seals it (sealMarkedLocked). The memory limit still seals it (sealForMemoryLocked).
 func (p *pipeline) sealDueLocked() {
 	if p.cfg.checkpoints && len(p.marks) == 0 {
 		p.due = true
@@ -574,7 +575,8 @@ func (p *pipeline) markLocked(m mark) {
 // sealLocked turns the open buffer into a batch with the next sequence number and starts its encoding. Every
 // checkpoint in the buffer goes with the batch. With WithCheckpoints the batch takes only the rows the
 // checkpoints cover and the rest stay open (a batch with no rows carries checkpoints that cover none); a buffer
-// without checkpoints is sealed whole and waits in the queue until a later checkpoint covers it.
+// without checkpoints is sealed whole (its inserts as a batch per partition: bySource) and waits in the queue
+// until a later checkpoint covers it.
 func (p *pipeline) sealLocked() {
 	if p.open == nil {
 		return
@@ -607,11 +609,15 @@ func (p *pipeline) sealLocked() {
 	if len(b.recs) == 0 && !b.hasToken && len(b.positions) == 0 && !b.closer {
 		return // an open buffer that held nothing
 	}
-	parts := []*batch{b}
-	if p.cfg.split != nil && len(b.recs) > 0 {
-		if s := p.cfg.split(b); s != nil {
-			parts = s
+	var parts []*batch
+	for _, b := range bySource(b) {
+		if p.cfg.split != nil && len(b.recs) > 0 {
+			if s := p.cfg.split(b); s != nil {
+				parts = append(parts, s...)
+				continue
+			}
 		}
+		parts = append(parts, b)
 	}
 	for _, b := range parts {
 		b.seq = p.nextSeq
@@ -631,6 +637,32 @@ func (p *pipeline) sealLocked() {
 		}
 	}
 	p.signalLocked()
+}
+
+// bySource splits a batch of uncovered rows (WithCheckpoints, sealed with no checkpoint: only the memory limit
+// or a schema change does that) into one solo batch per partition, in the order of their first rows, so that
+// Source.Abort can drop one partition's rows without touching another's. Only inserts are split: their order
+// across partitions does not matter, while upserts and deletes keep the order they were accepted in (and a key
+// index or versions may already count them), so a keyed batch stays whole. Any other batch is returned as is.
+func bySource(b *batch) []*batch {
+	if b.uncovered == nil || b.keyed || len(b.recs) == 0 {
+		return []*batch{b}
+	}
+	var out []*batch
+	of := map[string]*batch{}
+	for i := range b.recs {
+		r := b.record(i)
+		s := of[r.source]
+		if s == nil {
+			s = &batch{firstAt: b.firstAt, schema: b.schema, solo: true, uncovered: map[string]struct{}{r.source: {}}}
+			of[r.source] = s
+			out = append(out, s)
+		}
+		s.push(r)
+		s.rows += r.rows()
+		s.bytes += r.size
+	}
+	return out
 }
 
 // takeMarks gives the batch the newest token and the newest position per partition of the open buffer's marks.
@@ -692,7 +724,16 @@ func (p *pipeline) encode(b *batch) {
 		return // shutting down, or failed
 	}
 	if err := p.encSem.Acquire(ctx, 1); err != nil {
-		return // shutting down: release frees the rows
+		// Shutting down: release frees the rows of the queue's batches, this one's if Source.Abort dropped it.
+		p.mu.Lock()
+		if b.dropped {
+			for _, r := range b.recs {
+				r.Release()
+			}
+			b.recs = nil
+		}
+		p.mu.Unlock()
+		return
 	}
 	// No retry here: the rows were handed to the encoder. Object stores retry requests themselves; a batch that
 	// still fails stops the writer, and the caller replays from its last checkpoint.
@@ -700,9 +741,15 @@ func (p *pipeline) encode(b *batch) {
 	if p.cfg.encoded != nil {
 		start = time.Now()
 	}
-	err := p.env.encode(ctx, b)
+	p.mu.Lock()
+	skip := b.dropped // Source.Abort dropped it before its turn
+	p.mu.Unlock()
+	var err error
+	if !skip {
+		err = p.env.encode(ctx, b)
+	}
 	p.encSem.Release(1)
-	if err == nil && p.cfg.encoded != nil {
+	if err == nil && !skip && p.cfg.encoded != nil {
 		p.cfg.encoded(b, start)
 	}
 	p.mu.Lock()
@@ -714,6 +761,16 @@ func (p *pipeline) encode(b *batch) {
 	}
 	b.recs = nil
 	p.addMem(-b.bytes)
+	if b.dropped {
+		// Dropped while it encoded: its files were never handed to a commit.
+		p.signalLocked()
+		if paths := b.filePaths(); len(paths) > 0 {
+			p.mu.Unlock()
+			p.env.removeFiles(p.ctx, paths)
+			p.mu.Lock()
+		}
+		return
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			p.failLocked(fmt.Errorf("iceberg: encode batch %d: %w", b.seq, err))
@@ -1175,9 +1232,11 @@ func (p *pipeline) state() pipelineState {
 	return s
 }
 
-// abortSource drops a partition's rows that no checkpoint covers yet, seals the covered ones still open and
-// waits until every batch holding rows of the partition is committed. It returns the rows dropped and the
-// versions to restore for them (batchRecord.undo), oldest first, which the caller restores even after an error.
+// abortSource drops a partition's rows that no checkpoint covers yet (open, or sealed as solo batches no commit
+// took), seals the covered ones still open and waits until every batch holding rows of the partition is
+// committed. Uncovered rows sealed in a batch shared with other partitions (keyed ones) are
+// ErrPartitionUncovered. It returns the rows dropped and the versions to restore for them (batchRecord.undo),
+// oldest first, which the caller restores even after an error.
 func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versionUndo, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -1187,14 +1246,19 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 	// A checkpoint of the partition still in the open buffer covers the sealed batches before it: the policy
 	// may seal a poll's rows before the poll's checkpoint is placed. Sealing the open buffer below takes it along.
 	openCovers := slices.ContainsFunc(p.marks, func(m mark) bool { return m.token || m.source == src })
+	var drop []*batch // solo batches of the partition that no checkpoint covers: dropped whole
 	if p.cfg.checkpoints && !openCovers {
 		for i, b := range p.queue {
-			if slices.Contains(b.sources, src) && !coversLater(p.queue[i:], src) {
+			if !slices.Contains(b.sources, src) || coversLater(p.queue[i:], src) {
+				continue
+			}
+			if !b.solo || b.handed {
 				return 0, nil, fmt.Errorf("%w: partition %q, batch %d", ErrPartitionUncovered, src, b.seq)
 			}
+			drop = append(drop, b)
 		}
 	}
-	var dropped int64
+	dropped, orphans := p.dropSealedLocked(drop)
 	var undos, newest []*versionUndo
 	if g := p.gather; g != nil && g.source == src {
 		// Marks finish the gather: a gather is after every mark, so none covers it.
@@ -1247,7 +1311,33 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 			target = b.seq
 		}
 	}
+	if len(orphans) > 0 {
+		// Files of staged batches no commit took: deleted as a provably uncommitted run's are, outside mu.
+		p.mu.Unlock()
+		p.env.removeFiles(ctx, orphans)
+		p.mu.Lock()
+	}
 	return dropped, append(undos, newest...), p.waitCommittedLocked(ctx, target)
+}
+
+// dropSealedLocked takes sealed batches out of the queue before any commit took them and returns their rows
+// and the files of those already staged, for the caller to delete. An encoder still at work on one sees it
+// dropped: it skips the batch or deletes what it wrote (encode). Their memory is freed as always: by the
+// encoder for the rows, by leaving the queue for a staged batch's file metadata.
+func (p *pipeline) dropSealedLocked(drop []*batch) (rows int64, orphans []string) {
+	if len(drop) == 0 {
+		return 0, nil
+	}
+	for _, b := range drop {
+		b.dropped = true
+		rows += b.rows
+		if b.staged {
+			orphans = append(orphans, b.filePaths()...)
+		}
+	}
+	p.queue = slices.DeleteFunc(p.queue, func(b *batch) bool { return b.dropped })
+	p.kickLoop() // a batch that held the head of the queue may have gone
+	return rows, orphans
 }
 
 // dropLocked takes dropped rows out of the open buffer's counters.

@@ -685,3 +685,57 @@ func TestPipelineFlushPolicyLeavesUncheckpointedRowsAbortable(t *testing.T) {
 		}
 	})
 }
+
+// With checkpoints, the memory limit seals rows no checkpoint covers as batches of one partition each, which
+// Source.Abort drops while no commit took them: a batch still encoding and one already staged alike. The other
+// partitions' rows are committed in sequence order once covered; nothing of the dropped batches is, and their
+// memory is freed. Keyed rows are sealed whole, in the order accepted, and stay ErrPartitionUncovered.
+func TestPipelineAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv()
+		p := testPipeline(t, env, pipelineConfig{checkpoints: true, rowBudget: 100})
+		env.holdEncode(1) // a's batch: still encoding when it is dropped
+		mustAccept(t, p, rowsFrom("a", 3, 30))
+		mustAccept(t, p, rowsFrom("b", 4, 40))
+		mustAccept(t, p, rowsFrom("c", 1, 5))
+		mustAccept(t, p, rowsFrom("a", 2, 20))
+		mustAccept(t, p, rowsFrom("a", 1, 20)) // past the limit: seals a's 5 rows (1), b's 4 (2) and c's 1 (3)
+		synctest.Wait()
+		if s := p.state(); s.uncommittedBatches != 3 || s.uncommittedRows != 10 || s.bufferedRows != 1 {
+			env.release(1, nil)
+			t.Fatalf("after the memory seal: %+v, want a batch per partition and a's last row open", s)
+		}
+		for _, src := range []string{"a", "c"} {
+			if _, _, err := p.abortSource(t.Context(), src); err != nil {
+				t.Fatalf("Abort %s: %v", src, err)
+			}
+		}
+		env.release(1, nil)
+		synctest.Wait()
+		if s := p.state(); s.uncommittedBatches != 1 || s.uncommittedRows != 4 || s.discarded != 7 ||
+			s.bufferedBytes != 0 || s.bufferedRows != 0 {
+			t.Fatalf("after the aborts: %+v, want b's batch left, a's 6 rows and c's 1 dropped, no memory held", s)
+		}
+		if err := p.checkpointPositions(map[string]string{"b": "b@4"}); err != nil {
+			t.Fatal(err)
+		}
+		mustFlush(t, p)
+		if runs := env.committedRuns(); len(runs) != 1 || !slices.Equal(runs[0], []int64{2, 4}) ||
+			env.positions[0]["b"] != "b@4" || len(env.positions[0]) != 1 {
+			t.Fatalf("runs %v positions %v, want b's batch 2 with b@4 in batch 4", runs, env.positions)
+		}
+		// Keyed rows: one batch for both partitions, in the order accepted; its rows cannot be dropped alone.
+		upsert := rowsFrom("d", 5, 30)
+		upsert.kind = opUpsert
+		mustAccept(t, p, upsert)
+		mustAccept(t, p, rowsFrom("e", 5, 30))
+		mustAccept(t, p, rowsFrom("e", 1, 50)) // past the limit
+		synctest.Wait()
+		if _, _, err := p.abortSource(t.Context(), "d"); !errors.Is(err, ErrPartitionUncovered) {
+			t.Fatalf("Abort of keyed rows sealed with another partition's: %v, want ErrPartitionUncovered", err)
+		}
+		if s := p.state(); s.uncommittedBatches != 1 || s.uncommittedRows != 10 || s.discarded != 7 {
+			t.Fatalf("after the refused abort: %+v, want the keyed batch kept", s)
+		}
+	})
+}

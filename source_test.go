@@ -204,3 +204,107 @@ func TestSourceAbortDropsRowsTheFlushPolicyMet(t *testing.T) {
 		t.Errorf("revoked partition has a position (%v, %v)", ok, err)
 	}
 }
+
+// TestSourceAbortDropsRowsTheMemoryLimitSealed revokes a partition whose rows the memory limit sealed with no
+// checkpoint of theirs (a large poll between checkpoints), while another partition's rows, checkpointed and
+// not, were sealed with them: Abort drops the revoked partition's rows from the sealed batches instead of
+// failing with ErrPartitionUncovered, the table holds exactly the other partition's checkpointed rows and the
+// revoked one's up to its committed position, and the writer goes on (the partition written again included).
+func TestSourceAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"sources", "memsealed"}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema), iceberg.WithWriterID("member-0"),
+		iceberg.WithCheckpoints(), iceberg.WithMemoryLimit(1<<20), iceberg.WithFlushRows(1<<30),
+		iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	want := kvModel{}
+	write := func(src *iceberg.Source, p, n, k int, kept bool) {
+		t.Helper()
+		ids, vs := partitionRows(p, n, k)
+		rec := kvBatch(ids, vs)
+		defer rec.Release()
+		if err := src.Write(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		for i := range ids {
+			if kept {
+				want.insert(ids[i], vs[i])
+			}
+		}
+	}
+	checkpoint := func(src *iceberg.Source, pos int) {
+		t.Helper()
+		if err := src.Checkpoint(ctx, strconv.Itoa(pos)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revoked, kept := w.Source("orders/0"), w.Source("orders/1")
+	write(revoked, 0, 0, 100, true)
+	checkpoint(revoked, 100)
+	write(kept, 1, 0, 100, true)
+	checkpoint(kept, 100)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	write(kept, 1, 100, 50, true)
+	checkpoint(kept, 150)
+	// The revoked partition's poll: far past the memory limit (a quarter of it for rows), no checkpoint; the
+	// other partition's rows in the middle of it are not checkpointed yet either.
+	const calls, rows = 12, 2000
+	for i := range calls {
+		write(revoked, 0, 100+i*rows, rows, false)
+		if i == calls/2 {
+			write(kept, 1, 150, 30, true)
+		}
+	}
+	if s := w.Stats(); s.UncommittedRows < rows {
+		t.Fatalf("the memory limit sealed %d rows, want the revoked partition's sealed: %+v", s.UncommittedRows, s)
+	}
+	if err := revoked.Abort(ctx); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	if s := w.Stats(); s.DiscardedRows != calls*rows {
+		t.Errorf("discarded %d rows, want the revoked partition's %d", s.DiscardedRows, calls*rows)
+	}
+	checkpoint(kept, 180)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	compareKV(t, readKV(t, cat, ident), want)
+	positions := func(wantRevoked, wantKept string) {
+		t.Helper()
+		for src, want := range map[*iceberg.Source]string{revoked: wantRevoked, kept: wantKept} {
+			if pos, ok, err := src.Position(ctx); err != nil || !ok || pos != want {
+				t.Errorf("%s: position %q (%v, %v), want %s", src.Partition(), pos, ok, err, want)
+			}
+		}
+	}
+	positions("100", "180")
+	// The writer goes on: the revoked partition resumes from its committed position, the other one continues.
+	if pos, _, err := revoked.Resume(ctx); err != nil || pos != "100" {
+		t.Fatalf("Resume: %q, %v", pos, err)
+	}
+	write(revoked, 0, 100, 20, true)
+	checkpoint(revoked, 120)
+	write(kept, 1, 180, 5, true)
+	checkpoint(kept, 185)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	compareKV(t, readKV(t, cat, ident), want)
+	positions("120", "185")
+	if s := w.Stats(); s.UncommittedRows != 0 || s.BufferedRows != 0 || s.RowsCommitted != int64(len(want)) {
+		t.Errorf("after the last flush: %+v, want %d rows committed and none pending", s, len(want))
+	}
+	// The dropped batches' files (written before or after the abort) are deleted, not left as orphans.
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if files := unreferencedDataFiles(t, cat, ident); len(files) > 0 {
+		t.Errorf("files no snapshot references: %v", files)
+	}
+}

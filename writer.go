@@ -89,6 +89,12 @@ type batch struct {
 	keyedSet  map[uint64]struct{} // key hashes upserted or deleted (resolved.keyed)
 	staged    bool
 	handed    bool // given to the committer: its files may be referenced, so they are never deleted
+
+	// solo: an inserts-only batch of one partition's uncovered rows (sealLocked splits such rows by partition),
+	// which Source.Abort may drop while no commit took it; dropped: it did, and the batch left the queue (its
+	// encoder, if still running, deletes what it wrote).
+	solo, dropped bool
+
 	// rowIDs (format version 3, key index on) are the _row_id values the encoder wrote for upserted rows, by
 	// key, and lineage the schema it wrote them with (encodeRowIDs); apply checks them (nil: none written).
 	rowIDs  map[string]int64

@@ -634,6 +634,51 @@ func distinctKeys(ctx context.Context, mem memory.Allocator, ks *keySpec, delete
 	return array.NewRecordBatch(ks.arraysSchema(cols), cols, int64(len(pos))), nil
 }
 
+// sourcesShareKeys reports whether rows of two source partitions in b have one key (by its hash: keys that
+// only share a hash count as shared). The memory limit seals a keyed buffer no checkpoint covers as a batch per
+// partition only when they do not (pipeline's bySource): the order of changes to one key must not depend on how
+// the buffer was cut. A key the encoder cannot read counts as shared too.
+func (k *keyStage) sourcesShareKeys(b *batch) bool {
+	if k.spec == nil {
+		return false
+	}
+	owner := map[uint64]string{}
+	var buf []byte
+	for i, rec := range b.recs {
+		n, sel, src := int(b.recRows(i)), b.sel(i), b.sources[i]
+		seen := func(h uint64) bool {
+			if o, ok := owner[h]; ok {
+				return o != src
+			}
+			owner[h] = src
+			return false
+		}
+		if i < len(b.hashes) && len(b.hashes[i]) == n {
+			for _, h := range b.hashes[i] {
+				if seen(h) {
+					return true
+				}
+			}
+			continue
+		}
+		enc, err := newKeyEncoder(keyColumns(rec, k.spec, b.kinds[i] == opDelete))
+		if err != nil {
+			return true
+		}
+		for j := range n {
+			row := j
+			if sel != nil {
+				row = int(sel[j])
+			}
+			buf = enc.appendKey(buf[:0], row)
+			if seen(resolveHash(buf)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // intKeys returns the key of each row of b, in order, when the key is one integer column (intValues) without a
 // null in b; else nil. resolve then compares keys as integers: encoding every row's key as bytes and comparing
 // those took a third of its time on an id key.

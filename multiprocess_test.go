@@ -20,7 +20,7 @@ import (
 )
 
 // childProcess is this test binary running the test named test as a child process, with the folder dir.
-func childProcess(t *testing.T, dir, test string, env ...string) *exec.Cmd {
+func childProcess(t testing.TB, dir, test string, env ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
 	cmd.Env = append(append(os.Environ(), "ICEWRITER_CHILD_DIR="+dir), env...)
 	return cmd

@@ -88,7 +88,7 @@ type batchRecord struct {
 	// its gather and never keeps rec, which stays the caller's to release.
 	view bool
 	// undo: the versions Apply calls of a source recorded for these rows, restored if Source.Abort drops them
-	// (abortSource returns them); dropped once the rows are sealed, when no abort can drop them.
+	// (abortSource returns them); dropped once the rows are sealed in a batch no abort can drop (not solo).
 	undo []*versionUndo
 	// hashes: the resolveHash of each row's key, when the call computed them (Apply); nil: the key stage hashes
 	// the rows itself.
@@ -141,6 +141,9 @@ type pipelineConfig struct {
 	// (at least one batch; 0: no bound).
 	split      func(b *batch) []*batch
 	runHeldCap int64
+	// sharedKeys reports whether two partitions of a keyed batch change one key (keyStage.sourcesShareKeys);
+	// nil: they may, and such a batch is never split by partition (bySource).
+	sharedKeys func(b *batch) bool
 	// What the pipeline reports to the writer's hooks (nil when no hook wants it); each only queues an event.
 	sealed  func(b *batch)                                       // b was sealed (called with mu held)
 	encoded func(b *batch, start time.Time)                      // b's files were written
@@ -402,7 +405,7 @@ func (b *batch) push(rec batchRecord) {
 }
 
 // record returns record i of the batch as the batchRecord it was pushed as (its undo only while the batch is
-// open: sealLocked drops them).
+// open or solo: sealLocked drops the others').
 func (b *batch) record(i int) batchRecord {
 	r := batchRecord{rec: b.recs[i], kind: b.kinds[i], source: b.sources[i], size: b.sizes[i], hashes: b.hashes[i],
 		sel: b.sels[i]}
@@ -593,7 +596,6 @@ func (p *pipeline) sealLocked() {
 	if p.cfg.checkpoints && len(p.marks) > 0 {
 		b, keep = cut(b, p.marks)
 	}
-	b.undos = nil // sealed rows are never dropped
 	p.takeMarks(b)
 	p.marks = nil
 	if p.cfg.checkpoints && !b.hasToken && len(b.positions) == 0 {
@@ -610,7 +612,10 @@ func (p *pipeline) sealLocked() {
 		return // an open buffer that held nothing
 	}
 	var parts []*batch
-	for _, b := range bySource(b) {
+	for _, b := range bySource(b, p.cfg.sharedKeys) {
+		if !b.solo {
+			b.undos = nil // its rows are never dropped: no versions to restore
+		}
 		if p.cfg.split != nil && len(b.recs) > 0 {
 			if s := p.cfg.split(b); s != nil {
 				parts = append(parts, s...)
@@ -641,11 +646,19 @@ func (p *pipeline) sealLocked() {
 
 // bySource splits a batch of uncovered rows (WithCheckpoints, sealed with no checkpoint: only the memory limit
 // or a schema change does that) into one solo batch per partition, in the order of their first rows, so that
-// Source.Abort can drop one partition's rows without touching another's. Only inserts are split: their order
-// across partitions does not matter, while upserts and deletes keep the order they were accepted in (and a key
-// index or versions may already count them), so a keyed batch stays whole. Any other batch is returned as is.
-func bySource(b *batch) []*batch {
-	if b.uncovered == nil || b.keyed || len(b.recs) == 0 {
+// Source.Abort can drop one partition's rows without touching another's. A partition's rows keep their order;
+// across partitions the order of inserts does not matter, while the changes of one key must stay in the order
+// they were accepted: a batch with upserts or deletes is split only when no key has rows of two partitions in
+// it (sharedKeys false), and otherwise stays whole. Any other batch is returned as is.
+func bySource(b *batch, sharedKeys func(*batch) bool) []*batch {
+	if b.uncovered == nil || len(b.recs) == 0 {
+		return []*batch{b}
+	}
+	if len(b.uncovered) == 1 {
+		b.solo = true
+		return []*batch{b}
+	}
+	if b.keyed && (sharedKeys == nil || sharedKeys(b)) {
 		return []*batch{b}
 	}
 	var out []*batch
@@ -661,6 +674,7 @@ func bySource(b *batch) []*batch {
 		s.push(r)
 		s.rows += r.rows()
 		s.bytes += r.size
+		s.keyed = s.keyed || r.kind != opInsert
 	}
 	return out
 }
@@ -1234,8 +1248,8 @@ func (p *pipeline) state() pipelineState {
 
 // abortSource drops a partition's rows that no checkpoint covers yet (open, or sealed as solo batches no commit
 // took), seals the covered ones still open and waits until every batch holding rows of the partition is
-// committed. Uncovered rows sealed in a batch shared with other partitions (keyed ones) are
-// ErrPartitionUncovered. It returns the rows dropped and the versions to restore for them (batchRecord.undo),
+// committed. Uncovered rows sealed in a batch shared with other partitions (changes to a key two partitions
+// changed: bySource) are ErrPartitionUncovered. It returns the rows dropped and the versions to restore for them (batchRecord.undo),
 // oldest first, which the caller restores even after an error.
 func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versionUndo, error) {
 	p.mu.Lock()
@@ -1260,6 +1274,11 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 	}
 	dropped, orphans := p.dropSealedLocked(drop)
 	var undos, newest []*versionUndo
+	for _, b := range drop {
+		for _, u := range b.undos {
+			undos = append(undos, u...) // the sealed rows come before the open buffer's
+		}
+	}
 	if g := p.gather; g != nil && g.source == src {
 		// Marks finish the gather: a gather is after every mark, so none covers it.
 		dropped += g.rows

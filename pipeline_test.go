@@ -689,7 +689,8 @@ func TestPipelineFlushPolicyLeavesUncheckpointedRowsAbortable(t *testing.T) {
 // With checkpoints, the memory limit seals rows no checkpoint covers as batches of one partition each, which
 // Source.Abort drops while no commit took them: a batch still encoding and one already staged alike. The other
 // partitions' rows are committed in sequence order once covered; nothing of the dropped batches is, and their
-// memory is freed. Keyed rows are sealed whole, in the order accepted, and stay ErrPartitionUncovered.
+// memory is freed. Keyed rows are split the same way when no key has rows of two partitions (the versions of
+// the dropped ones are returned for restoring); otherwise they are sealed whole and stay ErrPartitionUncovered.
 func TestPipelineAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := newFakeEnv()
@@ -724,17 +725,34 @@ func TestPipelineAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 			env.positions[0]["b"] != "b@4" || len(env.positions[0]) != 1 {
 			t.Fatalf("runs %v positions %v, want b's batch 2 with b@4 in batch 4", runs, env.positions)
 		}
-		// Keyed rows: one batch for both partitions, in the order accepted; its rows cannot be dropped alone.
+		// Keyed rows of partitions with no key in common: a batch per partition, d's dropped with its versions.
+		shared := false
+		p.cfg.sharedKeys = func(*batch) bool { return shared }
 		upsert := rowsFrom("d", 5, 30)
-		upsert.kind = opUpsert
+		upsert.kind, upsert.undo = opUpsert, []*versionUndo{{}}
 		mustAccept(t, p, upsert)
 		mustAccept(t, p, rowsFrom("e", 5, 30))
 		mustAccept(t, p, rowsFrom("e", 1, 50)) // past the limit
 		synctest.Wait()
+		dropped, undos, err := p.abortSource(t.Context(), "d")
+		if err != nil || dropped != 5 || len(undos) != 1 || undos[0] != upsert.undo[0] {
+			t.Fatalf("Abort of keyed rows split from another partition's: dropped %d, undos %v, %v; want 5 and d's undo",
+				dropped, undos, err)
+		}
+		if s := p.state(); s.uncommittedBatches != 1 || s.uncommittedRows != 5 || s.bufferedRows != 1 || s.discarded != 12 {
+			t.Fatalf("after the keyed abort: %+v, want e's batch and e's last row left", s)
+		}
+		// A key with rows of both partitions: one batch, in the order accepted; its rows cannot be dropped alone.
+		shared = true
+		upsert = rowsFrom("d", 5, 30)
+		upsert.kind = opUpsert
+		mustAccept(t, p, upsert)
+		mustAccept(t, p, rowsFrom("e", 5, 50)) // past the limit
+		synctest.Wait()
 		if _, _, err := p.abortSource(t.Context(), "d"); !errors.Is(err, ErrPartitionUncovered) {
 			t.Fatalf("Abort of keyed rows sealed with another partition's: %v, want ErrPartitionUncovered", err)
 		}
-		if s := p.state(); s.uncommittedBatches != 1 || s.uncommittedRows != 10 || s.discarded != 7 {
+		if s := p.state(); s.uncommittedBatches != 2 || s.uncommittedRows != 11 || s.discarded != 12 {
 			t.Fatalf("after the refused abort: %+v, want the keyed batch kept", s)
 		}
 	})

@@ -241,3 +241,38 @@ func TestResolveDistinctKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestSourcesShareKeys: a buffer the memory limit seals is split by partition only when no key has rows of two
+// partitions in it (bySource). Any kind of row counts (an insert then another partition's upsert of its key
+// must keep that order), a partition repeating its own keys does not, and keys that only share a hash count as
+// shared.
+func TestSourcesShareKeys(t *testing.T) {
+	w := idNameWriter(t, 0, 0, WithCreate(idNameSchema, IdentifierFields("id")))
+	batchOf := func(parts ...any) *batch {
+		b := &batch{}
+		for i := 0; i < len(parts); i += 3 {
+			b.push(batchRecord{rec: namedRows(parts[i+2].([]int64), "x"), kind: parts[i+1].(opKind), source: parts[i].(string)})
+		}
+		return b
+	}
+	cases := []struct {
+		name string
+		b    *batch
+		want bool
+	}{
+		{"disjoint", batchOf("a", opUpsert, []int64{1, 2}, "b", opInsert, []int64{3}, "a", opDelete, []int64{2}), false},
+		{"insert then upsert", batchOf("a", opInsert, []int64{1, 2}, "b", opUpsert, []int64{2}), true},
+		{"delete of another's key", batchOf("a", opUpsert, []int64{1}, "b", opDelete, []int64{1}), true},
+		{"one partition", batchOf("a", opUpsert, []int64{1, 1}, "a", opDelete, []int64{1}), false},
+	}
+	for _, c := range cases {
+		if got := w.keys.sourcesShareKeys(c.b); got != c.want {
+			t.Errorf("%s: shared %v, want %v", c.name, got, c.want)
+		}
+	}
+	defer func(h func([]byte) uint64) { resolveHash = h }(resolveHash)
+	resolveHash = func([]byte) uint64 { return 7 }
+	if !w.keys.sourcesShareKeys(cases[0].b) {
+		t.Error("keys sharing a hash: not shared")
+	}
+}

@@ -7,11 +7,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// ErrPartitionUncovered is returned by Source.Abort when upserts, deletes or Apply changes of the partition were
-// sealed before any checkpoint covered them and no later one does: keyed rows are sealed together with other
-// partitions' in the order they were accepted, so they cannot be dropped alone. Only the memory limit reached
-// between checkpoints, or a change of the table's schema, seals such rows (the flush policy leaves them open);
-// inserts it seals in batches of one partition each, which Abort drops. Abort the writer instead.
+// ErrPartitionUncovered is returned by Source.Abort when rows of the partition were sealed before any checkpoint
+// covered them, no later one does, and they share a batch with another partition's rows: the memory limit (or a
+// change of the table's schema) reached between checkpoints seals such rows in a batch per partition, except
+// when two partitions upserted, deleted or applied changes to one key in that stretch, whose order must stay the
+// order accepted. Those cannot be dropped alone: abort the writer instead.
 var ErrPartitionUncovered = errors.New("iceberg: rows of the partition were sealed without a checkpoint")
 
 // Source is one partition of an ordered source: a Kafka topic-partition, a Postgres replication slot, a Kinesis
@@ -72,11 +72,11 @@ func (s *Source) Checkpoint(ctx context.Context, position string) error {
 // committed position neither loses nor duplicates rows. ctx bounds the wait; the partition may be written
 // again afterwards. Without WithCheckpoints, rows of the partition already sealed are committed whatever their
 // position. With WithCheckpoints, the flush policy (rows, bytes, interval) never seals rows no checkpoint
-// covers, so they stay abortable. The memory limit reached first (or a change of the table's schema) seals them:
-// inserts in batches of one partition each, which Abort drops from the queue while no commit has taken them
-// (deleting their files if written; another partition's rows are never touched), while upserts, deletes and
-// Apply changes are sealed with the other partitions' in the order accepted and cannot be dropped alone: for
-// those Abort returns ErrPartitionUncovered and changes nothing.
+// covers, so they stay abortable. The memory limit reached first (or a change of the table's schema) seals them
+// in batches of one partition each, which Abort drops from the queue while no commit has taken them (deleting
+// their files if written; another partition's rows are never touched). Only changes to a key that two
+// partitions changed in that stretch are sealed with the other partition's, in the order accepted: for those
+// Abort returns ErrPartitionUncovered and changes nothing.
 // With a version column (ChangeColumns.Version), the versions of the dropped changes are forgotten: each key
 // they changed goes back to the version it had before them, unless a change that stays has changed it since.
 func (s *Source) Abort(ctx context.Context) error {

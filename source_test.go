@@ -210,31 +210,66 @@ func TestSourceAbortDropsRowsTheFlushPolicyMet(t *testing.T) {
 // not, were sealed with them: Abort drops the revoked partition's rows from the sealed batches instead of
 // failing with ErrPartitionUncovered, the table holds exactly the other partition's checkpointed rows and the
 // revoked one's up to its committed position, and the writer goes on (the partition written again included).
+// Upserts and Apply changes behave the same when no key has rows of both partitions (a Kafka topic keyed by its
+// partitioner): the revoked poll also changes every row the partition committed, which must keep its old
+// values, and with a version column the replay after Resume, older than the dropped changes, is applied.
 func TestSourceAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
+	for _, mode := range []string{"inserts", "upserts", "apply"} {
+		t.Run(mode, func(t *testing.T) { testAbortAfterMemorySeal(t, mode) })
+	}
+}
+
+func testAbortAfterMemorySeal(t *testing.T, mode string) {
+	keyed := mode != "inserts"
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"sources", "memsealed"}
-	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema), iceberg.WithWriterID("member-0"),
-		iceberg.WithCheckpoints(), iceberg.WithMemoryLimit(1<<20), iceberg.WithFlushRows(1<<30),
-		iceberg.WithFlushInterval(0))
+	opts := []iceberg.Option{iceberg.WithCreate(kvSchema), iceberg.WithWriterID("member-0"),
+		iceberg.WithCheckpoints(), iceberg.WithMemoryLimit(1 << 20), iceberg.WithFlushRows(1 << 30),
+		iceberg.WithFlushInterval(0)}
+	if keyed {
+		opts = append(opts, iceberg.WithKeys("id"))
+	}
+	if mode == "apply" {
+		opts = append(opts, iceberg.WithChangeColumns(iceberg.ChangeColumns{Version: "seq"}))
+	}
+	w, err := iceberg.NewWriter(ctx, cat, ident, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close(ctx)
 	want := kvModel{}
-	write := func(src *iceberg.Source, p, n, k int, kept bool) {
+	ver := int64(1) // Apply's version of the changes put makes
+	put := func(src *iceberg.Source, ids, vs []int64, kept bool) {
 		t.Helper()
-		ids, vs := partitionRows(p, n, k)
 		rec := kvBatch(ids, vs)
+		write, model := src.Write, want.insert
+		switch mode {
+		case "upserts":
+			write, model = src.Upsert, want.upsert
+		case "apply":
+			chs := make([]kvChange, len(ids))
+			for i := range ids {
+				chs[i] = kvChange{op: "u", id: ids[i], v: vs[i], before: -1, ver: ver}
+			}
+			rec.Release()
+			rec = changeBatch(chs, changeColumns{version: "seq"})
+			write, model = src.Apply, want.upsert
+		}
 		defer rec.Release()
-		if err := src.Write(ctx, rec); err != nil {
+		if err := write(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 		for i := range ids {
 			if kept {
-				want.insert(ids[i], vs[i])
+				model(ids[i], vs[i])
 			}
 		}
+	}
+	write := func(src *iceberg.Source, p, n, k int, kept bool) {
+		t.Helper()
+		ids, vs := partitionRows(p, n, k)
+		put(src, ids, vs, kept)
 	}
 	checkpoint := func(src *iceberg.Source, pos int) {
 		t.Helper()
@@ -255,8 +290,22 @@ func TestSourceAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 	// The revoked partition's poll: far past the memory limit (a quarter of it for rows), no checkpoint; the
 	// other partition's rows in the middle of it are not checkpointed yet either.
 	const calls, rows = 12, 2000
+	discarded := int64(calls * rows)
+	ver = 10
+	if keyed {
+		ids, vs := partitionRows(0, 0, 100)
+		for i := range vs {
+			vs[i] = -1
+		}
+		put(revoked, ids, vs, false)
+		discarded += 100
+	}
 	for i := range calls {
-		write(revoked, 0, 100+i*rows, rows, false)
+		if keyed {
+			write(revoked, 0, 100, rows, false) // a change stream's updates: the same keys again
+		} else {
+			write(revoked, 0, 100+i*rows, rows, false)
+		}
 		if i == calls/2 {
 			write(kept, 1, 150, 30, true)
 		}
@@ -267,8 +316,8 @@ func TestSourceAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 	if err := revoked.Abort(ctx); err != nil {
 		t.Fatalf("Abort: %v", err)
 	}
-	if s := w.Stats(); s.DiscardedRows != calls*rows {
-		t.Errorf("discarded %d rows, want the revoked partition's %d", s.DiscardedRows, calls*rows)
+	if s := w.Stats(); s.DiscardedRows != discarded {
+		t.Errorf("discarded %d rows, want the revoked partition's %d", s.DiscardedRows, discarded)
 	}
 	checkpoint(kept, 180)
 	if err := w.Flush(ctx); err != nil {
@@ -288,7 +337,15 @@ func TestSourceAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 	if pos, _, err := revoked.Resume(ctx); err != nil || pos != "100" {
 		t.Fatalf("Resume: %q, %v", pos, err)
 	}
+	ver = 5 // older than the dropped changes: applied only if Abort forgot their versions
 	write(revoked, 0, 100, 20, true)
+	if keyed {
+		ids, vs := partitionRows(0, 0, 100)
+		for i := range vs {
+			vs[i] = 7
+		}
+		put(revoked, ids, vs, true)
+	}
 	checkpoint(revoked, 120)
 	write(kept, 1, 180, 5, true)
 	checkpoint(kept, 185)
@@ -297,8 +354,8 @@ func TestSourceAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 	}
 	compareKV(t, readKV(t, cat, ident), want)
 	positions("120", "185")
-	if s := w.Stats(); s.UncommittedRows != 0 || s.BufferedRows != 0 || s.RowsCommitted != int64(len(want)) {
-		t.Errorf("after the last flush: %+v, want %d rows committed and none pending", s, len(want))
+	if s := w.Stats(); s.UncommittedRows != 0 || s.BufferedRows != 0 || s.RowsCommitted != s.RowsAccepted-s.DiscardedRows {
+		t.Errorf("after the last flush: %+v, want every row not discarded committed and none pending", s)
 	}
 	// The dropped batches' files (written before or after the abort) are deleted, not left as orphans.
 	if err := w.Close(ctx); err != nil {

@@ -90,7 +90,7 @@ type batch struct {
 	staged    bool
 	handed    bool // given to the committer: its files may be referenced, so they are never deleted
 
-	// solo: an inserts-only batch of one partition's uncovered rows (sealLocked splits such rows by partition),
+	// solo: a batch of one partition's uncovered rows (sealLocked splits such rows by partition: bySource),
 	// which Source.Abort may drop while no commit took it; dropped: it did, and the batch left the queue (its
 	// encoder, if still running, deletes what it wrote).
 	solo, dropped bool
@@ -259,8 +259,9 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		rowBudget: rowBudget(&o), maxUncommitted: o.maxUncommitted, maxInFlight: o.maxInFlight,
 		checkpoints: o.checkpoints, posOrder: o.posOrder, commitTimeout: o.commitTimeout, mem: env.mem, lastToken: lastToken,
 		shared: o.shared, runHeldCap: fanoutShare(rowBudget(&o)),
-		split:  func(b *batch) []*batch { return w.splitFanout(b, fanoutShare(rowBudget(&o))) },
-		sealed: w.sealedHook(), encoded: w.encodedHook(), waited: w.waitedHook(),
+		split:      func(b *batch) []*batch { return w.splitFanout(b, fanoutShare(rowBudget(&o))) },
+		sharedKeys: w.keys.sourcesShareKeys,
+		sealed:     w.sealedHook(), encoded: w.encodedHook(), waited: w.waitedHook(),
 	}, committed)
 	w.pipe.start()
 	if o.committer == nil {

@@ -244,19 +244,19 @@ func TestApplyKeyHashes(t *testing.T) {
 			w.pipe.mu.Lock()
 			o := w.pipe.open
 			carried := 0
-			for i, r := range o.recs {
-				hs := o.hashes[i]
+			for i, r := range o.in.recs {
+				hs := o.in.hashes[i]
 				if hs == nil {
 					continue
 				}
 				carried++
-				enc, err := newKeyEncoder(keyColumns(r, w.keys.spec, o.kinds[i] == opDelete))
+				enc, err := newKeyEncoder(keyColumns(r, w.keys.spec, o.in.kinds[i] == opDelete))
 				if err != nil {
 					t.Fatal(err)
 				}
 				for row := 0; row < int(r.NumRows()); row++ {
 					if want := resolveHash(enc.appendKey(nil, row)); hs[row] != want {
-						t.Errorf("record %d (%v) row %d: hash %x handed on, the key stage's is %x", i, o.kinds[i], row, hs[row], want)
+						t.Errorf("record %d (%v) row %d: hash %x handed on, the key stage's is %x", i, o.in.kinds[i], row, hs[row], want)
 					}
 				}
 			}

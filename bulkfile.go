@@ -56,11 +56,11 @@ func spanEnd(q []*batch, n int) int {
 	end := 0
 	var until int64
 	for i, b := range q[:n] {
-		if b.span != nil {
-			if !b.span.done {
+		if b.bulk.span != nil {
+			if !b.bulk.span.done {
 				break
 			}
-			until = max(until, b.span.until)
+			until = max(until, b.bulk.span.until)
 		}
 		if until <= b.seq {
 			end = i + 1
@@ -107,7 +107,7 @@ func (c *countingSink) Close() error { return c.w.Close() }
 // inserts only, and (with WithCheckpoints) rows a checkpoint covers: a batch sealed without one gets files of
 // its own, so that a file never holds rows no checkpoint covers next to rows one does.
 func (e *fileEncoder) carries(tbl *table.Table, b *batch) bool {
-	return e.carry.Load() && e.bulk() && !b.keyed && b.uncovered == nil && tbl.Spec().IsUnpartitioned()
+	return e.carry.Load() && e.bulk() && !b.in.keyed && b.uncovered == nil && tbl.Spec().IsUnpartitioned()
 }
 
 // take returns the fullest idle file of generation gen whose schema is schema, or nil; idle files of gen with another
@@ -178,7 +178,7 @@ func (e *fileEncoder) writeBulk(ctx context.Context, tbl *table.Table, schema *a
 	if err := e.coalesceTo(schema, b, int64(e.rowGroupRows)); err != nil {
 		return err
 	}
-	c, stale := e.open.take(b.gen, schema)
+	c, stale := e.open.take(b.bulk.gen, schema)
 	for _, s := range stale {
 		if err := e.closeBulk(ctx, tbl, s, b); err != nil {
 			return err
@@ -186,27 +186,27 @@ func (e *fileEncoder) writeBulk(ctx context.Context, tbl *table.Table, schema *a
 	}
 	if c == nil {
 		var err error
-		if c, err = e.openBulk(ctx, tbl, schema, b.recs); err != nil {
+		if c, err = e.openBulk(ctx, tbl, schema, b.in.recs); err != nil {
 			return err
 		}
 	}
-	for i, r := range b.recs {
+	for i, r := range b.in.recs {
 		err := c.w.Write(r)
 		r.Release()
-		b.recs[i] = nil
+		b.in.recs[i] = nil
 		if err != nil {
 			e.abortBulk(ctx, tbl, c)
 			return fmt.Errorf("iceberg: write bulk file %s: %w", c.path, err)
 		}
 		c.rows += r.NumRows()
 	}
-	b.recs = nil
+	b.in.recs = nil
 	if b.seq > c.until {
 		c.until, c.holder = b.seq, b
 	}
-	b.span = c.span
+	b.bulk.span = c.span
 	if c.sink.n < e.fileSize() {
-		e.open.put(b.gen, c, false)
+		e.open.put(b.bulk.gen, c, false)
 		return nil
 	}
 	return e.closeBulk(ctx, tbl, c, b)
@@ -215,7 +215,7 @@ func (e *fileEncoder) writeBulk(ctx context.Context, tbl *table.Table, schema *a
 // closeGen closes every file of generations up to the closer batch b's (its encoding runs after every earlier
 // batch's, so none is busy).
 func (e *fileEncoder) closeGen(ctx context.Context, tbl *table.Table, b *batch) error {
-	for _, c := range e.open.drain(b.gen) {
+	for _, c := range e.open.drain(b.bulk.gen) {
 		if err := e.closeBulk(ctx, tbl, c, b); err != nil {
 			return err
 		}
@@ -275,7 +275,7 @@ func (e *fileEncoder) closeBulk(ctx context.Context, tbl *table.Table, c *bulkFi
 		return fmt.Errorf("iceberg: read back bulk file %s: %w", c.path, err)
 	}
 	e.count([]ice.DataFile{df})
-	b.closes = append(b.closes, closedSpan{span: c.span, until: c.until, df: df, holder: c.holder,
+	b.bulk.closes = append(b.bulk.closes, closedSpan{span: c.span, until: c.until, df: df, holder: c.holder,
 		held: fileMetaBytes(c.schema)})
 	return nil
 }

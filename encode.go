@@ -25,11 +25,11 @@ import (
 // files.
 func (w *Writer) encode(ctx context.Context, b *batch) error {
 	tbl, conf := w.view.get()
-	schema := b.schema
+	schema := b.in.schema
 	if schema == nil {
 		schema = conf.target
 	}
-	if b.closer {
+	if b.bulk.closer {
 		return w.files.closeGen(ctx, tbl, b)
 	}
 	var files, deletes []ice.DataFile
@@ -41,10 +41,10 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 	if w.keys.spec != nil {
 		res, err = w.keys.resolve(ctx, b, w.env.mem)
 		if err == nil {
-			for _, r := range b.recs {
+			for _, r := range b.in.recs {
 				r.Release()
 			}
-			b.recs, b.hashes, b.sels = res.data, nil, nil
+			b.in.recs, b.in.hashes, b.in.sels = res.data, nil, nil
 			// The deletes are staged, or written as equality delete files, while the data files are written: in
 			// BenchmarkApply the delete file took an eighth of the batch's encoding, on one core of two.
 			delDone = make(chan struct{})
@@ -59,16 +59,16 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 		// Format version 3: the upserted rows' _row_id goes into the files now, not in a rewrite at commit.
 		schema, err = w.keys.encodeRowIDs(tbl, schema, b, res)
 	}
-	if err == nil && len(b.recs) > 0 {
+	if err == nil && len(b.in.recs) > 0 {
 		if w.files.carries(tbl, b) {
 			err = w.files.writeBulk(ctx, tbl, schema, b) // its files come when they close (bulkfile.go)
 		} else {
 			// Only the commit reads an inserts-only batch's files (a key index reads them too): packed until then.
 			parts, release := 1, func() {}
 			if tbl.Spec().IsUnpartitioned() && !w.files.bulk() {
-				parts, release = w.pipe.encodeParts(recordsSize(b.recs))
+				parts, release = w.pipe.encodeParts(recordsSize(b.in.recs))
 			}
-			files, packed, err = w.files.write(ctx, tbl, schema, b, !b.keyed && !indexed, parts)
+			files, packed, err = w.files.write(ctx, tbl, schema, b, !b.in.keyed && !indexed, parts)
 			release()
 		}
 	}
@@ -79,7 +79,7 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 		}
 	}
 	if err == nil && indexed {
-		b.fileKeys, err = w.keys.fileKeys(ctx, tbl, files, res, b.rowMap)
+		b.keys.fileKeys, err = w.keys.fileKeys(ctx, tbl, files, res, b.enc.rowMap)
 	}
 	var written, keyed map[uint64]struct{}
 	if res != nil {
@@ -88,11 +88,11 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 	if err != nil {
 		return err
 	}
-	b.files, b.deletes, b.packed = files, deletes, packed
-	b.held = packed.memBytes() + int64(len(files)+len(deletes))*fileMetaBytes(schema)
-	b.runHeld = int64(b.dataFileCount()+len(deletes)) * fileMetaBytes(schema)
+	b.enc.files, b.enc.deletes, b.enc.packed = files, deletes, packed
+	b.enc.held = packed.memBytes() + int64(len(files)+len(deletes))*fileMetaBytes(schema)
+	b.enc.runHeld = int64(b.dataFileCount()+len(deletes)) * fileMetaBytes(schema)
 	if res != nil {
-		b.written, b.keyedSet = written, keyed
+		b.enc.written, b.enc.keyedSet = written, keyed
 	}
 	return nil
 }
@@ -168,7 +168,7 @@ func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow
 // writeFiles is write's encoding: the files it wrote go into keep when it is not nil (returned otherwise).
 func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch,
 	keep *packedFiles, parts int) ([]ice.DataFile, error) {
-	b.rowMap = nil // set below where the files' rows are known
+	b.enc.rowMap = nil // set below where the files' rows are known
 	opts := []table.WriteRecordOption{
 		table.WithTargetFileSize(e.fileSize()),
 		table.WithParquetRowGroupLimit(e.rowGroupRows),
@@ -179,33 +179,33 @@ func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *
 			return nil, err
 		}
 		var rows int64
-		for _, r := range b.recs {
+		for _, r := range b.in.recs {
 			rows += r.NumRows()
 		}
 		// Ownership of each record passes to the writes (WriteRecords releases each once encoded): the batch's
 		// memory is freed while it encodes, not after.
-		recs := b.recs
-		b.recs = nil
+		recs := b.in.recs
+		b.in.recs = nil
 		files, err := e.writeParts(ctx, tbl, schema, recs, rows, max(parts, 1), opts)
 		if err != nil {
 			return nil, err
 		}
 		if mapsRows(tbl) {
-			b.rowMap = unpartitionedRows
+			b.enc.rowMap = unpartitionedRows
 		}
 		return e.keep(files, keep)
 	}
-	one := b.recs[0]
-	if len(b.recs) > 1 {
+	one := b.in.recs[0]
+	if len(b.in.recs) > 1 {
 		var err error
-		if one, err = concatRecords(e.mem, schema, b.recs); err != nil {
+		if one, err = concatRecords(e.mem, schema, b.in.recs); err != nil {
 			return nil, err
 		}
-		for _, r := range b.recs {
+		for _, r := range b.in.recs {
 			r.Release()
 		}
 	}
-	b.recs = nil
+	b.in.recs = nil
 	defer one.Release()
 	rows := one.NumRows()
 	if rows == 0 {
@@ -224,7 +224,7 @@ func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *
 		}
 		files, err := e.writeFanout(ctx, tbl, schema, one, groups, opts, keep, m)
 		if err == nil {
-			b.rowMap = m
+			b.enc.rowMap = m
 		}
 		return files, err
 	}
@@ -324,19 +324,19 @@ func (e *fileEncoder) coalesce(schema *arrow.Schema, b *batch) error {
 // coalesceTo joins runs of consecutive records into records of up to maxRows rows.
 func (e *fileEncoder) coalesceTo(schema *arrow.Schema, b *batch, maxRows int64) error {
 	var out []arrow.RecordBatch
-	for i := 0; i < len(b.recs); {
+	for i := 0; i < len(b.in.recs); {
 		j, rows := i, int64(0)
-		for j < len(b.recs) && rows+b.recs[j].NumRows() <= maxRows {
-			rows += b.recs[j].NumRows()
+		for j < len(b.in.recs) && rows+b.in.recs[j].NumRows() <= maxRows {
+			rows += b.in.recs[j].NumRows()
 			j++
 		}
 		if j-i < 2 {
-			out = append(out, b.recs[i])
-			b.recs[i] = nil
+			out = append(out, b.in.recs[i])
+			b.in.recs[i] = nil
 			i = max(j, i+1)
 			continue
 		}
-		one, err := concatRecords(e.mem, schema, b.recs[i:j])
+		one, err := concatRecords(e.mem, schema, b.in.recs[i:j])
 		if err != nil {
 			for _, r := range out {
 				r.Release()
@@ -344,13 +344,13 @@ func (e *fileEncoder) coalesceTo(schema *arrow.Schema, b *batch, maxRows int64) 
 			return err
 		}
 		for k := i; k < j; k++ {
-			b.recs[k].Release()
-			b.recs[k] = nil
+			b.in.recs[k].Release()
+			b.in.recs[k] = nil
 		}
 		out = append(out, one)
 		i = j
 	}
-	b.recs = out
+	b.in.recs = out
 	return nil
 }
 

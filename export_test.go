@@ -84,7 +84,7 @@ func SelectedRowsForTest(w *Writer) int {
 	defer w.pipe.mu.Unlock()
 	n := 0
 	if o := w.pipe.open; o != nil {
-		for _, sel := range o.sels {
+		for _, sel := range o.in.sels {
 			n += len(sel)
 		}
 	}

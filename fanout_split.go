@@ -23,10 +23,10 @@ func fanoutShare(rowBudget int64) int64 { return rowBudget / 8 }
 // only reads the batch's records and the view's table.
 func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 	tbl := w.view.table()
-	if tbl == nil || tbl.Spec().IsUnpartitioned() || b.keyed || len(b.recs) == 0 || b.schema == nil {
+	if tbl == nil || tbl.Spec().IsUnpartitioned() || b.in.keyed || len(b.in.recs) == 0 || b.in.schema == nil {
 		return nil
 	}
-	meta := fileMetaBytes(b.schema)
+	meta := fileMetaBytes(b.in.schema)
 	if b.rows*meta <= share {
 		return nil // even a partition per row fits
 	}
@@ -35,9 +35,9 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 	}
 	spec, sc := tbl.Spec(), tbl.Schema()
 	ids := map[string]int32{}
-	groups := make([][]int32, len(b.recs)) // per record, each row's partition
+	groups := make([][]int32, len(b.in.recs)) // per record, each row's partition
 	var key []byte
-	for i, rec := range b.recs {
+	for i, rec := range b.in.recs {
 		keyers, ok := partitionKeyers(spec, sc, rec)
 		if !ok {
 			return nil
@@ -66,11 +66,11 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 	}
 	out := make([]*batch, parts)
 	for j := range out {
-		out[j] = &batch{firstAt: b.firstAt, schema: b.schema, uncovered: b.uncovered}
+		out[j] = &batch{firstAt: b.firstAt, in: batchRows{schema: b.in.schema}, uncovered: b.uncovered}
 	}
 	ctx := context.Background()
 	var given int64 // bytes handed to parts (the last takes the rest, so the memory counted stays the same)
-	for i, rec := range b.recs {
+	for i, rec := range b.in.recs {
 		rows := make([][]int32, parts)
 		for r, id := range groups[i] {
 			j := int(id) % parts
@@ -83,12 +83,12 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 			part, err := takeRecordRows(ctx, w.env.mem, rec, idx)
 			if err != nil {
 				for _, o := range out {
-					releaseAll(o.recs)
+					releaseAll(o.in.recs)
 				}
 				return nil // the batch is written whole
 			}
-			size := b.sizes[i] * int64(len(idx)) / rec.NumRows()
-			out[j].push(batchRecord{rec: part, kind: b.kinds[i], source: b.sources[i], size: size})
+			size := b.in.sizes[i] * int64(len(idx)) / rec.NumRows()
+			out[j].push(batchRecord{rec: part, kind: b.in.kinds[i], source: b.in.sources[i], size: size})
 			out[j].rows += part.NumRows()
 			out[j].bytes += size
 			given += size
@@ -97,11 +97,11 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 	last := out[parts-1]
 	last.bytes += b.bytes - given
 	last.token, last.hasToken, last.positions, last.posSince = b.token, b.hasToken, b.positions, b.posSince
-	releaseAll(b.recs)
-	b.recs = nil
+	releaseAll(b.in.recs)
+	b.in.recs = nil
 	kept := out[:0]
 	for _, o := range out {
-		if len(o.recs) > 0 || o == last {
+		if len(o.in.recs) > 0 || o == last {
 			kept = append(kept, o)
 		}
 	}

@@ -113,27 +113,27 @@ func (p *packedFiles) unpack(dst []ice.DataFile) ([]ice.DataFile, error) {
 }
 
 // dataFileCount is the number of data files the batch wrote.
-func (b *batch) dataFileCount() int { return len(b.files) + b.packed.len() }
+func (b *batch) dataFileCount() int { return len(b.enc.files) + b.enc.packed.len() }
 
 // dataFiles appends the batch's data files to dst, the packed ones decoded.
 func (b *batch) dataFiles(dst []ice.DataFile) ([]ice.DataFile, error) {
-	dst = append(dst, b.files...)
-	if b.packed == nil {
+	dst = append(dst, b.enc.files...)
+	if b.enc.packed == nil {
 		return dst, nil
 	}
-	return b.packed.unpack(dst)
+	return b.enc.packed.unpack(dst)
 }
 
 // filePaths returns the paths of the batch's data and delete files.
 func (b *batch) filePaths() []string {
 	var out []string
-	for _, f := range append(b.files[:len(b.files):len(b.files)], b.deletes...) {
+	for _, f := range append(b.enc.files[:len(b.enc.files):len(b.enc.files)], b.enc.deletes...) {
 		out = append(out, f.FilePath())
 	}
-	for i := range b.packed.len() {
+	for i := range b.enc.packed.len() {
 		// A pack is decoded by this writer's own code from bytes it encoded: an entry that does not decode
 		// is a defect, and its file is left for orphan removal rather than guessed at.
-		if df, err := b.packed.file(i); err == nil {
+		if df, err := b.enc.packed.file(i); err == nil {
 			out = append(out, df.FilePath())
 		}
 	}

@@ -410,23 +410,23 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	if idx == nil {
 		// Batches encoded while the index was on wrote no equality deletes: write them now.
 		for _, b := range batches {
-			if len(b.keyRecs) == 0 {
+			if len(b.keys.keyRecs) == 0 {
 				continue
 			}
 			seg := &run.Segments[b.segIdx]
-			if len(b.rowIDs) > 0 {
+			if len(b.keys.rowIDs) > 0 {
 				// The ids the encoder wrote cannot be checked (a batch ahead may have deleted a key and this one
 				// inserted it anew): write the files again without them, as if the index had been off then.
 				if _, _, err := k.carryRowIDs(ctx, tbl, seg, b, nil); err != nil {
 					return nil, err
 				}
 			}
-			files, err := k.uncovered(ctx, tbl, b.keyRecs, &seg.DeleteKeys)
+			files, err := k.uncovered(ctx, tbl, b.keys.keyRecs, &seg.DeleteKeys)
 			if err != nil {
 				return nil, err
 			}
 			seg.DeleteFiles = append(seg.DeleteFiles, files...)
-			b.keyRecs = nil
+			b.keys.keyRecs = nil
 		}
 		return nil, nil
 	}
@@ -440,10 +440,10 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	var locs []keyLoc // its rows
 	for _, b := range batches {
 		seg := &run.Segments[b.segIdx]
-		seg.FallbackKeys = append(seg.FallbackKeys, b.keyRecs...)
+		seg.FallbackKeys = append(seg.FallbackKeys, b.keys.keyRecs...)
 		// carried: the _row_id of each key's replaced row, where the index knows it (format version 3).
 		var carried map[string]int64
-		for _, rec := range b.keyRecs {
+		for _, rec := range b.keys.keyRecs {
 			enc, err := newKeyEncoder(rec.Columns())
 			if err != nil {
 				return nil, err
@@ -462,12 +462,12 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 				}
 			}
 		}
-		fks := b.fileKeys
+		fks := b.keys.fileKeys
 		var ids []map[int32]int64
 		switch {
-		case len(b.rowIDs) > 0 && sameRowIDs(carried, b.rowIDs):
-			ids = rowIDsByFile(fks, b.rowIDs) // the encoder wrote them (encodeRowIDs)
-		case len(carried) > 0 || len(b.rowIDs) > 0:
+		case len(b.keys.rowIDs) > 0 && sameRowIDs(carried, b.keys.rowIDs):
+			ids = rowIDsByFile(fks, b.keys.rowIDs) // the encoder wrote them (encodeRowIDs)
+		case len(carried) > 0 || len(b.keys.rowIDs) > 0:
 			// The encoder could not tell, or an earlier batch changed a key since: write the column again.
 			var err error
 			if fks, ids, err = k.carryRowIDs(ctx, tbl, seg, b, carried); err != nil {

@@ -95,16 +95,16 @@ func (e *stageEnv) encode(k *keyStage, kind opKind, ids []int64, name string) *b
 	} else {
 		rec = array.NewRecordBatch(e.target, rows.Columns(), rows.NumRows())
 	}
-	b := &batch{seq: e.seq, recs: []arrow.RecordBatch{rec}, kinds: []opKind{kind}, keyed: kind != opInsert,
-		schema: e.target, rows: rec.NumRows()}
+	b := &batch{seq: e.seq, rows: rec.NumRows(), in: batchRows{recs: []arrow.RecordBatch{rec}, kinds: []opKind{kind},
+		keyed: kind != opInsert, schema: e.target}}
 	indexed := k.indexed()
 	res, err := k.resolve(e.ctx, b, memory.DefaultAllocator)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	rec.Release()
-	b.recs = res.data
-	if b.deletes, err = k.stageDeletes(e.ctx, e.tbl, b, res.deletes, indexed); err != nil {
+	b.in.recs = res.data
+	if b.enc.deletes, err = k.stageDeletes(e.ctx, e.tbl, b, res.deletes, indexed); err != nil {
 		e.t.Fatal(err)
 	}
 	schema := e.target
@@ -114,7 +114,7 @@ func (e *stageEnv) encode(k *keyStage, kind opKind, ids []int64, name string) *b
 		}
 	}
 	recs := func(yield func(arrow.RecordBatch, error) bool) {
-		for _, r := range b.recs {
+		for _, r := range b.in.recs {
 			if !yield(r, nil) {
 				return
 			}
@@ -124,15 +124,15 @@ func (e *stageEnv) encode(k *keyStage, kind opKind, ids []int64, name string) *b
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		b.files = append(b.files, df)
+		b.enc.files = append(b.enc.files, df)
 	}
-	b.recs = nil
+	b.in.recs = nil
 	if indexed {
-		if b.fileKeys, err = k.readKeys(e.ctx, e.tbl, b.files); err != nil {
+		if b.keys.fileKeys, err = k.readKeys(e.ctx, e.tbl, b.enc.files); err != nil {
 			e.t.Fatal(err)
 		}
 	}
-	b.written, b.keyedSet = res.keySets()
+	b.enc.written, b.enc.keyedSet = res.keySets()
 	b.staged = true
 	e.ops[b] = func() {
 		for _, id := range ids {
@@ -164,7 +164,7 @@ func (e *stageEnv) commitOn(k *keyStage, b *batch, placeOn *table.Table) (*Run, 
 	run := &Run{Table: e.ident, Branch: e.o.branch, WriterID: e.o.writerID, Epoch: 1, FirstSeq: b.seq, LastSeq: b.seq,
 		BaseSnapshotID: headID(placeOn.Metadata(), e.o.branch), Rows: b.rows, formatVersion: placeOn.Metadata().Version(),
 		spec: placeOn.Spec(), schema: placeOn.Schema(),
-		Segments: []Segment{{DataFiles: b.files, DeleteFiles: b.deletes, DeleteKeys: b.cowKeys, LastSeq: b.seq, Rows: b.rows}}}
+		Segments: []Segment{{DataFiles: b.enc.files, DeleteFiles: b.enc.deletes, DeleteKeys: b.keys.cowKeys, LastSeq: b.seq, Rows: b.rows}}}
 	dvs, err := k.apply(e.ctx, placeOn, run, []*batch{b})
 	if err != nil {
 		e.t.Fatal(err)
@@ -392,7 +392,7 @@ func TestKeyStageFallbackWhenTableChangesOutside(t *testing.T) {
 	e.do(k, opInsert, ids(0, 10), "a")
 	first := e.encode(k, opUpsert, []int64{2, 100}, "u")
 	second := e.encode(k, opUpsert, []int64{1, 101}, "late")
-	if len(first.keyRecs) == 0 || len(second.keyRecs) == 0 || len(first.deletes) != 0 {
+	if len(first.keys.keyRecs) == 0 || len(second.keys.keyRecs) == 0 || len(first.enc.deletes) != 0 {
 		t.Fatal("batches encoded with the index on should keep their keys for apply")
 	}
 	placed := e.tbl // the run is placed in the index before the append, and committed after it
@@ -419,8 +419,8 @@ func TestKeyStageFallbackWhenTableChangesOutside(t *testing.T) {
 	e.check(k)
 
 	b := e.encode(k, opUpsert, []int64{5, 100}, "after")
-	if len(b.keyRecs) == 0 || len(b.deletes) != 0 {
-		t.Fatalf("encoded with the index on: %d key records, %d equality deletes", len(b.keyRecs), len(b.deletes))
+	if len(b.keys.keyRecs) == 0 || len(b.enc.deletes) != 0 {
+		t.Fatalf("encoded with the index on: %d key records, %d equality deletes", len(b.keys.keyRecs), len(b.enc.deletes))
 	}
 	e.commit(k, b)
 	e.check(k)

@@ -121,13 +121,13 @@ func (k *keyStage) indexed() bool { return k.idx.Load() != nil }
 func (k *keyStage) stageDeletes(ctx context.Context, tbl *table.Table, b *batch, keys []arrow.RecordBatch, indexed bool) ([]ice.DataFile, error) {
 	switch {
 	case indexed:
-		b.keyRecs = keys
+		b.keys.keyRecs = keys
 		return nil, nil
 	case k.cow:
-		b.cowKeys = keys
+		b.keys.cowKeys = keys
 		return nil, nil
 	}
-	return k.uncovered(ctx, tbl, keys, &b.cowKeys)
+	return k.uncovered(ctx, tbl, keys, &b.keys.cowKeys)
 }
 
 // uncovered is what the keys a batch upserts or deletes become when the key index cannot place them, by
@@ -432,7 +432,7 @@ var resolveHash = keyHash
 func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) (*resolved, error) {
 	ks := k.spec
 	total := 0
-	for i := range b.recs {
+	for i := range b.in.recs {
 		total += int(b.recRows(i))
 	}
 	// A key of one integer column (an id) is every row's integer, ints; any other key is every row's encoded
@@ -447,13 +447,13 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	kinds := make([]opKind, 0, total)
 	keyedRows := 0
 	ikey := make([]byte, 0, 9) // an integer key encoded as keyEncoder does (so that its hash is the same)
-	for i, rec := range b.recs {
+	for i, rec := range b.in.recs {
 		n, sel := int(b.recRows(i)), b.sel(i)
 		// A record an Apply call hashed (with the same function) brings its hashes: only a key that is not one
 		// integer column still needs its bytes, to check keys sharing a hash.
-		carried := i < len(b.hashes) && len(b.hashes[i]) == n
+		carried := i < len(b.in.hashes) && len(b.in.hashes[i]) == n
 		if carried {
-			hashes = append(hashes, b.hashes[i]...)
+			hashes = append(hashes, b.in.hashes[i]...)
 		}
 		if ints != nil {
 			if !carried {
@@ -463,7 +463,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 				}
 			}
 		} else {
-			enc, err := newKeyEncoder(keyColumns(rec, ks, b.kinds[i] == opDelete))
+			enc, err := newKeyEncoder(keyColumns(rec, ks, b.in.kinds[i] == opDelete))
 			if err != nil {
 				return nil, err
 			}
@@ -481,9 +481,9 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 			}
 		}
 		for range n {
-			kinds = append(kinds, b.kinds[i])
+			kinds = append(kinds, b.in.kinds[i])
 		}
-		if b.kinds[i] != opInsert {
+		if b.in.kinds[i] != opInsert {
 			keyedRows += n
 		}
 	}
@@ -497,7 +497,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	dropped := make([]bool, total)
 	r := &resolved{ints: ints, keys: keys, offs: offs, kinds: kinds, dropped: dropped}
 	var distinct []int32 // the last row upserting or deleting each key, from the last row to the first
-	if b.keyed {
+	if b.in.keyed {
 		// lasts is an open-addressing table of the last row that upserts or deletes each key (slot: ordinal+1, 0
 		// empty), probed from the key's hash and checked against the hash, then the key's bytes: keys sharing a
 		// hash only probe further. A Go map keyed by the hash took about twice as long per row (BenchmarkApply).
@@ -526,15 +526,15 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 		return nil, err
 	}
 	ord := 0
-	for i, rec := range b.recs {
+	for i, rec := range b.in.recs {
 		n, sel := int(b.recRows(i)), b.sel(i)
-		if b.kinds[i] == opDelete {
+		if b.in.kinds[i] == opDelete {
 			rec.Retain()
 			r.deletes = append(r.deletes, rec)
 			ord += n
 			continue
 		}
-		if b.kinds[i] == opUpsert {
+		if b.in.kinds[i] == opUpsert {
 			kc := keyColumns(rec, ks, false)
 			keyRec := array.NewRecordBatch(ks.arraysSchema(kc), kc, rec.NumRows())
 			if sel != nil {
@@ -573,7 +573,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	// them took a third of resolve's time, on the critical path). hashes, kinds, dropped and distinct are not
 	// changed after this point.
 	r.sets = make(chan struct{})
-	keyed := b.keyed
+	keyed := b.in.keyed
 	go func() {
 		defer close(r.sets)
 		if keyed {
@@ -599,7 +599,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 func distinctKeys(ctx context.Context, mem memory.Allocator, ks *keySpec, deletes []arrow.RecordBatch, b *batch, distinct []int32) (arrow.RecordBatch, error) {
 	// pos maps the ordinals to positions in the concatenation of deletes, walking the records of b in order.
 	pos := make([]int32, len(distinct))
-	rows := make([]int32, len(b.recs)) // each record's rows, read once: the walk below asks once per key
+	rows := make([]int32, len(b.in.recs)) // each record's rows, read once: the walk below asks once per key
 	for i := range rows {
 		rows[i] = int32(b.recRows(i))
 	}
@@ -609,7 +609,7 @@ func distinctKeys(ctx context.Context, mem memory.Allocator, ks *keySpec, delete
 		o := distinct[len(distinct)-1-j]
 		for ; o >= ord+rows[i]; i++ {
 			ord += rows[i]
-			if b.kinds[i] != opInsert {
+			if b.in.kinds[i] != opInsert {
 				at += rows[i]
 			}
 		}
@@ -644,8 +644,8 @@ func (k *keyStage) sourcesShareKeys(b *batch) bool {
 	}
 	owner := map[uint64]string{}
 	var buf []byte
-	for i, rec := range b.recs {
-		n, sel, src := int(b.recRows(i)), b.sel(i), b.sources[i]
+	for i, rec := range b.in.recs {
+		n, sel, src := int(b.recRows(i)), b.sel(i), b.in.sources[i]
 		seen := func(h uint64) bool {
 			if o, ok := owner[h]; ok {
 				return o != src
@@ -653,15 +653,15 @@ func (k *keyStage) sourcesShareKeys(b *batch) bool {
 			owner[h] = src
 			return false
 		}
-		if i < len(b.hashes) && len(b.hashes[i]) == n {
-			for _, h := range b.hashes[i] {
+		if i < len(b.in.hashes) && len(b.in.hashes[i]) == n {
+			for _, h := range b.in.hashes[i] {
 				if seen(h) {
 					return true
 				}
 			}
 			continue
 		}
-		enc, err := newKeyEncoder(keyColumns(rec, k.spec, b.kinds[i] == opDelete))
+		enc, err := newKeyEncoder(keyColumns(rec, k.spec, b.in.kinds[i] == opDelete))
 		if err != nil {
 			return true
 		}
@@ -687,8 +687,8 @@ func intKeys(b *batch, ks *keySpec, total int) []int64 {
 		return nil
 	}
 	out := make([]int64, 0, total)
-	for i, rec := range b.recs {
-		col := keyColumns(rec, ks, b.kinds[i] == opDelete)[0]
+	for i, rec := range b.in.recs {
+		col := keyColumns(rec, ks, b.in.kinds[i] == opDelete)[0]
 		sel := b.sel(i)
 		if sel == nil {
 			vs, ok := intValues(col)

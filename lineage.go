@@ -390,18 +390,18 @@ func (r *rowIDs) apply(ks *keySet, rec arrow.RecordBatch) (arrow.RecordBatch, er
 // segment and the batch; the originals, uploaded and never committed, are deleted. It returns the keys of the
 // batch's files in row order after the rewrite, and per file the explicit ids by position.
 func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segment, b *batch, carried map[string]int64) ([]fileKeys, []map[int32]int64, error) {
-	ks, err := newKeySet(b.keyRecs)
+	ks, err := newKeySet(b.keys.keyRecs)
 	if err != nil {
 		return nil, nil, err
 	}
 	want := maps.Clone(carried) // carryRowIDs consumes the ids it gives
-	files := make([]ice.DataFile, len(b.fileKeys))
-	known := make(map[string]fileKeys, len(b.fileKeys))
-	for i, fk := range b.fileKeys {
+	files := make([]ice.DataFile, len(b.keys.fileKeys))
+	known := make(map[string]fileKeys, len(b.keys.fileKeys))
+	for i, fk := range b.keys.fileKeys {
 		files[i] = fk.df
 		known[fk.df.FilePath()] = fk
 	}
-	out, replaced, keysOf, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried, stale: b.rowIDs}, k.rewrite, func(df ice.DataFile) *keyList {
+	out, replaced, keysOf, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried, stale: b.keys.rowIDs}, k.rewrite, func(df ice.DataFile) *keyList {
 		if fk, ok := known[df.FilePath()]; ok {
 			return &fk.keys
 		}
@@ -411,7 +411,7 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 		return nil, nil, err
 	}
 	if len(replaced) == 0 {
-		return b.fileKeys, nil, nil
+		return b.keys.fileKeys, nil, nil
 	}
 	fks := make([]fileKeys, len(out))
 	ids := make([]map[int32]int64, len(out))
@@ -452,7 +452,7 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 	keep := func(fs []ice.DataFile) []ice.DataFile {
 		return append(slices.DeleteFunc(slices.Clone(fs), func(f ice.DataFile) bool { return gone[f.FilePath()] }), added...)
 	}
-	seg.DataFiles, b.files = keep(seg.DataFiles), keep(b.files)
+	seg.DataFiles, b.enc.files = keep(seg.DataFiles), keep(b.enc.files)
 	removePaths(ctx, k.log, tbl, paths)
 	return fks, ids, nil
 }

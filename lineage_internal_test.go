@@ -21,14 +21,14 @@ func TestMergeOnReadRowIDsWrittenWithTheBatch(t *testing.T) {
 	e, k, before := lineageStage(t)
 
 	b := e.encode(k, opUpsert, []int64{1, 50, 1000}, "b")
-	if len(b.files) != 1 {
-		t.Fatalf("the upsert wrote %d files, want 1", len(b.files))
+	if len(b.enc.files) != 1 {
+		t.Fatalf("the upsert wrote %d files, want 1", len(b.enc.files))
 	}
-	orig := b.files[0].FilePath()
+	orig := b.enc.files[0].FilePath()
 	read0 := fileReads(orig)
 	e.commit(k, b)
-	if len(b.files) != 1 || b.files[0].FilePath() != orig {
-		t.Fatalf("the batch's files after the commit: %v, want %s as uploaded", b.files, orig)
+	if len(b.enc.files) != 1 || b.enc.files[0].FilePath() != orig {
+		t.Fatalf("the batch's files after the commit: %v, want %s as uploaded", b.enc.files, orig)
 	}
 	if n := fileReads(orig) - read0; n != 0 {
 		t.Errorf("the commit opened the uploaded file %d times, want 0", n)
@@ -47,20 +47,20 @@ func TestMergeOnReadRowIDsReuseTheIndexKeys(t *testing.T) {
 
 	del := e.encode(k, opDelete, []int64{1}, "")
 	b := e.encode(k, opUpsert, []int64{1, 50, 1000}, "b") // encoded while key 1 still had its row
-	if len(b.rowIDs) != 2 {
-		t.Fatalf("the upsert was encoded with %d row ids, want 2 (keys 1 and 50)", len(b.rowIDs))
+	if len(b.keys.rowIDs) != 2 {
+		t.Fatalf("the upsert was encoded with %d row ids, want 2 (keys 1 and 50)", len(b.keys.rowIDs))
 	}
 	e.commit(k, del)
-	orig := b.files[0].FilePath()
+	orig := b.enc.files[0].FilePath()
 	read0 := fileReads(orig)
 	e.commit(k, b)
-	if len(b.files) != 1 || b.files[0].FilePath() == orig {
-		t.Fatalf("the batch's files after carrying row ids: %v, want one rewrite of %s", b.files, orig)
+	if len(b.enc.files) != 1 || b.enc.files[0].FilePath() == orig {
+		t.Fatalf("the batch's files after carrying row ids: %v, want one rewrite of %s", b.enc.files, orig)
 	}
 	if n := fileReads(orig) - read0; n != 1 {
 		t.Errorf("the uploaded file was opened %d times, want 1 (its rewrite)", n)
 	}
-	if n := fileReads(b.files[0].FilePath()); n != 0 {
+	if n := fileReads(b.enc.files[0].FilePath()); n != 0 {
 		t.Errorf("the rewritten file was opened %d times, want 0 (its keys are the uploaded file's)", n)
 	}
 	e.check(k)
@@ -74,14 +74,14 @@ func TestMergeOnReadRowIDsIndexOffAtCommit(t *testing.T) {
 	e, k, before := lineageStage(t)
 
 	b := e.encode(k, opUpsert, []int64{1, 50, 1000}, "b")
-	if len(b.rowIDs) != 2 {
-		t.Fatalf("the upsert was encoded with %d row ids, want 2 (keys 1 and 50)", len(b.rowIDs))
+	if len(b.keys.rowIDs) != 2 {
+		t.Fatalf("the upsert was encoded with %d row ids, want 2 (keys 1 and 50)", len(b.keys.rowIDs))
 	}
-	orig := b.files[0].FilePath()
+	orig := b.enc.files[0].FilePath()
 	k.drop("test", nil)
 	e.commit(k, b)
-	if len(b.files) != 1 || b.files[0].FilePath() == orig {
-		t.Fatalf("the batch's files after the index went off: %v, want one rewrite of %s", b.files, orig)
+	if len(b.enc.files) != 1 || b.enc.files[0].FilePath() == orig {
+		t.Fatalf("the batch's files after the index went off: %v, want one rewrite of %s", b.enc.files, orig)
 	}
 	e.check(k)
 	checkRowIDs(t, before, tabletest.RowIDs(t, e.tbl), nil, []int64{1, 50, 1000})

@@ -81,7 +81,7 @@ func (w *Writer) encodedHook() func(b *batch, start time.Time) {
 			w.env.log.Error("iceberg: no FileWritten events for a batch", "table", w.env.ident, "seq", b.seq, "err", err)
 			return
 		}
-		for i, f := range append(files, b.deletes...) {
+		for i, f := range append(files, b.enc.deletes...) {
 			w.cbs.emit(FileWritten{Table: w.env.ident, WriterID: w.env.id, Seq: b.seq, Path: f.FilePath(), Index: i,
 				Deletes: i >= len(files), Rows: f.Count(), Bytes: f.FileSizeBytes(), Encode: now.Sub(start), At: now})
 		}

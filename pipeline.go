@@ -307,13 +307,13 @@ func (p *pipeline) sealForMemoryLocked() bool {
 // addLocked adds one record to the open buffer (a view's rows are copied into the gather) and seals the buffer
 // when the policy trips.
 func (p *pipeline) addLocked(rec batchRecord) {
-	if p.open != nil && rec.kind != opDelete && p.open.schema != nil && p.open.schema != rec.rec.Schema() {
+	if p.open != nil && rec.kind != opDelete && p.open.in.schema != nil && p.open.in.schema != rec.rec.Schema() {
 		// The table's schema changed: a batch encodes against one schema, so the buffer ends here.
 		p.sealLocked()
 	}
 	b := p.openLocked()
 	if rec.kind != opDelete {
-		b.schema = rec.rec.Schema()
+		b.in.schema = rec.rec.Schema()
 	}
 	if rec.view {
 		if p.gather != nil && !p.gather.fits(rec) {
@@ -327,7 +327,7 @@ func (p *pipeline) addLocked(rec batchRecord) {
 		p.finishGatherLocked()
 		b.push(rec)
 	}
-	b.keyed = b.keyed || rec.kind != opInsert
+	b.in.keyed = b.in.keyed || rec.kind != opInsert
 	b.rows += rec.rows()
 	b.bytes += rec.size
 	p.addMem(rec.size)
@@ -395,38 +395,38 @@ func (p *pipeline) finishGatherLocked() {
 
 // push appends an owned record to the batch's records (its counters are the caller's).
 func (b *batch) push(rec batchRecord) {
-	b.recs = append(b.recs, rec.rec)
-	b.kinds = append(b.kinds, rec.kind)
-	b.sources = append(b.sources, rec.source)
-	b.sizes = append(b.sizes, rec.size)
-	b.undos = append(b.undos, rec.undo)
-	b.hashes = append(b.hashes, rec.hashes)
-	b.sels = append(b.sels, rec.sel)
+	b.in.recs = append(b.in.recs, rec.rec)
+	b.in.kinds = append(b.in.kinds, rec.kind)
+	b.in.sources = append(b.in.sources, rec.source)
+	b.in.sizes = append(b.in.sizes, rec.size)
+	b.in.undos = append(b.in.undos, rec.undo)
+	b.in.hashes = append(b.in.hashes, rec.hashes)
+	b.in.sels = append(b.in.sels, rec.sel)
 }
 
 // record returns record i of the batch as the batchRecord it was pushed as (its undo only while the batch is
 // open or solo: sealLocked drops the others').
 func (b *batch) record(i int) batchRecord {
-	r := batchRecord{rec: b.recs[i], kind: b.kinds[i], source: b.sources[i], size: b.sizes[i], hashes: b.hashes[i],
-		sel: b.sels[i]}
-	if i < len(b.undos) {
-		r.undo = b.undos[i]
+	r := batchRecord{rec: b.in.recs[i], kind: b.in.kinds[i], source: b.in.sources[i], size: b.in.sizes[i], hashes: b.in.hashes[i],
+		sel: b.in.sels[i]}
+	if i < len(b.in.undos) {
+		r.undo = b.in.undos[i]
 	}
 	return r
 }
 
 // recRows is the number of rows record i hands on (batchRecord.rows).
 func (b *batch) recRows(i int) int64 {
-	if i < len(b.sels) && b.sels[i] != nil {
-		return int64(len(b.sels[i]))
+	if i < len(b.in.sels) && b.in.sels[i] != nil {
+		return int64(len(b.in.sels[i]))
 	}
-	return b.recs[i].NumRows()
+	return b.in.recs[i].NumRows()
 }
 
 // sel is record i's selection (batchRecord.sel), nil: all its rows.
 func (b *batch) sel(i int) []int32 {
-	if i < len(b.sels) {
-		return b.sels[i]
+	if i < len(b.in.sels) {
+		return b.in.sels[i]
 	}
 	return nil
 }
@@ -438,7 +438,7 @@ func (p *pipeline) heldLocked() int64 {
 	var n int64
 	for _, b := range p.queue[:p.committableLocked()] {
 		if b.staged { // an encoding's batch is its own until it returns
-			n += b.held
+			n += b.enc.held
 		}
 	}
 	return n
@@ -449,7 +449,7 @@ func (p *pipeline) heldLocked() int64 {
 func (p *pipeline) pendingLocked() int {
 	n := 0
 	for _, b := range p.queue {
-		if b.staged && b.span != nil && !b.span.done {
+		if b.staged && b.bulk.span != nil && !b.bulk.span.done {
 			n++
 		}
 	}
@@ -489,7 +489,7 @@ func coveredEnd(q []*batch, n int) int {
 			}
 			pending[s] = struct{}{}
 		}
-		if len(pending) == 0 && (b.hasToken || len(b.positions) > 0 || (b.closer && end == i)) {
+		if len(pending) == 0 && (b.hasToken || len(b.positions) > 0 || (b.bulk.closer && end == i)) {
 			end = i + 1
 		}
 	}
@@ -571,7 +571,7 @@ func (p *pipeline) resumed(positions map[string]string) {
 func (p *pipeline) markLocked(m mark) {
 	b := p.openLocked()
 	p.finishGatherLocked()
-	m.at = len(b.recs)
+	m.at = len(b.in.recs)
 	p.marks = append(p.marks, m)
 }
 
@@ -600,23 +600,23 @@ func (p *pipeline) sealLocked() {
 	p.marks = nil
 	if p.cfg.checkpoints && !b.hasToken && len(b.positions) == 0 {
 		b.uncovered = map[string]struct{}{}
-		for _, s := range b.sources {
+		for _, s := range b.in.sources {
 			b.uncovered[s] = struct{}{}
 		}
 	}
-	if keep != nil && len(keep.recs) > 0 {
+	if keep != nil && len(keep.in.recs) > 0 {
 		p.open = keep
 		p.startTimerLocked()
 	}
-	if len(b.recs) == 0 && !b.hasToken && len(b.positions) == 0 && !b.closer {
+	if len(b.in.recs) == 0 && !b.hasToken && len(b.positions) == 0 && !b.bulk.closer {
 		return // an open buffer that held nothing
 	}
 	var parts []*batch
 	for _, b := range bySource(b, p.cfg.sharedKeys) {
 		if !b.solo {
-			b.undos = nil // its rows are never dropped: no versions to restore
+			b.in.undos = nil // its rows are never dropped: no versions to restore
 		}
-		if p.cfg.split != nil && len(b.recs) > 0 {
+		if p.cfg.split != nil && len(b.in.recs) > 0 {
 			if s := p.cfg.split(b); s != nil {
 				parts = append(parts, s...)
 				continue
@@ -626,14 +626,14 @@ func (p *pipeline) sealLocked() {
 	}
 	for _, b := range parts {
 		b.seq = p.nextSeq
-		b.gen = p.fileGen
+		b.bulk.gen = p.fileGen
 		p.nextSeq++
 		p.queue = append(p.queue, b)
 		p.batches++
 		if p.cfg.sealed != nil {
 			p.cfg.sealed(b)
 		}
-		if len(b.recs) == 0 && !b.closer {
+		if len(b.in.recs) == 0 && !b.bulk.closer {
 			b.staged = true
 			p.kickLoop()
 		} else {
@@ -651,30 +651,30 @@ func (p *pipeline) sealLocked() {
 // they were accepted: a batch with upserts or deletes is split only when no key has rows of two partitions in
 // it (sharedKeys false), and otherwise stays whole. Any other batch is returned as is.
 func bySource(b *batch, sharedKeys func(*batch) bool) []*batch {
-	if b.uncovered == nil || len(b.recs) == 0 {
+	if b.uncovered == nil || len(b.in.recs) == 0 {
 		return []*batch{b}
 	}
 	if len(b.uncovered) == 1 {
 		b.solo = true
 		return []*batch{b}
 	}
-	if b.keyed && (sharedKeys == nil || sharedKeys(b)) {
+	if b.in.keyed && (sharedKeys == nil || sharedKeys(b)) {
 		return []*batch{b}
 	}
 	var out []*batch
 	of := map[string]*batch{}
-	for i := range b.recs {
+	for i := range b.in.recs {
 		r := b.record(i)
 		s := of[r.source]
 		if s == nil {
-			s = &batch{firstAt: b.firstAt, schema: b.schema, solo: true, uncovered: map[string]struct{}{r.source: {}}}
+			s = &batch{firstAt: b.firstAt, in: batchRows{schema: b.in.schema}, solo: true, uncovered: map[string]struct{}{r.source: {}}}
 			of[r.source] = s
 			out = append(out, s)
 		}
 		s.push(r)
 		s.rows += r.rows()
 		s.bytes += r.size
-		s.keyed = s.keyed || r.kind != opInsert
+		s.in.keyed = s.in.keyed || r.kind != opInsert
 	}
 	return out
 }
@@ -707,11 +707,11 @@ func cut(o *batch, marks []mark) (take, keep *batch) {
 			srcAt[m.source] = max(srcAt[m.source], m.at)
 		}
 	}
-	take = &batch{firstAt: o.firstAt, schema: o.schema}
-	keep = &batch{firstAt: o.firstAt, schema: o.schema}
-	for i := range o.recs {
+	take = &batch{firstAt: o.firstAt, in: batchRows{schema: o.in.schema}}
+	keep = &batch{firstAt: o.firstAt, in: batchRows{schema: o.in.schema}}
+	for i := range o.in.recs {
 		dst := keep
-		if at, ok := srcAt[o.sources[i]]; i < tokenAt || (ok && i < at) {
+		if at, ok := srcAt[o.in.sources[i]]; i < tokenAt || (ok && i < at) {
 			dst = take
 		}
 		r := o.record(i)
@@ -720,8 +720,8 @@ func cut(o *batch, marks []mark) (take, keep *batch) {
 		}
 		dst.push(r)
 		dst.rows += r.rows()
-		dst.bytes += o.sizes[i]
-		dst.keyed = dst.keyed || o.kinds[i] != opInsert
+		dst.bytes += o.in.sizes[i]
+		dst.in.keyed = dst.in.keyed || o.in.kinds[i] != opInsert
 	}
 	return take, keep
 }
@@ -734,17 +734,17 @@ func (p *pipeline) encode(b *batch) {
 	// batch still encoding is not committed, so stopping it is never ambiguous), while a commit in flight keeps
 	// the writer's.
 	ctx := p.encCtx
-	if b.closer && !p.waitEarlierStaged(ctx, b) {
+	if b.bulk.closer && !p.waitEarlierStaged(ctx, b) {
 		return // shutting down, or failed
 	}
 	if err := p.encSem.Acquire(ctx, 1); err != nil {
 		// Shutting down: release frees the rows of the queue's batches, this one's if Source.Abort dropped it.
 		p.mu.Lock()
 		if b.dropped {
-			for _, r := range b.recs {
+			for _, r := range b.in.recs {
 				r.Release()
 			}
-			b.recs = nil
+			b.in.recs = nil
 		}
 		p.mu.Unlock()
 		return
@@ -768,12 +768,12 @@ func (p *pipeline) encode(b *batch) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, r := range b.recs {
+	for _, r := range b.in.recs {
 		if r != nil {
 			r.Release()
 		}
 	}
-	b.recs = nil
+	b.in.recs = nil
 	p.addMem(-b.bytes)
 	if b.dropped {
 		// Dropped while it encoded: its files were never handed to a commit.
@@ -792,13 +792,13 @@ func (p *pipeline) encode(b *batch) {
 		p.signalLocked()
 		return
 	}
-	for _, c := range b.closes {
+	for _, c := range b.bulk.closes {
 		c.span.done, c.span.until = true, c.until
-		c.holder.files = append(c.holder.files, c.df)
-		c.holder.held += c.held
-		c.holder.runHeld += c.held
+		c.holder.enc.files = append(c.holder.enc.files, c.df)
+		c.holder.enc.held += c.held
+		c.holder.enc.runHeld += c.held
 	}
-	b.closes = nil
+	b.bulk.closes = nil
 	b.staged = true
 	p.signalLocked()
 	p.kickLoop()
@@ -812,7 +812,7 @@ func (p *pipeline) sealCloserLocked() {
 	}
 	open := false
 	for _, b := range p.queue {
-		if b.seq > p.closerSeq && !b.closer && (!b.staged || (b.span != nil && !b.span.done)) {
+		if b.seq > p.closerSeq && !b.bulk.closer && (!b.staged || (b.bulk.span != nil && !b.bulk.span.done)) {
 			open = true
 			break
 		}
@@ -822,7 +822,7 @@ func (p *pipeline) sealCloserLocked() {
 	}
 	// With WithCheckpoints the flush's seal may have left rows open (and their timer): they stay open.
 	keep, timer := p.open, p.timer
-	p.open, p.timer = &batch{firstAt: time.Now(), closer: true}, nil
+	p.open, p.timer = &batch{firstAt: time.Now(), bulk: batchBulk{closer: true}}, nil
 	p.sealLocked()
 	p.open, p.timer = keep, timer
 	p.closerSeq = p.nextSeq - 1
@@ -948,7 +948,7 @@ func (p *pipeline) nextRun() []*batch {
 	if c := p.cfg.runHeldCap; c > 0 {
 		var held int64
 		for i, b := range p.queue[:n] {
-			if held += b.runHeld; held > c && i > 0 {
+			if held += b.enc.runHeld; held > c && i > 0 {
 				n = i
 				break
 			}
@@ -1178,7 +1178,7 @@ func (p *pipeline) release(ctx context.Context) {
 	}
 	if p.open != nil {
 		dropped += p.open.rows
-		for _, r := range p.open.recs {
+		for _, r := range p.open.in.recs {
 			r.Release()
 		}
 		p.open = nil
@@ -1187,10 +1187,10 @@ func (p *pipeline) release(ctx context.Context) {
 	var orphans []string
 	for _, b := range p.queue {
 		dropped += b.rows
-		for _, r := range b.recs {
+		for _, r := range b.in.recs {
 			r.Release()
 		}
-		b.recs = nil
+		b.in.recs = nil
 		if b.handed {
 			continue // a run whose outcome may be unknown: its files are kept
 		}
@@ -1239,7 +1239,7 @@ func (p *pipeline) state() pipelineState {
 	for _, b := range p.queue {
 		s.uncommittedRows += b.rows
 		if b.staged {
-			s.bufferedBytes += b.held
+			s.bufferedBytes += b.enc.held
 		}
 		s.oldest = older(s.oldest, b)
 	}
@@ -1263,7 +1263,7 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 	var drop []*batch // solo batches of the partition that no checkpoint covers: dropped whole
 	if p.cfg.checkpoints && !openCovers {
 		for i, b := range p.queue {
-			if !slices.Contains(b.sources, src) || coversLater(p.queue[i:], src) {
+			if !slices.Contains(b.in.sources, src) || coversLater(p.queue[i:], src) {
 				continue
 			}
 			if !b.solo || b.handed {
@@ -1275,7 +1275,7 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 	dropped, orphans := p.dropSealedLocked(drop)
 	var undos, newest []*versionUndo
 	for _, b := range drop {
-		for _, u := range b.undos {
+		for _, u := range b.in.undos {
 			undos = append(undos, u...) // the sealed rows come before the open buffer's
 		}
 	}
@@ -1294,9 +1294,9 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 				covered = max(covered, m.at)
 			}
 		}
-		keep := &batch{firstAt: o.firstAt, schema: o.schema, rows: o.rows, bytes: o.bytes}
-		kept := make([]int, len(o.recs)+1) // kept[i]: records kept before record i
-		for i := range o.recs {
+		keep := &batch{firstAt: o.firstAt, in: batchRows{schema: o.in.schema}, rows: o.rows, bytes: o.bytes}
+		kept := make([]int, len(o.in.recs)+1) // kept[i]: records kept before record i
+		for i := range o.in.recs {
 			kept[i+1] = kept[i]
 			r := o.record(i)
 			if r.source == src && i >= covered {
@@ -1310,14 +1310,14 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 			}
 			kept[i+1]++
 			keep.push(r)
-			keep.keyed = keep.keyed || r.kind != opInsert
+			keep.in.keyed = keep.in.keyed || r.kind != opInsert
 		}
 		for i := range p.marks {
 			p.marks[i].at = kept[p.marks[i].at]
 		}
-		o.recs, o.kinds, o.sources, o.sizes, o.undos, o.hashes, o.sels = keep.recs, keep.kinds, keep.sources, keep.sizes, keep.undos, keep.hashes, keep.sels
-		o.rows, o.bytes, o.keyed = keep.rows, keep.bytes, keep.keyed
-		if slices.Contains(o.sources, src) || openCovers {
+		o.in.recs, o.in.kinds, o.in.sources, o.in.sizes, o.in.undos, o.in.hashes, o.in.sels = keep.in.recs, keep.in.kinds, keep.in.sources, keep.in.sizes, keep.in.undos, keep.in.hashes, keep.in.sels
+		o.rows, o.bytes, o.in.keyed = keep.rows, keep.bytes, keep.in.keyed
+		if slices.Contains(o.in.sources, src) || openCovers {
 			p.sealLocked() // the covered rows go now, with the position that covers them
 		}
 	}
@@ -1326,7 +1326,7 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 	p.signalLocked()
 	target := p.committed
 	for _, b := range p.queue {
-		if slices.Contains(b.sources, src) {
+		if slices.Contains(b.in.sources, src) {
 			target = b.seq
 		}
 	}

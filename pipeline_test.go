@@ -62,8 +62,8 @@ func (e *fakeEnv) encode(ctx context.Context, b *batch) error {
 			return ctx.Err()
 		}
 	}
-	b.files = nil // a fake encoding writes no file
-	b.held = e.held
+	b.enc.files = nil // a fake encoding writes no file
+	b.enc.held = e.held
 	return nil
 }
 

@@ -209,11 +209,11 @@ func TestResolveDistinctKeys(t *testing.T) {
 				defer rec.Release()
 				return array.NewRecordBatch(spec.schema, rec.Columns()[:len(key)], rec.NumRows())
 			}
-			b := &batch{keyed: true,
+			b := &batch{in: batchRows{keyed: true,
 				recs: []arrow.RecordBatch{namedRows([]int64{1, 2, 3}, name("a")), keys(2),
 					namedRows([]int64{1, 4}, name("b")), namedRows([]int64{5}, name("c")), namedRows([]int64{1}, name("d"))},
-				kinds: []opKind{opUpsert, opDelete, opUpsert, opInsert, opUpsert}}
-			defer releaseRecords(b.recs...)
+				kinds: []opKind{opUpsert, opDelete, opUpsert, opInsert, opUpsert}}}
+			defer releaseRecords(b.in.recs...)
 			r, err := (&keyStage{spec: spec}).resolve(context.Background(), b, mem)
 			if err != nil {
 				t.Fatal(err)

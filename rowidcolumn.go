@@ -31,7 +31,7 @@ import (
 // row needs an id) and records the ids written in b.rowIDs, and the Iceberg schema WriteRecords must write the
 // column with in b.lineage (batch.writeOptions).
 func (k *keyStage) encodeRowIDs(tbl *table.Table, schema *arrow.Schema, b *batch, res *resolved) (*arrow.Schema, error) {
-	if k.atCommit || tbl.Metadata().Version() < 3 || res == nil || len(res.deletes) == 0 || len(b.recs) == 0 {
+	if k.atCommit || tbl.Metadata().Version() < 3 || res == nil || len(res.deletes) == 0 || len(b.in.recs) == 0 {
 		return schema, nil
 	}
 	guess, err := k.knownRowIDs(res.deletes)
@@ -40,7 +40,7 @@ func (k *keyStage) encodeRowIDs(tbl *table.Table, schema *arrow.Schema, b *batch
 	}
 	keys := res.dataKeys()
 	var rows int64
-	for _, r := range b.recs {
+	for _, r := range b.in.recs {
 		rows += r.NumRows()
 	}
 	if int64(keys.len()) != rows {
@@ -76,9 +76,9 @@ func (k *keyStage) encodeRowIDs(tbl *table.Table, schema *arrow.Schema, b *batch
 	fields := append(slices.Clip(schema.Fields()), idField)
 	md := schema.Metadata()
 	out := arrow.NewSchema(fields, &md)
-	recs := make([]arrow.RecordBatch, len(b.recs))
+	recs := make([]arrow.RecordBatch, len(b.in.recs))
 	row := 0
-	for i, r := range b.recs {
+	for i, r := range b.in.recs {
 		ib := array.NewInt64Builder(memory.DefaultAllocator)
 		ib.Reserve(int(r.NumRows()))
 		for j := 0; j < int(r.NumRows()); j++ {
@@ -94,11 +94,11 @@ func (k *keyStage) encodeRowIDs(tbl *table.Table, schema *arrow.Schema, b *batch
 		recs[i] = array.NewRecordBatch(out, append(r.Columns()[:r.NumCols():r.NumCols()], col), r.NumRows())
 		col.Release()
 	}
-	for i, r := range b.recs {
+	for i, r := range b.in.recs {
 		r.Release()
-		b.recs[i] = recs[i]
+		b.in.recs[i] = recs[i]
 	}
-	b.rowIDs, b.lineage = written, lineage
+	b.keys.rowIDs, b.keys.lineage = written, lineage
 	return out, nil
 }
 
@@ -166,10 +166,10 @@ func (idx *keyIndex) knownRowID(key []byte, locs []keyLoc) (int64, bool, []keyLo
 // writeOptions are the options b's data files are written with besides the encoder's: the _row_id column
 // (encodeRowIDs) when the batch carries one.
 func (b *batch) writeOptions() []table.WriteRecordOption {
-	if b.lineage == nil {
+	if b.keys.lineage == nil {
 		return nil
 	}
-	return []table.WriteRecordOption{table.WithPreserveRowLineage(b.lineage)}
+	return []table.WriteRecordOption{table.WithPreserveRowLineage(b.keys.lineage)}
 }
 
 // sameRowIDs reports whether the ids apply carries for a batch are exactly those its encoder wrote.

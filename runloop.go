@@ -169,7 +169,7 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) (*Run, error) {
 	var seg *Segment
 	var segWritten []map[uint64]struct{}
 	for _, b := range batches {
-		if seg == nil || (len(b.keyedSet) > 0 && intersectsAny(b.keyedSet, segWritten)) {
+		if seg == nil || (len(b.enc.keyedSet) > 0 && intersectsAny(b.enc.keyedSet, segWritten)) {
 			run.Segments = append(run.Segments, Segment{})
 			seg = &run.Segments[len(run.Segments)-1]
 			segWritten = segWritten[:0]
@@ -178,13 +178,13 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) (*Run, error) {
 		if seg.DataFiles, err = b.dataFiles(seg.DataFiles); err != nil {
 			return nil, err
 		}
-		seg.DeleteFiles = append(seg.DeleteFiles, b.deletes...)
-		seg.DeleteKeys = append(seg.DeleteKeys, b.cowKeys...)
+		seg.DeleteFiles = append(seg.DeleteFiles, b.enc.deletes...)
+		seg.DeleteKeys = append(seg.DeleteKeys, b.keys.cowKeys...)
 		b.segIdx = len(run.Segments) - 1
 		seg.LastSeq = b.seq
 		seg.Rows += b.rows
-		if len(b.written) > 0 {
-			segWritten = append(segWritten, b.written)
+		if len(b.enc.written) > 0 {
+			segWritten = append(segWritten, b.enc.written)
 		}
 		run.Rows += b.rows
 		run.Bytes += b.bytes

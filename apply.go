@@ -8,6 +8,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/conform"
 )
 
 // ErrUnknownOperation is wrapped by the *ColumnError Apply returns for a row whose op value is not one it
@@ -109,7 +111,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	}
 	ups, upSel, upSize, dead, err := upsertRecord(ctx, conf, data, plan)
 	if err != nil {
-		releaseRecords(del)
+		arrowx.ReleaseRecords(del)
 		return err
 	}
 	var undo *callUndo
@@ -173,18 +175,10 @@ func (w *Writer) acceptChanges(ctx context.Context, source string, del, ups keye
 		return nil
 	}
 	if err := w.pipe.accept(ctx, recs...); err != nil {
-		releaseRecords(del.rec, ups.rec)
+		arrowx.ReleaseRecords(del.rec, ups.rec)
 		return err
 	}
 	return nil
-}
-
-func releaseRecords(recs ...arrow.RecordBatch) {
-	for _, r := range recs {
-		if r != nil {
-			r.Release()
-		}
-	}
 }
 
 // checkKnown rejects a column the table does not have.
@@ -205,23 +199,23 @@ func deleteRecord(ctx context.Context, mem memory.Allocator, ks *keySpec, cb *ch
 	if n == 0 {
 		return nil, 0, nil
 	}
-	take := newRowTaker(ctx, mem)
+	take := conform.NewRowTaker(ctx, mem)
 	cols := make([]arrow.Array, len(ks.names))
-	defer releaseArrays(cols)
+	defer arrowx.ReleaseArrays(cols)
 	var size int64
 	for i := range ks.names {
 		var parts []arrow.Array
 		if len(plan.delKeys) > 0 {
-			p, err := take.array(cb.keys[i], plan.delKeys)
+			p, err := take.Array(cb.keys[i], plan.delKeys)
 			if err != nil {
 				return nil, 0, fmt.Errorf("iceberg: take the deleted keys: %w", err)
 			}
 			parts = append(parts, p)
 		}
 		if len(plan.delBefore) > 0 {
-			p, err := take.array(cb.before[i], plan.delBefore)
+			p, err := take.Array(cb.before[i], plan.delBefore)
 			if err != nil {
-				releaseArrays(parts)
+				arrowx.ReleaseArrays(parts)
 				return nil, 0, fmt.Errorf("iceberg: take the deleted keys: %w", err)
 			}
 			parts = append(parts, p)
@@ -230,7 +224,7 @@ func deleteRecord(ctx context.Context, mem memory.Allocator, ks *keySpec, cb *ch
 			cols[i] = parts[0]
 		} else {
 			col, err := array.Concatenate(parts, mem)
-			releaseArrays(parts)
+			arrowx.ReleaseArrays(parts)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -267,7 +261,7 @@ func conformUpserts(ctx context.Context, conf *conformer, data arrow.RecordBatch
 	if len(plan.upserts) == int(data.NumRows()) {
 		out, size, dead, err = conf.conform(ctx, data)
 	} else {
-		taken, terr := newRowTaker(ctx, conf.mem).record(data, plan.upserts)
+		taken, terr := conform.NewRowTaker(ctx, conf.mem).Record(data, plan.upserts)
 		if terr != nil {
 			return nil, 0, nil, fmt.Errorf("iceberg: take the upserted rows: %w", terr)
 		}
@@ -284,19 +278,4 @@ func conformUpserts(ctx context.Context, conf *conformer, data arrow.RecordBatch
 		rows = append(rows, plan.upserts[d]) // the conformed rows are plan.upserts, in order
 	}
 	return out, size, rows, nil
-}
-
-func int32Array(mem memory.Allocator, vs []int32) arrow.Array {
-	b := array.NewInt32Builder(mem)
-	defer b.Release()
-	b.AppendValues(vs, nil)
-	return b.NewArray()
-}
-
-func releaseArrays(cols []arrow.Array) {
-	for _, c := range cols {
-		if c != nil {
-			c.Release()
-		}
-	}
 }

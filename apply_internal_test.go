@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/arrowx"
 )
 
 // encodedKey is the keyEncoder encoding of an int64 key, as Apply and the version map see it.
@@ -298,7 +299,7 @@ func TestParseOpsLayouts(t *testing.T) {
 	sb.Release()
 	lb.Release()
 	db.Release()
-	defer releaseArrays(whole)
+	defer arrowx.ReleaseArrays(whole)
 	for _, col := range whole {
 		sliced := array.NewSlice(col, 3, int64(len(values)))
 		got, err := parseOps(sliced, "op")

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/arrowx"
 	"github.com/zeebo/xxh3"
 )
 
@@ -264,8 +265,8 @@ type changeBatch struct {
 }
 
 func (cb *changeBatch) release() {
-	releaseArrays(cb.keys)
-	releaseArrays(cb.before)
+	arrowx.ReleaseArrays(cb.keys)
+	arrowx.ReleaseArrays(cb.before)
 }
 
 // read parses the op and version columns and converts the key columns of rec.

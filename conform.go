@@ -11,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/scalar"
+	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/conform"
 )
 
 // conformer projects caller batches onto the table's Arrow schema: columns matched by name and reordered (struct
@@ -128,7 +130,7 @@ func (c *conformer) keepRows(rec arrow.RecordBatch, rows []int32) (arrow.RecordB
 			continue // a null column of the writer's own, made below
 		}
 		col := rec.Column(in)
-		if !arrow.TypeEqual(col.DataType(), tf.Type) || len(col.Data().Children()) > 0 || !chunkTakeableType(tf.Type) {
+		if !arrow.TypeEqual(col.DataType(), tf.Type) || len(col.Data().Children()) > 0 || !conform.ChunkTakeableType(tf.Type) {
 			return nil, 0, false
 		}
 		if !tf.Nullable && col.NullN() > 0 {
@@ -149,7 +151,7 @@ func (c *conformer) keepRows(rec arrow.RecordBatch, rows []int32) (arrow.RecordB
 		return nil, 0, false
 	}
 	cols := make([]arrow.Array, c.target.NumFields())
-	defer releaseArrays(cols)
+	defer arrowx.ReleaseArrays(cols)
 	for i, tf := range c.target.Fields() {
 		if in := lay.idx[i]; in >= 0 {
 			cols[i] = rec.Column(in)

@@ -7,6 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/arrowx"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -99,7 +100,7 @@ func (e *fileEncoder) writeParts(ctx context.Context, tbl *table.Table, schema *
 		uuid := table.WithWriteUUID(e.names.next())
 		g.Go(func() error {
 			// WriteRecords releases each record it takes; those it never took are released here.
-			defer releaseRecords(run...)
+			defer arrowx.ReleaseRecords(run...)
 			var n int64
 			for _, r := range run {
 				n += r.NumRows()

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/icewriter/iceberg/internal/arrowx"
 )
 
 // TestEncodeParts: a batch of at least twice the seal policy's rows with an encoder slot idle is written as two
@@ -108,7 +109,7 @@ func TestCutRecords(t *testing.T) {
 			if per := (next + int64(parts) - 1) / int64(parts); n != per && n != next-per*int64(parts-1) {
 				t.Errorf("%d parts: a run of %d rows", parts, n)
 			}
-			releaseRecords(run...)
+			arrowx.ReleaseRecords(run...)
 		}
 		for i, v := range got {
 			if v != int64(i) || len(got) != int(next) {
@@ -116,5 +117,5 @@ func TestCutRecords(t *testing.T) {
 			}
 		}
 	}
-	releaseRecords(recs...)
+	arrowx.ReleaseRecords(recs...)
 }

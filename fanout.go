@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/arrowx"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 )
@@ -153,7 +154,7 @@ func partitionKeyers(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBat
 
 // takeRecordRows takes rows idx of rec, in that order, into a record of its own.
 func takeRecordRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, idx []int32) (arrow.RecordBatch, error) {
-	ia := int32Array(mem, idx)
+	ia := arrowx.Int32Array(mem, idx)
 	defer ia.Release()
 	taken, err := compute.Take(compute.WithAllocator(ctx, mem), *compute.DefaultTakeOptions(),
 		compute.NewDatumWithoutOwning(rec), compute.NewDatumWithoutOwning(ia))

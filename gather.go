@@ -2,6 +2,7 @@ package iceberg
 
 import (
 	"fmt"
+	"github.com/icewriter/iceberg/internal/arrowx"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -15,7 +16,7 @@ import (
 // column write per call on the way out.
 const (
 	gatherMaxRows = 64
-	gatherRows    = 16 << 10
+	gatherRows    = arrowx.RecordRows
 )
 
 // gather is the open buffer's growing tail: rows of consecutive small calls of one source and one kind.

@@ -17,6 +17,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/conform"
 	"github.com/zeebo/xxh3"
 )
 
@@ -422,7 +424,7 @@ var resolveHash = keyHash
 // resolve applies the sequential model inside one batch: a key's rows before its last upsert or delete are
 // dropped (a delete of the batch's commit would not reach rows of that same commit), and the batch's deletes
 // (stageDeletes) cover every key it upserts or deletes. It reads b.recs; what it returns holds references of
-// its own. mem allocates the records of the rows kept (rowSelection).
+// its own. mem allocates the records of the rows kept (conform.RowSelection).
 //
 // Each row's key is encoded (or, for one integer column, read as an integer) and hashed once; one pass from the
 // last row to the first then finds the rows a later upsert or delete supersedes, with one table lookup per row:
@@ -519,10 +521,10 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 			}
 		}
 	}
-	kept := newRowSelection(ctx, mem)
+	kept := conform.NewRowSelection(ctx, mem)
 	fail := func(err error) (*resolved, error) {
-		kept.release()
-		releaseRecords(r.deletes...)
+		kept.Release()
+		arrowx.ReleaseRecords(r.deletes...)
 		return nil, err
 	}
 	ord := 0
@@ -540,7 +542,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 			if sel != nil {
 				// Only the selected rows' keys are upserted: a row left out may be a skipped change or a delete
 				// whose key is null.
-				taken, err := newRowTaker(ctx, mem).record(keyRec, sel)
+				taken, err := conform.NewRowTaker(ctx, mem).Record(keyRec, sel)
 				keyRec.Release()
 				if err != nil {
 					return fail(fmt.Errorf("iceberg: take the upserted keys: %w", err))
@@ -549,23 +551,23 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 			}
 			r.deletes = append(r.deletes, keyRec)
 		}
-		if err := kept.add(rec, sel, dropped[ord:ord+n]); err != nil {
+		if err := kept.Add(rec, sel, dropped[ord:ord+n]); err != nil {
 			return fail(err)
 		}
 		ord += n
 	}
 	var err error
-	if r.data, err = kept.records(); err != nil {
+	if r.data, err = kept.Records(); err != nil {
 		return fail(err)
 	}
-	if keyedRows-len(distinct) > keyedRows/8 && chunkTakeable(ks.schema) {
+	if keyedRows-len(distinct) > keyedRows/8 && conform.ChunkTakeable(ks.schema) {
 		keys, err := distinctKeys(ctx, mem, ks, r.deletes, b, distinct)
 		if err != nil {
-			releaseRecords(r.data...)
-			releaseRecords(r.deletes...)
+			arrowx.ReleaseRecords(r.data...)
+			arrowx.ReleaseRecords(r.deletes...)
 			return nil, err
 		}
-		releaseRecords(r.deletes...)
+		arrowx.ReleaseRecords(r.deletes...)
 		r.deletes = []arrow.RecordBatch{keys}
 	}
 	// The key sets are read only when the batch's run is formed, after its files are written: they are built
@@ -615,17 +617,17 @@ func distinctKeys(ctx context.Context, mem memory.Allocator, ks *keySpec, delete
 		}
 		pos[j] = at + o - ord
 	}
-	idx := int32Array(mem, pos)
+	idx := arrowx.Int32Array(mem, pos)
 	defer idx.Release()
 	cctx := compute.WithAllocator(ctx, mem)
 	cols := make([]arrow.Array, len(ks.names))
-	defer releaseArrays(cols)
+	defer arrowx.ReleaseArrays(cols)
 	chunks := make([]arrow.Array, len(deletes))
 	for c := range cols {
 		for j, rec := range deletes {
 			chunks[j] = rec.Column(c)
 		}
-		col, err := takeChunked(cctx, chunks[0].DataType(), chunks, idx)
+		col, err := conform.TakeChunked(cctx, chunks[0].DataType(), chunks, idx)
 		if err != nil {
 			return nil, fmt.Errorf("iceberg: take the distinct keys of column %q: %w", ks.names[c], err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/icewriter/iceberg/internal/arrowx"
 )
 
 // TestResolveHashCollisions: resolve keys its in-batch model by 64-bit key hashes, checked against the key
@@ -213,13 +214,13 @@ func TestResolveDistinctKeys(t *testing.T) {
 				recs: []arrow.RecordBatch{namedRows([]int64{1, 2, 3}, name("a")), keys(2),
 					namedRows([]int64{1, 4}, name("b")), namedRows([]int64{5}, name("c")), namedRows([]int64{1}, name("d"))},
 				kinds: []opKind{opUpsert, opDelete, opUpsert, opInsert, opUpsert}}}
-			defer releaseRecords(b.in.recs...)
+			defer arrowx.ReleaseRecords(b.in.recs...)
 			r, err := (&keyStage{spec: spec}).resolve(context.Background(), b, mem)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer releaseRecords(r.data...)
-			defer releaseRecords(r.deletes...)
+			defer arrowx.ReleaseRecords(r.data...)
+			defer arrowx.ReleaseRecords(r.deletes...)
 			var deleted, kept []string
 			for _, rec := range r.deletes {
 				for i := range int(rec.NumRows()) {

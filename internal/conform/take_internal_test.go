@@ -1,4 +1,4 @@
-package iceberg
+package conform
 
 import (
 	"context"
@@ -11,9 +11,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/icewriter/iceberg/internal/arrowx"
 )
 
-// TestRowTakerMatchesTake: rowTaker takes the same values as compute.Take for every layout, the ones it copies
+// TestRowTakerMatchesTake: RowTaker takes the same values as compute.Take for every layout, the ones it copies
 // itself (fixed widths of 1 to 16 bytes, strings and binaries with 32- and 64-bit offsets) and the ones it hands
 // to compute.Take (booleans, lists), with and without nulls, from sliced arrays, for rows in any
 // order with repeats and runs and for no rows at all, from one array or from several chunks of it; and nothing it allocated is left once its arrays are released.
@@ -65,7 +66,7 @@ func TestRowTakerMatchesTake(t *testing.T) {
 				defer whole.Release()
 				src := array.NewSlice(whole, 17, n-9) // an offset into the buffers
 				defer src.Release()
-				if empty, err := newRowTaker(context.Background(), mem).array(src, nil); err != nil || empty.Len() != 0 {
+				if empty, err := NewRowTaker(context.Background(), mem).Array(src, nil); err != nil || empty.Len() != 0 {
 					t.Fatalf("no rows: %v, %v", empty, err)
 				} else {
 					empty.Release()
@@ -77,12 +78,12 @@ func TestRowTakerMatchesTake(t *testing.T) {
 						rows[i] = rows[i-1] + 1 // runs of consecutive rows, as an Apply call keeps them
 					}
 				}
-				got, err := newRowTaker(context.Background(), mem).array(src, rows)
+				got, err := NewRowTaker(context.Background(), mem).Array(src, rows)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer got.Release()
-				idx := int32Array(memory.DefaultAllocator, rows)
+				idx := arrowx.Int32Array(memory.DefaultAllocator, rows)
 				defer idx.Release()
 				want, err := compute.TakeArray(context.Background(), src, idx)
 				if err != nil {
@@ -117,7 +118,7 @@ func TestRowTakerMatchesTake(t *testing.T) {
 					return // a layout takeDirect does not copy (checked above)
 				}
 				defer chunked.Release()
-				oidx := int32Array(memory.DefaultAllocator, order)
+				oidx := arrowx.Int32Array(memory.DefaultAllocator, order)
 				defer oidx.Release()
 				wantChunked, err := compute.TakeArray(context.Background(), src, oidx)
 				if err != nil {

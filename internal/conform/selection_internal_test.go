@@ -1,4 +1,4 @@
-package iceberg
+package conform
 
 import (
 	"context"
@@ -11,11 +11,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/icewriter/iceberg/internal/arrowx"
 )
 
 // TestRowSelection: the records a selection makes hold exactly the rows not dropped, in order, whatever the
 // records' sizes and the share dropped (none, some, all); records kept whole with nothing open before them
-// pass as they are, no record exceeds gatherRows unless one record alone keeps more, and nothing the selection
+// pass as they are, no record exceeds arrowx.RecordRows unless one record alone keeps more, and nothing the selection
 // allocated is left once its records are released. Columns: primitives and strings with nulls (the chunked
 // take) and, in a second schema, a list column (filtered record by record).
 func TestRowSelection(t *testing.T) {
@@ -42,7 +43,7 @@ func TestRowSelection(t *testing.T) {
 				for range 1 + rng.IntN(12) {
 					n := 1 + rng.IntN(3000)
 					if rng.IntN(8) == 0 {
-						n = gatherRows + rng.IntN(100)
+						n = arrowx.RecordRows + rng.IntN(100)
 					}
 					share := []float64{0, 0.3, 1}[rng.IntN(3)]
 					rec, rows := selectionRecord(mem, sc, id, n, rng)
@@ -56,19 +57,19 @@ func TestRowSelection(t *testing.T) {
 					}
 					recs, drops = append(recs, rec), append(drops, dropped)
 				}
-				sel := newRowSelection(context.Background(), mem)
+				sel := NewRowSelection(context.Background(), mem)
 				for i, rec := range recs {
-					if err := sel.add(rec, nil, drops[i]); err != nil {
+					if err := sel.Add(rec, nil, drops[i]); err != nil {
 						t.Fatal(err)
 					}
 				}
-				out, err := sel.records()
+				out, err := sel.Records()
 				if err != nil {
 					t.Fatal(err)
 				}
 				var got []int64
 				for _, rec := range out {
-					if rec.NumRows() > gatherRows && !slices.Contains(recs, rec) && rec.NumRows() > int64(maxRows(recs)) {
+					if rec.NumRows() > arrowx.RecordRows && !slices.Contains(recs, rec) && rec.NumRows() > int64(maxRows(recs)) {
 						t.Errorf("a record of %d rows, more than gatherRows and than any input", rec.NumRows())
 					}
 					got = append(got, selectionRows(rec)...)
@@ -94,8 +95,8 @@ func TestRowSelection(t *testing.T) {
 					}
 					open = (open || !whole) && sc == strs
 				}
-				releaseRecords(out...)
-				releaseRecords(recs...)
+				arrowx.ReleaseRecords(out...)
+				arrowx.ReleaseRecords(recs...)
 			})
 		}
 	}

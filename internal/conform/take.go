@@ -1,4 +1,4 @@
-package iceberg
+package conform
 
 import (
 	"context"
@@ -10,28 +10,30 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/icewriter/iceberg/internal/arrowx"
 )
 
-// rowTaker copies chosen rows of arrays into arrays of their own, allocated from mem and sized exactly, for
+// RowTaker copies chosen rows of arrays into arrays of their own, allocated from mem and sized exactly, for
 // the layouts change streams carry most: fixed-width values (integers, floats, timestamps, dates, decimals)
 // and strings or binaries; any other layout goes through compute.Take. An Apply call copies the rows it keeps
 // this way: compute.Take ran each column on goroutines of its own and grew its output buffers as it went, and
 // in BenchmarkApply its takes were about half of the calls' time.
-type rowTaker struct {
+type RowTaker struct {
 	ctx context.Context // carries mem, for compute.Take
 	mem memory.Allocator
 }
 
-func newRowTaker(ctx context.Context, mem memory.Allocator) rowTaker {
-	return rowTaker{ctx: compute.WithAllocator(ctx, mem), mem: mem}
+// NewRowTaker makes a taker that allocates from mem.
+func NewRowTaker(ctx context.Context, mem memory.Allocator) RowTaker {
+	return RowTaker{ctx: compute.WithAllocator(ctx, mem), mem: mem}
 }
 
-// record takes the rows of rec at rows, in that order.
-func (t rowTaker) record(rec arrow.RecordBatch, rows []int32) (arrow.RecordBatch, error) {
+// Record takes the rows of rec at rows, in that order.
+func (t RowTaker) Record(rec arrow.RecordBatch, rows []int32) (arrow.RecordBatch, error) {
 	cols := make([]arrow.Array, rec.NumCols())
-	defer releaseArrays(cols)
+	defer arrowx.ReleaseArrays(cols)
 	for i, c := range rec.Columns() {
-		col, err := t.array(c, rows)
+		col, err := t.Array(c, rows)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", rec.ColumnName(i), err)
 		}
@@ -40,17 +42,17 @@ func (t rowTaker) record(rec arrow.RecordBatch, rows []int32) (arrow.RecordBatch
 	return array.NewRecordBatch(rec.Schema(), cols, int64(len(rows))), nil
 }
 
-// array takes the values of a at rows, in that order (every row within a).
-func (t rowTaker) array(a arrow.Array, rows []int32) (arrow.Array, error) {
+// Array takes the values of a at rows, in that order (every row within a).
+func (t RowTaker) Array(a arrow.Array, rows []int32) (arrow.Array, error) {
 	if out := takeDirect(t.mem, a, rows); out != nil {
 		return out, nil
 	}
-	idx := int32Array(t.mem, rows)
+	idx := arrowx.Int32Array(t.mem, rows)
 	defer idx.Release()
 	return compute.TakeArray(t.ctx, a, idx)
 }
 
-// takeDirect is rowTaker.array for the layouts it copies itself; nil for any other.
+// takeDirect is RowTaker.array for the layouts it copies itself; nil for any other.
 func takeDirect(mem memory.Allocator, a arrow.Array, rows []int32) arrow.Array {
 	if len(rows) == 0 {
 		return nil // compute.Take copes with empty arrays and their missing buffers

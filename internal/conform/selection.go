@@ -1,4 +1,6 @@
-package iceberg
+// Package conform holds what the writer does to a caller's records before they are buffered: casting them to
+// the table's schema, and taking and selecting the rows that go on.
+package conform
 
 import (
 	"context"
@@ -8,16 +10,17 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/icewriter/iceberg/internal/arrowx"
 )
 
-// rowSelection collects the rows a resolved batch keeps (keyStage.resolve) into the records it hands the
+// RowSelection collects the rows a resolved batch keeps (keyStage.resolve) into the records it hands the
 // encoder. The rows kept of consecutive records are taken together, one copy per column over the records'
 // columns (takeDirectChunks, or compute.Take over them as one chunked array for the layouts it does not copy),
-// into records of up to gatherRows rows: one copy, where filtering each record and then joining the small ones
+// into records of up to arrowx.RecordRows rows: one copy, where filtering each record and then joining the small ones
 // (fileEncoder.coalesce) made two, and one call per column for many records instead of one per record. A record kept whole with no selection open before it passes as it
 // is (the encoder joins small ones). Records with a column type the chunked take does not cover (anything but
 // fixed-width primitives, strings and binaries) are filtered one by one. Rows keep their order.
-type rowSelection struct {
+type RowSelection struct {
 	ctx  context.Context // carries mem, the allocator of what is taken
 	mem  memory.Allocator
 	recs []arrow.RecordBatch // the records of the open selection (not retained: the batch holds them)
@@ -26,14 +29,15 @@ type rowSelection struct {
 	out  []arrow.RecordBatch
 }
 
-func newRowSelection(ctx context.Context, mem memory.Allocator) *rowSelection {
-	return &rowSelection{ctx: compute.WithAllocator(ctx, mem), mem: mem}
+// NewRowSelection starts a selection whose records are allocated from mem.
+func NewRowSelection(ctx context.Context, mem memory.Allocator) *RowSelection {
+	return &RowSelection{ctx: compute.WithAllocator(ctx, mem), mem: mem}
 }
 
-// add selects the rows of rec at rows (ascending; nil: every row of rec) that dropped (one flag per row
+// Add selects the rows of rec at rows (ascending; nil: every row of rec) that dropped (one flag per row
 // selected) does not mark. Only the rows selected are copied: an Apply call hands its record on uncopied, with
 // the rows it upserts (batchRecord.sel).
-func (s *rowSelection) add(rec arrow.RecordBatch, rows []int32, dropped []bool) error {
+func (s *RowSelection) Add(rec arrow.RecordBatch, rows []int32, dropped []bool) error {
 	n := len(dropped)
 	kept := 0
 	for _, d := range dropped {
@@ -49,7 +53,7 @@ func (s *rowSelection) add(rec arrow.RecordBatch, rows []int32, dropped []bool) 
 		rec.Retain()
 		s.out = append(s.out, rec)
 		return nil
-	case !chunkTakeable(rec.Schema()):
+	case !ChunkTakeable(rec.Schema()):
 		if err := s.flush(); err != nil {
 			return err
 		}
@@ -65,7 +69,7 @@ func (s *rowSelection) add(rec arrow.RecordBatch, rows []int32, dropped []bool) 
 		}
 		return s.filter(rec, dropped)
 	}
-	if len(s.recs) > 0 && (len(s.rows)+kept > gatherRows || !sameSchema(rec.Schema(), s.recs[0].Schema())) {
+	if len(s.recs) > 0 && (len(s.rows)+kept > arrowx.RecordRows || !sameSchema(rec.Schema(), s.recs[0].Schema())) {
 		if err := s.flush(); err != nil {
 			return err
 		}
@@ -86,7 +90,7 @@ func (s *rowSelection) add(rec arrow.RecordBatch, rows []int32, dropped []bool) 
 }
 
 // filter keeps the rows of one record that dropped does not mark.
-func (s *rowSelection) filter(rec arrow.RecordBatch, dropped []bool) error {
+func (s *RowSelection) filter(rec arrow.RecordBatch, dropped []bool) error {
 	keep := array.NewBooleanBuilder(s.mem)
 	keep.Reserve(len(dropped))
 	for _, d := range dropped {
@@ -104,7 +108,7 @@ func (s *rowSelection) filter(rec arrow.RecordBatch, dropped []bool) error {
 }
 
 // flush takes the open selection's rows into one record.
-func (s *rowSelection) flush() error {
+func (s *RowSelection) flush() error {
 	if len(s.recs) == 0 {
 		return nil
 	}
@@ -148,17 +152,17 @@ func (s *rowSelection) flush() error {
 			continue
 		}
 		if idx == nil {
-			idx = int32Array(s.mem, positions(recs, local))
+			idx = arrowx.Int32Array(s.mem, positions(recs, local))
 		}
-		col, err := takeChunked(s.ctx, sc.Field(i).Type, chunks, idx)
+		col, err := TakeChunked(s.ctx, sc.Field(i).Type, chunks, idx)
 		if err != nil {
-			releaseArrays(cols)
+			arrowx.ReleaseArrays(cols)
 			return fmt.Errorf("iceberg: take the rows kept of column %q: %w", sc.Field(i).Name, err)
 		}
 		cols[i] = col
 	}
 	s.out = append(s.out, array.NewRecordBatch(sc, cols, int64(len(rows))))
-	releaseArrays(cols)
+	arrowx.ReleaseArrays(cols)
 	return nil
 }
 
@@ -175,8 +179,8 @@ func positions(recs []arrow.RecordBatch, local [][]int32) []int32 {
 	return out
 }
 
-// records ends the selection and returns the records it made (the caller owns them).
-func (s *rowSelection) records() ([]arrow.RecordBatch, error) {
+// Records ends the selection and returns the records it made (the caller owns them).
+func (s *RowSelection) Records() ([]arrow.RecordBatch, error) {
 	if err := s.flush(); err != nil {
 		return nil, err
 	}
@@ -185,14 +189,14 @@ func (s *rowSelection) records() ([]arrow.RecordBatch, error) {
 	return out, nil
 }
 
-// release drops what the selection made (after an error).
-func (s *rowSelection) release() {
-	releaseRecords(s.out...)
+// Release drops what the selection made (after an error).
+func (s *RowSelection) Release() {
+	arrowx.ReleaseRecords(s.out...)
 	s.out, s.recs, s.rows = nil, nil, nil
 }
 
-// takeChunked takes the rows at idx (positions in the concatenation of chunks) into one array.
-func takeChunked(ctx context.Context, typ arrow.DataType, chunks []arrow.Array, idx arrow.Array) (arrow.Array, error) {
+// TakeChunked takes the rows at idx (positions in the concatenation of chunks) into one array.
+func TakeChunked(ctx context.Context, typ arrow.DataType, chunks []arrow.Array, idx arrow.Array) (arrow.Array, error) {
 	values := arrow.NewChunked(typ, chunks)
 	defer values.Release()
 	out, err := compute.Take(ctx, *compute.DefaultTakeOptions(), &compute.ChunkedDatum{Value: values},
@@ -207,7 +211,7 @@ func takeChunked(ctx context.Context, typ arrow.DataType, chunks []arrow.Array, 
 		parts = d.Chunks()
 	case *compute.ArrayDatum:
 		parts = d.Chunks()
-		defer releaseArrays(parts)
+		defer arrowx.ReleaseArrays(parts)
 	default:
 		return nil, fmt.Errorf("take returned a %s", out.Kind())
 	}
@@ -218,19 +222,19 @@ func takeChunked(ctx context.Context, typ arrow.DataType, chunks []arrow.Array, 
 	return array.Concatenate(parts, compute.GetAllocator(ctx))
 }
 
-// chunkTakeable reports whether compute.Take takes from every column of the schema as a chunked array without
+// ChunkTakeable reports whether compute.Take takes from every column of the schema as a chunked array without
 // joining the chunks first (arrow-go's kernels: fixed-width primitives, strings and binaries).
-func chunkTakeable(sc *arrow.Schema) bool {
+func ChunkTakeable(sc *arrow.Schema) bool {
 	for _, f := range sc.Fields() {
-		if !chunkTakeableType(f.Type) {
+		if !ChunkTakeableType(f.Type) {
 			return false
 		}
 	}
 	return true
 }
 
-// chunkTakeableType is chunkTakeable for one column type.
-func chunkTakeableType(t arrow.DataType) bool {
+// ChunkTakeableType is chunkTakeable for one column type.
+func ChunkTakeableType(t arrow.DataType) bool {
 	id := t.ID()
 	return arrow.IsPrimitive(id) || arrow.IsBaseBinary(id)
 }

@@ -243,7 +243,7 @@ func TestApplyKeyHashes(t *testing.T) {
 				t.Fatal(err)
 			}
 			w.pipe.mu.Lock()
-			o := w.pipe.open
+			o := w.pipe.buf.open
 			carried := 0
 			for i, r := range o.in.recs {
 				hs := o.in.hashes[i]
@@ -383,7 +383,7 @@ func TestApplyKeepsLargeCallsUncopied(t *testing.T) {
 	openBytes := func() int64 {
 		w.pipe.mu.Lock()
 		defer w.pipe.mu.Unlock()
-		return w.pipe.open.bytes
+		return w.pipe.buf.open.bytes
 	}
 
 	whole := changes(0, 1000)

@@ -168,10 +168,10 @@ func (s *sharedBudget) relieve(self *pipeline) bool {
 func (p *pipeline) openBytes() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.open == nil || p.closed {
+	if p.buf.open == nil || p.life.closed {
 		return 0
 	}
-	return p.open.bytes
+	return p.buf.open.bytes
 }
 
 // addMem counts delta bytes of rows held by the pipeline, in its shared budget too when it has one.

@@ -37,8 +37,7 @@ func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
 	if err := w.pipe.usable(); err != nil {
 		return CompactResult{}, err
 	}
-	w.pipe.commitMu.Lock()
-	defer w.pipe.commitMu.Unlock()
+	defer w.pipe.enterQueue()()
 	start := time.Now()
 	res, err := w.compactLocked(ctx, false)
 	err = w.env.red.Error(err) // reads and writes data files: storage errors may quote presigned URLs
@@ -49,7 +48,7 @@ func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
 // compactAttempts bounds the attempts of one compaction: it holds the commit queue.
 const compactAttempts = 10
 
-// compactLocked runs one compaction through the writer's transaction helper; the caller holds commitMu.
+// compactLocked runs one compaction through the writer's transaction helper; the caller is in the commit queue (pipeline.enterQueue).
 // smallOnly plans the small-file policy: only files under an eighth of the target size, of the lowest size tier
 // holding smallFileTierFanIn of them (smallFileTier), are merged; delete files alone pull no right-sized file in.
 //

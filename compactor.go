@@ -228,8 +228,7 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 	}
 	// The commit: in the queue, between two runs, and never cut off half-way by stop.
 	commitCtx := context.WithoutCancel(ctx)
-	w.pipe.commitMu.Lock()
-	defer w.pipe.commitMu.Unlock()
+	defer w.pipe.enterQueue()()
 	if err := w.pipe.usable(); err != nil {
 		removeNew()
 		return CompactResult{}, err
@@ -239,7 +238,7 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 	var sent bool
 	var drift *rewriteDrift
 	op := &txOp{
-		// The table the writer's last commit left (commitMu is held: no commit of this writer is in flight), as
+		// The table the writer's last commit left (in the commit queue: no commit of this writer is in flight), as
 		// the writer's commits and the conversion pass build on: no table load a pass. If another writer moved
 		// the head since, the attempt is rejected and the retry reloads at once.
 		start: w.Table(),

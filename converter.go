@@ -74,8 +74,7 @@ func (w *Writer) convertPass(ctx context.Context) (res ConvertResult, overlap er
 	}
 	// The commit: in the queue, between two runs, and never cut off half-way by stop.
 	commitCtx := context.WithoutCancel(ctx)
-	w.pipe.commitMu.Lock()
-	defer w.pipe.commitMu.Unlock()
+	defer w.pipe.enterQueue()()
 	if err := w.pipe.usable(); err != nil {
 		removeNew()
 		return ConvertResult{}, nil, err

@@ -43,13 +43,12 @@ func (w *Writer) ConvertEqualityDeletes(ctx context.Context) (ConvertResult, err
 	if err := w.pipe.usable(); err != nil {
 		return ConvertResult{}, err
 	}
-	w.pipe.commitMu.Lock()
-	defer w.pipe.commitMu.Unlock()
+	defer w.pipe.enterQueue()()
 	res, err := w.convertLocked(ctx)
 	return res, err
 }
 
-// convertLocked runs one conversion through the writer's transaction helper; the caller holds commitMu. It
+// convertLocked runs one conversion through the writer's transaction helper; the caller is in the commit queue (pipeline.enterQueue). It
 // loads the table first, to convert what other writers committed too, and plans (reads and writes) inside each
 // attempt. The snapshots carry a nonce of this call, the proof that an attempt whose reply was lost applied. The
 // key index learns the new vectors when the commit succeeds, and is dropped when an attempt's commit errs (which

@@ -36,12 +36,12 @@ func (p *pipeline) encodeParts(rows, bytes int64) (int, func()) {
 		most = max(most, bytes/flushBytes)
 	}
 	extra := 0
-	for int64(extra+1) < most && p.encSem.TryAcquire(1) {
+	for int64(extra+1) < most && p.enc.sem.TryAcquire(1) {
 		extra++
 	}
 	return extra + 1, func() {
 		if extra > 0 {
-			p.encSem.Release(int64(extra))
+			p.enc.sem.Release(int64(extra))
 		}
 	}
 }

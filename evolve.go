@@ -384,13 +384,12 @@ func defaultValue(typ ice.Type, lit ice.Literal) (any, error) {
 var errEvolve = errors.New("iceberg: schema evolution")
 
 // evolveSchema commits the changes plan asks for, synchronously and before any data that needs them is encoded,
-// holding commitMu so that no commit of this writer interleaves. It goes through the writer's transaction
+// in the commit queue (pipeline.enterQueue) so that no commit of this writer interleaves. It goes through the writer's transaction
 // helper: every attempt reloads the table (another writer or tool may have made the change already) and plans
 // again, so a retry commits only the changes still missing, and a fenced writer changes nothing. Errors are
 // never classified by their text.
 func (w *Writer) evolveSchema(ctx context.Context, plan func(*ice.Schema) ([]schemaChange, error)) error {
-	w.pipe.commitMu.Lock()
-	defer w.pipe.commitMu.Unlock()
+	defer w.pipe.enterQueue()()
 	changes, err := plan(w.Table().Schema())
 	if err != nil || len(changes) == 0 {
 		return err // the commit loop installed a table that has them

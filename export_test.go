@@ -83,7 +83,7 @@ func SelectedRowsForTest(w *Writer) int {
 	w.pipe.mu.Lock()
 	defer w.pipe.mu.Unlock()
 	n := 0
-	if o := w.pipe.open; o != nil {
+	if o := w.pipe.buf.open; o != nil {
 		for _, sel := range o.in.sels {
 			n += len(sel)
 		}

@@ -24,13 +24,13 @@ func (w *Writer) PositionLags() []PositionLag { return w.pipe.positionLags() }
 func (p *pipeline) positionLags() []PositionLag {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.lastPos) == 0 {
+	if len(p.buf.lastPos) == 0 {
 		return nil
 	}
-	byPart := make(map[string]*PositionLag, len(p.lastPos))
-	out := make([]PositionLag, 0, len(p.lastPos))
-	for part, pos := range p.lastPos {
-		out = append(out, PositionLag{Partition: part, Accepted: pos, Committed: p.committedPos[part]})
+	byPart := make(map[string]*PositionLag, len(p.buf.lastPos))
+	out := make([]PositionLag, 0, len(p.buf.lastPos))
+	for part, pos := range p.buf.lastPos {
+		out = append(out, PositionLag{Partition: part, Accepted: pos, Committed: p.pos.committed[part]})
 	}
 	for i := range out {
 		byPart[out[i].Partition] = &out[i]
@@ -45,7 +45,7 @@ func (p *pipeline) positionLags() []PositionLag {
 			pending(part, when)
 		}
 	}
-	for _, m := range p.marks {
+	for _, m := range p.buf.marks {
 		if !m.token {
 			pending(m.source, m.when)
 		}
@@ -58,10 +58,10 @@ func (p *pipeline) positionLags() []PositionLag {
 func (p *pipeline) positionsCommittedLocked(batches []*batch) {
 	for _, b := range batches {
 		for part, pos := range b.positions {
-			if p.committedPos == nil {
-				p.committedPos = map[string]string{}
+			if p.pos.committed == nil {
+				p.pos.committed = map[string]string{}
 			}
-			p.committedPos[part] = pos
+			p.pos.committed[part] = pos
 		}
 	}
 }

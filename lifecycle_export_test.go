@@ -42,5 +42,5 @@ func Closing(w *Writer) bool {
 	p := w.pipe
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.closed
+	return p.life.closed
 }

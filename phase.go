@@ -59,12 +59,12 @@ func (p *pipeline) setPolicy(sp sealPolicy) sealPolicy {
 	defer p.mu.Unlock()
 	old := sealPolicy{rows: p.cfg.flushRows, bytes: p.cfg.flushBytes, interval: p.cfg.flushInterval}
 	p.cfg.flushRows, p.cfg.flushBytes, p.cfg.flushInterval = sp.rows, sp.bytes, sp.interval
-	if p.open == nil || p.closed {
+	if p.buf.open == nil || p.life.closed {
 		return old
 	}
-	if p.open.rows >= sp.rows || p.open.bytes >= sp.bytes {
+	if p.buf.open.rows >= sp.rows || p.buf.open.bytes >= sp.bytes {
 		p.sealLocked()
-	} else if p.timer == nil {
+	} else if p.buf.timer == nil {
 		p.startTimerLocked()
 	}
 	return old
@@ -75,7 +75,7 @@ func (p *pipeline) setPolicy(sp sealPolicy) sealPolicy {
 func (p *pipeline) setCarry(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.carry = on
+	p.bulk.carry = on
 }
 
 // queued reports whether the pipeline holds sealed batches not yet committed.
@@ -104,11 +104,8 @@ func (w *Writer) enterBulk(fileSize, batchBytes int64) sealPolicy {
 	w.files.carry.Store(true)
 	w.pipe.setCarry(true)
 	live := w.pipe.setPolicy(sealPolicy{rows: math.MaxInt64, bytes: batchBytes})
-	w.pipe.commitMu.Lock()
-	defer w.pipe.commitMu.Unlock()
-	w.keys.mu.Lock()
-	defer w.keys.mu.Unlock()
-	w.keys.dropLocked("", nil) // a batch encoded for the index gets its equality deletes from apply
+	defer w.pipe.enterQueue()()
+	w.keys.drop("", nil) // a batch encoded for the index gets its equality deletes from apply
 	return live
 }
 
@@ -122,8 +119,7 @@ func (w *Writer) leaveBulk(ctx context.Context, live sealPolicy) error {
 	w.files.carry.Store(false)
 	w.pipe.setCarry(false)
 	defer w.pipe.setPolicy(live)
-	w.pipe.commitMu.Lock()
-	defer w.pipe.commitMu.Unlock()
+	defer w.pipe.enterQueue()()
 	if w.pipe.queued() {
 		w.env.log.Info("iceberg: key index stays off after the bulk phase: batches encoded without it are not committed yet",
 			"table", w.env.ident)

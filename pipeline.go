@@ -27,23 +27,46 @@ type pipeline struct {
 	env pipelineEnv
 	cfg pipelineConfig
 
-	ctx    context.Context // the writer's own: commits run on it, never on a caller's
-	cancel context.CancelFunc
-	// encCtx is the encoders' context, a child of ctx: Close and Abort cancel it as soon as their caller's
-	// context ends, without cutting a commit in flight.
-	encCtx    context.Context
-	encCancel context.CancelFunc
-	encSem    *semaphore.Weighted
-	encWG     sync.WaitGroup
-	kick      chan struct{}
-	done      chan struct{} // closed when the commit loop exits
-	commitMu  sync.Mutex
+	ctx      context.Context // the writer's own: commits run on it, never on a caller's
+	cancel   context.CancelFunc
+	enc      encoders
+	kick     chan struct{}
+	done     chan struct{} // closed when the commit loop exits
+	commitMu sync.Mutex    // the commit queue (enterQueue)
 
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
-	open    *batch
-	gather  *gather // the open buffer's growing tail of small calls (its rows are counted in open)
-	marks   []mark  // the checkpoints in the open buffer, in order
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
+	buf       openBuffer
+	queue     []*batch // sealed, not yet committed, in sequence order
+	nextSeq   int64
+	committed int64 // last committed sequence number
+	released  int64 // a Router's commit rounds (sharedBudget.gated): the last sequence number a round released
+	memUsed   int64
+	life      lifeState
+	bulk      bulkState
+	pos       positionState
+	counts    pipelineCounts // reported by Stats
+}
+
+// encoders are the pipeline's encodings in flight.
+type encoders struct {
+	// ctx is the encoders' context, a child of the pipeline's: Close and Abort cancel it as soon as their
+	// caller's context ends, without cutting a commit in flight.
+	ctx    context.Context
+	cancel context.CancelFunc
+	sem    *semaphore.Weighted // MaxInFlight (a Router's shared pool)
+	wg     sync.WaitGroup
+}
+
+// openBuffer is the buffer rows are accepted into until a seal (guarded by pipeline.mu).
+type openBuffer struct {
+	open   *batch
+	gather *gather // the open buffer's growing tail of small calls (its rows are counted in open)
+	marks  []mark  // the checkpoints in the open buffer, in order
+	timer  *time.Timer
+	// due: the flush policy tripped while the open buffer held no checkpoint (sealDueLocked), with
+	// WithCheckpoints: the next checkpoint seals it.
+	due bool
 	// The newest token and positions marked, and whether rows came since: a checkpoint that brings neither a
 	// new value nor new rows marks nothing (and so commits nothing).
 	lastToken    string
@@ -51,31 +74,36 @@ type pipeline struct {
 	dirty        bool // rows since the newest token
 	lastPos      map[string]string
 	dirtySrc     map[string]bool // partitions with rows since their newest position
-	queue        []*batch        // sealed, not yet committed, in sequence order
-	nextSeq      int64
-	committed    int64 // last committed sequence number
-	released     int64 // a Router's commit rounds (sharedBudget.gated): the last sequence number a round released
-	commits      int64 // runs committed by this pipeline
-	memUsed      int64
-	failed       error
-	closed       bool
-	stopping     bool // Close/Abort: the loop starts no new run
-	// carry: a Router's bulk phase writes batches into files kept open across batches (bulkfile.go); a flush
-	// then seals a closer batch, which ends file generation fileGen. closerSeq is the newest closer's batch.
+}
+
+// lifeState is how far the pipeline is from its end (guarded by pipeline.mu).
+type lifeState struct {
+	failed   error
+	closed   bool
+	stopping bool // Close/Abort: the loop starts no new run
+}
+
+// bulkState is a Router's bulk phase: batches are written into files kept open across batches (bulkfile.go); a
+// flush then seals a closer batch, which ends file generation fileGen. closerSeq is the newest closer's batch.
+type bulkState struct {
 	carry     bool
 	fileGen   int64
 	closerSeq int64
-	timer     *time.Timer
-	// due: the flush policy tripped while the open buffer held no checkpoint (sealDueLocked), with
-	// WithCheckpoints: the next checkpoint seals it.
-	due bool
-	// committedPos is the newest position committed per partition (PositionLags).
-	committedPos map[string]string
-	// knownPos is each partition's last position known to the writer, what Checkpoint's order check compares
+}
+
+// positionState is what the pipeline knows of the partitions' positions (guarded by pipeline.mu).
+type positionState struct {
+	// committed is the newest position committed per partition (PositionLags).
+	committed map[string]string
+	// known is each partition's last position known to the writer, what Checkpoint's order check compares
 	// with: the newest checkpointed, or the one Resume read, whichever came last (never read per checkpoint).
-	knownPos map[string]string
-	// Counters reported by Stats.
+	known map[string]string
+}
+
+// pipelineCounts are the pipeline's counters reported by Stats.
+type pipelineCounts struct {
 	rowsAccepted, bytesAccepted, batches, discarded int64
+	commits                                         int64 // runs committed by this pipeline
 }
 
 // batchRecord is one call's owned, validated record on its way into the open buffer.
@@ -169,26 +197,34 @@ type pipelineEnv interface {
 	loopDone()
 }
 
+// enterQueue takes the commit queue: no run of this writer commits until leave is called, and the runs after
+// it commit later. Compact, the maintainer's commits, schema evolution and a Router's phase changes commit this
+// way, between two runs; the commit loop takes it for each run.
+func (p *pipeline) enterQueue() (leave func()) {
+	p.commitMu.Lock()
+	return p.commitMu.Unlock
+}
+
 // newPipeline makes a pipeline whose next batch gets sequence number committed+1; start starts its commit loop.
 // ctx's values are kept, its cancellation is not: the pipeline lives until Close or Abort.
 func newPipeline(ctx context.Context, env pipelineEnv, cfg pipelineConfig, committed int64) *pipeline {
 	p := &pipeline{
 		env: env, cfg: cfg, kick: make(chan struct{}, 1), done: make(chan struct{}), changed: make(chan struct{}),
-		encSem: semaphore.NewWeighted(int64(cfg.maxInFlight)), committed: committed, nextSeq: committed + 1,
-		lastPos: map[string]string{}, dirtySrc: map[string]bool{}, knownPos: map[string]string{},
+		enc: encoders{sem: semaphore.NewWeighted(int64(cfg.maxInFlight))}, committed: committed, nextSeq: committed + 1,
+		buf: openBuffer{lastPos: map[string]string{}, dirtySrc: map[string]bool{}}, pos: positionState{known: map[string]string{}},
 	}
 	if cfg.lastToken != nil {
-		p.lastToken, p.hasLastToken = *cfg.lastToken, true
+		p.buf.lastToken, p.buf.hasLastToken = *cfg.lastToken, true
 	}
 	if p.cfg.mem == nil {
 		p.cfg.mem = memory.DefaultAllocator
 	}
 	if cfg.shared != nil {
-		p.encSem = cfg.shared.sem
+		p.enc.sem = cfg.shared.sem
 		cfg.shared.join(p)
 	}
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	p.encCtx, p.encCancel = context.WithCancel(p.ctx)
+	p.enc.ctx, p.enc.cancel = context.WithCancel(p.ctx)
 	return p
 }
 
@@ -202,11 +238,11 @@ func (p *pipeline) usable() error {
 }
 
 func (p *pipeline) usableLocked() error {
-	if p.closed {
+	if p.life.closed {
 		return ErrClosed
 	}
-	if p.failed != nil {
-		return p.failed
+	if p.life.failed != nil {
+		return p.life.failed
 	}
 	return nil
 }
@@ -294,10 +330,10 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 // would make room (they then wait in the queue for a checkpoint, holding files, not memory; inserts as a batch
 // per partition, which Source.Abort can still drop: bySource).
 func (p *pipeline) sealForMemoryLocked() bool {
-	if p.open == nil || p.open.bytes == 0 {
+	if p.buf.open == nil || p.buf.open.bytes == 0 {
 		return false
 	}
-	if p.cfg.checkpoints && len(p.marks) == 0 && p.memUsed > p.open.bytes {
+	if p.cfg.checkpoints && len(p.buf.marks) == 0 && p.memUsed > p.buf.open.bytes {
 		return false
 	}
 	p.sealLocked()
@@ -307,7 +343,7 @@ func (p *pipeline) sealForMemoryLocked() bool {
 // addLocked adds one record to the open buffer (a view's rows are copied into the gather) and seals the buffer
 // when the policy trips.
 func (p *pipeline) addLocked(rec batchRecord) {
-	if p.open != nil && rec.kind != opDelete && p.open.in.schema != nil && p.open.in.schema != rec.rec.Schema() {
+	if p.buf.open != nil && rec.kind != opDelete && p.buf.open.in.schema != nil && p.buf.open.in.schema != rec.rec.Schema() {
 		// The table's schema changed: a batch encodes against one schema, so the buffer ends here.
 		p.sealLocked()
 	}
@@ -316,13 +352,13 @@ func (p *pipeline) addLocked(rec batchRecord) {
 		b.in.schema = rec.rec.Schema()
 	}
 	if rec.view {
-		if p.gather != nil && !p.gather.fits(rec) {
+		if p.buf.gather != nil && !p.buf.gather.fits(rec) {
 			p.finishGatherLocked()
 		}
-		if p.gather == nil {
-			p.gather = newGather(p.cfg.mem, rec)
+		if p.buf.gather == nil {
+			p.buf.gather = newGather(p.cfg.mem, rec)
 		}
-		p.gather.add(rec)
+		p.buf.gather.add(rec)
 	} else {
 		p.finishGatherLocked()
 		b.push(rec)
@@ -331,10 +367,10 @@ func (p *pipeline) addLocked(rec batchRecord) {
 	b.rows += rec.rows()
 	b.bytes += rec.size
 	p.addMem(rec.size)
-	p.rowsAccepted += rec.rows()
-	p.bytesAccepted += rec.size
-	p.dirty = true
-	p.dirtySrc[rec.source] = true
+	p.counts.rowsAccepted += rec.rows()
+	p.counts.bytesAccepted += rec.size
+	p.buf.dirty = true
+	p.buf.dirtySrc[rec.source] = true
 	if b.rows >= p.cfg.flushRows || b.bytes >= p.cfg.flushBytes {
 		p.sealDueLocked()
 	}
@@ -345,8 +381,8 @@ func (p *pipeline) addLocked(rec batchRecord) {
 // its keyed rows could no longer be dropped alone (Source.Abort). The buffer is then due: the next checkpoint
 // seals it (sealMarkedLocked). The memory limit still seals it (sealForMemoryLocked).
 func (p *pipeline) sealDueLocked() {
-	if p.cfg.checkpoints && len(p.marks) == 0 {
-		p.due = true
+	if p.cfg.checkpoints && len(p.buf.marks) == 0 {
+		p.buf.due = true
 		return
 	}
 	p.sealLocked()
@@ -355,18 +391,18 @@ func (p *pipeline) sealDueLocked() {
 // sealMarkedLocked follows a checkpoint: a buffer the flush policy found due while no checkpoint could cut it
 // is sealed at this one.
 func (p *pipeline) sealMarkedLocked() {
-	if p.due && len(p.marks) > 0 {
+	if p.buf.due && len(p.buf.marks) > 0 {
 		p.sealLocked()
 	}
 }
 
 // openLocked returns the open buffer, opening one (and its interval timer) if there is none.
 func (p *pipeline) openLocked() *batch {
-	if p.open == nil {
-		p.open = &batch{firstAt: time.Now()}
+	if p.buf.open == nil {
+		p.buf.open = &batch{firstAt: time.Now()}
 		p.startTimerLocked()
 	}
-	return p.open
+	return p.buf.open
 }
 
 // startTimerLocked arms the interval seal for the open buffer.
@@ -374,11 +410,11 @@ func (p *pipeline) startTimerLocked() {
 	if p.cfg.flushInterval <= 0 {
 		return
 	}
-	b := p.open
-	p.timer = time.AfterFunc(p.cfg.flushInterval, func() {
+	b := p.buf.open
+	p.buf.timer = time.AfterFunc(p.cfg.flushInterval, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if p.open == b && !p.closed {
+		if p.buf.open == b && !p.life.closed {
 			p.sealDueLocked()
 		}
 	})
@@ -386,11 +422,11 @@ func (p *pipeline) startTimerLocked() {
 
 // finishGatherLocked turns the gather into a record of the open buffer.
 func (p *pipeline) finishGatherLocked() {
-	if p.gather == nil {
+	if p.buf.gather == nil {
 		return
 	}
-	p.open.push(p.gather.finish())
-	p.gather = nil
+	p.buf.open.push(p.buf.gather.finish())
+	p.buf.gather = nil
 }
 
 // push appends an owned record to the batch's records (its counters are the caller's).
@@ -503,11 +539,11 @@ func (p *pipeline) checkpoint(token string) error {
 	if err := p.usableLocked(); err != nil {
 		return err
 	}
-	if p.hasLastToken && token == p.lastToken && !p.dirty {
+	if p.buf.hasLastToken && token == p.buf.lastToken && !p.buf.dirty {
 		return nil // nothing new: no commit
 	}
 	p.markLocked(mark{token: true, value: token})
-	p.lastToken, p.hasLastToken, p.dirty = token, true, false
+	p.buf.lastToken, p.buf.hasLastToken, p.buf.dirty = token, true, false
 	p.sealMarkedLocked()
 	return nil
 }
@@ -522,13 +558,13 @@ func (p *pipeline) checkpointPositions(positions map[string]string) error {
 		return err
 	}
 	for src, pos := range positions {
-		p.knownPos[src] = pos
-		if last, ok := p.lastPos[src]; ok && last == pos && !p.dirtySrc[src] {
+		p.pos.known[src] = pos
+		if last, ok := p.buf.lastPos[src]; ok && last == pos && !p.buf.dirtySrc[src] {
 			continue // nothing new for this partition
 		}
 		p.markLocked(mark{source: src, value: pos, when: time.Now()})
-		p.lastPos[src] = pos
-		delete(p.dirtySrc, src)
+		p.buf.lastPos[src] = pos
+		delete(p.buf.dirtySrc, src)
 	}
 	p.sealMarkedLocked()
 	return nil
@@ -549,7 +585,7 @@ func (p *pipeline) checkOrderLocked(positions map[string]string) error {
 	if p.cfg.posOrder == nil {
 		return nil
 	}
-	return checkPositionOrder(p.cfg.posOrder, positions, p.knownPos)
+	return checkPositionOrder(p.cfg.posOrder, positions, p.pos.known)
 }
 
 // resumed makes positions (partition -> position, "" for none) the partitions' last known positions.
@@ -558,9 +594,9 @@ func (p *pipeline) resumed(positions map[string]string) {
 	defer p.mu.Unlock()
 	for src, pos := range positions {
 		if pos == "" {
-			delete(p.knownPos, src)
+			delete(p.pos.known, src)
 		} else {
-			p.knownPos[src] = pos
+			p.pos.known[src] = pos
 		}
 	}
 }
@@ -572,7 +608,7 @@ func (p *pipeline) markLocked(m mark) {
 	b := p.openLocked()
 	p.finishGatherLocked()
 	m.at = len(b.in.recs)
-	p.marks = append(p.marks, m)
+	p.buf.marks = append(p.buf.marks, m)
 }
 
 // sealLocked turns the open buffer into a batch with the next sequence number and starts its encoding. Every
@@ -581,23 +617,23 @@ func (p *pipeline) markLocked(m mark) {
 // without checkpoints is sealed whole (its inserts as a batch per partition: bySource) and waits in the queue
 // until a later checkpoint covers it.
 func (p *pipeline) sealLocked() {
-	if p.open == nil {
+	if p.buf.open == nil {
 		return
 	}
 	p.finishGatherLocked()
-	if p.timer != nil {
-		p.timer.Stop()
-		p.timer = nil
+	if p.buf.timer != nil {
+		p.buf.timer.Stop()
+		p.buf.timer = nil
 	}
-	b := p.open
-	p.open = nil
-	p.due = false
+	b := p.buf.open
+	p.buf.open = nil
+	p.buf.due = false
 	var keep *batch
-	if p.cfg.checkpoints && len(p.marks) > 0 {
-		b, keep = cut(b, p.marks)
+	if p.cfg.checkpoints && len(p.buf.marks) > 0 {
+		b, keep = cut(b, p.buf.marks)
 	}
 	p.takeMarks(b)
-	p.marks = nil
+	p.buf.marks = nil
 	if p.cfg.checkpoints && !b.hasToken && len(b.positions) == 0 {
 		b.uncovered = map[string]struct{}{}
 		for _, s := range b.in.sources {
@@ -605,7 +641,7 @@ func (p *pipeline) sealLocked() {
 		}
 	}
 	if keep != nil && len(keep.in.recs) > 0 {
-		p.open = keep
+		p.buf.open = keep
 		p.startTimerLocked()
 	}
 	if len(b.in.recs) == 0 && !b.hasToken && len(b.positions) == 0 && !b.bulk.closer {
@@ -626,10 +662,10 @@ func (p *pipeline) sealLocked() {
 	}
 	for _, b := range parts {
 		b.seq = p.nextSeq
-		b.bulk.gen = p.fileGen
+		b.bulk.gen = p.bulk.fileGen
 		p.nextSeq++
 		p.queue = append(p.queue, b)
-		p.batches++
+		p.counts.batches++
 		if p.cfg.sealed != nil {
 			p.cfg.sealed(b)
 		}
@@ -637,7 +673,7 @@ func (p *pipeline) sealLocked() {
 			b.staged = true
 			p.kickLoop()
 		} else {
-			p.encWG.Add(1)
+			p.enc.wg.Add(1)
 			go p.encode(b)
 		}
 	}
@@ -681,7 +717,7 @@ func bySource(b *batch, sharedKeys func(*batch) bool) []*batch {
 
 // takeMarks gives the batch the newest token and the newest position per partition of the open buffer's marks.
 func (p *pipeline) takeMarks(b *batch) {
-	for _, m := range p.marks {
+	for _, m := range p.buf.marks {
 		if m.token {
 			b.token, b.hasToken = m.value, true
 			continue
@@ -729,15 +765,15 @@ func cut(o *batch, marks []mark) (take, keep *batch) {
 // encode runs one batch's encoding, at most MaxInFlight at once, and stages it for the commit loop. The rows
 // are released once written, whatever the outcome.
 func (p *pipeline) encode(b *batch) {
-	defer p.encWG.Done()
+	defer p.enc.wg.Done()
 	// Encoders run on their own context: Close and Abort cancel it at once when their caller's context ends (a
 	// batch still encoding is not committed, so stopping it is never ambiguous), while a commit in flight keeps
 	// the writer's.
-	ctx := p.encCtx
+	ctx := p.enc.ctx
 	if b.bulk.closer && !p.waitEarlierStaged(ctx, b) {
 		return // shutting down, or failed
 	}
-	if err := p.encSem.Acquire(ctx, 1); err != nil {
+	if err := p.enc.sem.Acquire(ctx, 1); err != nil {
 		// Shutting down: release frees the rows of the queue's batches, this one's if Source.Abort dropped it.
 		p.mu.Lock()
 		if b.dropped {
@@ -762,7 +798,7 @@ func (p *pipeline) encode(b *batch) {
 	if !skip {
 		err = p.env.encode(ctx, b)
 	}
-	p.encSem.Release(1)
+	p.enc.sem.Release(1)
 	if err == nil && !skip && p.cfg.encoded != nil {
 		p.cfg.encoded(b, start)
 	}
@@ -807,12 +843,12 @@ func (p *pipeline) encode(b *batch) {
 // sealCloserLocked seals a closer batch when a bulk file may hold rows of a batch sealed since the last closer:
 // its encoding closes every file of the current generation, so that a flush can commit everything before it.
 func (p *pipeline) sealCloserLocked() {
-	if !p.carry {
+	if !p.bulk.carry {
 		return
 	}
 	open := false
 	for _, b := range p.queue {
-		if b.seq > p.closerSeq && !b.bulk.closer && (!b.staged || (b.bulk.span != nil && !b.bulk.span.done)) {
+		if b.seq > p.bulk.closerSeq && !b.bulk.closer && (!b.staged || (b.bulk.span != nil && !b.bulk.span.done)) {
 			open = true
 			break
 		}
@@ -821,12 +857,12 @@ func (p *pipeline) sealCloserLocked() {
 		return
 	}
 	// With WithCheckpoints the flush's seal may have left rows open (and their timer): they stay open.
-	keep, timer := p.open, p.timer
-	p.open, p.timer = &batch{firstAt: time.Now(), bulk: batchBulk{closer: true}}, nil
+	keep, timer := p.buf.open, p.buf.timer
+	p.buf.open, p.buf.timer = &batch{firstAt: time.Now(), bulk: batchBulk{closer: true}}, nil
 	p.sealLocked()
-	p.open, p.timer = keep, timer
-	p.closerSeq = p.nextSeq - 1
-	p.fileGen++
+	p.buf.open, p.buf.timer = keep, timer
+	p.bulk.closerSeq = p.nextSeq - 1
+	p.bulk.fileGen++
 }
 
 // waitEarlierStaged waits until every batch before the closer b is staged (their files are then idle) and
@@ -835,7 +871,7 @@ func (p *pipeline) waitEarlierStaged(ctx context.Context, b *batch) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
-		if p.failed != nil || p.stopping || ctx.Err() != nil {
+		if p.life.failed != nil || p.life.stopping || ctx.Err() != nil {
 			return false
 		}
 		ready := true
@@ -870,10 +906,10 @@ func (p *pipeline) fail(err error) {
 
 // failLocked stops the pipeline: nothing after the failed run is committed.
 func (p *pipeline) failLocked(err error) {
-	if p.failed != nil {
+	if p.life.failed != nil {
 		return
 	}
-	p.failed = p.env.failure(err)
+	p.life.failed = p.env.failure(err)
 	p.signalLocked()
 }
 
@@ -891,7 +927,7 @@ func (p *pipeline) loop() {
 		for p.commitNext() {
 		}
 		p.mu.Lock()
-		stop := p.stopping
+		stop := p.life.stopping
 		p.mu.Unlock()
 		if stop {
 			return
@@ -905,8 +941,7 @@ func (p *pipeline) commitNext() bool {
 	if batches == nil {
 		return false
 	}
-	p.commitMu.Lock()
-	defer p.commitMu.Unlock()
+	defer p.enterQueue()()
 	run, res, err := p.env.commit(p.runCtx(), batches)
 	p.mu.Lock()
 	if err != nil {
@@ -918,8 +953,8 @@ func (p *pipeline) commitNext() bool {
 	p.queue = p.queue[len(batches):]
 	p.positionsCommittedLocked(batches)
 	p.committed = batches[len(batches)-1].seq
-	p.commits++
-	n := p.commits
+	p.counts.commits++
+	n := p.counts.commits
 	p.signalLocked()
 	p.mu.Unlock()
 	p.env.committed(p.ctx, run, batches, res, n)
@@ -932,7 +967,7 @@ func (p *pipeline) commitNext() bool {
 func (p *pipeline) nextRun() []*batch {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.failed != nil || p.stopping {
+	if p.life.failed != nil || p.life.stopping {
 		return nil
 	}
 	n := 0
@@ -1016,10 +1051,10 @@ func (p *pipeline) sealedTargetLocked() int64 {
 
 func (p *pipeline) waitCommittedLocked(ctx context.Context, target int64) error {
 	for p.committed < target {
-		if p.failed != nil {
-			return p.failed
+		if p.life.failed != nil {
+			return p.life.failed
 		}
-		if p.closed {
+		if p.life.closed {
 			select {
 			case <-p.done: // no commit can come any more (Abort, or a Close that gave up)
 				return ErrClosed
@@ -1045,18 +1080,18 @@ type shutdown struct {
 func (p *pipeline) shutdown(ctx context.Context, flush bool) (shutdown, error) {
 	var s shutdown
 	p.mu.Lock()
-	if p.closed {
+	if p.life.closed {
 		p.mu.Unlock()
 		return s, ErrClosed
 	}
-	if flush && p.failed == nil {
+	if flush && p.life.failed == nil {
 		s.flushErr = p.waitCommittedLocked(ctx, p.flushTargetLocked())
 	}
-	s.failed = p.failed
-	p.closed, p.stopping = true, true
-	if p.timer != nil {
-		p.timer.Stop()
-		p.timer = nil
+	s.failed = p.life.failed
+	p.life.closed, p.life.stopping = true, true
+	if p.buf.timer != nil {
+		p.buf.timer.Stop()
+		p.buf.timer = nil
 	}
 	p.signalLocked()
 	p.mu.Unlock()
@@ -1089,8 +1124,8 @@ func batches(n int64) string {
 // uncommittedLocked counts the rows and batches not committed.
 func (p *pipeline) uncommittedLocked() uncommitted {
 	var u uncommitted
-	if p.open != nil {
-		u.rows += p.open.rows
+	if p.buf.open != nil {
+		u.rows += p.buf.open.rows
 		u.batches++
 	}
 	for _, b := range p.queue {
@@ -1116,7 +1151,7 @@ func (p *pipeline) stop(ctx context.Context) (uncommitted, error) {
 	p.cancel()
 	encoded := make(chan struct{})
 	go func() {
-		p.encWG.Wait()
+		p.enc.wg.Wait()
 		close(encoded)
 	}()
 	if !waitOr(ctx, encoded) {
@@ -1148,7 +1183,7 @@ func waitOr(ctx context.Context, ch <-chan struct{}) bool {
 // stopLater gives up waiting: encoders stop now, a commit in flight has the commit timeout to resolve, and the
 // goroutines' end and the release of what was never committed happen in the background.
 func (p *pipeline) stopLater(ctx context.Context) (uncommitted, error) {
-	p.encCancel()
+	p.enc.cancel()
 	hard := time.AfterFunc(p.cfg.commitTimeout, p.cancel)
 	p.mu.Lock()
 	lost := p.uncommittedLocked()
@@ -1157,7 +1192,7 @@ func (p *pipeline) stopLater(ctx context.Context) (uncommitted, error) {
 		<-p.done
 		hard.Stop()
 		p.cancel()
-		p.encWG.Wait()
+		p.enc.wg.Wait()
 		// Removing the files of batches never handed over is best effort and nobody waits for it any more: a
 		// minute bounds it on a store that does not answer.
 		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -1172,18 +1207,18 @@ func (p *pipeline) stopLater(ctx context.Context) (uncommitted, error) {
 func (p *pipeline) release(ctx context.Context) {
 	p.mu.Lock()
 	var dropped int64
-	if p.gather != nil {
-		p.gather.release()
-		p.gather = nil
+	if p.buf.gather != nil {
+		p.buf.gather.release()
+		p.buf.gather = nil
 	}
-	if p.open != nil {
-		dropped += p.open.rows
-		for _, r := range p.open.in.recs {
+	if p.buf.open != nil {
+		dropped += p.buf.open.rows
+		for _, r := range p.buf.open.in.recs {
 			r.Release()
 		}
-		p.open = nil
+		p.buf.open = nil
 	}
-	p.marks = nil
+	p.buf.marks = nil
 	var orphans []string
 	for _, b := range p.queue {
 		dropped += b.rows
@@ -1198,7 +1233,7 @@ func (p *pipeline) release(ctx context.Context) {
 	}
 	p.queue = nil
 	p.addMem(-p.memUsed)
-	p.discarded += dropped
+	p.counts.discarded += dropped
 	p.signalLocked()
 	p.mu.Unlock()
 	if len(orphans) > 0 && ctx.Err() == nil {
@@ -1211,7 +1246,7 @@ func (p *pipeline) stopped() <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		<-p.done
-		p.encWG.Wait()
+		p.enc.wg.Wait()
 		close(ch)
 	}()
 	return ch
@@ -1231,10 +1266,10 @@ func (p *pipeline) state() pipelineState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := pipelineState{bufferedBytes: p.memUsed, uncommittedBatches: len(p.queue), committed: p.committed,
-		rowsAccepted: p.rowsAccepted, bytesAccepted: p.bytesAccepted, batches: p.batches, discarded: p.discarded}
-	if p.open != nil {
-		s.bufferedRows = p.open.rows
-		s.oldest = older(s.oldest, p.open)
+		rowsAccepted: p.counts.rowsAccepted, bytesAccepted: p.counts.bytesAccepted, batches: p.counts.batches, discarded: p.counts.discarded}
+	if p.buf.open != nil {
+		s.bufferedRows = p.buf.open.rows
+		s.oldest = older(s.oldest, p.buf.open)
 	}
 	for _, b := range p.queue {
 		s.uncommittedRows += b.rows
@@ -1259,7 +1294,7 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 	}
 	// A checkpoint of the partition still in the open buffer covers the sealed batches before it: the policy
 	// may seal a poll's rows before the poll's checkpoint is placed. Sealing the open buffer below takes it along.
-	openCovers := slices.ContainsFunc(p.marks, func(m mark) bool { return m.token || m.source == src })
+	openCovers := slices.ContainsFunc(p.buf.marks, func(m mark) bool { return m.token || m.source == src })
 	var drop []*batch // solo batches of the partition that no checkpoint covers: dropped whole
 	if p.cfg.checkpoints && !openCovers {
 		for i, b := range p.queue {
@@ -1279,17 +1314,17 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 			undos = append(undos, u...) // the sealed rows come before the open buffer's
 		}
 	}
-	if g := p.gather; g != nil && g.source == src {
+	if g := p.buf.gather; g != nil && g.source == src {
 		// Marks finish the gather: a gather is after every mark, so none covers it.
 		dropped += g.rows
 		p.dropLocked(g.rows, g.bytes)
 		g.release()
-		p.gather = nil
+		p.buf.gather = nil
 		newest = g.undo // the gather's rows come after the open buffer's
 	}
-	if o := p.open; o != nil {
+	if o := p.buf.open; o != nil {
 		covered := 0 // records of src before this index are covered by a mark
-		for _, m := range p.marks {
+		for _, m := range p.buf.marks {
 			if m.token || m.source == src {
 				covered = max(covered, m.at)
 			}
@@ -1312,8 +1347,8 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 			keep.push(r)
 			keep.in.keyed = keep.in.keyed || r.kind != opInsert
 		}
-		for i := range p.marks {
-			p.marks[i].at = kept[p.marks[i].at]
+		for i := range p.buf.marks {
+			p.buf.marks[i].at = kept[p.buf.marks[i].at]
 		}
 		o.in.recs, o.in.kinds, o.in.sources, o.in.sizes, o.in.undos, o.in.hashes, o.in.sels = keep.in.recs, keep.in.kinds, keep.in.sources, keep.in.sizes, keep.in.undos, keep.in.hashes, keep.in.sels
 		o.rows, o.bytes, o.in.keyed = keep.rows, keep.bytes, keep.in.keyed
@@ -1321,8 +1356,8 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 			p.sealLocked() // the covered rows go now, with the position that covers them
 		}
 	}
-	delete(p.dirtySrc, src)
-	p.discarded += dropped
+	delete(p.buf.dirtySrc, src)
+	p.counts.discarded += dropped
 	p.signalLocked()
 	target := p.committed
 	for _, b := range p.queue {
@@ -1361,8 +1396,8 @@ func (p *pipeline) dropSealedLocked(drop []*batch) (rows int64, orphans []string
 
 // dropLocked takes dropped rows out of the open buffer's counters.
 func (p *pipeline) dropLocked(rows, bytes int64) {
-	p.open.rows -= rows
-	p.open.bytes -= bytes
+	p.buf.open.rows -= rows
+	p.buf.open.bytes -= bytes
 	p.addMem(-bytes)
 }
 

@@ -56,13 +56,13 @@ func (p *pipeline) runCtx() context.Context {
 func (p *pipeline) cutForRound(seal bool) (int64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.failed != nil {
+	if p.life.closed || p.life.failed != nil {
 		return 0, false
 	}
 	target := p.sealedTargetLocked()
 	if seal {
 		target = p.flushTargetLocked()
-	} else if p.carry {
+	} else if p.bulk.carry {
 		// Batches in bulk files still open commit only once a file closes: a timed round takes what may
 		// commit now, instead of waiting for files the round does not close.
 		n := 0
@@ -83,7 +83,7 @@ func (p *pipeline) waitStaged(target int64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
-		if p.failed != nil || p.closed {
+		if p.life.failed != nil || p.life.closed {
 			return false
 		}
 		ready := true
@@ -118,7 +118,7 @@ func (p *pipeline) roundDone(target int64) (bool, <-chan struct{}) {
 		return true, nil
 	default:
 	}
-	if p.committed >= target || p.failed != nil {
+	if p.committed >= target || p.life.failed != nil {
 		return true, nil
 	}
 	return false, p.changed

@@ -230,7 +230,7 @@ func deleteRecord(ctx context.Context, mem memory.Allocator, ks *keySpec, cb *ch
 			}
 			cols[i] = col
 		}
-		size += arraySize(cols[i].Data())
+		size += arrowx.ArraySize(cols[i].Data())
 	}
 	return array.NewRecordBatch(ks.arraysSchema(cols), cols, int64(n)), size, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/encode"
 )
 
 // dataFiles lists the table's data file scan tasks.
@@ -72,7 +73,7 @@ func TestKeyColumnsCarryBloomFilters(t *testing.T) {
 		if bf == nil {
 			t.Fatalf("%s: no bloom filter on the key column", task.File.FilePath())
 		}
-		if got, want := bf.Size(), bloomBytes(1000); got != want || want != 2048 {
+		if got, want := bf.Size(), encode.BloomBytes(1000); got != want || want != 2048 {
 			t.Fatalf("bloom filter of %d B, want %d (2 KiB for 1,000 keys)", got, want)
 		}
 		// The files hold ids [0, 1000) and [1000, 2000).
@@ -112,7 +113,7 @@ func TestKeyColumnsCarryBloomFilters(t *testing.T) {
 
 func TestBloomBytes(t *testing.T) {
 	for _, c := range []struct{ ndv, want int64 }{{0, 32}, {10, 32}, {1000, 2048}, {131072, 256 << 10}, {1 << 30, 1 << 20}} {
-		if got := bloomBytes(c.ndv); got != c.want {
+		if got := encode.BloomBytes(c.ndv); got != c.want {
 			t.Errorf("bloomBytes(%d) = %d, want %d", c.ndv, got, c.want)
 		}
 	}
@@ -137,9 +138,9 @@ func checkBloomSizes(t *testing.T, w *Writer, wantFiles func(n int) bool, skip m
 		if bf == nil {
 			t.Fatalf("%s: no bloom filter on the key column", task.File.FilePath())
 		}
-		if limit := 2 * bloomBytes(task.File.Count()); bf.Size() > limit {
+		if limit := 2 * encode.BloomBytes(task.File.Count()); bf.Size() > limit {
 			t.Fatalf("file of %d rows and %d B has a %d B bloom filter on its key column; its rows need %d B",
-				task.File.Count(), task.File.FileSizeBytes(), bf.Size(), bloomBytes(task.File.Count()))
+				task.File.Count(), task.File.FileSizeBytes(), bf.Size(), encode.BloomBytes(task.File.Count()))
 		}
 	}
 	return checked

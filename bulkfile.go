@@ -13,6 +13,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/encode"
 )
 
 // Bulk files across batches. In a Router's bulk phase the memory limit seals batches far smaller than the bulk
@@ -246,7 +247,7 @@ func (e *fileEncoder) openBulk(ctx context.Context, tbl *table.Table, schema *ar
 	}
 	sink := &countingSink{w: w}
 	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(e.mem), pqarrow.WithStoreSchema())
-	props, err := bulkWriterProps(tbl.Properties(), e.rowGroupRows, writeBatchRows(tbl.Properties(), recs), schema, arrProps)
+	props, err := bulkWriterProps(tbl.Properties(), e.rowGroupRows, encode.WriteBatchRows(tbl.Properties(), recs), schema, arrProps)
 	if err != nil {
 		_ = w.Close()
 		return nil, err

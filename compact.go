@@ -11,6 +11,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
 	"github.com/google/uuid"
+	"github.com/icewriter/iceberg/internal/encode"
 )
 
 // CompactResult reports what Compact rewrote.
@@ -193,14 +194,14 @@ func (w *Writer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bo
 		return nil, fmt.Errorf("iceberg: compact: dead equality deletes: %w", err)
 	}
 	// Write the output as the writer writes its files: key bloom filters, and its Parquet write batch.
-	set := keyBloomProperties(tbl.Properties(), w.keys.names(), min(groupRows, int64(w.files.rowGroupRows)))
+	set := encode.KeyBloomProperties(tbl.Properties(), w.keys.names(), min(groupRows, int64(w.files.rowGroupRows)))
 	var inputs []ice.DataFile
 	for _, g := range pl.groups {
 		for _, t := range g.Tasks {
 			inputs = append(inputs, t.File)
 		}
 	}
-	n, err := rewriteBatchRows(fs, tbl.Properties(), inputs)
+	n, err := encode.RewriteBatchRows(fs, tbl.Properties(), inputs)
 	if err != nil { // the rewrite reads the same file: it would fail too
 		return nil, fmt.Errorf("iceberg: compact: read an input file's footer: %w", err)
 	}
@@ -210,7 +211,7 @@ func (w *Writer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bo
 		}
 		set[table.ParquetPageRowLimitKey] = strconv.Itoa(n)
 	}
-	if pl.writeTable, err = withWriteProperties(tbl, set); err != nil {
+	if pl.writeTable, err = encode.WithWriteProperties(tbl, set); err != nil {
 		return nil, err
 	}
 	// The rewrite reads every column of its inputs: each file (and its delete files) in one request.

@@ -162,7 +162,7 @@ func (c *conformer) keepRows(rec arrow.RecordBatch, rows []int32) (arrow.RecordB
 			return nil, 0, false // a copy fills it
 		}
 		cols[i] = array.MakeArrayOfNull(c.mem, tf.Type, int(n))
-		pinned += arraySize(cols[i].Data())
+		pinned += arrowx.ArraySize(cols[i].Data())
 	}
 	return array.NewRecordBatch(c.target, cols, n), pinned, true
 }
@@ -320,7 +320,7 @@ func (c *conformer) bisect(ctx context.Context, rec arrow.RecordBatch) (arrow.Re
 	}
 	var size int64
 	for _, col := range out.Columns() {
-		size += arraySize(col.Data())
+		size += arrowx.ArraySize(col.Data())
 	}
 	return out, size, bad, nil, nil
 }
@@ -354,7 +354,7 @@ func (c *conformer) conformOnce(ctx context.Context, rec arrow.RecordBatch, own 
 				release()
 				return nil, 0, err
 			}
-			size += arraySize(cols[i].Data())
+			size += arrowx.ArraySize(cols[i].Data())
 			continue
 		}
 		var col arrow.Array
@@ -369,7 +369,7 @@ func (c *conformer) conformOnce(ctx context.Context, rec arrow.RecordBatch, own 
 		}
 		cols[i] = col
 		if own {
-			size += arraySize(col.Data())
+			size += arrowx.ArraySize(col.Data())
 		} else {
 			size += viewSize(col)
 		}
@@ -499,20 +499,6 @@ func retype(d arrow.ArrayData, t arrow.DataType) arrow.ArrayData {
 		ch.Release()
 	}
 	return out
-}
-
-// arraySize is the bytes an array's buffers hold, children included.
-func arraySize(d arrow.ArrayData) int64 {
-	var n int64
-	for _, b := range d.Buffers() {
-		if b != nil {
-			n += int64(b.Len())
-		}
-	}
-	for _, ch := range d.Children() {
-		n += arraySize(ch)
-	}
-	return n
 }
 
 func fieldNames(s *arrow.Schema) string {

@@ -13,6 +13,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
+	"github.com/icewriter/iceberg/internal/encode"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -486,7 +487,7 @@ func rewriteWithout(ctx context.Context, tbl, src *table.Table, snapID int64, ta
 	if err != nil {
 		return nil, 0, err
 	}
-	if tbl, err = withKeyBlooms(tbl, ks.names, min(task.File.Count(), int64(cfg.rowGroupRows))); err != nil {
+	if tbl, err = encode.WithKeyBlooms(tbl, ks.names, min(task.File.Count(), int64(cfg.rowGroupRows))); err != nil {
 		return nil, 0, err
 	}
 	if lineage {
@@ -511,8 +512,8 @@ func rewriteWithout(ctx context.Context, tbl, src *table.Table, snapID int64, ta
 		}
 	}()
 	if found && firstErr == nil {
-		if n := writeBatchRows(tbl.Properties(), []arrow.RecordBatch{first}); n > 0 {
-			if tbl, err = withWriteProperties(tbl, ice.Properties{table.ParquetPageRowLimitKey: strconv.Itoa(n)}); err != nil {
+		if n := encode.WriteBatchRows(tbl.Properties(), []arrow.RecordBatch{first}); n > 0 {
+			if tbl, err = encode.WithWriteProperties(tbl, ice.Properties{table.ParquetPageRowLimitKey: strconv.Itoa(n)}); err != nil {
 				return nil, 0, err
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/encode"
 )
 
 // encode writes a sealed batch's files for the pipeline. A keyed batch is resolved first (rows superseded
@@ -279,12 +280,12 @@ func (e *fileEncoder) writeTable(tbl *table.Table, rows int64, recs ...arrow.Rec
 	props := tbl.Properties()
 	set := ice.Properties{}
 	if e.keyNames != nil && !e.bulk() {
-		maps.Copy(set, keyBloomProperties(props, e.keyNames, min(rows, int64(e.rowGroupRows))))
+		maps.Copy(set, encode.KeyBloomProperties(props, e.keyNames, min(rows, int64(e.rowGroupRows))))
 	}
-	if n := writeBatchRows(props, recs); n > 0 {
+	if n := encode.WriteBatchRows(props, recs); n > 0 {
 		set[table.ParquetPageRowLimitKey] = strconv.Itoa(n)
 	}
-	return withWriteProperties(tbl, set)
+	return encode.WithWriteProperties(tbl, set)
 }
 
 // writeRecord writes one record, whose ownership passes to iceberg-go (it releases the records it takes).

@@ -51,7 +51,7 @@ func recordsSize(recs []arrow.RecordBatch) (rows, bytes int64) {
 	for _, r := range recs {
 		rows += r.NumRows()
 		for _, c := range r.Columns() {
-			bytes += arraySize(c.Data())
+			bytes += arrowx.ArraySize(c.Data())
 		}
 	}
 	return rows, bytes

@@ -232,7 +232,7 @@ func viewSize(a arrow.Array) int64 {
 		if fw, ok := a.DataType().(arrow.FixedWidthDataType); ok {
 			size += (n*int64(fw.BitWidth()) + 7) / 8
 		} else {
-			size += arraySize(a.Data())
+			size += arrowx.ArraySize(a.Data())
 		}
 	}
 	return size

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/icewriter/iceberg/internal/arrowx"
 )
 
 // TestGatherCopiesEveryType gathers slices of a record holding every gatherable type (nulls, nested nulls and
@@ -90,7 +91,7 @@ func TestGatherCopiesEveryType(t *testing.T) {
 	}
 	var wantSize int64
 	for _, c := range want.Columns() {
-		wantSize += arraySize(c.Data())
+		wantSize += arrowx.ArraySize(c.Data())
 	}
 	// The count is an estimate made slice by slice (offsets and validity of each): within 2x of the bytes held.
 	if got.size <= wantSize/2 || got.size > 2*wantSize {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/icewriter/iceberg/internal/encode"
 )
 
 // keyStore is the key index's storage: the in-memory keyTable, which takes every add, plus the runs it spilled
@@ -418,7 +419,7 @@ func newRunWriter(dir string, n int) (*runWriter, error) {
 		return nil, fmt.Errorf("%w: %w", errKeyStore, err)
 	}
 	w := &runWriter{f: f, n: n, fences: make([]uint64, 0, (n+spillBlock-1)/spillBlock),
-		bloom: metadata.NewBloomFilterFromNDVAndFPP(uint32(min(n, 1<<30)), bloomFPP, 1<<30, memory.DefaultAllocator)}
+		bloom: metadata.NewBloomFilterFromNDVAndFPP(uint32(min(n, 1<<30)), encode.BloomFPP, 1<<30, memory.DefaultAllocator)}
 	// Unlinked right away (Unix): the descriptor is the only reference, so a crash leaves nothing behind. Where
 	// an open file cannot be removed, close removes it.
 	if os.Remove(f.Name()) != nil {

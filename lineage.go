@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/twmb/avro/atype"
 )
 
@@ -225,7 +226,7 @@ func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, se
 				}
 			}
 		}
-		wt, err := withKeyBlooms(tbl, seg.names, min(df.Count(), int64(cfg.rowGroupRows)))
+		wt, err := encode.WithKeyBlooms(tbl, seg.names, min(df.Count(), int64(cfg.rowGroupRows)))
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/arrowx"
 )
 
 // ErrNoKeys is returned by Upsert and Delete on a writer with no key: neither WithKeys nor identifier fields.
@@ -112,7 +113,7 @@ func (w *Writer) delete(ctx context.Context, source string, keys arrow.RecordBat
 			return err
 		}
 		cols[i] = col
-		size += arraySize(col.Data())
+		size += arrowx.ArraySize(col.Data())
 	}
 	owned := array.NewRecordBatch(ks.arraysSchema(cols), cols, keys.NumRows())
 	release()

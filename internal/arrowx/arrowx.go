@@ -37,3 +37,17 @@ func Int32Array(mem memory.Allocator, vs []int32) arrow.Array {
 	b.AppendValues(vs, nil)
 	return b.NewArray()
 }
+
+// ArraySize is the bytes an array's buffers hold, children included.
+func ArraySize(d arrow.ArrayData) int64 {
+	var n int64
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += int64(b.Len())
+		}
+	}
+	for _, ch := range d.Children() {
+		n += ArraySize(ch)
+	}
+	return n
+}

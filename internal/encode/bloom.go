@@ -1,4 +1,4 @@
-package iceberg
+package encode
 
 import (
 	"fmt"
@@ -16,21 +16,21 @@ import (
 // for nothing. So the writer sizes the filter for the rows of each write and hands iceberg-go a copy of the table
 // whose properties say so; nothing of that copy is ever committed.
 
-// bloomFPP is the false-positive rate the key columns' filters are sized for.
-const bloomFPP = 0.01
+// BloomFPP is the false-positive rate the key columns' filters are sized for.
+const BloomFPP = 0.01
 
 const (
 	bloomMinBytes = 32
 	bloomMaxBytes = 1 << 20
 )
 
-// bloomBytes is the size of a Parquet split-block bloom filter holding ndv distinct values at bloomFPP: about
+// BloomBytes is the size of a Parquet split-block bloom filter holding ndv distinct values at bloomFPP: about
 // 1.2 bytes a value, rounded up to a power of two, within 32 B and 1 MiB.
-func bloomBytes(ndv int64) int64 {
+func BloomBytes(ndv int64) int64 {
 	if ndv < 1 {
 		ndv = 1
 	}
-	bitsNeeded := -8 * float64(ndv) / math.Log(1-math.Pow(bloomFPP, 1.0/8))
+	bitsNeeded := -8 * float64(ndv) / math.Log(1-math.Pow(BloomFPP, 1.0/8))
 	n := int64(math.Ceil(bitsNeeded / 8))
 	if n <= bloomMinBytes {
 		return bloomMinBytes
@@ -41,16 +41,16 @@ func bloomBytes(ndv int64) int64 {
 	return 1 << bits.Len64(uint64(n-1))
 }
 
-// withKeyBlooms returns tbl, or a copy of it whose properties ask the Parquet writer for a bloom filter on each
+// WithKeyBlooms returns tbl, or a copy of it whose properties ask the Parquet writer for a bloom filter on each
 // key column sized for rows distinct values per row group. Columns whose filter the table's own properties turn
 // on or off, and a filter size the table sets, are left as the table says (a filter the table turns on without
 // a size is sized here too).
-func withKeyBlooms(tbl *table.Table, keys []string, rows int64) (*table.Table, error) {
-	return withWriteProperties(tbl, keyBloomProperties(tbl.Properties(), keys, rows))
+func WithKeyBlooms(tbl *table.Table, keys []string, rows int64) (*table.Table, error) {
+	return WithWriteProperties(tbl, KeyBloomProperties(tbl.Properties(), keys, rows))
 }
 
-// keyBloomProperties are the properties withKeyBlooms sets on a table of properties props (none: nil).
-func keyBloomProperties(props ice.Properties, keys []string, rows int64) ice.Properties {
+// KeyBloomProperties are the properties withKeyBlooms sets on a table of properties props (none: nil).
+func KeyBloomProperties(props ice.Properties, keys []string, rows int64) ice.Properties {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -68,14 +68,14 @@ func keyBloomProperties(props ice.Properties, keys []string, rows int64) ice.Pro
 		}
 	}
 	if _, ok := props[table.ParquetBloomFilterMaxBytesKey]; on && !ok {
-		set[table.ParquetBloomFilterMaxBytesKey] = strconv.FormatInt(bloomBytes(rows), 10)
+		set[table.ParquetBloomFilterMaxBytesKey] = strconv.FormatInt(BloomBytes(rows), 10)
 	}
 	return set
 }
 
-// withWriteProperties returns tbl, or a copy of it with the properties set (tbl itself when set is empty), for
+// WithWriteProperties returns tbl, or a copy of it with the properties set (tbl itself when set is empty), for
 // iceberg-go's writer to read: nothing of that copy is ever committed.
-func withWriteProperties(tbl *table.Table, set ice.Properties) (*table.Table, error) {
+func WithWriteProperties(tbl *table.Table, set ice.Properties) (*table.Table, error) {
 	if len(set) == 0 {
 		return tbl, nil
 	}

@@ -1,4 +1,4 @@
-package iceberg
+package encode
 
 import (
 	"strings"
@@ -54,7 +54,7 @@ func TestWriteBatchRows(t *testing.T) {
 		{"at least the minimum", nil, []arrow.RecordBatch{huge}, writeBatchMinRows, writeBatchMinRows},
 		{"none", nil, nil, 0, 0},
 	} {
-		if got := writeBatchRows(c.props, c.recs); got < c.least || got > c.most {
+		if got := WriteBatchRows(c.props, c.recs); got < c.least || got > c.most {
 			t.Errorf("%s: write batch %d, want %d to %d", c.name, got, c.least, c.most)
 		}
 	}

@@ -1,4 +1,4 @@
-package iceberg
+package encode
 
 import (
 	"github.com/apache/arrow-go/v18/arrow"
@@ -6,6 +6,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/arrowx"
 )
 
 // Parquet write batches. arrow-go's column writers take a record's values in write batches (iceberg-go sizes
@@ -24,10 +25,10 @@ const (
 	writeBatchMinRows = 256
 )
 
-// writeBatchRows is the write batch for records recs of a table of properties props, or 0 to leave
+// WriteBatchRows is the write batch for records recs of a table of properties props, or 0 to leave
 // iceberg-go's: when the table sets write.parquet.page-row-limit itself, or when the default batch keeps every
 // column within half a page, or when no record is larger than the batch picked (one batch each either way).
-func writeBatchRows(props ice.Properties, recs []arrow.RecordBatch) int {
+func WriteBatchRows(props ice.Properties, recs []arrow.RecordBatch) int {
 	if _, ok := props[table.ParquetPageRowLimitKey]; ok || len(recs) == 0 {
 		return 0
 	}
@@ -41,7 +42,7 @@ func writeBatchRows(props ice.Properties, recs []arrow.RecordBatch) int {
 		largest = max(largest, r.NumRows())
 		for i, c := range r.Columns() {
 			// Buffer bytes: a slice counts its parent's, which only makes the batch smaller.
-			widest[i] += arraySize(c.Data())
+			widest[i] += arrowx.ArraySize(c.Data())
 		}
 	}
 	if rows == 0 {
@@ -65,13 +66,13 @@ func writeBatchFor(props ice.Properties, perRow, largest int64) int {
 	return int(n)
 }
 
-// rewriteBatchRows is the write batch of a compaction that rewrites files (writeBatchRows for records it does
+// RewriteBatchRows is the write batch of a compaction that rewrites files (writeBatchRows for records it does
 // not see): a rewrite reads its input back in batches of up to read.parquet.batch-size (131,072) rows, so
 // without it a column of distinct strings in the output builds the useless dictionary writeBatchRows avoids (a
 // compacted table then read 5-10% slower than the same rows as the writer writes them). The widest column is
 // measured on the footer of the largest input file: Parquet's uncompressed size of a plain-encoded column is
 // its Arrow buffer size to within the offsets, and a dictionary-encoded one is narrow either way.
-func rewriteBatchRows(fs iceio.IO, props ice.Properties, files []ice.DataFile) (int, error) {
+func RewriteBatchRows(fs iceio.IO, props ice.Properties, files []ice.DataFile) (int, error) {
 	if _, ok := props[table.ParquetPageRowLimitKey]; ok || len(files) == 0 {
 		return 0, nil
 	}

@@ -163,6 +163,15 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 			}
 		},
 	}
+	localWriters.Store(run.WriterID, struct{}{})
+	op.yield = func(minWait, maxWait time.Duration) time.Duration {
+		last := c.getLatest(run.Table) // the table this committer's last commit left: its streak
+		if last == nil {
+			return 0
+		}
+		local := func(id string) bool { _, ok := localWriters.Load(id); return ok }
+		return yieldWait(last.Metadata(), run.Branch, run.WriterID, time.Now(), local, minWait, maxWait)
+	}
 	if run.StableID {
 		op.fenceID, op.epoch = run.WriterID, run.Epoch
 		// A stable writer's commit record tells a lost reply's outcome whatever was expired: its first attempt

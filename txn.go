@@ -84,6 +84,9 @@ type txOp struct {
 	// committed runs after a successful CommitTable and the update hooks: pre is the table the attempt was
 	// built on, next the table the commit left.
 	committed func(ctx context.Context, pre, next *table.Table)
+	// yield, when set, is how long the call waits before its first attempt to give a writer of another process
+	// its turn (a run commit: yieldWait).
+	yield func(minWait, maxWait time.Duration) time.Duration
 }
 
 // txHow says how a transaction ended.
@@ -114,6 +117,9 @@ type txResult struct {
 func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 	gp := enterGate(ctx, e.cat, op.ident)
 	defer gp.leave()
+	if op.yield != nil {
+		_ = sleepCtx(ctx, op.yield(e.minWait, e.maxWait)) // the first attempt sees ctx ended
+	}
 	deadline := time.Now().Add(e.timeout)
 	var res txResult
 	tbl := op.start
@@ -260,6 +266,45 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 		}
 	}
 }
+
+// A writer that commits continuously wins every race at the catalog against one in another process that
+// lost a conflict: the winner builds on the table its own commit left, the loser reloads and rebuilds first, and
+// the winner's next commit lands meanwhile. The gates below make writers of one process take turns; across
+// processes a writer yields instead: before a run commit, when it made the last yieldStreak or more snapshots
+// of the branch in a row and a writer of another process (or a tool) committed on it within yieldWindow, it
+// waits longer than a losing retry's longest wait (conflictSteps: 200 to 400 ms for a run), so the other's
+// retry lands first. Writers taking turns never yield (a streak of one), a lone writer only for yieldWindow
+// after another's commit.
+const (
+	yieldStreak = 2
+	yieldWindow = 10 * time.Second
+)
+
+// yieldWait is how long writer id waits before a run commit on branch (0: it does not yield; see
+// yieldStreak). local reports whether a writer ID commits from this process, where the gates take turns.
+func yieldWait(meta table.Metadata, branch, id string, now time.Time, local func(string) bool, minWait, maxWait time.Duration) time.Duration {
+	h := headID(meta, branch)
+	streak := 0
+	for h != nil && streak < 64 {
+		snap := meta.SnapshotByID(*h)
+		if snap == nil {
+			return 0
+		}
+		if w, _ := summaryProp(snap, summaryWriterID); w != id {
+			if streak < yieldStreak || now.Sub(time.UnixMilli(snap.TimestampMs)) >= yieldWindow || (w != "" && local(w)) {
+				return 0
+			}
+			return backoff(conflictSteps+1, minWait, maxWait)
+		}
+		streak++
+		h = snap.ParentSnapshotID
+	}
+	return 0
+}
+
+// localWriters holds the writer IDs that made run commits from this process (one entry an ID, never removed):
+// yieldWait leaves their turns to the gates.
+var localWriters sync.Map
 
 // conflictSteps is how far conflicts double the wait between attempts (see backoff): the third retry's wait,
 // 100 to 200 ms for a run, at most.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -81,7 +82,7 @@ func commitGaps(b *testing.B, n int, d time.Duration, procs bool) [][]time.Durat
 		if !procs {
 			wg.Go(func() {
 				var err error
-				if gaps[i], err = commitLoop(ctx, cat, ident, id, d); err != nil {
+				if gaps[i], err = commitLoop(ctx, cat, ident, id, d, 0); err != nil {
 					b.Error(err)
 				}
 			})
@@ -124,7 +125,8 @@ func TestCommitLoopChild(t *testing.T) {
 		t.Skip("run by BenchmarkTwoWritersStall")
 	}
 	cat := openCatalogAt(t, filepath.Join(dir, "catalog.db"))
-	gaps, err := commitLoop(context.Background(), cat, table.Identifier{"bench", "fair"}, os.Getenv("ICEWRITER_CHILD_ID"), d)
+	n, _ := strconv.Atoi(os.Getenv("ICEWRITER_CHILD_COMMITS")) // 0: no limit
+	gaps, err := commitLoop(context.Background(), cat, table.Identifier{"bench", "fair"}, os.Getenv("ICEWRITER_CHILD_ID"), d, n)
 	for _, g := range gaps {
 		fmt.Printf("%s%s\n", childGapPrefix, g)
 	}
@@ -133,9 +135,9 @@ func TestCommitLoopChild(t *testing.T) {
 	}
 }
 
-// commitLoop commits 10 rows at a time with writer ID id on ident for d and returns the times between its
-// commits (the first measured from the start).
-func commitLoop(ctx context.Context, cat catalog.Catalog, ident table.Identifier, id string, d time.Duration) ([]time.Duration, error) {
+// commitLoop commits 10 rows at a time with writer ID id on ident for d, or until it made n commits when n > 0,
+// and returns the times between its commits (the first measured from the start).
+func commitLoop(ctx context.Context, cat catalog.Catalog, ident table.Identifier, id string, d time.Duration, n int) ([]time.Duration, error) {
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID(id), iceberg.WithFlushInterval(0),
 		iceberg.WithSmallFileCompaction(0), iceberg.WithKeepSnapshots(0),
 		iceberg.WithLogger(slog.New(slog.DiscardHandler))) // every lost race logs a retry
@@ -147,7 +149,7 @@ func commitLoop(ctx context.Context, cat catalog.Catalog, ident table.Identifier
 	var gaps []time.Duration
 	start := time.Now()
 	last := start
-	for time.Since(start) < d {
+	for time.Since(start) < d && (n <= 0 || len(gaps) < n) {
 		if err := seedCommit(ctx, w, g, 10); err != nil {
 			return gaps, err
 		}

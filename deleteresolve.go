@@ -16,6 +16,7 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
 // deleteResolver finds, by position, the rows of a table's data files that its delete files remove: the rows
@@ -40,7 +41,7 @@ type deleteResolver struct {
 // knownKeys are a data file's rows read as keys on spec's columns, in row order.
 type knownKeys struct {
 	spec *keySpec
-	keys *keyList
+	keys *keyenc.List
 }
 
 // eqDeleteKeys are the rows of one equality delete file, encoded as keys on its equality columns.
@@ -109,13 +110,13 @@ func (r *deleteResolver) equalityDeleted(ctx context.Context, task table.FileSca
 		if len(sets) == 0 {
 			continue
 		}
-		rows := new(keyList)
+		rows := new(keyenc.List)
 		if known != nil && slices.Equal(known.spec.fieldIDs, ks.fieldIDs) {
 			rows = known.keys
 		} else if *rows, err = readFileKeys(ctx, r.tbl, task.File, ks); err != nil {
 			return nil, fmt.Errorf("iceberg: match equality deletes against %s: %w", task.File.FilePath(), err)
 		}
-		for pos, k := range rows.all() {
+		for pos, k := range rows.All() {
 			for _, s := range sets {
 				if _, ok := s[string(k)]; ok {
 					if out == nil {
@@ -145,8 +146,8 @@ func (r *deleteResolver) equalityKeys(ctx context.Context, f ice.DataFile, ks *k
 			e.err = fmt.Errorf("iceberg: read equality delete file %s: %w", f.FilePath(), err)
 			return
 		}
-		e.keys = make(map[string]struct{}, rows.len())
-		for _, k := range rows.all() {
+		e.keys = make(map[string]struct{}, rows.Len())
+		for _, k := range rows.All() {
 			e.keys[string(k)] = struct{}{}
 		}
 	})

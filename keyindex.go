@@ -16,6 +16,7 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -98,7 +99,7 @@ func (f *indexedFile) rowID(pos int32) (int64, bool) {
 // fileKeys are the keys of a data file the writer wrote, in row order.
 type fileKeys struct {
 	df   ice.DataFile
-	keys keyList
+	keys keyenc.List
 }
 
 // keyEntryOverhead is what the index holds per key besides the key's bytes: its slot and a share of the buckets
@@ -206,22 +207,22 @@ const addRowsChunk = 1 << 16
 
 // addRows indexes a data file and its rows (keys, in row order) but those its f.dv deletes, spilling between
 // chunks of addRowsChunk rows when the index passes its budget.
-func (idx *keyIndex) addRows(f *indexedFile, keys *keyList) {
+func (idx *keyIndex) addRows(f *indexedFile, keys *keyenc.List) {
 	id := int32(len(idx.files))
 	idx.files = append(idx.files, f)
 	idx.byPath[f.df.FilePath()] = id
-	for from := 0; from < keys.len(); from += addRowsChunk {
-		to := min(from+addRowsChunk, keys.len())
+	for from := 0; from < keys.Len(); from += addRowsChunk {
+		to := min(from+addRowsChunk, keys.Len())
 		if from > 0 {
 			idx.account()
 			idx.checkBudget()
 		}
-		idx.keys.reserve(to-from, keys.span(from, to))
+		idx.keys.reserve(to-from, keys.Span(from, to))
 		for pos := from; pos < to; pos++ {
 			if f.dv != nil && f.dv.Contains(uint64(pos)) {
 				continue
 			}
-			idx.keys.add(keys.key(pos), keyLoc{file: id, pos: int32(pos)})
+			idx.keys.add(keys.Key(pos), keyLoc{file: id, pos: int32(pos)})
 		}
 	}
 	idx.recount(f)
@@ -253,8 +254,8 @@ func (idx *keyIndex) forget(paths map[string]struct{}) {
 // (iceberg-go's writer decides how rows roll across files). Columns are found by field id, as Iceberg names
 // them (a file keeps the names of its day, and iceberg-go stores a name like "user-id" as "user_x2Did"); by
 // name only in a file without field ids.
-func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, ks *keySpec) (keyList, error) {
-	var none keyList
+func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, ks *keySpec) (keyenc.List, error) {
+	var none keyenc.List
 	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return none, err
@@ -316,16 +317,16 @@ func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, ks *ke
 		}
 		cols = append(cols, arr)
 	}
-	enc, err := newKeyEncoder(cols)
+	enc, err := keyenc.NewEncoder(cols)
 	if err != nil {
 		return none, err
 	}
 	n := cols[0].Len()
-	var keys keyList
+	var keys keyenc.List
 	for r := range n {
-		keys.appendKey(enc, r)
+		keys.AppendKey(enc, r)
 		if r == 0 { // most keys have one width: size the buffer once
-			keys.buf = slices.Grow(keys.buf, n*len(keys.buf))
+			keys.Grow(n * keys.Span(0, 1))
 		}
 	}
 	return keys, nil
@@ -444,12 +445,12 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 		// carried: the _row_id of each key's replaced row, where the index knows it (format version 3).
 		var carried map[string]int64
 		for _, rec := range b.keys.keyRecs {
-			enc, err := newKeyEncoder(rec.Columns())
+			enc, err := keyenc.NewEncoder(rec.Columns())
 			if err != nil {
 				return nil, err
 			}
 			for r := 0; r < int(rec.NumRows()); r++ {
-				buf = enc.appendKey(buf[:0], r)
+				buf = enc.AppendKey(buf[:0], r)
 				locs = idx.remove(locs[:0], buf)
 				for _, l := range locs {
 					pending[l.file] = append(pending[l.file], int64(l.pos))
@@ -812,7 +813,7 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 	}
 	type loaded struct {
 		task table.FileScanTask
-		keys keyList
+		keys keyenc.List
 		dv   *dv.RoaringPositionBitmap
 	}
 	// Workers read files and hand them over one by one, so at most 2*parallel files' keys wait outside the

@@ -8,6 +8,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
 // catchUpLocked brings the key index to tbl's branch head after others committed since its base, instead of
@@ -77,7 +78,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 		if dead != nil {
 			for pos := range dead.Positions() {
 				if f.dv == nil || !f.dv.Contains(pos) {
-					idx.removeLoc(keys.key(int(pos)), keyLoc{file: fid, pos: int32(pos)})
+					idx.removeLoc(keys.Key(int(pos)), keyLoc{file: fid, pos: int32(pos)})
 				}
 			}
 			if f.dv != nil {
@@ -101,7 +102,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 
 // addLive indexes a data file's rows (keys, in row order) minus the positions dead removes, with the deletes
 // that removed them.
-func (idx *keyIndex) addLive(meta table.Metadata, t table.FileScanTask, keys *keyList, dead *dv.RoaringPositionBitmap) {
+func (idx *keyIndex) addLive(meta table.Metadata, t table.FileScanTask, keys *keyenc.List, dead *dv.RoaringPositionBitmap) {
 	idx.addRows(&indexedFile{df: newFileRef(t.File), dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t),
 		inherited: idx.inheritedDeletes(meta, t, nil)}, keys)
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
 // checkStore compares every view of a keyStore (all, lookup, len) with the model.
@@ -138,7 +140,7 @@ func TestKeyStoreTieredMerge(t *testing.T) {
 	m := keyTableModel{}
 	var keys []string
 	for i := range spills * perSpill {
-		k := string(appendIntKey(nil, int64(i)))
+		k := string(keyenc.AppendInt(nil, int64(i)))
 		l := keyLoc{file: int32(i / perSpill), pos: int32(i % perSpill)}
 		s.add([]byte(k), l)
 		m.add(k, l)
@@ -165,7 +167,7 @@ func TestKeyStoreTieredMerge(t *testing.T) {
 // (the price of a lookup past the budget; lower is better).
 func BenchmarkKeyStoreSpilled(b *testing.B) {
 	const keys, lookups = 100_000, 20_000
-	key := func(i int) []byte { return appendIntKey(nil, int64(i)) }
+	key := func(i int) []byte { return keyenc.AppendInt(nil, int64(i)) }
 	fill := func(add func([]byte, keyLoc), spill func()) {
 		for i := range keys {
 			add(key(i), keyLoc{file: int32(i / 1000), pos: int32(i % 1000)})

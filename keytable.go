@@ -5,9 +5,11 @@ import (
 	"iter"
 	"math/bits"
 	"unsafe"
+
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
-// keyTable is the key index's map from a key (keyEncoder's encoding) to the rows that hold it, built so that
+// keyTable is the key index's map from a key (keyenc's encoding) to the rows that hold it, built so that
 // indexing a row allocates nothing of its own: a map[string][]keyLoc took a string and a slice per row, about
 // 11% of a v2 merge-on-read upsert stream's CPU (BenchmarkUpsert10pct) and over 100 bytes per key. Here every
 // key's bytes are appended to one arena, every row is a slot in one slice, and the slots whose hashes share a
@@ -28,7 +30,7 @@ import (
 //
 // Nothing shrinks the slots or the buckets; size counts what they hold, capacity included.
 type keyTable struct {
-	hash    func([]byte) uint64 // keyHash; a test makes keys collide
+	hash    func([]byte) uint64 // keyenc.Hash; a test makes keys collide
 	arena   []byte
 	pages   [][]keySlot // the slots, slotPage to a page but the last, which may hold fewer
 	used    int32       // slots handed out, free ones included: slot used is the next new one
@@ -101,7 +103,7 @@ func (t *keyTable) grow(want int) {
 	}
 }
 
-func newKeyTable() keyTable { return keyTable{hash: keyHash} }
+func newKeyTable() keyTable { return keyTable{hash: keyenc.Hash} }
 
 // size returns the bytes the table holds: its arena, slots and buckets, capacity included.
 func (t *keyTable) size() int64 {
@@ -306,88 +308,4 @@ func (t *keyTable) compact(extra int) {
 		sl.off = off
 	}
 	t.arena, t.dead = arena, 0
-}
-
-// keyList is the keys of a file's rows in row order (keyEncoder's encoding) in one buffer, without a string
-// per row: key i is buf[i*width:(i+1)*width] while every key has the same width (an integer key, or any key of
-// fixed-width columns without nulls), else buf[ends[i-1]:ends[i]].
-type keyList struct {
-	buf   []byte
-	ends  []int // nil while every key is width bytes long
-	width int
-	n     int
-}
-
-// len returns the keys held.
-func (l *keyList) len() int { return l.n }
-
-// key returns key i (a slice of the list's buffer: do not modify it).
-func (l *keyList) key(i int) []byte {
-	if l.ends == nil {
-		return l.buf[i*l.width : (i+1)*l.width : (i+1)*l.width]
-	}
-	from := 0
-	if i > 0 {
-		from = l.ends[i-1]
-	}
-	return l.buf[from:l.ends[i]:l.ends[i]]
-}
-
-// span returns the bytes of keys from to to (exclusive).
-func (l *keyList) span(from, to int) int {
-	if from >= to {
-		return 0
-	}
-	if l.ends == nil {
-		return (to - from) * l.width
-	}
-	start := 0
-	if from > 0 {
-		start = l.ends[from-1]
-	}
-	return l.ends[to-1] - start
-}
-
-// appendKey appends the key enc encodes for row.
-func (l *keyList) appendKey(enc *keyEncoder, row int) {
-	from := len(l.buf)
-	l.buf = enc.appendKey(l.buf, row)
-	l.pushed(from)
-}
-
-// add appends a key (copied).
-func (l *keyList) add(key []byte) {
-	from := len(l.buf)
-	l.buf = append(l.buf, key...)
-	l.pushed(from)
-}
-
-// pushed records the key that starts at from and ends the buffer.
-func (l *keyList) pushed(from int) {
-	w := len(l.buf) - from
-	switch {
-	case l.n == 0:
-		l.width = w
-	case l.ends == nil && w != l.width:
-		// The first key of another width: every key so far ends at a multiple of the width.
-		l.ends = make([]int, l.n, max(2*l.n, 16))
-		for i := range l.ends {
-			l.ends[i] = (i + 1) * l.width
-		}
-	}
-	if l.ends != nil {
-		l.ends = append(l.ends, len(l.buf))
-	}
-	l.n++
-}
-
-// all yields each key with its row position.
-func (l *keyList) all() iter.Seq2[int, []byte] {
-	return func(yield func(int, []byte) bool) {
-		for i := range l.n {
-			if !yield(i, l.key(i)) {
-				return
-			}
-		}
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
 // keyTableModel is what a keyTable must hold: each key's locations, as a set.
@@ -130,11 +132,11 @@ var modelHashes = []struct {
 	name string
 	hash func([]byte) uint64
 }{
-	{"xxh3", keyHash},
-	{"four hashes", func(b []byte) uint64 { return keyHash(b) & 3 }},
+	{"xxh3", keyenc.Hash},
+	{"four hashes", func(b []byte) uint64 { return keyenc.Hash(b) & 3 }},
 	{"one hash", func([]byte) uint64 { return 42 }},
 	// xxh3 without its low 16 bits: every key in one bucket's chain, with tags (bucket.tags) of every kind.
-	{"one bucket", func(b []byte) uint64 { return keyHash(b) &^ 0xffff }},
+	{"one bucket", func(b []byte) uint64 { return keyenc.Hash(b) &^ 0xffff }},
 }
 
 // TestKeyTableModel drives a keyTable with random adds (duplicates included), removes, removeLoc, forget and
@@ -175,7 +177,7 @@ func TestKeyTableGrowsByPages(t *testing.T) {
 	m := keyTableModel{}
 	var keys []string
 	for i := range 5*slotPage + 7 {
-		keys = append(keys, string(appendIntKey(nil, int64(i))))
+		keys = append(keys, string(keyenc.AppendInt(nil, int64(i))))
 	}
 	add := func(from, step int, file int32) {
 		for i := from; i < len(keys); i += step {
@@ -232,37 +234,16 @@ func TestKeyTableArenaStaysBounded(t *testing.T) {
 	}
 }
 
-// TestKeyList: keys of one width are held without offsets; the first key of another width keeps every key
-// readable.
-func TestKeyList(t *testing.T) {
-	var l keyList
-	want := []string{"abc", "def", "ghi", "jk", "", "lmnop", "qrs"}
-	for i, k := range want {
-		l.add([]byte(k))
-		if i == 2 && l.ends != nil {
-			t.Fatal("offsets for keys of one width")
-		}
-	}
-	if l.len() != len(want) {
-		t.Fatalf("%d keys, want %d", l.len(), len(want))
-	}
-	for i, k := range l.all() {
-		if string(k) != want[i] {
-			t.Fatalf("key %d = %q, want %q", i, k, want[i])
-		}
-	}
-}
-
 // BenchmarkKeyTable indexes 100,000 int64 keys a file of 1,000 at a time and then removes a tenth of them, as
 // a v2 upsert stream with 10% updates does, and reports x-map: the time of the same work on the index's former
 // storage (a map from a string per key to a slice of locations), measured alternately in the same iterations,
 // over the keyTable's. Goal: well above 1.
 func BenchmarkKeyTable(b *testing.B) {
 	const files, rows = 100, 1000
-	lists := make([]keyList, files)
+	lists := make([]keyenc.List, files)
 	for f := range lists {
 		for r := range rows {
-			lists[f].add(appendIntKey(nil, int64(f*rows+r)))
+			lists[f].Add(keyenc.AppendInt(nil, int64(f*rows+r)))
 		}
 	}
 	var tableTime, mapTime time.Duration
@@ -271,14 +252,14 @@ func BenchmarkKeyTable(b *testing.B) {
 		kt := newKeyTable()
 		var dst []keyLoc
 		for f := range lists {
-			kt.reserve(rows, len(lists[f].buf))
-			for pos, k := range lists[f].all() {
+			kt.reserve(rows, lists[f].Span(0, rows))
+			for pos, k := range lists[f].All() {
 				kt.add(k, keyLoc{file: int32(f), pos: int32(pos)})
 			}
 		}
 		for f := range lists {
 			for i := 0; i < rows; i += 10 {
-				dst = kt.remove(dst[:0], lists[f].key(i))
+				dst = kt.remove(dst[:0], lists[f].Key(i))
 			}
 		}
 		tableTime += time.Since(start)
@@ -286,13 +267,13 @@ func BenchmarkKeyTable(b *testing.B) {
 		start = time.Now()
 		m := map[string][]keyLoc{}
 		for f := range lists {
-			for pos, k := range lists[f].all() {
+			for pos, k := range lists[f].All() {
 				m[string(k)] = append(m[string(k)], keyLoc{file: int32(f), pos: int32(pos)})
 			}
 		}
 		for f := range lists {
 			for i := 0; i < rows; i += 10 {
-				delete(m, string(lists[f].key(i)))
+				delete(m, string(lists[f].Key(i)))
 			}
 		}
 		mapTime += time.Since(start)
@@ -312,11 +293,11 @@ func BenchmarkKeyTableRemove(b *testing.B) {
 	kt.reserve(indexed, indexed*8)
 	for r := range indexed {
 		loc := keyLoc{file: int32(r / 1000), pos: int32(r % 1000)}
-		k := appendIntKey(nil, int64(r))
+		k := keyenc.AppendInt(nil, int64(r))
 		kt.add(k, loc)
 		m[string(k)] = append(m[string(k)], loc)
 	}
-	gones := make([]keyList, rounds)
+	gones := make([]keyenc.List, rounds)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for r := range gones {
 		for i := range removed {
@@ -324,7 +305,7 @@ func BenchmarkKeyTableRemove(b *testing.B) {
 			if i%10 == 0 {
 				k = rng.Int64N(indexed)
 			}
-			gones[r].add(appendIntKey(nil, k))
+			gones[r].Add(keyenc.AppendInt(nil, k))
 		}
 	}
 	type row struct {
@@ -339,10 +320,10 @@ func BenchmarkKeyTableRemove(b *testing.B) {
 		gone := &gones[round%rounds]
 		round++
 		start := time.Now()
-		for i := range gone.len() {
-			dst = kt.remove(dst[:0], gone.key(i))
+		for i := range gone.Len() {
+			dst = kt.remove(dst[:0], gone.Key(i))
 			for _, l := range dst {
-				back = append(back, row{gone.key(i), l})
+				back = append(back, row{gone.Key(i), l})
 			}
 		}
 		tableTime += time.Since(start)
@@ -355,8 +336,8 @@ func BenchmarkKeyTableRemove(b *testing.B) {
 		gone = &gones[round%rounds]
 		round++
 		start = time.Now()
-		for i := range gone.len() {
-			k := gone.key(i)
+		for i := range gone.Len() {
+			k := gone.Key(i)
 			if locs, ok := m[string(k)]; ok {
 				delete(m, string(k))
 				for _, l := range locs {

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
+	"github.com/icewriter/iceberg/internal/keyindex/store"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -36,12 +37,12 @@ type keyIndex struct {
 	bytes int64
 	pool  *memPool     // a Router's key index budget, shared by its tables (nil: limit is this index's own)
 	held  atomic.Int64 // bytes, for Stats (read without the key stage's lock)
-	// spilled is the size of the keys' runs on disk (keyStore.spilledBytes), for Stats.
+	// spilled is the size of the keys' runs on disk (store.Store.SpilledBytes), for Stats.
 	spilled atomic.Int64
 	base    int64          // the snapshot the index covers (the writer's last commit); -1: empty table
 	files   []*indexedFile // by id; nil once forgotten
 	byPath  map[string]int32
-	keys    keyStore // every live row by key: in memory, and spilled to local disk past the budget
+	keys    store.Store // every live row by key: in memory, and spilled to local disk past the budget
 	// tableBytes is what keys held when bytes last counted it (account): bytes is that plus what each file's
 	// metadata holds (indexedFile.mem).
 	tableBytes int64
@@ -103,12 +104,12 @@ type fileKeys struct {
 }
 
 // keyEntryOverhead is what the index holds per key besides the key's bytes: its slot and a share of the buckets
-// (keyTable), with room for the buckets' growth. It estimates whether a table's rows fit the budget before
-// they are read; the index counts what it holds (keyTable.size).
-const keyEntryOverhead = keySlotBytes + 16
+// (store.Table), with room for the buckets' growth. It estimates whether a table's rows fit the budget before
+// they are read; the index counts what it holds (store.Table.Size).
+const keyEntryOverhead = store.SlotBytes + 16
 
 func newKeyIndex(limit int64, base *int64) *keyIndex {
-	idx := &keyIndex{limit: limit, base: -1, byPath: map[string]int32{}, keys: newKeyStore()}
+	idx := &keyIndex{limit: limit, base: -1, byPath: map[string]int32{}, keys: store.New()}
 	if base != nil {
 		idx.base = *base
 	}
@@ -120,20 +121,22 @@ func (idx *keyIndex) close() {
 	idx.pool.add(-idx.bytes)
 	idx.bytes = 0
 	idx.held.Store(0)
-	idx.keys.close()
+	idx.keys.Close()
 	idx.spilled.Store(0)
 }
 
 // remove deletes every row of key and appends their locations to dst.
-func (idx *keyIndex) remove(dst []keyLoc, key []byte) []keyLoc { return idx.keys.remove(dst, key) }
+func (idx *keyIndex) remove(dst []store.Loc, key []byte) []store.Loc {
+	return idx.keys.Remove(dst, key)
+}
 
 // account counts the bytes the key table holds now (it grows as rows are added and shrinks only when its
 // arena is compacted).
 func (idx *keyIndex) account() {
-	n := idx.keys.size()
+	n := idx.keys.Size()
 	idx.grow(n - idx.tableBytes)
 	idx.tableBytes = n
-	idx.spilled.Store(idx.keys.spilledBytes)
+	idx.spilled.Store(idx.keys.SpilledBytes())
 }
 
 // grow counts n bytes more (negative: fewer) held by the index, in the router's pool too.
@@ -192,7 +195,7 @@ func (idx *keyIndex) checkBudget() {
 	if !idx.full() {
 		return
 	}
-	if err := idx.keys.spill(); err != nil {
+	if err := idx.keys.Spill(); err != nil {
 		idx.spillErr = err // the keys stay in memory: the index is right, only over
 	}
 	idx.account()
@@ -217,12 +220,12 @@ func (idx *keyIndex) addRows(f *indexedFile, keys *keyenc.List) {
 			idx.account()
 			idx.checkBudget()
 		}
-		idx.keys.reserve(to-from, keys.Span(from, to))
+		idx.keys.Reserve(to-from, keys.Span(from, to))
 		for pos := from; pos < to; pos++ {
 			if f.dv != nil && f.dv.Contains(uint64(pos)) {
 				continue
 			}
-			idx.keys.add(keys.Key(pos), keyLoc{file: id, pos: int32(pos)})
+			idx.keys.Add(keys.Key(pos), store.Loc{File: id, Pos: int32(pos)})
 		}
 	}
 	idx.recount(f)
@@ -241,7 +244,7 @@ func (idx *keyIndex) forget(paths map[string]struct{}) {
 	if len(gone) == 0 {
 		return
 	}
-	idx.keys.forget(func(file int32) bool { return gone[file] })
+	idx.keys.Forget(func(file int32) bool { return gone[file] })
 	// No location names them any more: what their metadata held goes back to the budget.
 	for id := range gone {
 		idx.grow(-idx.files[id].mem)
@@ -380,7 +383,7 @@ func (k *keyStage) load(ctx context.Context, tbl *table.Table) error {
 func (k *keyStage) newIndex(base *int64) *keyIndex {
 	idx := newKeyIndex(k.limit, base)
 	idx.pool = k.pool
-	idx.keys.dir = k.spillDir
+	idx.keys.Dir = k.spillDir
 	return idx
 }
 
@@ -437,8 +440,8 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	run.KeyFieldIDs = k.spec.fieldIDs
 	pending := map[int32][]int64{}
 	lineage := tbl.Metadata().Version() >= 3
-	var buf []byte    // a key
-	var locs []keyLoc // its rows
+	var buf []byte       // a key
+	var locs []store.Loc // its rows
 	for _, b := range batches {
 		seg := &run.Segments[b.segIdx]
 		seg.FallbackKeys = append(seg.FallbackKeys, b.keys.keyRecs...)
@@ -453,8 +456,8 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 				buf = enc.AppendKey(buf[:0], r)
 				locs = idx.remove(locs[:0], buf)
 				for _, l := range locs {
-					pending[l.file] = append(pending[l.file], int64(l.pos))
-					if id, ok := idx.files[l.file].rowID(l.pos); ok && lineage {
+					pending[l.File] = append(pending[l.File], int64(l.Pos))
+					if id, ok := idx.files[l.File].rowID(l.Pos); ok && lineage {
 						if carried == nil {
 							carried = map[string]int64{}
 						}
@@ -494,9 +497,9 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 			idx.recount(f)
 		}
 	}
-	if idx.keys.err != nil {
+	if idx.keys.Err() != nil {
 		// A spilled run could not be read: keys it holds may have gone unplaced, so the run cannot commit.
-		return nil, idx.keys.err
+		return nil, idx.keys.Err()
 	}
 	if len(pending) == 0 {
 		return nil, nil
@@ -680,8 +683,8 @@ func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten
 		idx.addLive(post.Metadata(), t, &keys, dead)
 	}
 	idx.checkBudget()
-	if idx.keys.err != nil {
-		k.dropLocked("the key index's spilled runs", idx.keys.err)
+	if idx.keys.Err() != nil {
+		k.dropLocked("the key index's spilled runs", idx.keys.Err())
 		return
 	}
 	idx.base = head.SnapshotID
@@ -795,7 +798,7 @@ func foreignSince(meta table.Metadata, branch string, base int64, writerID strin
 //
 // Files are read parallel at a time and indexed as they arrive, and the index spills its keys to local disk
 // whenever it passes its budget (checkBudget), as a running writer's does: a table whose keys exceed the budget
-// loads all the same, holding in memory only the index's share (the keyTable's newest keys, the runs' fences,
+// loads all the same, holding in memory only the index's share (the store.Table's newest keys, the runs' fences,
 // bloom filters and deleted bits) plus the files being read. It returns the reason the index cannot be used
 // (still past its budget after spilling, or a spill that failed); the caller then closes idx.
 func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keySpec, idx *keyIndex, parallel int) (string, error) {
@@ -872,8 +875,8 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 			inherited: idx.inheritedDeletes(meta, l.task, nil)}, &l.keys)
 		idx.checkBudget()
 		switch {
-		case idx.keys.err != nil:
-			reason = "the key index's spilled runs: " + idx.keys.err.Error()
+		case idx.keys.Err() != nil:
+			reason = "the key index's spilled runs: " + idx.keys.Err().Error()
 		case idx.over && idx.spillErr != nil:
 			reason = fmt.Sprintf("the table's keys exceed the %s and spilling them failed: %v", idx.budget(), idx.spillErr)
 		case idx.over:

@@ -18,6 +18,7 @@ import (
 	"github.com/icewriter/iceberg/internal/arrowx"
 	"github.com/icewriter/iceberg/internal/conform"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
+	"github.com/icewriter/iceberg/internal/keyindex/store"
 )
 
 // keyStage is the writer's key stage, the one owner of everything keyed: the key columns (keySpec), the
@@ -82,6 +83,17 @@ func newKeyStage(tbl *table.Table, target *arrow.Schema, o *options, cow bool) (
 		spillDir: o.keyIndexSpillDir,
 		atCommit: o.rowIDsAtCommit,
 	}, nil
+}
+
+// checkSpillDir reports, as an ErrInvalidOption naming WithKeyIndexSpillDir, a spill directory the writer cannot
+// create its runs in (store.CheckDir), so that NewWriter fails instead of the first spill, which would turn the
+// index off in the middle of a stream. "" (os.TempDir()) is not checked: the index then goes off at its first
+// spill, logged, as before the option existed.
+func checkSpillDir(dir string) error {
+	if err := store.CheckDir(dir); err != nil {
+		return optionErr("WithKeyIndexSpillDir", "%w", err)
+	}
+	return nil
 }
 
 // names returns the key column names (nil without a key).

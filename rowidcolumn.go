@@ -10,6 +10,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
+	"github.com/icewriter/iceberg/internal/keyindex/store"
 )
 
 // Row lineage written with a merge-on-read batch (format version 3). An upserted row's new version keeps the
@@ -120,7 +121,7 @@ func (k *keyStage) knownRowIDs(keyRecs []arrow.RecordBatch) (map[string]int64, e
 	}
 	var out map[string]int64
 	var buf []byte
-	var locs []keyLoc
+	var locs []store.Loc
 	for _, rec := range keyRecs {
 		enc, err := keyenc.NewEncoder(rec.Columns())
 		if err != nil {
@@ -143,24 +144,15 @@ func (k *keyStage) knownRowIDs(keyRecs []arrow.RecordBatch) (map[string]int64, e
 
 // knownRowID returns the _row_id of key's row when the index holds exactly one live row of key and knows its
 // id (indexedFile.rowID). locs is scratch space, returned for reuse.
-func (idx *keyIndex) knownRowID(key []byte, locs []keyLoc) (int64, bool, []keyLoc) {
-	locs = idx.keys.keyTable.lookup(locs[:0], key)
-	if len(idx.keys.runs) > 0 {
-		h := idx.keys.hash(key)
-		for _, run := range idx.keys.runs {
-			err := run.match(h, key, func(_ int, l keyLoc) bool {
-				locs = append(locs, l)
-				return true
-			})
-			if err != nil {
-				return 0, false, locs // apply reports the run's failure; the id is left to it
-			}
-		}
+func (idx *keyIndex) knownRowID(key []byte, locs []store.Loc) (int64, bool, []store.Loc) {
+	locs, err := idx.keys.Lookup(locs[:0], key)
+	if err != nil {
+		return 0, false, locs // apply reports the run's failure; the id is left to it
 	}
 	if len(locs) != 1 {
 		return 0, false, locs
 	}
-	id, ok := idx.files[locs[0].file].rowID(locs[0].pos)
+	id, ok := idx.files[locs[0].File].rowID(locs[0].Pos)
 	return id, ok, locs
 }
 

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -16,6 +15,7 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
+	"github.com/icewriter/iceberg/internal/arrowx"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/icewriter/iceberg/internal/keyindex/store"
 	"golang.org/x/sync/errgroup"
@@ -313,7 +313,7 @@ func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, ks *ke
 		if err != nil {
 			return none, err
 		}
-		arr, err := concatChunks(chunked)
+		arr, err := arrowx.Concat(chunked)
 		chunked.Release()
 		if err != nil {
 			return none, err
@@ -333,15 +333,6 @@ func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, ks *ke
 		}
 	}
 	return keys, nil
-}
-
-func concatChunks(c *arrow.Chunked) (arrow.Array, error) {
-	if len(c.Chunks()) == 1 {
-		a := c.Chunk(0)
-		a.Retain()
-		return a, nil
-	}
-	return array.Concatenate(c.Chunks(), memory.DefaultAllocator)
 }
 
 // load opens the key index of a merge-on-read writer with a key on a format-v2 or v3 table (a positive

@@ -15,7 +15,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
-	"github.com/twmb/avro/atype"
 )
 
 // Row lineage for the copy-on-write stage on format version 3: a rewritten file keeps its rows' _row_id
@@ -34,7 +33,7 @@ func withFirstRowID(meta table.Metadata, df ice.DataFile, firstRowID int64) (ice
 		return nil, fmt.Errorf("iceberg: data file %s: unknown partition spec %d", df.FilePath(), df.SpecID())
 	}
 	b, err := ice.NewDataFileBuilder(*spec, df.ContentType(), df.FilePath(), df.FileFormat(), df.Partition(),
-		partitionLogicalTypes(meta, spec), nil,
+		encode.PartitionLogicalTypes(meta, spec), nil,
 		df.Count(), df.FileSizeBytes())
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: data file %s: %w", df.FilePath(), err)
@@ -52,32 +51,6 @@ func withFirstRowID(meta table.Metadata, df ice.DataFile, firstRowID int64) (ice
 		b.SortOrderID(*s)
 	}
 	return b.FirstRowID(firstRowID).Build(), nil
-}
-
-// partitionLogicalTypes maps the partition fields of spec whose values need an Avro logical type in a manifest
-// (dates, times, timestamps, decimals, UUIDs) to it, as iceberg-go's DataFileBuilder wants them.
-func partitionLogicalTypes(meta table.Metadata, spec *ice.PartitionSpec) map[int]string {
-	sc := meta.CurrentSchema()
-	logical := map[int]string{}
-	for _, f := range spec.Fields() {
-		src, ok := sc.FindFieldByID(f.SourceID())
-		if !ok {
-			continue
-		}
-		switch f.Transform.ResultType(src.Type).(type) {
-		case ice.DateType:
-			logical[f.FieldID] = atype.Date
-		case ice.TimeType:
-			logical[f.FieldID] = atype.TimeMicros
-		case ice.TimestampType, ice.TimestampTzType:
-			logical[f.FieldID] = atype.TimestampMicros
-		case ice.DecimalType:
-			logical[f.FieldID] = atype.Decimal
-		case ice.UUIDType:
-			logical[f.FieldID] = atype.UUID
-		}
-	}
-	return logical
 }
 
 // carryLineage gives the new rows of copy-on-write segment seg the row ids of the rows they replace

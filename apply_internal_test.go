@@ -12,9 +12,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
-// encodedKey is the keyEncoder encoding of an int64 key, as Apply and the version map see it.
+// encodedKey is the keyenc.Encoder encoding of an int64 key, as Apply and the version map see it.
 func encodedKey(t *testing.T, id int64) []byte {
 	t.Helper()
 	b := array.NewInt64Builder(memory.DefaultAllocator)
@@ -22,11 +23,11 @@ func encodedKey(t *testing.T, id int64) []byte {
 	b.Append(id)
 	col := b.NewArray()
 	defer col.Release()
-	enc, err := newKeyEncoder([]arrow.Array{col})
+	enc, err := keyenc.NewEncoder([]arrow.Array{col})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return enc.appendKey(nil, 0)
+	return enc.AppendKey(nil, 0)
 }
 
 // TestVersionMapBound: the versions of keys stay within two generations of genCap keys, and the keys changed
@@ -251,12 +252,12 @@ func TestApplyKeyHashes(t *testing.T) {
 					continue
 				}
 				carried++
-				enc, err := newKeyEncoder(keyColumns(r, w.keys.spec, o.in.kinds[i] == opDelete))
+				enc, err := keyenc.NewEncoder(keyColumns(r, w.keys.spec, o.in.kinds[i] == opDelete))
 				if err != nil {
 					t.Fatal(err)
 				}
 				for row := 0; row < int(r.NumRows()); row++ {
-					if want := resolveHash(enc.appendKey(nil, row)); hs[row] != want {
+					if want := resolveHash(enc.AppendKey(nil, row)); hs[row] != want {
 						t.Errorf("record %d (%v) row %d: hash %x handed on, the key stage's is %x", i, o.in.kinds[i], row, hs[row], want)
 					}
 				}

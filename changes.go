@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/zeebo/xxh3"
 )
 
@@ -463,13 +464,13 @@ type changePlan struct {
 // is null); with versions, a change older than its key's last one is skipped. The last change of each key is
 // what the plan keeps. Every row is checked, the superseded ones included.
 func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (*changePlan, error) {
-	keyEnc, err := newKeyEncoder(cb.keys)
+	keyEnc, err := keyenc.NewEncoder(cb.keys)
 	if err != nil {
 		return nil, err
 	}
-	var befEnc *keyEncoder
+	var befEnc *keyenc.Encoder
 	if cb.before != nil {
-		if befEnc, err = newKeyEncoder(cb.before); err != nil {
+		if befEnc, err = keyenc.NewEncoder(cb.before); err != nil {
 			return nil, err
 		}
 	}
@@ -500,7 +501,7 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 	// the row's integer (ints) and its encoding built from it; keys then holds nothing.
 	var ints []int64
 	if len(cb.keys) == 1 && cb.before == nil {
-		ints, _ = intValues(cb.keys[0])
+		ints, _ = keyenc.IntValues(cb.keys[0])
 	}
 	var keys []byte
 	if ints == nil {
@@ -550,9 +551,9 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 	}
 	appendKey := func(buf []byte, row int) []byte {
 		if ints != nil {
-			return appendIntKey(buf, ints[row])
+			return keyenc.AppendInt(buf, ints[row])
 		}
-		return keyEnc.appendKey(buf, row)
+		return keyEnc.AppendKey(buf, row)
 	}
 	var kb, bb []byte
 	for row := 0; row < cb.n; row++ {
@@ -577,7 +578,7 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 				kb = appendKey(kb[:0], row)
 				change(kb, entry{row: r, del: true, ver: ver})
 			case hasBefore:
-				bb = befEnc.appendKey(bb[:0], row)
+				bb = befEnc.AppendKey(bb[:0], row)
 				change(bb, entry{row: r, del: true, before: true, ver: ver})
 			default:
 				return nil, columnErr(ks.names[keyNull], ErrNullInRequired, "row %d: a delete's key is null and it has no before image", row)
@@ -589,7 +590,7 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 		}
 		kb = appendKey(kb[:0], row)
 		if hasBefore {
-			if bb = befEnc.appendKey(bb[:0], row); !bytes.Equal(bb, kb) {
+			if bb = befEnc.AppendKey(bb[:0], row); !bytes.Equal(bb, kb) {
 				change(bb, entry{row: r, del: true, before: true, ver: ver})
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
+	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 )
 
 // rewriteRows says where each row of a background compaction group's output came from, so that a position
@@ -263,7 +264,7 @@ func rebaseDeletes(ctx context.Context, tbl *table.Table, drift *rewriteDrift, t
 			}
 			positions = slices.Collect(bm.Positions())
 		} else {
-			byFile, err := readPositionDeletes(fs, d)
+			byFile, err := posdelete.Read(fs, d)
 			if err != nil {
 				return nil, fmt.Errorf("iceberg: compact: position deletes %s: %w", d.FilePath(), err)
 			}
@@ -321,7 +322,7 @@ func rebaseDeletes(ctx context.Context, tbl *table.Table, drift *rewriteDrift, t
 		}
 		path := lp.NewDataLocation("icewriter-pos-" + names.next().String() + ".parquet")
 		out.paths = append(out.paths, path)
-		f, err := writePositionDeleteFile(ctx, wfs, tbl.Metadata(), t.df, bm, path)
+		f, err := posdelete.Write(ctx, wfs, tbl.Metadata(), t.df, bm, path)
 		if err != nil {
 			return out, err
 		}
@@ -339,7 +340,7 @@ func positionDeleteTarget(fs iceio.IO, df ice.DataFile) (string, error) {
 	if ref := posDeleteTarget(df); ref != "" {
 		return ref, nil
 	}
-	byFile, err := readPositionDeletes(fs, df)
+	byFile, err := posdelete.Read(fs, df)
 	if err != nil {
 		return "", fmt.Errorf("position deletes %s: %w", df.FilePath(), err)
 	}

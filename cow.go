@@ -14,6 +14,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
 	"github.com/icewriter/iceberg/internal/encode"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -163,12 +164,12 @@ func newKeySet(recs []arrow.RecordBatch) (*keySet, error) {
 				ks.names = append(ks.names, f.Name)
 			}
 		}
-		enc, err := newKeyEncoder(r.Columns())
+		enc, err := keyenc.NewEncoder(r.Columns())
 		if err != nil {
 			return nil, err
 		}
 		for row := 0; row < int(r.NumRows()); row++ {
-			buf = enc.appendKey(buf[:0], row)
+			buf = enc.AppendKey(buf[:0], row)
 			ks.keys[string(buf)] = struct{}{}
 		}
 	}
@@ -185,7 +186,7 @@ func (ks *keySet) match(rec arrow.RecordBatch) ([]bool, int, error) {
 	n := 0
 	var buf []byte
 	for row := range hits {
-		buf = enc.appendKey(buf[:0], row)
+		buf = enc.AppendKey(buf[:0], row)
 		if _, ok := ks.keys[string(buf)]; ok {
 			hits[row] = true
 			n++
@@ -195,7 +196,7 @@ func (ks *keySet) match(rec arrow.RecordBatch) ([]bool, int, error) {
 }
 
 // encoder encodes the keys of rec's rows.
-func (ks *keySet) encoder(rec arrow.RecordBatch) (*keyEncoder, error) {
+func (ks *keySet) encoder(rec arrow.RecordBatch) (*keyenc.Encoder, error) {
 	cols := make([]arrow.Array, len(ks.names))
 	for i, n := range ks.names {
 		idx := rec.Schema().FieldIndices(n)
@@ -204,7 +205,7 @@ func (ks *keySet) encoder(rec arrow.RecordBatch) (*keyEncoder, error) {
 		}
 		cols[i] = rec.Column(idx[0])
 	}
-	return newKeyEncoder(cols)
+	return keyenc.NewEncoder(cols)
 }
 
 // inRange matches the rows whose column name holds one of vals: the set itself, and the range from its least

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
 	"github.com/google/uuid"
+	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -261,7 +262,7 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, names 
 			if t.dead == nil {
 				continue
 			}
-			f, err := writePositionDeleteFile(ctx, wfs, meta, t.task.File, t.dead,
+			f, err := posdelete.Write(ctx, wfs, meta, t.task.File, t.dead,
 				lp.NewDataLocation("icewriter-pos-"+names.next().String()+".parquet"))
 			if err != nil {
 				return nil, err

@@ -8,14 +8,12 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	ice "github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
+	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 )
 
 // deleteResolver finds, by position, the rows of a table's data files that its delete files remove: the rows
@@ -40,7 +38,7 @@ type deleteResolver struct {
 // knownKeys are a data file's rows read as keys on spec's columns, in row order.
 type knownKeys struct {
 	spec *keySpec
-	keys *keyList
+	keys *keyenc.List
 }
 
 // eqDeleteKeys are the rows of one equality delete file, encoded as keys on its equality columns.
@@ -109,13 +107,13 @@ func (r *deleteResolver) equalityDeleted(ctx context.Context, task table.FileSca
 		if len(sets) == 0 {
 			continue
 		}
-		rows := new(keyList)
+		rows := new(keyenc.List)
 		if known != nil && slices.Equal(known.spec.fieldIDs, ks.fieldIDs) {
 			rows = known.keys
 		} else if *rows, err = readFileKeys(ctx, r.tbl, task.File, ks); err != nil {
 			return nil, fmt.Errorf("iceberg: match equality deletes against %s: %w", task.File.FilePath(), err)
 		}
-		for pos, k := range rows.all() {
+		for pos, k := range rows.All() {
 			for _, s := range sets {
 				if _, ok := s[string(k)]; ok {
 					if out == nil {
@@ -145,8 +143,8 @@ func (r *deleteResolver) equalityKeys(ctx context.Context, f ice.DataFile, ks *k
 			e.err = fmt.Errorf("iceberg: read equality delete file %s: %w", f.FilePath(), err)
 			return
 		}
-		e.keys = make(map[string]struct{}, rows.len())
-		for _, k := range rows.all() {
+		e.keys = make(map[string]struct{}, rows.Len())
+		for _, k := range rows.All() {
 			e.keys[string(k)] = struct{}{}
 		}
 	})
@@ -187,85 +185,13 @@ func (r *deleteResolver) positionFile(f ice.DataFile) (map[string][]uint64, erro
 	if m, ok := r.pos[f.FilePath()]; ok {
 		return m, nil
 	}
-	m, err := readPositionDeletes(r.fs, f)
+	m, err := posdelete.Read(r.fs, f)
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: read position delete file %s: %w", f.FilePath(), err)
 	}
 	r.pos[f.FilePath()] = m
 	return m, nil
 }
-
-// readPositionDeletes reads a Parquet position delete file's file_path and pos columns (found by their
-// reserved field ids).
-func readPositionDeletes(fs iceio.IO, f ice.DataFile) (map[string][]uint64, error) {
-	in, err := fs.Open(f.FilePath())
-	if err != nil {
-		return nil, err
-	}
-	defer in.Close()
-	pr, err := file.NewParquetReader(in)
-	if err != nil {
-		return nil, err
-	}
-	defer pr.Close()
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 << 10}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, err
-	}
-	sc := pr.MetaData().Schema
-	pathCol, posCol := -1, -1
-	for c := 0; c < sc.NumColumns(); c++ {
-		switch sc.Column(c).SchemaNode().FieldID() {
-		case positionDeletePathID:
-			pathCol = c
-		case positionDeletePosID:
-			posCol = c
-		}
-	}
-	if pathCol < 0 || posCol < 0 {
-		return nil, fmt.Errorf("no file_path (field id %d) and pos (field id %d) columns", positionDeletePathID, positionDeletePosID)
-	}
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		return nil, err
-	}
-	defer tbl.Release()
-	paths, err := concatChunks(tbl.Column(fieldIndexOf(fr, pathCol)).Data())
-	if err != nil {
-		return nil, err
-	}
-	defer paths.Release()
-	poss, err := concatChunks(tbl.Column(fieldIndexOf(fr, posCol)).Data())
-	if err != nil {
-		return nil, err
-	}
-	defer poss.Release()
-	ps, ok1 := paths.(*array.String)
-	pp, ok2 := poss.(*array.Int64)
-	if !ok1 || !ok2 {
-		return nil, fmt.Errorf("file_path %s and pos %s: want string and int64", paths.DataType(), poss.DataType())
-	}
-	out := map[string][]uint64{}
-	for i := 0; i < ps.Len(); i++ {
-		out[ps.Value(i)] = append(out[ps.Value(i)], uint64(pp.Value(i)))
-	}
-	return out, nil
-}
-
-// fieldIndexOf maps a Parquet leaf column to its top-level Arrow field (the position delete schema is flat).
-func fieldIndexOf(fr *pqarrow.FileReader, col int) int {
-	idx, _ := fr.Manifest.GetFieldIndices([]int{col})
-	if len(idx) == 0 {
-		return col
-	}
-	return idx[0]
-}
-
-// The reserved field ids of a position delete file's columns (Iceberg spec, "Position Delete Files").
-const (
-	positionDeletePathID = 2147483546
-	positionDeletePosID  = 2147483545
-)
 
 // idsKey names a set of equality field ids (in the file's order).
 func idsKey(ids []int) string {

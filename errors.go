@@ -3,6 +3,8 @@ package iceberg
 import (
 	"errors"
 	"fmt"
+
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
 var (
@@ -46,7 +48,7 @@ var (
 // Errors that ColumnError wraps, for errors.Is.
 var (
 	ErrUnknownColumn  = errors.New("no such column in the table")
-	ErrTypeMismatch   = errors.New("type does not match the table")
+	ErrTypeMismatch   = keyenc.ErrTypeMismatch
 	ErrNullInRequired = errors.New("null in a required column")
 	ErrMissingColumn  = errors.New("required column missing")
 )

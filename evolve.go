@@ -172,7 +172,7 @@ func topField(sc *ice.Schema, name string) (ice.NestedField, bool) {
 
 // isKey reports whether a column is a key column (WithKeys or identifier field): keys are never relaxed. They
 // may be promoted (int to long, float to double, a wider decimal): a key encodes the same before and after
-// (keyColumnEncoder), so the key index holds, and the key columns' types follow the batch's (keySpec.schemaOf).
+// (keyenc.Encoder), so the key index holds, and the key columns' types follow the batch's (keySpec.schemaOf).
 func (w *Writer) isKey(sc *ice.Schema, top string, id int) bool {
 	if slices.Contains(w.keys.names(), top) {
 		return true

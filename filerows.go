@@ -8,6 +8,7 @@ import (
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
 // fileRowMap says which of a batch's written rows (its resolved data, in order) each of its new data files
@@ -45,7 +46,7 @@ func mapsRows(tbl *table.Table) bool { return tbl.Metadata().SortOrder().IsUnsor
 
 // split cuts keys (the written rows' keys, in order) into the keys of each file, in row order. ok is false
 // when the files do not add up to the map: the caller reads their keys back instead.
-func (m *fileRowMap) split(keys *keyList, files []ice.DataFile) (out []fileKeys, ok bool) {
+func (m *fileRowMap) split(keys *keyenc.List, files []ice.DataFile) (out []fileKeys, ok bool) {
 	if m == nil {
 		return nil, false
 	}
@@ -53,7 +54,7 @@ func (m *fileRowMap) split(keys *keyList, files []ice.DataFile) (out []fileKeys,
 	for _, f := range files {
 		total += f.Count()
 	}
-	if total != int64(keys.len()) || (m.order != nil && len(m.order) != keys.len()) {
+	if total != int64(keys.Len()) || (m.order != nil && len(m.order) != keys.Len()) {
 		return nil, false
 	}
 	out = make([]fileKeys, len(files))
@@ -61,7 +62,7 @@ func (m *fileRowMap) split(keys *keyList, files []ice.DataFile) (out []fileKeys,
 		at := 0
 		for i, f := range files {
 			n := int(f.Count())
-			out[i] = fileKeys{df: f, keys: keys.slice(at, at+n)}
+			out[i] = fileKeys{df: f, keys: keys.Slice(at, at+n)}
 			at += n
 		}
 		return out, true
@@ -91,9 +92,9 @@ func (m *fileRowMap) split(keys *keyList, files []ice.DataFile) (out []fileKeys,
 			if at+n > end {
 				return nil, false
 			}
-			var l keyList
+			var l keyenc.List
 			for _, row := range m.order[at : at+n] {
-				l.add(keys.key(int(row)))
+				l.Add(keys.Key(int(row)))
 			}
 			out[fi] = fileKeys{df: f, keys: l}
 			fi++
@@ -118,16 +119,4 @@ func partitionKey(p map[int]any) string {
 		fmt.Fprintf(&b, "%d=%#v;", id, p[id])
 	}
 	return b.String()
-}
-
-// slice returns keys [from, to) as a list of their own (sharing the buffer while every key has one width).
-func (l *keyList) slice(from, to int) keyList {
-	if l.ends == nil {
-		return keyList{buf: l.buf[from*l.width : to*l.width : to*l.width], width: l.width, n: to - from}
-	}
-	var out keyList
-	for i := from; i < to; i++ {
-		out.add(l.key(i))
-	}
-	return out
 }

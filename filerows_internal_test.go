@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	ice "github.com/apache/iceberg-go"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
 // split hands each file its rows' keys only when the files add up to the map; any other answer would put keys
@@ -12,9 +13,9 @@ import (
 // partition group whose files hold two partition values (iceberg-go split it further than the encoder's
 // grouping), and two groups in one partition (it joined them).
 func TestFileRowMapSplit(t *testing.T) {
-	var keys keyList
+	var keys keyenc.List
 	for i := range 6 {
-		keys.add(appendIntKey(nil, int64(i)))
+		keys.Add(keyenc.AppendInt(nil, int64(i)))
 	}
 	file := func(n int64, part int32) ice.DataFile {
 		t.Helper()
@@ -29,7 +30,7 @@ func TestFileRowMapSplit(t *testing.T) {
 		var got [][]int64
 		for _, fk := range out {
 			var rows []int64
-			for _, k := range fk.keys.all() {
+			for _, k := range fk.keys.All() {
 				rows = append(rows, int64(k[1]))
 			}
 			got = append(got, rows)

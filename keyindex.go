@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -16,6 +15,9 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
+	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
+	"github.com/icewriter/iceberg/internal/keyindex/store"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -35,12 +37,12 @@ type keyIndex struct {
 	bytes int64
 	pool  *memPool     // a Router's key index budget, shared by its tables (nil: limit is this index's own)
 	held  atomic.Int64 // bytes, for Stats (read without the key stage's lock)
-	// spilled is the size of the keys' runs on disk (keyStore.spilledBytes), for Stats.
+	// spilled is the size of the keys' runs on disk (store.Store.SpilledBytes), for Stats.
 	spilled atomic.Int64
 	base    int64          // the snapshot the index covers (the writer's last commit); -1: empty table
 	files   []*indexedFile // by id; nil once forgotten
 	byPath  map[string]int32
-	keys    keyStore // every live row by key: in memory, and spilled to local disk past the budget
+	keys    store.Store // every live row by key: in memory, and spilled to local disk past the budget
 	// tableBytes is what keys held when bytes last counted it (account): bytes is that plus what each file's
 	// metadata holds (indexedFile.mem).
 	tableBytes int64
@@ -98,16 +100,16 @@ func (f *indexedFile) rowID(pos int32) (int64, bool) {
 // fileKeys are the keys of a data file the writer wrote, in row order.
 type fileKeys struct {
 	df   ice.DataFile
-	keys keyList
+	keys keyenc.List
 }
 
 // keyEntryOverhead is what the index holds per key besides the key's bytes: its slot and a share of the buckets
-// (keyTable), with room for the buckets' growth. It estimates whether a table's rows fit the budget before
-// they are read; the index counts what it holds (keyTable.size).
-const keyEntryOverhead = keySlotBytes + 16
+// (store.Table), with room for the buckets' growth. It estimates whether a table's rows fit the budget before
+// they are read; the index counts what it holds (store.Table.Size).
+const keyEntryOverhead = store.SlotBytes + 16
 
 func newKeyIndex(limit int64, base *int64) *keyIndex {
-	idx := &keyIndex{limit: limit, base: -1, byPath: map[string]int32{}, keys: newKeyStore()}
+	idx := &keyIndex{limit: limit, base: -1, byPath: map[string]int32{}, keys: store.New()}
 	if base != nil {
 		idx.base = *base
 	}
@@ -119,20 +121,22 @@ func (idx *keyIndex) close() {
 	idx.pool.add(-idx.bytes)
 	idx.bytes = 0
 	idx.held.Store(0)
-	idx.keys.close()
+	idx.keys.Close()
 	idx.spilled.Store(0)
 }
 
 // remove deletes every row of key and appends their locations to dst.
-func (idx *keyIndex) remove(dst []keyLoc, key []byte) []keyLoc { return idx.keys.remove(dst, key) }
+func (idx *keyIndex) remove(dst []store.Loc, key []byte) []store.Loc {
+	return idx.keys.Remove(dst, key)
+}
 
 // account counts the bytes the key table holds now (it grows as rows are added and shrinks only when its
 // arena is compacted).
 func (idx *keyIndex) account() {
-	n := idx.keys.size()
+	n := idx.keys.Size()
 	idx.grow(n - idx.tableBytes)
 	idx.tableBytes = n
-	idx.spilled.Store(idx.keys.spilledBytes)
+	idx.spilled.Store(idx.keys.SpilledBytes())
 }
 
 // grow counts n bytes more (negative: fewer) held by the index, in the router's pool too.
@@ -191,7 +195,7 @@ func (idx *keyIndex) checkBudget() {
 	if !idx.full() {
 		return
 	}
-	if err := idx.keys.spill(); err != nil {
+	if err := idx.keys.Spill(); err != nil {
 		idx.spillErr = err // the keys stay in memory: the index is right, only over
 	}
 	idx.account()
@@ -206,22 +210,22 @@ const addRowsChunk = 1 << 16
 
 // addRows indexes a data file and its rows (keys, in row order) but those its f.dv deletes, spilling between
 // chunks of addRowsChunk rows when the index passes its budget.
-func (idx *keyIndex) addRows(f *indexedFile, keys *keyList) {
+func (idx *keyIndex) addRows(f *indexedFile, keys *keyenc.List) {
 	id := int32(len(idx.files))
 	idx.files = append(idx.files, f)
 	idx.byPath[f.df.FilePath()] = id
-	for from := 0; from < keys.len(); from += addRowsChunk {
-		to := min(from+addRowsChunk, keys.len())
+	for from := 0; from < keys.Len(); from += addRowsChunk {
+		to := min(from+addRowsChunk, keys.Len())
 		if from > 0 {
 			idx.account()
 			idx.checkBudget()
 		}
-		idx.keys.reserve(to-from, keys.span(from, to))
+		idx.keys.Reserve(to-from, keys.Span(from, to))
 		for pos := from; pos < to; pos++ {
 			if f.dv != nil && f.dv.Contains(uint64(pos)) {
 				continue
 			}
-			idx.keys.add(keys.key(pos), keyLoc{file: id, pos: int32(pos)})
+			idx.keys.Add(keys.Key(pos), store.Loc{File: id, Pos: int32(pos)})
 		}
 	}
 	idx.recount(f)
@@ -240,7 +244,7 @@ func (idx *keyIndex) forget(paths map[string]struct{}) {
 	if len(gone) == 0 {
 		return
 	}
-	idx.keys.forget(func(file int32) bool { return gone[file] })
+	idx.keys.Forget(func(file int32) bool { return gone[file] })
 	// No location names them any more: what their metadata held goes back to the budget.
 	for id := range gone {
 		idx.grow(-idx.files[id].mem)
@@ -253,8 +257,8 @@ func (idx *keyIndex) forget(paths map[string]struct{}) {
 // (iceberg-go's writer decides how rows roll across files). Columns are found by field id, as Iceberg names
 // them (a file keeps the names of its day, and iceberg-go stores a name like "user-id" as "user_x2Did"); by
 // name only in a file without field ids.
-func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, ks *keySpec) (keyList, error) {
-	var none keyList
+func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, ks *keySpec) (keyenc.List, error) {
+	var none keyenc.List
 	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return none, err
@@ -309,35 +313,26 @@ func readFileKeys(ctx context.Context, tbl *table.Table, df ice.DataFile, ks *ke
 		if err != nil {
 			return none, err
 		}
-		arr, err := concatChunks(chunked)
+		arr, err := arrowx.Concat(chunked)
 		chunked.Release()
 		if err != nil {
 			return none, err
 		}
 		cols = append(cols, arr)
 	}
-	enc, err := newKeyEncoder(cols)
+	enc, err := keyenc.NewEncoder(cols)
 	if err != nil {
 		return none, err
 	}
 	n := cols[0].Len()
-	var keys keyList
+	var keys keyenc.List
 	for r := range n {
-		keys.appendKey(enc, r)
+		keys.AppendKey(enc, r)
 		if r == 0 { // most keys have one width: size the buffer once
-			keys.buf = slices.Grow(keys.buf, n*len(keys.buf))
+			keys.Grow(n * keys.Span(0, 1))
 		}
 	}
 	return keys, nil
-}
-
-func concatChunks(c *arrow.Chunked) (arrow.Array, error) {
-	if len(c.Chunks()) == 1 {
-		a := c.Chunk(0)
-		a.Retain()
-		return a, nil
-	}
-	return array.Concatenate(c.Chunks(), memory.DefaultAllocator)
 }
 
 // load opens the key index of a merge-on-read writer with a key on a format-v2 or v3 table (a positive
@@ -379,7 +374,7 @@ func (k *keyStage) load(ctx context.Context, tbl *table.Table) error {
 func (k *keyStage) newIndex(base *int64) *keyIndex {
 	idx := newKeyIndex(k.limit, base)
 	idx.pool = k.pool
-	idx.keys.dir = k.spillDir
+	idx.keys.Dir = k.spillDir
 	return idx
 }
 
@@ -436,24 +431,24 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	run.KeyFieldIDs = k.spec.fieldIDs
 	pending := map[int32][]int64{}
 	lineage := tbl.Metadata().Version() >= 3
-	var buf []byte    // a key
-	var locs []keyLoc // its rows
+	var buf []byte       // a key
+	var locs []store.Loc // its rows
 	for _, b := range batches {
 		seg := &run.Segments[b.segIdx]
 		seg.FallbackKeys = append(seg.FallbackKeys, b.keys.keyRecs...)
 		// carried: the _row_id of each key's replaced row, where the index knows it (format version 3).
 		var carried map[string]int64
 		for _, rec := range b.keys.keyRecs {
-			enc, err := newKeyEncoder(rec.Columns())
+			enc, err := keyenc.NewEncoder(rec.Columns())
 			if err != nil {
 				return nil, err
 			}
 			for r := 0; r < int(rec.NumRows()); r++ {
-				buf = enc.appendKey(buf[:0], r)
+				buf = enc.AppendKey(buf[:0], r)
 				locs = idx.remove(locs[:0], buf)
 				for _, l := range locs {
-					pending[l.file] = append(pending[l.file], int64(l.pos))
-					if id, ok := idx.files[l.file].rowID(l.pos); ok && lineage {
+					pending[l.File] = append(pending[l.File], int64(l.Pos))
+					if id, ok := idx.files[l.File].rowID(l.Pos); ok && lineage {
 						if carried == nil {
 							carried = map[string]int64{}
 						}
@@ -493,9 +488,9 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 			idx.recount(f)
 		}
 	}
-	if idx.keys.err != nil {
+	if idx.keys.Err() != nil {
 		// A spilled run could not be read: keys it holds may have gone unplaced, so the run cannot commit.
-		return nil, idx.keys.err
+		return nil, idx.keys.Err()
 	}
 	if len(pending) == 0 {
 		return nil, nil
@@ -679,8 +674,8 @@ func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten
 		idx.addLive(post.Metadata(), t, &keys, dead)
 	}
 	idx.checkBudget()
-	if idx.keys.err != nil {
-		k.dropLocked("the key index's spilled runs", idx.keys.err)
+	if idx.keys.Err() != nil {
+		k.dropLocked("the key index's spilled runs", idx.keys.Err())
 		return
 	}
 	idx.base = head.SnapshotID
@@ -794,7 +789,7 @@ func foreignSince(meta table.Metadata, branch string, base int64, writerID strin
 //
 // Files are read parallel at a time and indexed as they arrive, and the index spills its keys to local disk
 // whenever it passes its budget (checkBudget), as a running writer's does: a table whose keys exceed the budget
-// loads all the same, holding in memory only the index's share (the keyTable's newest keys, the runs' fences,
+// loads all the same, holding in memory only the index's share (the store.Table's newest keys, the runs' fences,
 // bloom filters and deleted bits) plus the files being read. It returns the reason the index cannot be used
 // (still past its budget after spilling, or a spill that failed); the caller then closes idx.
 func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keySpec, idx *keyIndex, parallel int) (string, error) {
@@ -812,7 +807,7 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 	}
 	type loaded struct {
 		task table.FileScanTask
-		keys keyList
+		keys keyenc.List
 		dv   *dv.RoaringPositionBitmap
 	}
 	// Workers read files and hand them over one by one, so at most 2*parallel files' keys wait outside the
@@ -871,8 +866,8 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 			inherited: idx.inheritedDeletes(meta, l.task, nil)}, &l.keys)
 		idx.checkBudget()
 		switch {
-		case idx.keys.err != nil:
-			reason = "the key index's spilled runs: " + idx.keys.err.Error()
+		case idx.keys.Err() != nil:
+			reason = "the key index's spilled runs: " + idx.keys.Err().Error()
 		case idx.over && idx.spillErr != nil:
 			reason = fmt.Sprintf("the table's keys exceed the %s and spilling them failed: %v", idx.budget(), idx.spillErr)
 		case idx.over:

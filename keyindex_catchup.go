@@ -8,6 +8,8 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
+	"github.com/icewriter/iceberg/internal/keyindex/store"
 )
 
 // catchUpLocked brings the key index to tbl's branch head after others committed since its base, instead of
@@ -77,7 +79,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 		if dead != nil {
 			for pos := range dead.Positions() {
 				if f.dv == nil || !f.dv.Contains(pos) {
-					idx.removeLoc(keys.key(int(pos)), keyLoc{file: fid, pos: int32(pos)})
+					idx.removeLoc(keys.Key(int(pos)), store.Loc{File: fid, Pos: int32(pos)})
 				}
 			}
 			if f.dv != nil {
@@ -92,8 +94,8 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 		idx.recount(f)
 	}
 	idx.checkBudget()
-	if idx.keys.err != nil {
-		return idx.keys.err
+	if idx.keys.Err() != nil {
+		return idx.keys.Err()
 	}
 	idx.base, idx.stale = head.SnapshotID, false
 	return nil
@@ -101,13 +103,13 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 
 // addLive indexes a data file's rows (keys, in row order) minus the positions dead removes, with the deletes
 // that removed them.
-func (idx *keyIndex) addLive(meta table.Metadata, t table.FileScanTask, keys *keyList, dead *dv.RoaringPositionBitmap) {
+func (idx *keyIndex) addLive(meta table.Metadata, t table.FileScanTask, keys *keyenc.List, dead *dv.RoaringPositionBitmap) {
 	idx.addRows(&indexedFile{df: newFileRef(t.File), dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t),
 		inherited: idx.inheritedDeletes(meta, t, nil)}, keys)
 }
 
 // removeLoc removes one location of key (a row another writer's delete removed), if the index holds it.
-func (idx *keyIndex) removeLoc(key []byte, loc keyLoc) { idx.keys.removeLoc(key, loc) }
+func (idx *keyIndex) removeLoc(key []byte, loc store.Loc) { idx.keys.RemoveLoc(key, loc) }
 
 // deletesChanged reports whether a data file's deletes in a scan task differ from those the index applied: its
 // vector (by file and offset), or a position or equality delete file it has not seen.

@@ -18,6 +18,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
 // The key stage driven without a Writer: batches encoded through the stage's hooks as the writer's encoder
@@ -268,9 +269,9 @@ func (e *stageEnv) check(k *keyStage) {
 // placements are where an index places each key: data file and row position.
 func placements(idx *keyIndex) map[string]string {
 	locs := map[string][]string{}
-	for k, l := range idx.keys.all() {
+	for k, l := range idx.keys.All() {
 		key := fmt.Sprintf("%x", k)
-		locs[key] = append(locs[key], fmt.Sprintf("%s#%d", filepath.Base(idx.files[l.file].df.FilePath()), l.pos))
+		locs[key] = append(locs[key], fmt.Sprintf("%s#%d", filepath.Base(idx.files[l.File].df.FilePath()), l.Pos))
 	}
 	out := map[string]string{}
 	for k, s := range locs {
@@ -366,7 +367,7 @@ func TestKeyStageCollidingHashes(t *testing.T) {
 			t.Parallel()
 			e := newStageEnv(t, version)
 			k := e.stage(false)
-			k.idx.Load().keys.hash = func(b []byte) uint64 { return keyHash(b) & 1 }
+			k.idx.Load().keys.SetHash(func(b []byte) uint64 { return keyenc.Hash(b) & 1 })
 			e.do(k, opInsert, ids(0, 20), "a")
 			e.do(k, opInsert, []int64{5, 25}, "dup") // a second row of key 5
 			e.do(k, opUpsert, []int64{3, 5, 12, 40}, "u1")

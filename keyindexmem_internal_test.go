@@ -21,9 +21,9 @@ func checkAccounting(t *testing.T, idx *keyIndex) int64 {
 		}
 		files += f.mem
 	}
-	if idx.bytes != idx.keys.size()+files || idx.held.Load() != idx.bytes {
+	if idx.bytes != idx.keys.Size()+files || idx.held.Load() != idx.bytes {
 		t.Fatalf("index counts %d bytes (Stats %d), holds %d: keys %d, files %d", idx.bytes, idx.held.Load(),
-			idx.keys.size()+files, idx.keys.size(), files)
+			idx.keys.Size()+files, idx.keys.Size(), files)
 	}
 	return files
 }

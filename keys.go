@@ -3,10 +3,8 @@ package iceberg
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,7 +17,8 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/arrowx"
 	"github.com/icewriter/iceberg/internal/conform"
-	"github.com/zeebo/xxh3"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
+	"github.com/icewriter/iceberg/internal/keyindex/store"
 )
 
 // keyStage is the writer's key stage, the one owner of everything keyed: the key columns (keySpec), the
@@ -84,6 +83,17 @@ func newKeyStage(tbl *table.Table, target *arrow.Schema, o *options, cow bool) (
 		spillDir: o.keyIndexSpillDir,
 		atCommit: o.rowIDsAtCommit,
 	}, nil
+}
+
+// checkSpillDir reports, as an ErrInvalidOption naming WithKeyIndexSpillDir, a spill directory the writer cannot
+// create its runs in (store.CheckDir), so that NewWriter fails instead of the first spill, which would turn the
+// index off in the middle of a stream. "" (os.TempDir()) is not checked: the index then goes off at its first
+// spill, logged, as before the option existed.
+func checkSpillDir(dir string) error {
+	if err := store.CheckDir(dir); err != nil {
+		return optionErr("WithKeyIndexSpillDir", "%w", err)
+	}
+	return nil
 }
 
 // names returns the key column names (nil without a key).
@@ -246,7 +256,7 @@ func resolveKeys(tbl *table.Table, target *arrow.Schema, o *options) (*keySpec, 
 		if !ok || len(idx) == 0 {
 			return nil, columnErr(n, ErrUnknownColumn, "WithKeys: table columns are %s", fieldNames(target)), nil
 		}
-		if _, err := keyColumnEncoder(array.MakeArrayOfNull(memory.DefaultAllocator, target.Field(idx[0]).Type, 0)); err != nil {
+		if err := keyenc.CheckType(target.Field(idx[0]).Type); err != nil {
 			return nil, columnErr(n, err, ""), nil
 		}
 		ks.fieldIDs = append(ks.fieldIDs, f.ID)
@@ -270,91 +280,6 @@ func resolveKeys(tbl *table.Table, target *arrow.Schema, o *options) (*keySpec, 
 		return nil, partErr, nil
 	}
 	return ks, nil, partErr
-}
-
-// keyEncoder turns the key columns of a row into bytes that are equal exactly when the keys are equal.
-type keyEncoder struct {
-	cols []func(buf []byte, row int) []byte
-}
-
-func newKeyEncoder(cols []arrow.Array) (*keyEncoder, error) {
-	e := &keyEncoder{}
-	for _, c := range cols {
-		f, err := keyColumnEncoder(c)
-		if err != nil {
-			return nil, err
-		}
-		e.cols = append(e.cols, f)
-	}
-	return e, nil
-}
-
-// appendKey appends the row's key to buf.
-func (e *keyEncoder) appendKey(buf []byte, row int) []byte {
-	for _, f := range e.cols {
-		buf = f(buf, row)
-	}
-	return buf
-}
-
-func keyHash(key []byte) uint64 { return xxh3.Hash(key) }
-
-func keyColumnEncoder(c arrow.Array) (func([]byte, int) []byte, error) {
-	u64 := func(buf []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(buf, v) }
-	withLen := func(buf []byte, b []byte) []byte {
-		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(b)))
-		return append(buf, b...)
-	}
-	nullable := func(f func([]byte, int) []byte) func([]byte, int) []byte {
-		return func(buf []byte, row int) []byte {
-			if c.IsNull(row) {
-				return append(buf, 0)
-			}
-			return f(append(buf, 1), row)
-		}
-	}
-	switch a := c.(type) {
-	case *array.Int64:
-		return nullable(func(b []byte, r int) []byte { return u64(b, uint64(a.Value(r))) }), nil
-	case *array.Int32:
-		return nullable(func(b []byte, r int) []byte { return u64(b, uint64(a.Value(r))) }), nil
-	case *array.Date32:
-		return nullable(func(b []byte, r int) []byte { return u64(b, uint64(a.Value(r))) }), nil
-	case *array.Timestamp:
-		return nullable(func(b []byte, r int) []byte { return u64(b, uint64(a.Value(r))) }), nil
-	case *array.Time64:
-		return nullable(func(b []byte, r int) []byte { return u64(b, uint64(a.Value(r))) }), nil
-	case *array.Float64:
-		return nullable(func(b []byte, r int) []byte { return u64(b, math.Float64bits(a.Value(r))) }), nil
-	case *array.Float32: // as the float64 it promotes to, exactly: a key promoted to double keeps its encoding
-		return nullable(func(b []byte, r int) []byte { return u64(b, math.Float64bits(float64(a.Value(r)))) }), nil
-	case *array.Boolean:
-		return nullable(func(b []byte, r int) []byte {
-			if a.Value(r) {
-				return append(b, 1)
-			}
-			return append(b, 0)
-		}), nil
-	case *array.String:
-		return nullable(func(b []byte, r int) []byte { return withLen(b, []byte(a.Value(r))) }), nil
-	case *array.LargeString:
-		return nullable(func(b []byte, r int) []byte { return withLen(b, []byte(a.Value(r))) }), nil
-	case *array.Binary:
-		return nullable(func(b []byte, r int) []byte { return withLen(b, a.Value(r)) }), nil
-	case *array.LargeBinary:
-		return nullable(func(b []byte, r int) []byte { return withLen(b, a.Value(r)) }), nil
-	case *array.FixedSizeBinary:
-		return nullable(func(b []byte, r int) []byte { return append(b, a.Value(r)...) }), nil
-	case *array.Decimal128:
-		return nullable(func(b []byte, r int) []byte {
-			v := a.Value(r)
-			return u64(u64(b, v.LowBits()), uint64(v.HighBits()))
-		}), nil
-	}
-	if ext, ok := c.(array.ExtensionArray); ok {
-		return keyColumnEncoder(ext.Storage())
-	}
-	return nil, fmt.Errorf("%w: %s cannot be a key column", ErrTypeMismatch, c.DataType())
 }
 
 // keyColumns returns the key columns of a record in the table's schema (or of a key-only record).
@@ -387,15 +312,15 @@ type resolved struct {
 	dropped []bool
 }
 
-// dataKeys returns the keys of the rows of data in order (keyEncoder's encoding): the rows of the batch's
+// dataKeys returns the keys of the rows of data in order (keyenc's encoding): the rows of the batch's
 // inserts and upserts that no later change in the batch superseded. The key index learns the keys of the
 // batch's new data files from it (fileRowMap) instead of reading them back.
-func (r *resolved) dataKeys() keyList {
-	var l keyList
+func (r *resolved) dataKeys() keyenc.List {
+	var l keyenc.List
 	if r.ints != nil {
-		l.buf = make([]byte, 0, 9*len(r.ints)) // appendIntKey's width
+		l.Grow(9 * len(r.ints)) // keyenc.AppendInt's width
 	} else {
-		l.buf = make([]byte, 0, len(r.keys))
+		l.Grow(len(r.keys))
 	}
 	var ikey []byte
 	for ord, kind := range r.kinds {
@@ -403,11 +328,11 @@ func (r *resolved) dataKeys() keyList {
 			continue
 		}
 		if r.ints != nil {
-			ikey = appendIntKey(ikey[:0], r.ints[ord])
-			l.add(ikey)
+			ikey = keyenc.AppendInt(ikey[:0], r.ints[ord])
+			l.Add(ikey)
 			continue
 		}
-		l.add(r.keys[r.offs[ord]:r.offs[ord+1]])
+		l.Add(r.keys[r.offs[ord]:r.offs[ord+1]])
 	}
 	return l
 }
@@ -419,7 +344,7 @@ func (r *resolved) keySets() (written, keyed map[uint64]struct{}) {
 }
 
 // resolveHash hashes keys in resolve (a variable so that a test can make every key collide).
-var resolveHash = keyHash
+var resolveHash = keyenc.Hash
 
 // resolve applies the sequential model inside one batch: a key's rows before its last upsert or delete are
 // dropped (a delete of the batch's commit would not reach rows of that same commit), and the batch's deletes
@@ -448,7 +373,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	hashes := make([]uint64, 0, total)
 	kinds := make([]opKind, 0, total)
 	keyedRows := 0
-	ikey := make([]byte, 0, 9) // an integer key encoded as keyEncoder does (so that its hash is the same)
+	ikey := make([]byte, 0, 9) // an integer key encoded as keyenc.Encoder does (so that its hash is the same)
 	for i, rec := range b.in.recs {
 		n, sel := int(b.recRows(i)), b.sel(i)
 		// A record an Apply call hashed (with the same function) brings its hashes: only a key that is not one
@@ -460,12 +385,12 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 		if ints != nil {
 			if !carried {
 				for _, v := range ints[len(hashes) : len(hashes)+n] {
-					ikey = appendIntKey(ikey[:0], v)
+					ikey = keyenc.AppendInt(ikey[:0], v)
 					hashes = append(hashes, resolveHash(ikey))
 				}
 			}
 		} else {
-			enc, err := newKeyEncoder(keyColumns(rec, ks, b.in.kinds[i] == opDelete))
+			enc, err := keyenc.NewEncoder(keyColumns(rec, ks, b.in.kinds[i] == opDelete))
 			if err != nil {
 				return nil, err
 			}
@@ -475,7 +400,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 					row = int(sel[j])
 				}
 				from := len(keys)
-				keys = enc.appendKey(keys, row)
+				keys = enc.AppendKey(keys, row)
 				offs = append(offs, len(keys))
 				if !carried {
 					hashes = append(hashes, resolveHash(keys[from:]))
@@ -663,7 +588,7 @@ func (k *keyStage) sourcesShareKeys(b *batch) bool {
 			}
 			continue
 		}
-		enc, err := newKeyEncoder(keyColumns(rec, k.spec, b.in.kinds[i] == opDelete))
+		enc, err := keyenc.NewEncoder(keyColumns(rec, k.spec, b.in.kinds[i] == opDelete))
 		if err != nil {
 			return true
 		}
@@ -672,7 +597,7 @@ func (k *keyStage) sourcesShareKeys(b *batch) bool {
 			if sel != nil {
 				row = int(sel[j])
 			}
-			buf = enc.appendKey(buf[:0], row)
+			buf = enc.AppendKey(buf[:0], row)
 			if seen(resolveHash(buf)) {
 				return true
 			}
@@ -681,7 +606,7 @@ func (k *keyStage) sourcesShareKeys(b *batch) bool {
 	return false
 }
 
-// intKeys returns the key of each row of b, in order, when the key is one integer column (intValues) without a
+// intKeys returns the key of each row of b, in order, when the key is one integer column (keyenc.IntValues) without a
 // null in b; else nil. resolve then compares keys as integers: encoding every row's key as bytes and comparing
 // those took a third of its time on an id key.
 func intKeys(b *batch, ks *keySpec, total int) []int64 {
@@ -693,7 +618,7 @@ func intKeys(b *batch, ks *keySpec, total int) []int64 {
 		col := keyColumns(rec, ks, b.in.kinds[i] == opDelete)[0]
 		sel := b.sel(i)
 		if sel == nil {
-			vs, ok := intValues(col)
+			vs, ok := keyenc.IntValues(col)
 			if !ok {
 				return nil
 			}
@@ -701,7 +626,7 @@ func intKeys(b *batch, ks *keySpec, total int) []int64 {
 			continue
 		}
 		// The selected rows are upserts, whose keys Apply checked are not null; the others' may be.
-		vs, ok := intValuesOf(col)
+		vs, ok := keyenc.IntValuesOf(col)
 		if !ok {
 			return nil
 		}
@@ -710,45 +635,6 @@ func intKeys(b *batch, ks *keySpec, total int) []int64 {
 		}
 	}
 	return out
-}
-
-// intValues returns the values of an integer column of 64 bits or fewer (timestamps and dates included) without
-// nulls as int64 (for an int64 column, its own values); ok false for any other column. Their keyEncoder
-// encoding is appendIntKey's.
-func intValues(col arrow.Array) (vs []int64, ok bool) {
-	if col.NullN() > 0 {
-		return nil, false
-	}
-	return intValuesOf(col)
-}
-
-// intValuesOf is intValues for a column whose rows read are known not to be null: a null row's value is
-// whatever its slot holds.
-func intValuesOf(col arrow.Array) (vs []int64, ok bool) {
-	widen := func(n int, v func(int) int64) []int64 {
-		out := make([]int64, n)
-		for i := range out {
-			out[i] = v(i)
-		}
-		return out
-	}
-	switch c := col.(type) {
-	case *array.Int64:
-		return c.Int64Values(), true
-	case *array.Timestamp:
-		return widen(c.Len(), func(i int) int64 { return int64(c.Value(i)) }), true
-	case *array.Int32:
-		return widen(c.Len(), func(i int) int64 { return int64(c.Value(i)) }), true
-	case *array.Date32:
-		return widen(c.Len(), func(i int) int64 { return int64(c.Value(i)) }), true
-	}
-	return nil, false
-}
-
-// appendIntKey appends the keyEncoder encoding of a one-column integer key (intValues): not null, then the
-// value as 8 bytes.
-func appendIntKey(buf []byte, v int64) []byte {
-	return binary.LittleEndian.AppendUint64(append(buf, 1), uint64(v))
 }
 
 // intersects reports whether two key sets (key hashes) share a key: run formation starts a new segment when a

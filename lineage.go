@@ -14,7 +14,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/encode"
-	"github.com/twmb/avro/atype"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
 // Row lineage for the copy-on-write stage on format version 3: a rewritten file keeps its rows' _row_id
@@ -33,7 +33,7 @@ func withFirstRowID(meta table.Metadata, df ice.DataFile, firstRowID int64) (ice
 		return nil, fmt.Errorf("iceberg: data file %s: unknown partition spec %d", df.FilePath(), df.SpecID())
 	}
 	b, err := ice.NewDataFileBuilder(*spec, df.ContentType(), df.FilePath(), df.FileFormat(), df.Partition(),
-		partitionLogicalTypes(meta, spec), nil,
+		encode.PartitionLogicalTypes(meta, spec), nil,
 		df.Count(), df.FileSizeBytes())
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: data file %s: %w", df.FilePath(), err)
@@ -51,32 +51,6 @@ func withFirstRowID(meta table.Metadata, df ice.DataFile, firstRowID int64) (ice
 		b.SortOrderID(*s)
 	}
 	return b.FirstRowID(firstRowID).Build(), nil
-}
-
-// partitionLogicalTypes maps the partition fields of spec whose values need an Avro logical type in a manifest
-// (dates, times, timestamps, decimals, UUIDs) to it, as iceberg-go's DataFileBuilder wants them.
-func partitionLogicalTypes(meta table.Metadata, spec *ice.PartitionSpec) map[int]string {
-	sc := meta.CurrentSchema()
-	logical := map[int]string{}
-	for _, f := range spec.Fields() {
-		src, ok := sc.FindFieldByID(f.SourceID())
-		if !ok {
-			continue
-		}
-		switch f.Transform.ResultType(src.Type).(type) {
-		case ice.DateType:
-			logical[f.FieldID] = atype.Date
-		case ice.TimeType:
-			logical[f.FieldID] = atype.TimeMicros
-		case ice.TimestampType, ice.TimestampTzType:
-			logical[f.FieldID] = atype.TimestampMicros
-		case ice.DecimalType:
-			logical[f.FieldID] = atype.Decimal
-		case ice.UUIDType:
-			logical[f.FieldID] = atype.UUID
-		}
-	}
-	return logical
 }
 
 // carryLineage gives the new rows of copy-on-write segment seg the row ids of the rows they replace
@@ -154,7 +128,7 @@ func (r *rowIDs) record(ks *keySet, rec arrow.RecordBatch, hits []bool) error {
 	var buf []byte
 	for row, hit := range hits {
 		if hit && rowID.IsValid(row) {
-			buf = enc.appendKey(buf[:0], row)
+			buf = enc.AppendKey(buf[:0], row)
 			r.ids[string(buf)] = rowID.Value(row)
 		}
 	}
@@ -175,7 +149,7 @@ func (r *rowIDs) record(ks *keySet, rec arrow.RecordBatch, hits []bool) error {
 // rewrite streams the rows in file order): they are returned in keysOf by the new file's path, so that the
 // caller need not read them back either. Each of those reads is two requests to an object store.
 func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, seg *keySet, ids *rowIDs, cfg cowConfig,
-	known func(ice.DataFile) *keyList) (out, replaced []ice.DataFile, keysOf map[string]*keyList, err error) {
+	known func(ice.DataFile) *keyenc.List) (out, replaced []ice.DataFile, keysOf map[string]*keyenc.List, err error) {
 	defer ids.forget(seg)
 	if len(files) == 0 || !ids.any(seg) {
 		return files, nil, nil, nil
@@ -244,9 +218,9 @@ func carryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, se
 			return nil, nil, nil, applyErr
 		}
 		// Rolled into several files, the rows' split between them is iceberg-go's: the caller reads those back.
-		if keys != nil && len(written) == 1 && written[0].Count() == int64(keys.len()) {
+		if keys != nil && len(written) == 1 && written[0].Count() == int64(keys.Len()) {
 			if keysOf == nil {
-				keysOf = map[string]*keyList{}
+				keysOf = map[string]*keyenc.List{}
 			}
 			keysOf[written[0].FilePath()] = keys
 		}
@@ -299,7 +273,7 @@ func (r *rowIDs) holds(ctx context.Context, tbl *table.Table, task table.FileSca
 		r.mu.Lock()
 		found := false
 		for row := 0; row < int(rec.NumRows()) && !found; row++ {
-			buf = enc.appendKey(buf[:0], row)
+			buf = enc.AppendKey(buf[:0], row)
 			if _, mine := ks.keys[string(buf)]; mine {
 				found = r.has(string(buf))
 			}
@@ -314,7 +288,7 @@ func (r *rowIDs) holds(ctx context.Context, tbl *table.Table, task table.FileSca
 }
 
 // keysKnown returns known's keys of df (nil: none known).
-func keysKnown(known func(ice.DataFile) *keyList, df ice.DataFile) *keyList {
+func keysKnown(known func(ice.DataFile) *keyenc.List, df ice.DataFile) *keyenc.List {
 	if known == nil {
 		return nil
 	}
@@ -322,10 +296,10 @@ func keysKnown(known func(ice.DataFile) *keyList, df ice.DataFile) *keyList {
 }
 
 // holdsKnown is holds on a file whose keys are known, in memory.
-func (r *rowIDs) holdsKnown(keys *keyList, ks *keySet) bool {
+func (r *rowIDs) holdsKnown(keys *keyenc.List, ks *keySet) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, key := range keys.all() {
+	for _, key := range keys.All() {
 		if _, mine := ks.keys[string(key)]; mine && r.has(string(key)) {
 			return true
 		}
@@ -361,7 +335,7 @@ func (r *rowIDs) apply(ks *keySet, rec arrow.RecordBatch) (arrow.RecordBatch, er
 	var buf []byte
 	r.mu.Lock()
 	for row := 0; row < rows; row++ {
-		buf = enc.appendKey(buf[:0], row)
+		buf = enc.AppendKey(buf[:0], row)
 		if _, mine := ks.keys[string(buf)]; !mine {
 			b.AppendNull()
 			continue
@@ -402,7 +376,7 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 		files[i] = fk.df
 		known[fk.df.FilePath()] = fk
 	}
-	out, replaced, keysOf, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried, stale: b.keys.rowIDs}, k.rewrite, func(df ice.DataFile) *keyList {
+	out, replaced, keysOf, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried, stale: b.keys.rowIDs}, k.rewrite, func(df ice.DataFile) *keyenc.List {
 		if fk, ok := known[df.FilePath()]; ok {
 			return &fk.keys
 		}
@@ -423,7 +397,7 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 			continue
 		}
 		added = append(added, f)
-		var keys keyList
+		var keys keyenc.List
 		if kl, ok := keysOf[f.FilePath()]; ok {
 			keys = *kl
 		} else if keys, err = readFileKeys(ctx, tbl, f, k.spec); err != nil {
@@ -431,7 +405,7 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 		}
 		fks[i] = fileKeys{df: f, keys: keys}
 		// The ids go to the first row of each key, in file order, as rowIDs.apply gave them.
-		for pos, key := range keys.all() {
+		for pos, key := range keys.All() {
 			if _, mine := ks.keys[string(key)]; !mine {
 				continue
 			}

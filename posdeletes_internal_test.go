@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table/dv"
+	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 )
 
 // TestPositionDeleteFileLayout: a position delete file holds its data file's path in every row, dictionary-
@@ -33,7 +34,7 @@ func TestPositionDeleteFileLayout(t *testing.T) {
 		bm.Set(uint64(p))
 	}
 	path := filepath.Join(t.TempDir(), "pos.parquet")
-	if _, err := writePositionDeleteFile(e.ctx, iceio.LocalFS{}, e.tbl.Metadata(), df, bm, path); err != nil {
+	if _, err := posdelete.Write(e.ctx, iceio.LocalFS{}, e.tbl.Metadata(), df, bm, path); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(path)
@@ -48,7 +49,7 @@ func TestPositionDeleteFileLayout(t *testing.T) {
 	defer pr.Close()
 	for c, dict := range []bool{true, false} {
 		col := pr.MetaData().Schema.Column(c)
-		if id, want := col.SchemaNode().FieldID(), []int{positionDeletePathID, positionDeletePosID}[c]; int(id) != want {
+		if id, want := col.SchemaNode().FieldID(), []int{posdelete.PathID, posdelete.PosID}[c]; int(id) != want {
 			t.Fatalf("column %s has field id %d, want %d", col.Name(), id, want)
 		}
 		cc, err := pr.MetaData().RowGroup(0).ColumnChunk(c)

@@ -9,6 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
+	"github.com/icewriter/iceberg/internal/keyindex/store"
 )
 
 // Row lineage written with a merge-on-read batch (format version 3). An upserted row's new version keeps the
@@ -43,13 +45,13 @@ func (k *keyStage) encodeRowIDs(tbl *table.Table, schema *arrow.Schema, b *batch
 	for _, r := range b.in.recs {
 		rows += r.NumRows()
 	}
-	if int64(keys.len()) != rows {
+	if int64(keys.Len()) != rows {
 		return schema, nil // not the rows dataKeys describes: leave the ids to apply
 	}
 	// A key held by more than one written row (inserts of a key after its upsert) gets no id here: which of
 	// its rows keeps it is apply's choice (the first in file order).
 	count := make(map[string]int, len(guess))
-	for _, key := range keys.all() {
+	for _, key := range keys.All() {
 		if _, ok := guess[string(key)]; ok {
 			count[string(key)]++
 		}
@@ -82,7 +84,7 @@ func (k *keyStage) encodeRowIDs(tbl *table.Table, schema *arrow.Schema, b *batch
 		ib := array.NewInt64Builder(memory.DefaultAllocator)
 		ib.Reserve(int(r.NumRows()))
 		for j := 0; j < int(r.NumRows()); j++ {
-			if id, ok := written[string(keys.key(row+j))]; ok {
+			if id, ok := written[string(keys.Key(row+j))]; ok {
 				ib.Append(id)
 			} else {
 				ib.AppendNull()
@@ -102,7 +104,7 @@ func (k *keyStage) encodeRowIDs(tbl *table.Table, schema *arrow.Schema, b *batch
 	return out, nil
 }
 
-// knownRowIDs returns, by key (keyEncoder's encoding), the _row_id of the one live row the key index holds for
+// knownRowIDs returns, by key (keyenc's encoding), the _row_id of the one live row the key index holds for
 // each key of the key-only records keyRecs, where the index knows that id. It only reads the index (a spilled
 // run is read, never changed); keys it cannot tell are left out, and so is every key while the index is busy.
 func (k *keyStage) knownRowIDs(keyRecs []arrow.RecordBatch) (map[string]int64, error) {
@@ -119,14 +121,14 @@ func (k *keyStage) knownRowIDs(keyRecs []arrow.RecordBatch) (map[string]int64, e
 	}
 	var out map[string]int64
 	var buf []byte
-	var locs []keyLoc
+	var locs []store.Loc
 	for _, rec := range keyRecs {
-		enc, err := newKeyEncoder(rec.Columns())
+		enc, err := keyenc.NewEncoder(rec.Columns())
 		if err != nil {
 			return nil, err
 		}
 		for r := 0; r < int(rec.NumRows()); r++ {
-			buf = enc.appendKey(buf[:0], r)
+			buf = enc.AppendKey(buf[:0], r)
 			var id int64
 			var ok bool
 			if id, ok, locs = idx.knownRowID(buf, locs); ok {
@@ -142,24 +144,15 @@ func (k *keyStage) knownRowIDs(keyRecs []arrow.RecordBatch) (map[string]int64, e
 
 // knownRowID returns the _row_id of key's row when the index holds exactly one live row of key and knows its
 // id (indexedFile.rowID). locs is scratch space, returned for reuse.
-func (idx *keyIndex) knownRowID(key []byte, locs []keyLoc) (int64, bool, []keyLoc) {
-	locs = idx.keys.keyTable.lookup(locs[:0], key)
-	if len(idx.keys.runs) > 0 {
-		h := idx.keys.hash(key)
-		for _, run := range idx.keys.runs {
-			err := run.match(h, key, func(_ int, l keyLoc) bool {
-				locs = append(locs, l)
-				return true
-			})
-			if err != nil {
-				return 0, false, locs // apply reports the run's failure; the id is left to it
-			}
-		}
+func (idx *keyIndex) knownRowID(key []byte, locs []store.Loc) (int64, bool, []store.Loc) {
+	locs, err := idx.keys.Lookup(locs[:0], key)
+	if err != nil {
+		return 0, false, locs // apply reports the run's failure; the id is left to it
 	}
 	if len(locs) != 1 {
 		return 0, false, locs
 	}
-	id, ok := idx.files[locs[0].file].rowID(locs[0].pos)
+	id, ok := idx.files[locs[0].File].rowID(locs[0].Pos)
 	return id, ok, locs
 }
 
@@ -190,7 +183,7 @@ func sameRowIDs(carried, written map[string]int64) bool {
 func rowIDsByFile(fks []fileKeys, written map[string]int64) []map[int32]int64 {
 	ids := make([]map[int32]int64, len(fks))
 	for i := range fks {
-		for pos, key := range fks[i].keys.all() {
+		for pos, key := range fks[i].keys.All() {
 			if id, ok := written[string(key)]; ok {
 				if ids[i] == nil {
 					ids[i] = map[int32]int64{}

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/zeebo/xxh3"
 )
 
@@ -16,7 +17,7 @@ import (
 const versionBytesPerKey = 64
 
 // versionMap holds the version of the last change Apply accepted per key, by a 128-bit hash of the key's
-// encoding (keyEncoder). It is bounded: two generations of at most genCap entries each; a key's new version
+// encoding (keyenc.Encoder). It is bounded: two generations of at most genCap entries each; a key's new version
 // goes into the newer one, and when that fills the older is dropped, so the keys changed least recently lose
 // their versions first. It is the change stage's, used under its lock.
 type versionMap struct {
@@ -36,7 +37,7 @@ func newVersionMap(budget int64, column string, inTable bool) *versionMap {
 	}
 }
 
-// get returns the version of the key whose keyEncoder encoding hashes (xxh3.Hash128) to h; a nil map knows
+// get returns the version of the key whose keyenc.Encoder encoding hashes (xxh3.Hash128) to h; a nil map knows
 // none.
 func (m *versionMap) get(h xxh3.Uint128) (int64, bool) {
 	if m == nil {
@@ -202,7 +203,7 @@ func loadVersions(loaded map[xxh3.Uint128]int64, rec arrow.RecordBatch, ks *keyS
 	if len(idx) == 0 {
 		return false, fmt.Errorf("the scan has no version column %q", column)
 	}
-	enc, err := newKeyEncoder(cols)
+	enc, err := keyenc.NewEncoder(cols)
 	if err != nil {
 		return false, err
 	}
@@ -220,7 +221,7 @@ func loadVersions(loaded map[xxh3.Uint128]int64, rec arrow.RecordBatch, ks *keyS
 		if vcol.IsNull(r) {
 			continue
 		}
-		buf = enc.appendKey(buf[:0], r)
+		buf = enc.AppendKey(buf[:0], r)
 		h, v := changeHash(buf), value(r)
 		if old, ok := loaded[h]; !ok || v > old {
 			loaded[h] = v

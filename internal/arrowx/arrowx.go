@@ -51,3 +51,13 @@ func ArraySize(d arrow.ArrayData) int64 {
 	}
 	return n
 }
+
+// Concat returns the chunks of c as one array: the chunk itself (retained) when there is one.
+func Concat(c *arrow.Chunked) (arrow.Array, error) {
+	if len(c.Chunks()) == 1 {
+		a := c.Chunk(0)
+		a.Retain()
+		return a, nil
+	}
+	return array.Concatenate(c.Chunks(), memory.DefaultAllocator)
+}

@@ -1,4 +1,4 @@
-package iceberg
+package store
 
 import (
 	"encoding/binary"
@@ -8,18 +8,20 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
-// keyTableModel is what a keyTable must hold: each key's locations, as a set.
-type keyTableModel map[string][]keyLoc
+// keyTableModel is what a Table must hold: each key's locations, as a set.
+type keyTableModel map[string][]Loc
 
-func (m keyTableModel) add(key string, l keyLoc) { m[key] = append(m[key], l) }
+func (m keyTableModel) add(key string, l Loc) { m[key] = append(m[key], l) }
 
 // check compares every view of the table (all, lookup, len, the arena's live bytes) with the model.
-func (m keyTableModel) check(t *testing.T, kt *keyTable, keys []string) {
+func (m keyTableModel) check(t *testing.T, kt *Table, keys []string) {
 	t.Helper()
 	got := keyTableModel{}
-	for k, l := range kt.all() {
+	for k, l := range kt.All() {
 		got.add(string(k), l)
 	}
 	want := keyTableModel{}
@@ -38,24 +40,24 @@ func (m keyTableModel) check(t *testing.T, kt *keyTable, keys []string) {
 		t.Fatalf("table holds %v, want %v", got, want)
 	}
 	for _, k := range keys {
-		if got, want := sortedLocs(kt.lookup(nil, []byte(k))), sortedLocs(m[k]); !slices.Equal(got, want) {
+		if got, want := sortedLocs(kt.Lookup(nil, []byte(k))), sortedLocs(m[k]); !slices.Equal(got, want) {
 			t.Fatalf("lookup(%q) = %v, want %v", k, got, want)
 		}
 	}
-	if kt.len() != live || len(kt.arena)-kt.dead != liveBytes {
-		t.Fatalf("%d rows and %d live arena bytes, want %d and %d", kt.len(), len(kt.arena)-kt.dead, live, liveBytes)
+	if kt.Len() != live || len(kt.arena)-kt.dead != liveBytes {
+		t.Fatalf("%d rows and %d live arena bytes, want %d and %d", kt.Len(), len(kt.arena)-kt.dead, live, liveBytes)
 	}
-	if kt.len() > len(kt.buckets) {
-		t.Fatalf("%d rows in %d buckets", kt.len(), len(kt.buckets))
+	if kt.Len() > len(kt.buckets) {
+		t.Fatalf("%d rows in %d buckets", kt.Len(), len(kt.buckets))
 	}
 }
 
-// keyRows is what keyTable and keyStore share: the operations the model drives.
+// keyRows is what Table and Store share: the operations the model drives.
 type keyRows interface {
-	add(key []byte, l keyLoc)
-	remove(dst []keyLoc, key []byte) []keyLoc
-	removeLoc(key []byte, l keyLoc) bool
-	forget(gone func(file int32) bool) int
+	Add(key []byte, l Loc)
+	Remove(dst []Loc, key []byte) []Loc
+	RemoveLoc(key []byte, l Loc) bool
+	Forget(gone func(file int32) bool) int
 }
 
 // drive applies steps random operations on keys to rows and to the model, checking each answer: adds (adds in
@@ -64,19 +66,19 @@ type keyRows interface {
 func (m keyTableModel) drive(t *testing.T, rows keyRows, rng *rand.Rand, keys []string, steps, adds, forgetShare int, after func(step int)) {
 	t.Helper()
 	file, pos := int32(0), int32(0)
-	var dst []keyLoc
+	var dst []Loc
 	for step := range steps {
 		key := keys[rng.IntN(len(keys))]
 		switch op := rng.IntN(10); {
 		case op < adds:
-			l := keyLoc{file: file, pos: pos}
-			rows.add([]byte(key), l)
+			l := Loc{File: file, Pos: pos}
+			rows.Add([]byte(key), l)
 			m.add(key, l)
 			if pos++; pos == 50 {
 				file, pos = file+1, 0
 			}
 		case op < 8:
-			dst = rows.remove(dst[:0], []byte(key))
+			dst = rows.Remove(dst[:0], []byte(key))
 			if got, want := sortedLocs(dst), sortedLocs(m[key]); !slices.Equal(got, want) {
 				t.Fatalf("step %d: remove(%q) = %v, want %v", step, key, got, want)
 			}
@@ -84,13 +86,13 @@ func (m keyTableModel) drive(t *testing.T, rows keyRows, rng *rand.Rand, keys []
 		case op < 9:
 			locs := m[key]
 			if len(locs) == 0 {
-				if rows.removeLoc([]byte(key), keyLoc{file: file, pos: pos}) {
+				if rows.RemoveLoc([]byte(key), Loc{File: file, Pos: pos}) {
 					t.Fatalf("step %d: removeLoc of a key not held found one", step)
 				}
 				break
 			}
 			i := rng.IntN(len(locs))
-			if !rows.removeLoc([]byte(key), locs[i]) {
+			if !rows.RemoveLoc([]byte(key), locs[i]) {
 				t.Fatalf("step %d: removeLoc(%q, %v) found nothing", step, key, locs[i])
 			}
 			m[key] = slices.Delete(slices.Clone(locs), i, i+1)
@@ -101,11 +103,11 @@ func (m keyTableModel) drive(t *testing.T, rows keyRows, rng *rand.Rand, keys []
 			gone := rng.Int32N(file + 1)
 			n := 0
 			for k, locs := range m {
-				kept := slices.DeleteFunc(slices.Clone(locs), func(l keyLoc) bool { return l.file == gone })
+				kept := slices.DeleteFunc(slices.Clone(locs), func(l Loc) bool { return l.File == gone })
 				n += len(locs) - len(kept)
 				m[k] = kept
 			}
-			if got := rows.forget(func(f int32) bool { return f == gone }); got != n {
+			if got := rows.Forget(func(f int32) bool { return f == gone }); got != n {
 				t.Fatalf("step %d: forget removed %d rows, want %d", step, got, n)
 			}
 		}
@@ -113,13 +115,13 @@ func (m keyTableModel) drive(t *testing.T, rows keyRows, rng *rand.Rand, keys []
 	}
 }
 
-func sortedLocs(locs []keyLoc) []keyLoc {
+func sortedLocs(locs []Loc) []Loc {
 	out := slices.Clone(locs)
-	slices.SortFunc(out, func(a, b keyLoc) int {
-		if a.file != b.file {
-			return int(a.file - b.file)
+	slices.SortFunc(out, func(a, b Loc) int {
+		if a.File != b.File {
+			return int(a.File - b.File)
 		}
-		return int(a.pos - b.pos)
+		return int(a.Pos - b.Pos)
 	})
 	return out
 }
@@ -130,14 +132,14 @@ var modelHashes = []struct {
 	name string
 	hash func([]byte) uint64
 }{
-	{"xxh3", keyHash},
-	{"four hashes", func(b []byte) uint64 { return keyHash(b) & 3 }},
+	{"xxh3", keyenc.Hash},
+	{"four hashes", func(b []byte) uint64 { return keyenc.Hash(b) & 3 }},
 	{"one hash", func([]byte) uint64 { return 42 }},
 	// xxh3 without its low 16 bits: every key in one bucket's chain, with tags (bucket.tags) of every kind.
-	{"one bucket", func(b []byte) uint64 { return keyHash(b) &^ 0xffff }},
+	{"one bucket", func(b []byte) uint64 { return keyenc.Hash(b) &^ 0xffff }},
 }
 
-// TestKeyTableModel drives a keyTable with random adds (duplicates included), removes, removeLoc, forget and
+// TestKeyTableModel drives a Table with random adds (duplicates included), removes, removeLoc, forget and
 // lookups of keys of several widths, and compares it with a map after every step: with xxh3, with hashes
 // folded onto four values (every chain holds different keys of one full hash), and with one hash for all.
 func TestKeyTableModel(t *testing.T) {
@@ -145,7 +147,7 @@ func TestKeyTableModel(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(1, 2))
-			kt := newKeyTable()
+			kt := NewTable()
 			kt.hash = c.hash
 			m := keyTableModel{}
 			var keys []string
@@ -171,22 +173,22 @@ func TestKeyTableModel(t *testing.T) {
 // again (into freed slots, then new ones), and compares the table with a map after each step; a table of a few
 // keys holds a few slots.
 func TestKeyTableGrowsByPages(t *testing.T) {
-	kt := newKeyTable()
+	kt := NewTable()
 	m := keyTableModel{}
 	var keys []string
 	for i := range 5*slotPage + 7 {
-		keys = append(keys, string(appendIntKey(nil, int64(i))))
+		keys = append(keys, string(keyenc.AppendInt(nil, int64(i))))
 	}
 	add := func(from, step int, file int32) {
 		for i := from; i < len(keys); i += step {
-			l := keyLoc{file: file, pos: int32(i)}
-			kt.add([]byte(keys[i]), l)
+			l := Loc{File: file, Pos: int32(i)}
+			kt.Add([]byte(keys[i]), l)
 			m.add(keys[i], l)
 		}
 	}
-	small := newKeyTable() // a table of a few keys holds a few slots, not a page
+	small := NewTable() // a table of a few keys holds a few slots, not a page
 	for _, k := range keys[:10] {
-		small.add([]byte(k), keyLoc{})
+		small.Add([]byte(k), Loc{})
 	}
 	if small.capacity() != 16 {
 		t.Fatalf("10 rows in %d slots, want 16", small.capacity())
@@ -196,9 +198,9 @@ func TestKeyTableGrowsByPages(t *testing.T) {
 	if len(kt.pages) != 6 {
 		t.Fatalf("%d rows in %d pages, want 6", len(keys), len(kt.pages))
 	}
-	var dst []keyLoc
+	var dst []Loc
 	for i := 0; i < len(keys); i += 2 {
-		if dst = kt.remove(dst[:0], []byte(keys[i])); len(dst) != 1 {
+		if dst = kt.Remove(dst[:0], []byte(keys[i])); len(dst) != 1 {
 			t.Fatalf("remove(%d) = %v, want one row", i, dst)
 		}
 		delete(m, keys[i])
@@ -212,19 +214,19 @@ func TestKeyTableGrowsByPages(t *testing.T) {
 // TestKeyTableArenaStaysBounded: an upsert stream replaces the same keys over and over; the arena is compacted
 // so that it holds at most about twice the live keys' bytes, and size counts what the table holds.
 func TestKeyTableArenaStaysBounded(t *testing.T) {
-	kt := newKeyTable()
-	var dst []keyLoc
+	kt := NewTable()
+	var dst []Loc
 	key := func(i int) []byte { return binary.LittleEndian.AppendUint64([]byte{1}, uint64(i)) }
 	for round := range 50 {
 		for i := range 1000 {
-			dst = kt.remove(dst[:0], key(i))
-			kt.add(key(i), keyLoc{file: int32(round), pos: int32(i)})
+			dst = kt.Remove(dst[:0], key(i))
+			kt.Add(key(i), Loc{File: int32(round), Pos: int32(i)})
 		}
 	}
 	if live := 1000 * 9; len(kt.arena) > 2*live+1<<10 || cap(kt.arena) > 4*live+1<<11 {
 		t.Fatalf("arena of %d bytes (capacity %d) for %d live bytes", len(kt.arena), cap(kt.arena), live)
 	}
-	if got, want := kt.size(), int64(cap(kt.arena))+int64(kt.capacity())*keySlotBytes+int64(len(kt.buckets))*bucketBytes; got != want {
+	if got, want := kt.Size(), int64(cap(kt.arena))+int64(kt.capacity())*SlotBytes+int64(len(kt.buckets))*bucketBytes; got != want {
 		t.Fatalf("size %d, want %d", got, want)
 	}
 	if kt.used > 2048 {
@@ -232,67 +234,46 @@ func TestKeyTableArenaStaysBounded(t *testing.T) {
 	}
 }
 
-// TestKeyList: keys of one width are held without offsets; the first key of another width keeps every key
-// readable.
-func TestKeyList(t *testing.T) {
-	var l keyList
-	want := []string{"abc", "def", "ghi", "jk", "", "lmnop", "qrs"}
-	for i, k := range want {
-		l.add([]byte(k))
-		if i == 2 && l.ends != nil {
-			t.Fatal("offsets for keys of one width")
-		}
-	}
-	if l.len() != len(want) {
-		t.Fatalf("%d keys, want %d", l.len(), len(want))
-	}
-	for i, k := range l.all() {
-		if string(k) != want[i] {
-			t.Fatalf("key %d = %q, want %q", i, k, want[i])
-		}
-	}
-}
-
 // BenchmarkKeyTable indexes 100,000 int64 keys a file of 1,000 at a time and then removes a tenth of them, as
 // a v2 upsert stream with 10% updates does, and reports x-map: the time of the same work on the index's former
 // storage (a map from a string per key to a slice of locations), measured alternately in the same iterations,
-// over the keyTable's. Goal: well above 1.
+// over the Table's. Goal: well above 1.
 func BenchmarkKeyTable(b *testing.B) {
 	const files, rows = 100, 1000
-	lists := make([]keyList, files)
+	lists := make([]keyenc.List, files)
 	for f := range lists {
 		for r := range rows {
-			lists[f].add(appendIntKey(nil, int64(f*rows+r)))
+			lists[f].Add(keyenc.AppendInt(nil, int64(f*rows+r)))
 		}
 	}
 	var tableTime, mapTime time.Duration
 	for b.Loop() {
 		start := time.Now()
-		kt := newKeyTable()
-		var dst []keyLoc
+		kt := NewTable()
+		var dst []Loc
 		for f := range lists {
-			kt.reserve(rows, len(lists[f].buf))
-			for pos, k := range lists[f].all() {
-				kt.add(k, keyLoc{file: int32(f), pos: int32(pos)})
+			kt.Reserve(rows, lists[f].Span(0, rows))
+			for pos, k := range lists[f].All() {
+				kt.Add(k, Loc{File: int32(f), Pos: int32(pos)})
 			}
 		}
 		for f := range lists {
 			for i := 0; i < rows; i += 10 {
-				dst = kt.remove(dst[:0], lists[f].key(i))
+				dst = kt.Remove(dst[:0], lists[f].Key(i))
 			}
 		}
 		tableTime += time.Since(start)
 
 		start = time.Now()
-		m := map[string][]keyLoc{}
+		m := map[string][]Loc{}
 		for f := range lists {
-			for pos, k := range lists[f].all() {
-				m[string(k)] = append(m[string(k)], keyLoc{file: int32(f), pos: int32(pos)})
+			for pos, k := range lists[f].All() {
+				m[string(k)] = append(m[string(k)], Loc{File: int32(f), Pos: int32(pos)})
 			}
 		}
 		for f := range lists {
 			for i := 0; i < rows; i += 10 {
-				delete(m, string(lists[f].key(i)))
+				delete(m, string(lists[f].Key(i)))
 			}
 		}
 		mapTime += time.Since(start)
@@ -304,19 +285,19 @@ func BenchmarkKeyTable(b *testing.B) {
 // BenchmarkKeyTableRemove removes 20,000 keys, a tenth of them indexed, from a table of 1,000,000 int64 keys, as
 // a commit of an upsert stream with 10% updates does on a grown table (most of its keys are new), and reports
 // x-map: the time of the same removals from a map of the same keys (the index's former storage) over the
-// keyTable's, alternately in the same iterations. Each pass removes other keys, so that what one pass read is
+// Table's, alternately in the same iterations. Each pass removes other keys, so that what one pass read is
 // not in the cache for the next, and the removed rows are put back after it. Goal: above 1.
 func BenchmarkKeyTableRemove(b *testing.B) {
 	const indexed, removed, rounds = 1_000_000, 20_000, 50
-	kt, m := newKeyTable(), make(map[string][]keyLoc, indexed)
-	kt.reserve(indexed, indexed*8)
+	kt, m := NewTable(), make(map[string][]Loc, indexed)
+	kt.Reserve(indexed, indexed*8)
 	for r := range indexed {
-		loc := keyLoc{file: int32(r / 1000), pos: int32(r % 1000)}
-		k := appendIntKey(nil, int64(r))
-		kt.add(k, loc)
+		loc := Loc{File: int32(r / 1000), Pos: int32(r % 1000)}
+		k := keyenc.AppendInt(nil, int64(r))
+		kt.Add(k, loc)
 		m[string(k)] = append(m[string(k)], loc)
 	}
-	gones := make([]keyList, rounds)
+	gones := make([]keyenc.List, rounds)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for r := range gones {
 		for i := range removed {
@@ -324,39 +305,39 @@ func BenchmarkKeyTableRemove(b *testing.B) {
 			if i%10 == 0 {
 				k = rng.Int64N(indexed)
 			}
-			gones[r].add(appendIntKey(nil, k))
+			gones[r].Add(keyenc.AppendInt(nil, k))
 		}
 	}
 	type row struct {
 		key []byte
-		loc keyLoc
+		loc Loc
 	}
 	var back []row
 	var tableTime, mapTime time.Duration
-	var dst []keyLoc
+	var dst []Loc
 	round := 0
 	for b.Loop() {
 		gone := &gones[round%rounds]
 		round++
 		start := time.Now()
-		for i := range gone.len() {
-			dst = kt.remove(dst[:0], gone.key(i))
+		for i := range gone.Len() {
+			dst = kt.Remove(dst[:0], gone.Key(i))
 			for _, l := range dst {
-				back = append(back, row{gone.key(i), l})
+				back = append(back, row{gone.Key(i), l})
 			}
 		}
 		tableTime += time.Since(start)
 		n := len(back)
 		for _, r := range back {
-			kt.add(r.key, r.loc)
+			kt.Add(r.key, r.loc)
 		}
 		back = back[:0]
 
 		gone = &gones[round%rounds]
 		round++
 		start = time.Now()
-		for i := range gone.len() {
-			k := gone.key(i)
+		for i := range gone.Len() {
+			k := gone.Key(i)
 			if locs, ok := m[string(k)]; ok {
 				delete(m, string(k))
 				for _, l := range locs {

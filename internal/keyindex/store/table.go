@@ -1,14 +1,16 @@
-package iceberg
+package store
 
 import (
 	"bytes"
 	"iter"
 	"math/bits"
 	"unsafe"
+
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
-// keyTable is the key index's map from a key (keyEncoder's encoding) to the rows that hold it, built so that
-// indexing a row allocates nothing of its own: a map[string][]keyLoc took a string and a slice per row, about
+// Table is the key index's map from a key (keyenc's encoding) to the rows that hold it, built so that
+// indexing a row allocates nothing of its own: a map[string][]Loc took a string and a slice per row, about
 // 11% of a v2 merge-on-read upsert stream's CPU (BenchmarkUpsert10pct) and over 100 bytes per key. Here every
 // key's bytes are appended to one arena, every row is a slot in one slice, and the slots whose hashes share a
 // bucket form a chain through next; a lookup walks one chain and compares the full hash, then the key's bytes,
@@ -26,9 +28,9 @@ import (
 // stream whose table grows. Only the last page may be shorter, doubling as it fills, so that a table of a few
 // keys holds a few slots.
 //
-// Nothing shrinks the slots or the buckets; size counts what they hold, capacity included.
-type keyTable struct {
-	hash    func([]byte) uint64 // keyHash; a test makes keys collide
+// Nothing shrinks the slots or the buckets; Size counts what they hold, capacity included.
+type Table struct {
+	hash    func([]byte) uint64 // keyenc.Hash; a test makes keys collide
 	arena   []byte
 	pages   [][]keySlot // the slots, slotPage to a page but the last, which may hold fewer
 	used    int32       // slots handed out, free ones included: slot used is the next new one
@@ -38,7 +40,8 @@ type keyTable struct {
 	dead    int         // arena bytes of removed keys
 }
 
-type keyLoc struct{ file, pos int32 }
+// Loc is where an indexed row is: a file the key index numbers and the row's position in it.
+type Loc struct{ File, Pos int32 }
 
 // bucket is the head of a chain of slots and a summary of their hashes: tagBit of each slot's hash is set in
 // tags. A key whose bit is clear is not in the chain; an unlink recomputes the bits from the slots left.
@@ -54,18 +57,18 @@ func tagBit(h uint64) uint32 { return 1 << (h >> 59) }
 const bucketBytes = int64(unsafe.Sizeof(bucket{}))
 
 // keySlot is one indexed row: its key's hash and bytes (arena[off:off+klen]) and where the row is. A free slot
-// has loc.file -1.
+// has loc.File -1.
 type keySlot struct {
 	hash uint64
 	off  int64
 	klen uint32
-	loc  keyLoc
+	loc  Loc
 	next int32 // the next slot of the chain (or of the free list), plus one; 0: none
 }
 
-// keySlotBytes is the size of a slot; with the bucket it hangs from (at most one per slot) and the key's bytes,
-// it is what the index holds per key (keyEntryOverhead).
-const keySlotBytes = int64(unsafe.Sizeof(keySlot{}))
+// SlotBytes is the size of a slot; with the bucket it hangs from (at most one per slot) and the key's bytes,
+// it is what the index holds per key.
+const SlotBytes = int64(unsafe.Sizeof(keySlot{}))
 
 // slotPageBits sets the slots of a page, slotPage (32 KiB of slots): small enough for a table of a few keys,
 // large enough that the page list of a table of millions stays in the cache.
@@ -75,10 +78,10 @@ const (
 )
 
 // slot returns slot s.
-func (t *keyTable) slot(s int32) *keySlot { return &t.pages[s>>slotPageBits][s&(slotPage-1)] }
+func (t *Table) slot(s int32) *keySlot { return &t.pages[s>>slotPageBits][s&(slotPage-1)] }
 
 // capacity returns the slots the pages hold.
-func (t *keyTable) capacity() int {
+func (t *Table) capacity() int {
 	if len(t.pages) == 0 {
 		return 0
 	}
@@ -87,7 +90,7 @@ func (t *keyTable) capacity() int {
 
 // grow makes room for want slots: the last page doubles (at least 16 slots) until it holds slotPage, then pages
 // are added.
-func (t *keyTable) grow(want int) {
+func (t *Table) grow(want int) {
 	for t.capacity() < want {
 		last := len(t.pages) - 1
 		if last < 0 || len(t.pages[last]) == slotPage {
@@ -101,18 +104,22 @@ func (t *keyTable) grow(want int) {
 	}
 }
 
-func newKeyTable() keyTable { return keyTable{hash: keyHash} }
+// NewTable returns an empty table hashing keys with keyenc.Hash.
+func NewTable() Table { return Table{hash: keyenc.Hash} }
 
-// size returns the bytes the table holds: its arena, slots and buckets, capacity included.
-func (t *keyTable) size() int64 {
-	return int64(cap(t.arena)) + int64(t.capacity())*keySlotBytes + int64(cap(t.buckets))*bucketBytes
+// SetHash replaces the hash of an empty table's keys: a test makes keys collide.
+func (t *Table) SetHash(h func([]byte) uint64) { t.hash = h }
+
+// Size returns the bytes the table holds: its arena, slots and buckets, capacity included.
+func (t *Table) Size() int64 {
+	return int64(cap(t.arena)) + int64(t.capacity())*SlotBytes + int64(cap(t.buckets))*bucketBytes
 }
 
-// len returns the rows indexed.
-func (t *keyTable) len() int { return t.live }
+// Len returns the rows indexed.
+func (t *Table) Len() int { return t.live }
 
-// reserve makes room for n more rows without growing slot by slot.
-func (t *keyTable) reserve(n, keyBytes int) {
+// Reserve makes room for n more rows without growing slot by slot.
+func (t *Table) Reserve(n, keyBytes int) {
 	if t.dead > len(t.arena)/2 && t.dead >= 1<<10 {
 		t.compact(keyBytes)
 	}
@@ -137,10 +144,10 @@ func growCap[T any](s []T, n int) []T {
 	return out
 }
 
-// add indexes the row at loc under key (its bytes are copied).
-func (t *keyTable) add(key []byte, loc keyLoc) {
+// Add indexes the row at loc under key (its bytes are copied).
+func (t *Table) Add(key []byte, loc Loc) {
 	if t.live+1 > len(t.buckets) || (t.dead > len(t.arena)/2 && t.dead >= 1<<10) {
-		t.reserve(1, len(key))
+		t.Reserve(1, len(key))
 	}
 	h := t.hash(key)
 	off := int64(len(t.arena))
@@ -162,11 +169,11 @@ func (t *keyTable) add(key []byte, loc keyLoc) {
 }
 
 // key returns a slot's key bytes (valid until the next add).
-func (t *keyTable) key(s *keySlot) []byte { return t.arena[s.off : s.off+int64(s.klen)] }
+func (t *Table) key(s *keySlot) []byte { return t.arena[s.off : s.off+int64(s.klen)] }
 
 // unlinkMatching removes from key's chain the slots that hold key and whose location match accepts (match nil:
 // every one), passing each removed location to f; with one set it stops after the first.
-func (t *keyTable) unlinkMatching(key []byte, match func(keyLoc) bool, one bool, f func(keyLoc)) {
+func (t *Table) unlinkMatching(key []byte, match func(Loc) bool, one bool, f func(Loc)) {
 	if t.live == 0 {
 		return
 	}
@@ -200,29 +207,29 @@ func (t *keyTable) unlinkMatching(key []byte, match func(keyLoc) bool, one bool,
 }
 
 // release puts an unlinked slot on the free list; its key's bytes become dead.
-func (t *keyTable) release(s int32) {
+func (t *Table) release(s int32) {
 	sl := t.slot(s)
 	t.dead += int(sl.klen)
-	*sl = keySlot{loc: keyLoc{file: -1}, next: t.free}
+	*sl = keySlot{loc: Loc{File: -1}, next: t.free}
 	t.free = s + 1
 	t.live--
 }
 
-// remove deletes every row of key and appends their locations to dst.
-func (t *keyTable) remove(dst []keyLoc, key []byte) []keyLoc {
-	t.unlinkMatching(key, nil, false, func(l keyLoc) { dst = append(dst, l) })
+// Remove deletes every row of key and appends their locations to dst.
+func (t *Table) Remove(dst []Loc, key []byte) []Loc {
+	t.unlinkMatching(key, nil, false, func(l Loc) { dst = append(dst, l) })
 	return dst
 }
 
-// removeLoc deletes the row of key at loc, if the table holds it.
-func (t *keyTable) removeLoc(key []byte, loc keyLoc) bool {
+// RemoveLoc deletes the row of key at loc, if the table holds it.
+func (t *Table) RemoveLoc(key []byte, loc Loc) bool {
 	found := false
-	t.unlinkMatching(key, func(l keyLoc) bool { return l == loc }, true, func(keyLoc) { found = true })
+	t.unlinkMatching(key, func(l Loc) bool { return l == loc }, true, func(Loc) { found = true })
 	return found
 }
 
-// lookup appends the locations of key's rows to dst.
-func (t *keyTable) lookup(dst []keyLoc, key []byte) []keyLoc {
+// Lookup appends the locations of key's rows to dst.
+func (t *Table) Lookup(dst []Loc, key []byte) []Loc {
 	if t.live == 0 {
 		return dst
 	}
@@ -239,8 +246,8 @@ func (t *keyTable) lookup(dst []keyLoc, key []byte) []keyLoc {
 	return dst
 }
 
-// forget removes every row of the files gone reports, and returns how many.
-func (t *keyTable) forget(gone func(file int32) bool) int {
+// Forget removes every row of the files gone reports, and returns how many.
+func (t *Table) Forget(gone func(file int32) bool) int {
 	n := 0
 	for b := range t.buckets {
 		bk := &t.buckets[b]
@@ -248,7 +255,7 @@ func (t *keyTable) forget(gone func(file int32) bool) int {
 		for prev := &bk.head; *prev != 0; {
 			s := *prev - 1
 			sl := t.slot(s)
-			if gone(sl.loc.file) {
+			if gone(sl.loc.File) {
 				*prev = sl.next
 				t.release(s)
 				n++
@@ -261,11 +268,11 @@ func (t *keyTable) forget(gone func(file int32) bool) int {
 	return n
 }
 
-// all yields every indexed row: its key (valid until the next add) and location.
-func (t *keyTable) all() iter.Seq2[[]byte, keyLoc] {
-	return func(yield func([]byte, keyLoc) bool) {
+// All yields every indexed row: its key (valid until the next add) and location.
+func (t *Table) All() iter.Seq2[[]byte, Loc] {
+	return func(yield func([]byte, Loc) bool) {
 		for i := range t.used {
-			if sl := t.slot(i); sl.loc.file >= 0 && !yield(t.key(sl), sl.loc) {
+			if sl := t.slot(i); sl.loc.File >= 0 && !yield(t.key(sl), sl.loc) {
 				return
 			}
 		}
@@ -274,7 +281,7 @@ func (t *keyTable) all() iter.Seq2[[]byte, keyLoc] {
 
 // rehash makes the buckets a power of two of at least n (one slot per bucket on average at most) and relinks
 // every slot in use.
-func (t *keyTable) rehash(n int) {
+func (t *Table) rehash(n int) {
 	size := max(16, 1<<bits.Len(uint(n-1)))
 	if size <= len(t.buckets) {
 		return
@@ -283,7 +290,7 @@ func (t *keyTable) rehash(n int) {
 	mask := uint64(size - 1)
 	for i := range t.used {
 		sl := t.slot(i)
-		if sl.loc.file < 0 {
+		if sl.loc.File < 0 {
 			continue
 		}
 		bk := &t.buckets[sl.hash&mask]
@@ -294,11 +301,11 @@ func (t *keyTable) rehash(n int) {
 }
 
 // compact copies the live keys into a new arena with room for extra bytes more, dropping the removed ones.
-func (t *keyTable) compact(extra int) {
+func (t *Table) compact(extra int) {
 	arena := make([]byte, 0, len(t.arena)-t.dead+extra)
 	for i := range t.used {
 		sl := t.slot(i)
-		if sl.loc.file < 0 {
+		if sl.loc.File < 0 {
 			continue
 		}
 		off := int64(len(arena))
@@ -306,88 +313,4 @@ func (t *keyTable) compact(extra int) {
 		sl.off = off
 	}
 	t.arena, t.dead = arena, 0
-}
-
-// keyList is the keys of a file's rows in row order (keyEncoder's encoding) in one buffer, without a string
-// per row: key i is buf[i*width:(i+1)*width] while every key has the same width (an integer key, or any key of
-// fixed-width columns without nulls), else buf[ends[i-1]:ends[i]].
-type keyList struct {
-	buf   []byte
-	ends  []int // nil while every key is width bytes long
-	width int
-	n     int
-}
-
-// len returns the keys held.
-func (l *keyList) len() int { return l.n }
-
-// key returns key i (a slice of the list's buffer: do not modify it).
-func (l *keyList) key(i int) []byte {
-	if l.ends == nil {
-		return l.buf[i*l.width : (i+1)*l.width : (i+1)*l.width]
-	}
-	from := 0
-	if i > 0 {
-		from = l.ends[i-1]
-	}
-	return l.buf[from:l.ends[i]:l.ends[i]]
-}
-
-// span returns the bytes of keys from to to (exclusive).
-func (l *keyList) span(from, to int) int {
-	if from >= to {
-		return 0
-	}
-	if l.ends == nil {
-		return (to - from) * l.width
-	}
-	start := 0
-	if from > 0 {
-		start = l.ends[from-1]
-	}
-	return l.ends[to-1] - start
-}
-
-// appendKey appends the key enc encodes for row.
-func (l *keyList) appendKey(enc *keyEncoder, row int) {
-	from := len(l.buf)
-	l.buf = enc.appendKey(l.buf, row)
-	l.pushed(from)
-}
-
-// add appends a key (copied).
-func (l *keyList) add(key []byte) {
-	from := len(l.buf)
-	l.buf = append(l.buf, key...)
-	l.pushed(from)
-}
-
-// pushed records the key that starts at from and ends the buffer.
-func (l *keyList) pushed(from int) {
-	w := len(l.buf) - from
-	switch {
-	case l.n == 0:
-		l.width = w
-	case l.ends == nil && w != l.width:
-		// The first key of another width: every key so far ends at a multiple of the width.
-		l.ends = make([]int, l.n, max(2*l.n, 16))
-		for i := range l.ends {
-			l.ends[i] = (i + 1) * l.width
-		}
-	}
-	if l.ends != nil {
-		l.ends = append(l.ends, len(l.buf))
-	}
-	l.n++
-}
-
-// all yields each key with its row position.
-func (l *keyList) all() iter.Seq2[int, []byte] {
-	return func(yield func(int, []byte) bool) {
-		for i := range l.n {
-			if !yield(i, l.key(i)) {
-				return
-			}
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package iceberg
+package store
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 	"github.com/icewriter/iceberg/internal/encode"
 )
 
-// keyStore is the key index's storage: the in-memory keyTable, which takes every add, plus the runs it spilled
+// Store is the key index's storage: the in-memory Table, which takes every add, plus the runs it spilled
 // to local disk when the index passed its memory budget (see docs/keyindex-spill.md). A spilled key costs the
 // index about 1.4 bytes of memory (its share of a bloom filter, a fence per spillBlock records, a deleted bit)
 // instead of ~50 bytes, so an
@@ -27,12 +27,13 @@ import (
 // and a lookup on the commit path must cost a pread, not a GET.
 //
 // Lookups consult the table, then the runs newest first; a key held by several rows (a Write of a key already
-// written) may have rows in several parts. An I/O error of a run is kept in err (the first one): from then on
-// the index cannot tell which rows it misses, and keyIndex's callers turn it off or fail the run.
-type keyStore struct {
-	keyTable
-	runs []*keyRun // oldest first
-	dir  string    // where runs are created ("": os.TempDir())
+// written) may have rows in several parts. An I/O error of a run is kept (Err, the first one): from then on
+// the index cannot tell which rows it misses, and the key index turns itself off or fails the run.
+type Store struct {
+	Table
+	// Dir is where runs are created ("": os.TempDir()).
+	Dir  string
+	runs []*run // oldest first
 	err  error
 	// spilledBytes is the size of the runs' files.
 	spilledBytes int64
@@ -40,12 +41,12 @@ type keyStore struct {
 	merged int64
 }
 
-// keyRun is an immutable, sorted spill of the keyTable: n records of spillRecBytes sorted by hash, then the key
+// run is an immutable, sorted spill of the Table: n records of spillRecBytes sorted by hash, then the key
 // area (the keys longer than spillInline, in record order, so a merge reads both areas sequentially). In memory
 // it keeps the hash of every spillBlock-th record (fences), a deleted bit per record and a bloom filter of its
-// hashes (Parquet's split-block filter, about 1.2 bytes a key at bloomFPP), so that a key the run does not hold
+// hashes (Parquet's split-block filter, about 1.2 bytes a key at encode.BloomFPP), so that a key the run does not hold
 // (most keys of an upsert stream are new) costs no read.
-type keyRun struct {
+type run struct {
 	f       *os.File
 	name    string // the file's name while it still has one (not unlinked: removed at close)
 	n       int
@@ -72,37 +73,37 @@ const (
 // errKeyStore marks an I/O failure of the key index's spilled runs.
 var errKeyStore = errors.New("iceberg: key index spill")
 
-// checkSpillDir reports, as an ErrInvalidOption naming WithKeyIndexSpillDir, a spill directory the writer cannot
-// create its runs in (missing, not a directory, not writable), so that NewWriter fails instead of the first
-// spill, which would turn the index off in the middle of a stream. "" (os.TempDir()) is not checked: the index
-// then goes off at its first spill, logged, as before the option existed.
-func checkSpillDir(dir string) error {
+// CheckDir reports a spill directory the store cannot create its runs in (missing, not a directory, not
+// writable), so that the writer fails at its start instead of at the first spill, which would turn the index off
+// in the middle of a stream. "" (os.TempDir()) is not checked.
+func CheckDir(dir string) error {
 	if dir == "" {
 		return nil
 	}
 	f, err := os.CreateTemp(dir, "icewriter-keys-*")
 	if err != nil {
-		return optionErr("WithKeyIndexSpillDir", "cannot create the key index's spill files in %q: %w", dir, err)
+		return fmt.Errorf("cannot create the key index's spill files in %q: %w", dir, err)
 	}
 	if err := errors.Join(f.Close(), os.Remove(f.Name())); err != nil {
-		return optionErr("WithKeyIndexSpillDir", "cannot remove a spill file from %q: %w", dir, err)
+		return fmt.Errorf("cannot remove a spill file from %q: %w", dir, err)
 	}
 	return nil
 }
 
-func newKeyStore() keyStore { return keyStore{keyTable: newKeyTable()} }
+// New returns an empty store whose runs go to os.TempDir() (set Dir for another directory).
+func New() Store { return Store{Table: NewTable()} }
 
-// size returns the memory the store holds: the table's, the runs' fences and deleted bitsets.
-func (s *keyStore) size() int64 {
-	n := s.keyTable.size()
+// Size returns the memory the store holds: the table's, the runs' fences and deleted bitsets.
+func (s *Store) Size() int64 {
+	n := s.Table.Size()
 	for _, r := range s.runs {
 		n += int64(cap(r.fences))*8 + int64(cap(r.deleted))*8 + r.bloom.Size()
 	}
 	return n
 }
 
-// len returns the rows indexed.
-func (s *keyStore) len() int {
+// Len returns the rows indexed.
+func (s *Store) Len() int {
 	n := s.live
 	for _, r := range s.runs {
 		n += r.n - r.ndel
@@ -110,21 +111,27 @@ func (s *keyStore) len() int {
 	return n
 }
 
-func (s *keyStore) fail(err error) {
+// Err returns the first I/O error of a run, wrapped: from then on the store cannot tell which rows it misses.
+func (s *Store) Err() error { return s.err }
+
+// SpilledBytes returns the size of the runs' files.
+func (s *Store) SpilledBytes() int64 { return s.spilledBytes }
+
+func (s *Store) fail(err error) {
 	if s.err == nil {
 		s.err = fmt.Errorf("%w: %w", errKeyStore, err)
 	}
 }
 
-// remove deletes every row of key and appends their locations to dst.
-func (s *keyStore) remove(dst []keyLoc, key []byte) []keyLoc {
-	dst = s.keyTable.remove(dst, key)
+// Remove deletes every row of key and appends their locations to dst.
+func (s *Store) Remove(dst []Loc, key []byte) []Loc {
+	dst = s.Table.Remove(dst, key)
 	if len(s.runs) == 0 {
 		return dst
 	}
 	h := s.hash(key)
 	for i := len(s.runs) - 1; i >= 0; i-- {
-		err := s.runs[i].match(h, key, func(rec int, loc keyLoc) bool {
+		err := s.runs[i].match(h, key, func(rec int, loc Loc) bool {
 			s.runs[i].markDeleted(rec)
 			dst = append(dst, loc)
 			return true
@@ -136,15 +143,15 @@ func (s *keyStore) remove(dst []keyLoc, key []byte) []keyLoc {
 	return dst
 }
 
-// removeLoc deletes the row of key at loc, if the store holds it.
-func (s *keyStore) removeLoc(key []byte, loc keyLoc) bool {
-	if s.keyTable.removeLoc(key, loc) {
+// RemoveLoc deletes the row of key at loc, if the store holds it.
+func (s *Store) RemoveLoc(key []byte, loc Loc) bool {
+	if s.Table.RemoveLoc(key, loc) {
 		return true
 	}
 	h := s.hash(key)
 	found := false
 	for i := len(s.runs) - 1; i >= 0 && !found; i-- {
-		err := s.runs[i].match(h, key, func(rec int, l keyLoc) bool {
+		err := s.runs[i].match(h, key, func(rec int, l Loc) bool {
 			if l != loc {
 				return true
 			}
@@ -159,32 +166,33 @@ func (s *keyStore) removeLoc(key []byte, loc keyLoc) bool {
 	return found
 }
 
-// lookup appends the locations of key's rows to dst.
-func (s *keyStore) lookup(dst []keyLoc, key []byte) []keyLoc {
-	dst = s.keyTable.lookup(dst, key)
+// Lookup appends the locations of key's rows to dst. A run's read error is returned, not kept (Err): a lookup
+// changes nothing, and leaves the failure to the next change of the store to report.
+func (s *Store) Lookup(dst []Loc, key []byte) ([]Loc, error) {
+	dst = s.Table.Lookup(dst, key)
 	if len(s.runs) == 0 {
-		return dst
+		return dst, nil
 	}
 	h := s.hash(key)
 	for i := len(s.runs) - 1; i >= 0; i-- {
-		if err := s.runs[i].match(h, key, func(_ int, l keyLoc) bool { dst = append(dst, l); return true }); err != nil {
-			s.fail(err)
+		if err := s.runs[i].match(h, key, func(_ int, l Loc) bool { dst = append(dst, l); return true }); err != nil {
+			return dst, err
 		}
 	}
-	return dst
+	return dst, nil
 }
 
-// forget removes every row of the files gone reports, and returns how many: the runs are scanned whole (a
+// Forget removes every row of the files gone reports, and returns how many: the runs are scanned whole (a
 // compaction's rebase, rare).
-func (s *keyStore) forget(gone func(file int32) bool) int {
-	n := s.keyTable.forget(gone)
+func (s *Store) Forget(gone func(file int32) bool) int {
+	n := s.Table.Forget(gone)
 	for _, r := range s.runs {
 		for rec, err := range r.records() {
 			if err != nil {
 				s.fail(err)
 				break
 			}
-			if !r.isDeleted(rec.i) && gone(rec.loc.file) {
+			if !r.isDeleted(rec.i) && gone(rec.loc.File) {
 				r.markDeleted(rec.i)
 				n++
 			}
@@ -193,10 +201,10 @@ func (s *keyStore) forget(gone func(file int32) bool) int {
 	return n
 }
 
-// all yields every indexed row: its key (valid until the next call) and location.
-func (s *keyStore) all() iter.Seq2[[]byte, keyLoc] {
-	return func(yield func([]byte, keyLoc) bool) {
-		for k, l := range s.keyTable.all() {
+// All yields every indexed row: its key (valid until the next call) and location.
+func (s *Store) All() iter.Seq2[[]byte, Loc] {
+	return func(yield func([]byte, Loc) bool) {
+		for k, l := range s.Table.All() {
 			if !yield(k, l) {
 				return
 			}
@@ -215,15 +223,15 @@ func (s *keyStore) all() iter.Seq2[[]byte, keyLoc] {
 	}
 }
 
-// spill writes the table's rows as a new run and empties the table (its memory goes back: the budget counts
+// Spill writes the table's rows as a new run and empties the table (its memory goes back: the budget counts
 // capacity), then merges runs of one size tier (compactRuns).
-func (s *keyStore) spill() error {
+func (s *Store) Spill() error {
 	if s.live == 0 {
 		return nil
 	}
 	order := make([]int32, 0, s.live)
 	for i := range s.used {
-		if s.slot(i).loc.file >= 0 {
+		if s.slot(i).loc.File >= 0 {
 			order = append(order, i)
 		}
 	}
@@ -237,7 +245,7 @@ func (s *keyStore) spill() error {
 		}
 		return bytes.Compare(s.key(sa), s.key(sb))
 	})
-	w, err := newRunWriter(s.dir, len(order))
+	w, err := newRunWriter(s.Dir, len(order))
 	if err != nil {
 		return err
 	}
@@ -254,7 +262,7 @@ func (s *keyStore) spill() error {
 	}
 	s.runs = append(s.runs, r)
 	s.spilledBytes += r.size
-	s.keyTable = keyTable{hash: s.hash}
+	s.Table = Table{hash: s.hash}
 	return s.compactRuns()
 }
 
@@ -273,7 +281,7 @@ func runTier(live int) int {
 // whenever there were too many rewrote the whole spilled index every few spills (quadratic in spills). Tiers
 // count live records, so a run that upserts and deletes thinned out sinks to a lower tier and is merged with
 // the smaller runs there. Runs of every tier stay: at most spillTierRuns per tier.
-func (s *keyStore) compactRuns() error {
+func (s *Store) compactRuns() error {
 	for {
 		kept := s.runs[:0]
 		for _, r := range s.runs {
@@ -307,19 +315,19 @@ func (s *keyStore) compactRuns() error {
 
 // merge replaces the runs at the positions pick (ascending) by one in the place of the first, dropping their
 // deleted records: a k-way merge by hash reading each run sequentially. On error the runs stay as they were.
-func (s *keyStore) merge(pick []int) error {
-	runs := make([]*keyRun, len(pick))
+func (s *Store) merge(pick []int) error {
+	runs := make([]*run, len(pick))
 	live := 0
 	for i, p := range pick {
 		runs[i] = s.runs[p]
 		live += runs[i].n - runs[i].ndel
 	}
-	w, err := newRunWriter(s.dir, live)
+	w, err := newRunWriter(s.Dir, live)
 	if err != nil {
 		return err
 	}
 	type cursor struct {
-		r    *keyRun
+		r    *run
 		next func() (spillRecord, error, bool)
 		stop func()
 		cur  spillRecord
@@ -389,8 +397,8 @@ func (s *keyStore) merge(pick []int) error {
 	return nil
 }
 
-// close closes (and removes) the runs' files.
-func (s *keyStore) close() {
+// Close closes (and removes) the runs' files.
+func (s *Store) Close() {
 	for _, r := range s.runs {
 		r.close()
 	}
@@ -430,7 +438,7 @@ func newRunWriter(dir string, n int) (*runWriter, error) {
 	return w, nil
 }
 
-func (w *runWriter) add(h uint64, key []byte, loc keyLoc) error {
+func (w *runWriter) add(h uint64, key []byte, loc Loc) error {
 	if w.i%spillBlock == 0 {
 		w.fences = append(w.fences, h)
 	}
@@ -438,8 +446,8 @@ func (w *runWriter) add(h uint64, key []byte, loc keyLoc) error {
 	b := w.buf[:]
 	clear(b)
 	binary.LittleEndian.PutUint64(b[0:], h)
-	binary.LittleEndian.PutUint32(b[8:], uint32(loc.file))
-	binary.LittleEndian.PutUint32(b[12:], uint32(loc.pos))
+	binary.LittleEndian.PutUint32(b[8:], uint32(loc.File))
+	binary.LittleEndian.PutUint32(b[12:], uint32(loc.Pos))
 	binary.LittleEndian.PutUint32(b[16:], uint32(len(key)))
 	if len(key) <= spillInline {
 		copy(b[20:], key)
@@ -457,7 +465,7 @@ func (w *runWriter) add(h uint64, key []byte, loc keyLoc) error {
 	return nil
 }
 
-func (w *runWriter) finish() (*keyRun, error) {
+func (w *runWriter) finish() (*run, error) {
 	if w.i != w.n {
 		w.abort()
 		return nil, fmt.Errorf("%w: run of %d records got %d", errKeyStore, w.n, w.i)
@@ -466,7 +474,7 @@ func (w *runWriter) finish() (*keyRun, error) {
 		w.abort()
 		return nil, fmt.Errorf("%w: %w", errKeyStore, err)
 	}
-	return &keyRun{f: w.f, name: w.name, n: w.n, keysOff: int64(w.n) * spillRecBytes,
+	return &run{f: w.f, name: w.name, n: w.n, keysOff: int64(w.n) * spillRecBytes,
 		size: int64(w.n)*spillRecBytes + w.keyLen, fences: w.fences, deleted: make([]uint64, (w.n+63)/64),
 		bloom: w.bloom}, nil
 }
@@ -479,7 +487,7 @@ func (w *runWriter) abort() {
 	}
 }
 
-func (r *keyRun) close() {
+func (r *run) close() {
 	r.bloom.Release()
 	_ = r.f.Close()
 	if r.name != "" {
@@ -487,9 +495,9 @@ func (r *keyRun) close() {
 	}
 }
 
-func (r *keyRun) isDeleted(i int) bool { return r.deleted[i/64]&(1<<(i%64)) != 0 }
+func (r *run) isDeleted(i int) bool { return r.deleted[i/64]&(1<<(i%64)) != 0 }
 
-func (r *keyRun) markDeleted(i int) {
+func (r *run) markDeleted(i int) {
 	if !r.isDeleted(i) {
 		r.deleted[i/64] |= 1 << (i % 64)
 		r.ndel++
@@ -500,13 +508,13 @@ func (r *keyRun) markDeleted(i int) {
 type spillRecord struct {
 	i    int
 	hash uint64
-	loc  keyLoc
+	loc  Loc
 	key  []byte
 }
 
 // match calls f with each live record of key (hash h) until f returns false: the fences name the first block
 // that can hold h, and records are read a block per pread until their hash passes h.
-func (r *keyRun) match(h uint64, key []byte, f func(rec int, loc keyLoc) bool) error {
+func (r *run) match(h uint64, key []byte, f func(rec int, loc Loc) bool) error {
 	if r.n == r.ndel || !r.bloom.(metadata.BloomFilter).CheckHash(h) {
 		return nil
 	}
@@ -546,7 +554,7 @@ func (r *keyRun) match(h uint64, key []byte, f func(rec int, loc keyLoc) bool) e
 			if !bytes.Equal(k, key) {
 				continue
 			}
-			loc := keyLoc{file: int32(binary.LittleEndian.Uint32(rec[8:])), pos: int32(binary.LittleEndian.Uint32(rec[12:]))}
+			loc := Loc{File: int32(binary.LittleEndian.Uint32(rec[8:])), Pos: int32(binary.LittleEndian.Uint32(rec[12:]))}
 			if !f(i+j, loc) {
 				return nil
 			}
@@ -557,7 +565,7 @@ func (r *keyRun) match(h uint64, key []byte, f func(rec int, loc keyLoc) bool) e
 }
 
 // records yields every record in order (deleted ones too), reading both areas sequentially.
-func (r *keyRun) records() iter.Seq2[spillRecord, error] {
+func (r *run) records() iter.Seq2[spillRecord, error] {
 	return func(yield func(spillRecord, error) bool) {
 		recs := bufio.NewReaderSize(io.NewSectionReader(r.f, 0, r.keysOff), 64<<10)
 		keys := bufio.NewReaderSize(io.NewSectionReader(r.f, r.keysOff, r.size-r.keysOff), 64<<10)
@@ -581,7 +589,7 @@ func (r *keyRun) records() iter.Seq2[spillRecord, error] {
 			}
 			kbuf = key
 			rec := spillRecord{i: i, hash: binary.LittleEndian.Uint64(b[:]), key: key,
-				loc: keyLoc{file: int32(binary.LittleEndian.Uint32(b[8:])), pos: int32(binary.LittleEndian.Uint32(b[12:]))}}
+				loc: Loc{File: int32(binary.LittleEndian.Uint32(b[8:])), Pos: int32(binary.LittleEndian.Uint32(b[12:]))}}
 			if !yield(rec, nil) {
 				return
 			}

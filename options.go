@@ -239,13 +239,14 @@ func WithPositionOrder(cmp func(partition, a, b string) (c int, ok bool)) Option
 	return func(o *options) { o.posOrder = cmp }
 }
 
-// WithOnCommit registers a callback run after each successful commit, in commit order, on a goroutine of its
-// own: a slow callback delays later callbacks, never a commit. A callback may call any Writer method: Write and
-// Checkpoint accept rows as usual; Flush waits for the commits (not for their callbacks, which come after the
-// running one); Compact runs in the commit queue; Close and Abort close the writer and return without waiting
-// for the callbacks after the running one, which are still delivered once it returns. Close and Abort called
-// elsewhere (a goroutine the callback started and waits for included) return after every callback has
-// returned, or when their ctx ends. Default: none.
+// WithOnCommit registers a callback run after each successful commit, in commit order: it is a HookCommitted
+// hook (see Hook), called before those of WithHooks, so it gets the same CommitInfo on the same goroutine. A
+// later WithOnCommit replaces the earlier one. A slow callback delays later callbacks and hooks, never a
+// commit. A callback may call any Writer method: Write and Checkpoint accept rows as usual; Flush waits for the
+// commits (not for their callbacks, which come after the running one); Compact runs in the commit queue; Close
+// and Abort close the writer and return without waiting for the callbacks after the running one, which are
+// still delivered once it returns. Close and Abort called elsewhere (a goroutine the callback started and waits
+// for included) return after every callback has returned, or when their ctx ends. Default: none.
 func WithOnCommit(f func(CommitInfo)) Option { return func(o *options) { o.onCommit = f } }
 
 // WithLogger sets the logger. Default: slog.Default().

@@ -187,7 +187,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short
 	}
-	w.cbs = newCallbacks(o.onCommit, newHookSet(o.hooks), red, env.id)
+	w.cbs = newCallbacks(newHookSet(o.writerHooks()), red, env.id)
 	env.events = w.cbs
 	w.runs = newRunStage(env, o.committer, tbl,
 		cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows})

@@ -136,7 +136,7 @@ func TestCommitLoopChild(t *testing.T) {
 // commits (the first measured from the start).
 func commitLoop(ctx context.Context, cat catalog.Catalog, ident table.Identifier, id string, d time.Duration) ([]time.Duration, error) {
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID(id), iceberg.WithFlushInterval(0),
-		iceberg.WithSmallFileCompaction(0), iceberg.WithKeepSnapshots(0))
+		iceberg.WithSmallFileCompactionEvery(0), iceberg.WithKeepSnapshots(0))
 	if err != nil {
 		return nil, err
 	}

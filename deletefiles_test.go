@@ -24,7 +24,7 @@ func TestDeleteFilesNoEqualityDeletes(t *testing.T) {
 				cat := openCatalog(t)
 				ident := table.Identifier{"mor", "noeq"}
 				opts := []iceberg.Option{iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
-					iceberg.FormatVersion(version)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0),
+					iceberg.FormatVersion(version)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0),
 					iceberg.WithDeleteFiles(iceberg.NoEqualityDeletes)}
 				if indexOff {
 					opts = append(opts, iceberg.WithKeyIndexBytes(0))
@@ -47,7 +47,7 @@ func TestDeleteFilesNoEqualityDeletes(t *testing.T) {
 				must(t, w.Flush(ctx))
 				compareKV(t, readKV(t, cat, ident), model)
 				// Another writer adds rows: the first writer's index no longer covers the table.
-				x, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0),
+				x, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0),
 					iceberg.WithKeyIndexBytes(0))
 				if err != nil {
 					t.Fatal(err)
@@ -91,7 +91,7 @@ func TestDeleteFilesNoEqualityDeletesOrFail(t *testing.T) {
 			open := func(extra ...iceberg.Option) *iceberg.Writer {
 				w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{iceberg.WithCreate(kvSchema,
 					iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)), iceberg.WithFlushInterval(0),
-					iceberg.WithSmallFileCompaction(0), iceberg.WithDeleteFiles(iceberg.NoEqualityDeletesOrFail)}, extra...)...)
+					iceberg.WithSmallFileCompactionEvery(0), iceberg.WithDeleteFiles(iceberg.NoEqualityDeletesOrFail)}, extra...)...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -142,7 +142,7 @@ func TestDeleteFilesNone(t *testing.T) {
 			cat := openCatalog(t)
 			ident := table.Identifier{"mor", "nodeletes"}
 			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
-				iceberg.FormatVersion(version)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0),
+				iceberg.FormatVersion(version)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0),
 				iceberg.WithDeleteFiles(iceberg.NoDeleteFiles))
 			if err != nil {
 				t.Fatal(err)

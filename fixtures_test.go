@@ -114,7 +114,7 @@ func cowTable(t testing.TB, ctx context.Context, m, perFile int, shuffled bool, 
 	}
 	w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{
 		iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")), iceberg.WithMode(iceberg.CopyOnWrite),
-		iceberg.WithFlushRows(perFile), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0)}, opts...)...)
+		iceberg.WithFlushRows(perFile), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1107,7 +1107,7 @@ func assertPositionDeletesOnly(t *testing.T, cat tableLoader, ident table.Identi
 func mergeOnReadV3Writer(t *testing.T, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier) *iceberg.Writer {
 	t.Helper()
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
-		iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+		iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}

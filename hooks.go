@@ -84,7 +84,7 @@ type HookFenced interface{ OnFenced(Fenced) }
 type HookCompaction interface{ OnCompaction(Compaction) }
 
 // HookDeleteConversion is called after each conversion of equality deletes (ConvertEqualityDeletes and the
-// maintainer's, WithDeleteConversion), done or failed; not when a due pass found none.
+// maintainer's, WithDeleteConversionEvery), done or failed; not when a due pass found none.
 type HookDeleteConversion interface{ OnDeleteConversion(DeleteConversion) }
 
 // HookExpiry is called after each snapshot expiry the writer ran, done or failed (not when nothing was due).
@@ -211,7 +211,7 @@ type Fenced struct {
 type Compaction struct {
 	Table     table.Identifier
 	WriterID  string
-	Automatic bool // run by the writer's maintenance (WithAutoCompact, WithSmallFileCompaction), not Compact
+	Automatic bool // run by the writer's maintenance (WithAutoCompactEvery, WithSmallFileCompactionEvery), not Compact
 	SmallOnly bool // the small-file policy
 	Result    CompactResult
 	Duration  time.Duration
@@ -222,7 +222,7 @@ type Compaction struct {
 type DeleteConversion struct {
 	Table     table.Identifier
 	WriterID  string
-	Automatic bool // run by the writer's maintenance (WithDeleteConversion), not ConvertEqualityDeletes
+	Automatic bool // run by the writer's maintenance (WithDeleteConversionEvery), not ConvertEqualityDeletes
 	Result    ConvertResult
 	Duration  time.Duration
 	Err       error

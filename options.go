@@ -117,8 +117,8 @@ type options struct {
 	rewriteEvery   int
 	branch         string
 	autoCompact    int
-	smallFiles     int     // WithSmallFileCompaction; -1: default by table origin
-	convertEvery   int     // WithDeleteConversion
+	smallFiles     int     // WithSmallFileCompactionEvery; -1: default by table origin
+	convertEvery   int     // WithDeleteConversionEvery
 	deleteRatio    float64 // WithDeleteRewriteRatio
 	createErr      error   // WithCreateFor: the struct type could not be mapped
 	keyIndexBytes  int64
@@ -292,18 +292,24 @@ func WithKeepSnapshots(n int) Option { return func(o *options) { o.keepSnapshots
 func WithExpireOlderThan(d time.Duration) Option { return func(o *options) { o.expireAge = d } }
 
 // WithRewriteManifestsEvery rewrites the table's manifests every n commits, so that manifest lists stay short,
-// and after the first commit that follows each background compaction (WithSmallFileCompaction,
-// WithAutoCompact), whose merged manifests keep an entry for every file it removed until then. Default: 200
+// and after the first commit that follows each background compaction (WithSmallFileCompactionEvery,
+// WithAutoCompactEvery), whose merged manifests keep an entry for every file it removed until then. Default: 200
 // commits. Zero disables both.
 func WithRewriteManifestsEvery(n int) Option { return func(o *options) { o.rewriteEvery = n } }
 
-// WithAutoCompact runs a compaction as Compact does after every n commits that added delete files, so that
+// WithAutoCompactEvery runs a compaction as Compact does after every n commits that added delete files, so that
 // readers of a merge-on-read table never apply more than about n commits' worth of delete files. Each
 // compaction rewrites the data files the deletes apply to (in an unpartitioned table, all of them). It runs off
-// the commit path, as WithSmallFileCompaction's passes do. Default: off.
-func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n } }
+// the commit path, as WithSmallFileCompactionEvery's passes do. docs/guide.md, "Background maintenance", says how
+// it relates to the small-file passes. Default: off.
+func WithAutoCompactEvery(n int) Option { return func(o *options) { o.autoCompact = n } }
 
-// WithSmallFileCompaction merges small data files every n commits: files under an eighth of the target file
+// WithAutoCompact sets what WithAutoCompactEvery sets.
+//
+// Deprecated: use WithAutoCompactEvery.
+func WithAutoCompact(n int) Option { return WithAutoCompactEvery(n) }
+
+// WithSmallFileCompactionEvery merges small data files every n commits: files under an eighth of the target file
 // size, the smallest size tier first once it holds 8 of them, are rewritten together, with their deletes
 // applied; larger files only once deletes cover WithDeleteRewriteRatio of their rows (Compact rewrites every
 // file with deletes), so each pass costs about what those files weigh. Frequent small commits (a flush every
@@ -315,26 +321,36 @@ func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n
 // moved onto the rows of its new files in its commit; a pass whose files were removed meanwhile is given up and
 // the next one due plans again.
 // Default: DefaultSmallFileCompactionEvery (32) on tables the writer creates, off on others; 0 turns it off.
-func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFiles = n } }
+func WithSmallFileCompactionEvery(n int) Option { return func(o *options) { o.smallFiles = n } }
 
-// WithDeleteRewriteRatio makes each background small-file pass (WithSmallFileCompaction) also rewrite, whatever
+// WithSmallFileCompaction sets what WithSmallFileCompactionEvery sets.
+//
+// Deprecated: use WithSmallFileCompactionEvery.
+func WithSmallFileCompaction(n int) Option { return WithSmallFileCompactionEvery(n) }
+
+// WithDeleteRewriteRatio makes each background small-file pass (WithSmallFileCompactionEvery) also rewrite, whatever
 // their size, the data files whose deleted rows are at least share r of their rows, as Java Iceberg's
 // RewriteDataFiles delete-ratio-threshold does: deleted rows are the record counts of the file's position
 // delete files that name it alone and of its deletion vector; equality deletes count as unknown (the
-// maintainer converts them first, WithDeleteConversion). Every reader decodes a file's deleted rows and applies
+// maintainer converts them first, WithDeleteConversionEvery). Every reader decodes a file's deleted rows and applies
 // its deletes until the file is rewritten; the rewrite costs the file's live bytes once. Files past the share
 // are rewritten in groups of their own, packed to the target file size. r must be in [0, 1]; 0 turns it off
 // (passes then merge small files only). Default: DefaultDeleteRewriteRatio (0.3, Java's default).
 func WithDeleteRewriteRatio(r float64) Option { return func(o *options) { o.deleteRatio = r } }
 
-// WithDeleteConversion makes the maintainer convert the table's live equality delete files every n commits
+// WithDeleteConversionEvery makes the maintainer convert the table's live equality delete files every n commits
 // (ConvertEqualityDeletes): their rows become position deletes (format v2) or deletion vectors (v3) and the
 // equality delete files are removed, so readers stop matching every older data file against them. It converts
 // anyone's equality deletes: other writers', older versions', and this writer's own when its key index cannot
 // place a key. A pass reads the equality columns of the data files the deletes apply to, off the commit path
 // (the writer's flushes go on meanwhile; one background pass, conversion or compaction, at a time: one due
 // while another runs starts after a later commit). Default: DefaultDeleteConversionEvery (10); 0 turns it off.
-func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEvery = n } }
+func WithDeleteConversionEvery(n int) Option { return func(o *options) { o.convertEvery = n } }
+
+// WithDeleteConversion sets what WithDeleteConversionEvery sets.
+//
+// Deprecated: use WithDeleteConversionEvery.
+func WithDeleteConversion(n int) Option { return WithDeleteConversionEvery(n) }
 
 // WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v2 or v3
 // table: the index places each key's row, so upserts and deletes become position delete files (v2, one live

@@ -371,7 +371,7 @@ func TestOrphanFilesReferencedElsewhere(t *testing.T) {
 	cat := openCatalog(t)
 	ident, sibling := table.Identifier{"ns", "t"}, table.Identifier{"ns", "t2"}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")),
-		iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+		iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -126,7 +126,7 @@ type options struct {
 	keyIndexSpillDir string
 	deleteFiles      DeleteFiles // WithDeleteFiles
 	supersedeBatch   int         // v2: superseded position delete files removed together (supersededBatch; tests lower it)
-	orphanWindow     time.Duration
+	orphanAge        time.Duration
 	evolve           bool                     // WithSchemaEvolution (evolve.go)
 	deadLetter       func(row any, err error) // WithDeadLetter (evolve.go)
 	changes          ChangeColumns            // WithChangeColumns (apply.go); empty fields: their defaults
@@ -161,7 +161,7 @@ func defaultOptions() options {
 		rewriteEvery:   defaultRewriteManifests,
 		keyIndexBytes:  DefaultKeyIndexBytes,
 		supersedeBatch: supersededBatch,
-		orphanWindow:   DefaultOrphanWindow,
+		orphanAge:      DefaultWriterOrphanOlderThan,
 		smallFiles:     -1,
 		convertEvery:   DefaultDeleteConversionEvery,
 		deleteRatio:    DefaultDeleteRewriteRatio,
@@ -388,15 +388,23 @@ func WithKeyIndexSpillDir(dir string) Option { return func(o *options) { o.keyIn
 // which every Iceberg reader applies cheaply; with NoDeleteFiles it holds none. Default: AnyDeleteFiles.
 func WithDeleteFiles(d DeleteFiles) Option { return func(o *options) { o.deleteFiles = d } }
 
-// WithOrphanWindow sets how old the files a writer ID left uncommitted must be before NewWriter removes them.
+// WithOrphanOlderThan sets how old the files a writer ID left uncommitted must be before NewWriter removes them.
 // With WithWriterID, NewWriter looks (in the background: it never waits for it; at most 10 minutes, and no
 // longer than the writer lives) for the files the same ID wrote in earlier epochs, which a process killed
 // between uploading and committing leaves behind, and deletes those no snapshot references and older than d.
 // The ID's files are recognised by their names, which carry a hash of the table and the ID and the epoch; the
 // fence of NewWriter is what makes the earlier epochs' uncommitted files safe to remove (see docs/guide.md,
 // "Orphan files"). Writers without WithWriterID, or with WithCommitter, remove nothing; RemoveOrphanFiles
-// serves any table. Default: DefaultOrphanWindow (1 hour). Zero turns the removal off.
-func WithOrphanWindow(d time.Duration) Option { return func(o *options) { o.orphanWindow = d } }
+// (OrphanOlderThan) serves any table. Default: DefaultWriterOrphanOlderThan (1 hour), shorter than
+// RemoveOrphanFiles' 24 hours because the fence, not the age, is what keeps a fenced epoch's files from ever
+// being committed, while RemoveOrphanFiles must wait out any writer's upload in flight. Zero turns the removal
+// off (for RemoveOrphanFiles, zero removes every unreferenced file).
+func WithOrphanOlderThan(d time.Duration) Option { return func(o *options) { o.orphanAge = d } }
+
+// WithOrphanWindow sets what WithOrphanOlderThan sets.
+//
+// Deprecated: use WithOrphanOlderThan.
+func WithOrphanWindow(d time.Duration) Option { return WithOrphanOlderThan(d) }
 
 // ChangeColumns names the columns of Apply's change stream that are not (or not only) table columns. An empty
 // field takes its default.

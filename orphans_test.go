@@ -278,8 +278,8 @@ func TestOrphanWriterRemovesOwnFiles(t *testing.T) {
 	young := stalled["a"][0]
 	ageFiles(t, 30*time.Minute, young)
 
-	openSweepClose(t, ctx, cat, ident, iceberg.WithWriterID("a"), iceberg.WithOrphanWindow(0))
-	sameFiles(t, "with WithOrphanWindow(0)", dataFiles(t, cat, ident), files)
+	openSweepClose(t, ctx, cat, ident, iceberg.WithWriterID("a"), iceberg.WithOrphanOlderThan(0))
+	sameFiles(t, "with WithOrphanOlderThan(0)", dataFiles(t, cat, ident), files)
 
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID("a"))
 	if err != nil {

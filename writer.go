@@ -159,7 +159,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		// caller may cancel as soon as NewWriter returns).
 		tbl = tabs.derive(tbl, tbl.Metadata(), tbl.MetadataLocation(), cat)
 	}
-	w.own = newOwnFiles(env, tbl, o.orphanWindow)
+	w.own = newOwnFiles(env, tbl, o.orphanAge)
 	hooks := &conformHooks{deadLetter: o.deadLetter}
 	if o.evolve {
 		hooks.relax = w.relax
@@ -238,8 +238,8 @@ func validateOptions(o *options) error {
 		return optionErr("WithCommitTimeout", "must be positive, got %s", o.commitTimeout)
 	case o.stableID && len(o.writerID) > 200:
 		return optionErr("WithWriterID", "longer than 200 bytes")
-	case o.orphanWindow < 0:
-		return optionErr("WithOrphanWindow", "must not be negative, got %s", o.orphanWindow)
+	case o.orphanAge < 0:
+		return optionErr("WithOrphanOlderThan", "must not be negative, got %s", o.orphanAge)
 	case o.mode != nil && *o.mode != MergeOnRead && *o.mode != CopyOnWrite:
 		return optionErr("WithMode", "unknown mode %d", int(*o.mode))
 	case !(o.deleteRatio >= 0 && o.deleteRatio <= 1): // NaN too

@@ -514,6 +514,20 @@ func (m kvModel) insert(id, v int64) { m[id] = append(m[id], v) }
 func (m kvModel) upsert(id, v int64) { m[id] = []int64{v} }
 func (m kvModel) del(id int64)       { delete(m, id) }
 
+// commitIDs writes and commits ids 0..n-1 (value = id) and returns the model of the table it leaves.
+func commitIDs(t *testing.T, ctx context.Context, w *iceberg.Writer, n int64) kvModel {
+	t.Helper()
+	model := kvModel{}
+	var ids []int64
+	for id := int64(0); id < n; id++ {
+		ids = append(ids, id)
+		model.insert(id, id)
+	}
+	must(t, w.Write(ctx, kvBatch(ids, ids)))
+	must(t, w.Flush(ctx))
+	return model
+}
+
 // compareKV fails unless the table read back (readKV) holds, per id, exactly the model's values.
 func compareKV(t *testing.T, got map[int64][]int64, want kvModel) {
 	t.Helper()

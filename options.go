@@ -49,6 +49,8 @@ const (
 	NoEqualityDeletesOrFail
 	// NoDeleteFiles: no delete files at all: every upsert and delete rewrites the data files holding its keys
 	// (copy-on-write), whatever WithMode says.
+	//
+	// Deprecated: use WithMode(CopyOnWrite), which does the same.
 	NoDeleteFiles
 )
 
@@ -385,7 +387,8 @@ func WithKeyIndexSpillDir(dir string) Option { return func(o *options) { o.keyIn
 
 // WithDeleteFiles sets which kinds of delete files a merge-on-read writer may add (see DeleteFiles): with
 // NoEqualityDeletes or NoEqualityDeletesOrFail the table holds only position deletes and deletion vectors,
-// which every Iceberg reader applies cheaply; with NoDeleteFiles it holds none. Default: AnyDeleteFiles.
+// which every Iceberg reader applies cheaply. For none at all use WithMode(CopyOnWrite) (NoDeleteFiles, which
+// says the same, is deprecated). Default: AnyDeleteFiles.
 func WithDeleteFiles(d DeleteFiles) Option { return func(o *options) { o.deleteFiles = d } }
 
 // WithOrphanOlderThan sets how old the files a writer ID left uncommitted must be before NewWriter removes them.

@@ -139,7 +139,7 @@ func TestCommitLoopChild(t *testing.T) {
 // and returns the times between its commits (the first measured from the start).
 func commitLoop(ctx context.Context, cat catalog.Catalog, ident table.Identifier, id string, d time.Duration, n int) ([]time.Duration, error) {
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID(id), iceberg.WithFlushInterval(0),
-		iceberg.WithSmallFileCompaction(0), iceberg.WithKeepSnapshots(0),
+		iceberg.WithSmallFileCompactionEvery(0), iceberg.WithKeepSnapshots(0),
 		iceberg.WithLogger(slog.New(slog.DiscardHandler))) // every lost race logs a retry
 	if err != nil {
 		return nil, err

@@ -313,13 +313,13 @@ func BenchmarkReadAfterUpserts(b *testing.B) {
 			if err := a100.Close(ctx); err != nil {
 				b.Fatal(err)
 			}
-			// And a writer with WithAutoCompact(20): compaction every 20 delta commits, inside its commit loop.
+			// And a writer with WithAutoCompactEvery(20): compaction every 20 delta commits, inside its commit loop.
 			acStart := time.Now()
-			upsertTable(b, cat, "autocompact", batches, nil, create, iceberg.WithAutoCompact(20))
+			upsertTable(b, cat, "autocompact", batches, nil, create, iceberg.WithAutoCompactEvery(20))
 			acDur := time.Since(acStart)
 			// And the upserted table as it was before the maintainer converted equality deletes
-			// (WithDeleteConversion(0)): the baseline of the conversion's effect on reads.
-			upsertTable(b, cat, "unconverted", batches, nil, create, iceberg.WithDeleteConversion(0))
+			// (WithDeleteConversionEvery(0)): the baseline of the conversion's effect on reads.
+			upsertTable(b, cat, "unconverted", batches, nil, create, iceberg.WithDeleteConversionEvery(0))
 
 			names := []string{"upserted", "appended", "compacted", "autocompact", "appended100", "unconverted"}
 			wall, cpu := map[string][]float64{}, map[string][]float64{}

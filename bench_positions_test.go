@@ -36,7 +36,7 @@ func positionsMetadataGrowth(b *testing.B, commits, perCommit int) (growth, side
 	cat := openCatalog(b)
 	ident := table.Identifier{"bench", "positions"}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithWriterID("connector-0"),
-		iceberg.WithFlushInterval(0), iceberg.WithKeepSnapshots(0), iceberg.WithSmallFileCompaction(0))
+		iceberg.WithFlushInterval(0), iceberg.WithKeepSnapshots(0), iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,28 +12,27 @@ import (
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
-// callbacks delivers WithOnCommit callbacks and the events of WithHooks in the order they happened, on a
-// goroutine of their own, outside the commit loop and every lock of the writer, so that a callback or a hook
+// callbacks delivers the events of WithHooks (WithOnCommit's callback among them: a HookCommitted hook) in the
+// order they happened, on a goroutine of their own, outside the commit loop and every lock of the writer, so that a callback or a hook
 // may call any Writer method: Compact and Flush wait for the commit loop, which no longer waits for the
 // callback; Close called from a callback does not wait for the callbacks after it (they are delivered once it
 // returns). Queueing takes only mu, a leaf: events are queued from under the pipeline's locks too.
 type callbacks struct {
-	fn       func(CommitInfo)
 	hooks    hookSet
 	red      *redact.Redactor // masks the errors events carry
 	writerID string           // the writer the events name
 
 	mu     sync.Mutex
-	queue  []any // CommitInfo and the hooks' events
+	queue  []any // the hooks' events
 	closed bool
 	wake   chan struct{} // capacity 1: something was queued, or closed was set
 	done   chan struct{} // closed when the goroutine has delivered everything after close
 	gid    atomic.Uint64 // the delivering goroutine's id
 }
 
-// newCallbacks starts the delivering goroutine; without fn and hooks it delivers nothing and starts nothing.
-func newCallbacks(fn func(CommitInfo), hooks hookSet, red *redact.Redactor, writerID string) *callbacks {
-	c := &callbacks{fn: fn, hooks: hooks, red: red, writerID: writerID, wake: make(chan struct{}, 1),
+// newCallbacks starts the delivering goroutine; without hooks it delivers nothing and starts nothing.
+func newCallbacks(hooks hookSet, red *redact.Redactor, writerID string) *callbacks {
+	c := &callbacks{hooks: hooks, red: red, writerID: writerID, wake: make(chan struct{}, 1),
 		done: make(chan struct{})}
 	if c.idle() {
 		close(c.done)
@@ -44,7 +43,7 @@ func newCallbacks(fn func(CommitInfo), hooks hookSet, red *redact.Redactor, writ
 }
 
 // idle reports that there is nothing to deliver to.
-func (c *callbacks) idle() bool { return c.fn == nil && len(c.hooks.hooks) == 0 }
+func (c *callbacks) idle() bool { return len(c.hooks.hooks) == 0 }
 
 // wants reports whether a hook wants events of kind k: the caller builds the event only then. A nil c (before
 // NewWriter made it: the fence) wants nothing.
@@ -68,9 +67,6 @@ func (c *callbacks) run() {
 		closed := c.closed
 		c.mu.Unlock()
 		for _, ev := range next {
-			if ci, ok := ev.(CommitInfo); ok && c.fn != nil {
-				c.fn(ci)
-			}
 			c.hooks.dispatch(ev)
 		}
 		if len(next) > 0 {
@@ -83,9 +79,9 @@ func (c *callbacks) run() {
 	}
 }
 
-// deliver queues a commit's callback and HookCommitted (the commit loop calls it in commit order).
+// deliver queues a commit's HookCommitted event (the commit loop calls it in commit order).
 func (c *callbacks) deliver(ci CommitInfo) {
-	if c.fn != nil || c.wants(hookCommitted) {
+	if c.wants(hookCommitted) {
 		c.emit(ci)
 	}
 }

@@ -3,6 +3,7 @@ package iceberg_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -120,4 +121,46 @@ func TestCloseWaitsForCallbacks(t *testing.T) {
 	}
 	counts, _ := readRows(t, cat, ident)
 	assertIDs(t, counts, 0, 100)
+}
+
+// TestOnCommitIsACommittedHook: a WithOnCommit callback and a HookCommitted hook get the same CommitInfo
+// sequence for the same commits, the callback before the hook for each commit; a later WithOnCommit replaces
+// an earlier one.
+func TestOnCommitIsACommittedHook(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"callbacks", "hook"}
+	var mu sync.Mutex
+	var order []string
+	var viaOption []iceberg.CommitInfo
+	rec := &recorder{committed: func(iceberg.CommitInfo) {
+		mu.Lock()
+		order = append(order, "hook")
+		mu.Unlock()
+	}}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithFlushInterval(0),
+		iceberg.WithHooks(rec),
+		iceberg.WithOnCommit(func(iceberg.CommitInfo) { t.Error("the replaced callback was called") }),
+		iceberg.WithOnCommit(func(ci iceberg.CommitInfo) {
+			mu.Lock()
+			order = append(order, "callback")
+			viaOption = append(viaOption, ci)
+			mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitSeed(t, w, seed.New(0, 1), 3, 50)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	viaHook := eventsOf[iceberg.CommitInfo](rec)
+	if len(viaHook) != 3 || !reflect.DeepEqual(viaOption, viaHook) {
+		t.Fatalf("WithOnCommit got %+v\nHookCommitted got %+v", viaOption, viaHook)
+	}
+	for i := 0; i < len(order); i += 2 {
+		if order[i] != "callback" || order[i+1] != "hook" {
+			t.Fatalf("delivery order %v, want the callback before the hook for each commit", order)
+		}
+	}
 }

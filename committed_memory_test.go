@@ -92,7 +92,7 @@ func TestCommittedFilesAreNotRetained(t *testing.T) {
 			tracker := &trackingCommitter{}
 			// Without small-file compaction, whose commits are not the runs' and whose rewrite frees what it
 			// replaced: the runs' commits alone must not keep their files.
-			opts := append(tc.opts(cat, tracker), iceberg.WithCreate(seed.Schema), iceberg.WithSmallFileCompaction(0))
+			opts := append(tc.opts(cat, tracker), iceberg.WithCreate(seed.Schema), iceberg.WithSmallFileCompactionEvery(0))
 			w, err := iceberg.NewWriter(ctx, cat, ident, opts...)
 			if err != nil {
 				t.Fatal(err)

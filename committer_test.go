@@ -45,7 +45,7 @@ func TestCatalogCommitterDefaultTimeout(t *testing.T) {
 	cat := openCatalog(t)
 	ident := table.Identifier{"coord", "compacted"}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema),
-		iceberg.WithCommitter(iceberg.NewCatalogCommitter(cat, 0)), iceberg.WithSmallFileCompaction(4))
+		iceberg.WithCommitter(iceberg.NewCatalogCommitter(cat, 0)), iceberg.WithSmallFileCompactionEvery(4))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// compactor runs the maintenance compactions (WithSmallFileCompaction, WithAutoCompact) off the commit path, so
+// compactor runs the maintenance compactions (WithSmallFileCompactionEvery, WithAutoCompactEvery) off the commit path, so
 // that a live stream's next flush never waits behind one (and, with the same runner, start, the conversion of
 // equality deletes: see convertBackground): reading the files with their deletes and writing the
 // merged files, the slow part, happens on a goroutine of its own on the table as the writer's last commit left

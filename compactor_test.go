@@ -31,7 +31,7 @@ func TestCompactionDoesNotHoldLiveFlushes(t *testing.T) {
 	held, letGo := holdFirstPass(t)
 	events := make(compactions, 4)
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithKeys("id"),
-		iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(8), iceberg.WithHooks(events))
+		iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(8), iceberg.WithHooks(events))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestCompactionRebasesConcurrentDeletes(t *testing.T) {
 		opts    []iceberg.Option
 	}{
 		{"v3 deletion vectors", 3, nil},
-		{"v2 converted position deletes", 2, []iceberg.Option{iceberg.WithDeleteConversion(1)}},
+		{"v2 converted position deletes", 2, []iceberg.Option{iceberg.WithDeleteConversionEvery(1)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -114,7 +114,7 @@ func TestCompactionRebasesConcurrentDeletes(t *testing.T) {
 			events := make(compactions, 64)
 			opts := append([]iceberg.Option{
 				iceberg.WithCreate(seed.Schema, iceberg.FormatVersion(tc.version)), iceberg.WithKeys("id"),
-				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(8), iceberg.WithHooks(events),
+				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(8), iceberg.WithHooks(events),
 			}, tc.opts...)
 			w, err := iceberg.NewWriter(ctx, cat, ident, opts...)
 			if err != nil {
@@ -204,7 +204,7 @@ func TestManifestsRewrittenAfterCompactionPass(t *testing.T) {
 	ident := table.Identifier{"compact", "manifests"}
 	events := make(compactions, 4)
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
-		iceberg.FormatVersion(2)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(8),
+		iceberg.FormatVersion(2)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(8),
 		iceberg.WithHooks(events))
 	if err != nil {
 		t.Fatal(err)

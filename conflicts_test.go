@@ -79,7 +79,7 @@ func TestWritersTakeTurnsAfterConflicts(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, id := range []string{"a", "b"} {
 		w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID(id), iceberg.WithFlushInterval(0),
-			iceberg.WithKeepSnapshots(0), iceberg.WithSmallFileCompaction(0), iceberg.WithOnCommit(func(c iceberg.CommitInfo) {
+			iceberg.WithKeepSnapshots(0), iceberg.WithSmallFileCompactionEvery(0), iceberg.WithOnCommit(func(c iceberg.CommitInfo) {
 				mu.Lock()
 				defer mu.Unlock()
 				maxConflicts[id] = max(maxConflicts[id], c.Conflicts)

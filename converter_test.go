@@ -26,7 +26,7 @@ func TestConversionDoesNotHoldLiveFlushes(t *testing.T) {
 			open := func(id string, opts ...iceberg.Option) *iceberg.Writer {
 				w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{
 					iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
-					iceberg.WithWriterID(id), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0)},
+					iceberg.WithWriterID(id), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0)},
 					opts...)...)
 				if err != nil {
 					t.Fatal(err)
@@ -61,7 +61,7 @@ func TestConversionDoesNotHoldLiveFlushes(t *testing.T) {
 				}
 			}
 			// A writer without a key index leaves an equality delete on the rows 0..49 of its first data file.
-			b := open("b", iceberg.WithKeyIndexBytes(0), iceberg.WithDeleteConversion(0))
+			b := open("b", iceberg.WithKeyIndexBytes(0), iceberg.WithDeleteConversionEvery(0))
 			commit(b, false, 0, 200, 1)
 			commit(b, true, 0, 50, 2)
 			if err := b.Close(ctx); err != nil {
@@ -81,7 +81,7 @@ func TestConversionDoesNotHoldLiveFlushes(t *testing.T) {
 			})
 			defer undo()
 			events := make(conversions, 8)
-			a := open("a", iceberg.WithDeleteConversion(2), iceberg.WithHooks(events))
+			a := open("a", iceberg.WithDeleteConversionEvery(2), iceberg.WithHooks(events))
 			defer a.Close(ctx)
 			letGo := func() { releaseOnce.Do(func() { close(release) }) }
 			defer letGo() // before Close: a failed test must not leave the pass held

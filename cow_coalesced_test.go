@@ -38,12 +38,12 @@ func copyOnWriteSplitRunRetry(t *testing.T, v int, mode string) {
 		s0 = observe(t, cat, ident, model)
 	}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithMode(iceberg.CopyOnWrite),
-		iceberg.WithFlushRows(1), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+		iceberg.WithFlushRows(1), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	other, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithMode(iceberg.CopyOnWrite),
-		iceberg.WithSmallFileCompaction(0))
+		iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}

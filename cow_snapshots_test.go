@@ -42,7 +42,7 @@ func checkpointedUpsert(t *testing.T, cat icecatalog.Catalog, ident table.Identi
 	w, err := iceberg.NewWriter(ctx, cat, ident,
 		iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
 		iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithWriterID("rv"), iceberg.WithCheckpoints(),
-		iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+		iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}

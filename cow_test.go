@@ -137,7 +137,7 @@ func TestCopyOnWriteReadsEachFileOnce(t *testing.T) {
 			// A merge-on-read writer first, for a position delete file on the table's file.
 			mor, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
 				iceberg.FormatVersion(2), iceberg.TableProperties(props)), iceberg.WithMode(iceberg.MergeOnRead),
-				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 			must(t, err)
 			writeIDs(t, ctx, mor, model, 1000)
 			upsert := func(w *iceberg.Writer, ids []int64, v int64) {
@@ -154,7 +154,7 @@ func TestCopyOnWriteReadsEachFileOnce(t *testing.T) {
 			must(t, mor.Close(ctx))
 
 			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithMode(iceberg.CopyOnWrite),
-				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 			must(t, err)
 			before := map[string]table.FileScanTask{}
 			for _, task := range planTasks(t, cat, ident) {
@@ -408,7 +408,7 @@ func TestCopyOnWriteLeavesNoUnreferencedDataFile(t *testing.T) {
 				ident := table.Identifier{"cow", "orphans"}
 				w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
 					iceberg.FormatVersion(v)), iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushInterval(0),
-					iceberg.WithSmallFileCompaction(0))
+					iceberg.WithSmallFileCompactionEvery(0))
 				if err != nil {
 					t.Fatal(err)
 				}

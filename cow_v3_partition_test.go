@@ -39,7 +39,7 @@ func TestCopyOnWriteV3DayPartitions(t *testing.T) {
 	ident := table.Identifier{"cow", "days"}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(tsSchema, iceberg.IdentifierFields("id", "ts"),
 		iceberg.PartitionBy("day(ts)"), iceberg.FormatVersion(3)), iceberg.WithMode(iceberg.CopyOnWrite),
-		iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+		iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}

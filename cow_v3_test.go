@@ -23,7 +23,7 @@ func cowV3Writer(t *testing.T, ctx context.Context, cat icecatalog.Catalog, iden
 	create = append([]iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.FormatVersion(3)}, create...)
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, create...),
 		iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushRows(flushRows), iceberg.WithFlushInterval(0),
-		iceberg.WithSmallFileCompaction(0))
+		iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatalf("NewWriter (v3, copy-on-write): %v", err)
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // DefaultDeleteConversionEvery is how many commits apart the maintainer converts live equality deletes (see
-// WithDeleteConversion).
+// WithDeleteConversionEvery).
 const DefaultDeleteConversionEvery = 10
 
 // ConvertResult reports what ConvertEqualityDeletes did.
@@ -38,7 +38,7 @@ type ConvertResult struct {
 // unless it is global (scan planning decides, as for readers); its rows are found by reading those files'
 // equality columns. The commit asserts the branch head it planned on: a concurrent commit makes it fail, and it
 // plans again on the reloaded table (up to 10 attempts within the commit timeout). It runs inside the writer's
-// commit queue, as Compact does. The maintainer runs a conversion every WithDeleteConversion commits, off the
+// commit queue, as Compact does. The maintainer runs a conversion every WithDeleteConversionEvery commits, off the
 // commit path: it reads and writes while the writer's flushes go on, and takes the queue only for its commit.
 func (w *Writer) ConvertEqualityDeletes(ctx context.Context) (ConvertResult, error) {
 	if err := w.pipe.usable(); err != nil {

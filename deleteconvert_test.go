@@ -86,7 +86,7 @@ func TestConvertEqualityDeletes(t *testing.T) {
 			open := func(id string, opts ...iceberg.Option) *iceberg.Writer {
 				w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{
 					iceberg.WithCreate(kvSchema, create...), iceberg.WithMode(iceberg.MergeOnRead), iceberg.WithWriterID(id),
-					iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0), iceberg.WithDeleteConversion(0),
+					iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0), iceberg.WithDeleteConversionEvery(0),
 					iceberg.WithRowGroupRowsForTest(64)}, opts...)...)
 				if err != nil {
 					t.Fatal(err)
@@ -175,7 +175,7 @@ func TestMaintainerConvertsEqualityDeletes(t *testing.T) {
 			open := func(id string, opts ...iceberg.Option) *iceberg.Writer {
 				w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{
 					iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
-					iceberg.WithWriterID(id), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0)}, opts...)...)
+					iceberg.WithWriterID(id), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0)}, opts...)...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -185,8 +185,8 @@ func TestMaintainerConvertsEqualityDeletes(t *testing.T) {
 			model := kvModel{}
 			ops := &kvOps{rng: rng, keySpace: 500, maxRows: 20, writes: 3, next: 1_000_000}
 			events := make(conversions, 16)
-			a := open("a", iceberg.WithDeleteConversion(4), iceberg.WithHooks(events))
-			b := open("b", iceberg.WithKeyIndexBytes(0), iceberg.WithDeleteConversion(0))
+			a := open("a", iceberg.WithDeleteConversionEvery(4), iceberg.WithHooks(events))
+			b := open("b", iceberg.WithKeyIndexBytes(0), iceberg.WithDeleteConversionEvery(0))
 			flushed := func(w *iceberg.Writer) {
 				t.Helper()
 				ops.apply(t, ctx, w, model)

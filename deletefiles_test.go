@@ -24,7 +24,7 @@ func TestDeleteFilesNoEqualityDeletes(t *testing.T) {
 				cat := openCatalog(t)
 				ident := table.Identifier{"mor", "noeq"}
 				opts := []iceberg.Option{iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
-					iceberg.FormatVersion(version)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0),
+					iceberg.FormatVersion(version)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0),
 					iceberg.WithDeleteFiles(iceberg.NoEqualityDeletes)}
 				if indexOff {
 					opts = append(opts, iceberg.WithKeyIndexBytes(0))
@@ -33,21 +33,14 @@ func TestDeleteFilesNoEqualityDeletes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				model := kvModel{}
-				var ids []int64
-				for id := int64(0); id < 100; id++ {
-					ids = append(ids, id)
-					model.insert(id, id)
-				}
-				must(t, w.Write(ctx, kvBatch(ids, ids)))
-				must(t, w.Flush(ctx))
+				model := commitIDs(t, ctx, w, 100)
 				must(t, w.Upsert(ctx, kvBatch([]int64{1, 2}, []int64{-1, -2})))
 				model.upsert(1, -1)
 				model.upsert(2, -2)
 				must(t, w.Flush(ctx))
 				compareKV(t, readKV(t, cat, ident), model)
 				// Another writer adds rows: the first writer's index no longer covers the table.
-				x, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0),
+				x, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0),
 					iceberg.WithKeyIndexBytes(0))
 				if err != nil {
 					t.Fatal(err)
@@ -91,7 +84,7 @@ func TestDeleteFilesNoEqualityDeletesOrFail(t *testing.T) {
 			open := func(extra ...iceberg.Option) *iceberg.Writer {
 				w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{iceberg.WithCreate(kvSchema,
 					iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)), iceberg.WithFlushInterval(0),
-					iceberg.WithSmallFileCompaction(0), iceberg.WithDeleteFiles(iceberg.NoEqualityDeletesOrFail)}, extra...)...)
+					iceberg.WithSmallFileCompactionEvery(0), iceberg.WithDeleteFiles(iceberg.NoEqualityDeletesOrFail)}, extra...)...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -132,41 +125,43 @@ func TestDeleteFilesNoEqualityDeletesOrFail(t *testing.T) {
 	}
 }
 
-// TestDeleteFilesNone: with WithDeleteFiles(NoDeleteFiles) a writer on a merge-on-read table (its default mode)
-// rewrites the files holding the keys it upserts and deletes: the table never holds a delete file, and reads
-// back as the model.
+// TestDeleteFilesNone: with WithDeleteFiles(NoDeleteFiles), deprecated, a writer on a merge-on-read table (its
+// default mode) rewrites the files holding the keys it upserts and deletes, as WithMode(CopyOnWrite) does: the
+// table never holds a delete file, reads back as the model, and both rewrite the same number of files.
 func TestDeleteFilesNone(t *testing.T) {
 	for _, version := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
-			ctx := context.Background()
-			cat := openCatalog(t)
-			ident := table.Identifier{"mor", "nodeletes"}
-			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
-				iceberg.FormatVersion(version)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0),
-				iceberg.WithDeleteFiles(iceberg.NoDeleteFiles))
-			if err != nil {
-				t.Fatal(err)
+			rewritten := map[string]int64{}
+			for name, opt := range map[string]iceberg.Option{
+				"NoDeleteFiles": iceberg.WithDeleteFiles(iceberg.NoDeleteFiles),
+				"CopyOnWrite":   iceberg.WithMode(iceberg.CopyOnWrite),
+			} {
+				ctx := context.Background()
+				cat := openCatalog(t)
+				ident := table.Identifier{"mor", "nodeletes"}
+				w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
+					iceberg.FormatVersion(version)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0), opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				model := commitIDs(t, ctx, w, 50)
+				for round := int64(0); round < 3; round++ {
+					must(t, w.Upsert(ctx, kvBatch([]int64{round, 10 + round}, []int64{-round, -10 - round})))
+					model.upsert(round, -round)
+					model.upsert(10+round, -10-round)
+					must(t, w.Delete(ctx, keyBatch([]int64{20 + round})))
+					model.del(20 + round)
+					must(t, w.Flush(ctx))
+				}
+				rewritten[name] = w.Stats().FilesRewritten
+				must(t, w.Close(ctx))
+				compareKV(t, readKV(t, cat, ident), model)
+				if live := liveDeletes(t, cat, ident); live.eq+live.pos+live.dvs != 0 {
+					t.Fatalf("%s: %+v: want no delete file", name, live)
+				}
 			}
-			model := kvModel{}
-			var ids []int64
-			for id := int64(0); id < 50; id++ {
-				ids = append(ids, id)
-				model.insert(id, id)
-			}
-			must(t, w.Write(ctx, kvBatch(ids, ids)))
-			must(t, w.Flush(ctx))
-			for round := int64(0); round < 3; round++ {
-				must(t, w.Upsert(ctx, kvBatch([]int64{round, 10 + round}, []int64{-round, -10 - round})))
-				model.upsert(round, -round)
-				model.upsert(10+round, -10-round)
-				must(t, w.Delete(ctx, keyBatch([]int64{20 + round})))
-				model.del(20 + round)
-				must(t, w.Flush(ctx))
-			}
-			must(t, w.Close(ctx))
-			compareKV(t, readKV(t, cat, ident), model)
-			if live := liveDeletes(t, cat, ident); live.eq+live.pos+live.dvs != 0 {
-				t.Fatalf("%+v: want no delete file", live)
+			if rewritten["NoDeleteFiles"] != rewritten["CopyOnWrite"] || rewritten["CopyOnWrite"] == 0 {
+				t.Fatalf("files rewritten: %v, want the same, not 0", rewritten)
 			}
 		})
 	}

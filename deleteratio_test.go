@@ -30,8 +30,8 @@ func TestBackgroundPassRewritesDeletedFiles(t *testing.T) {
 			// only the delete share can pick a file.
 			w, err := iceberg.NewWriter(ctx, cat, ident,
 				iceberg.WithCreate(seed.Schema, iceberg.FormatVersion(version)), iceberg.WithKeys("id"),
-				iceberg.WithFlushInterval(0), iceberg.WithTargetFileSize(64<<10), iceberg.WithSmallFileCompaction(4),
-				iceberg.WithDeleteConversion(0), iceberg.WithDeleteRewriteRatio(0.3), iceberg.WithHooks(events))
+				iceberg.WithFlushInterval(0), iceberg.WithTargetFileSize(64<<10), iceberg.WithSmallFileCompactionEvery(4),
+				iceberg.WithDeleteConversionEvery(0), iceberg.WithDeleteRewriteRatio(0.3), iceberg.WithHooks(events))
 			if err != nil {
 				t.Fatal(err)
 			}

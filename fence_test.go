@@ -70,7 +70,7 @@ func TestFenceStopsCompaction(t *testing.T) {
 			cat := openCatalog(t)
 			ident := table.Identifier{"fence", "compact"}
 			a, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")),
-				iceberg.WithWriterID("x"), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+				iceberg.WithWriterID("x"), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,7 +156,7 @@ func TestFenceStopsMaintenance(t *testing.T) {
 	// Expiry is due once the table holds more than 1 + 10 snapshots (the kept count plus WithKeepSnapshots' slack).
 	a, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema), iceberg.WithWriterID("x"),
 		iceberg.WithFlushInterval(0), iceberg.WithKeepSnapshots(1), iceberg.WithRewriteManifestsEvery(0),
-		iceberg.WithSmallFileCompaction(0), iceberg.WithLogger(slog.New(logs)))
+		iceberg.WithSmallFileCompactionEvery(0), iceberg.WithLogger(slog.New(logs)))
 	if err != nil {
 		t.Fatal(err)
 	}

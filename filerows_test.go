@@ -41,7 +41,7 @@ func TestKeyIndexLearnsNewFilesWithoutReadingThem(t *testing.T) {
 				create = append(create, iceberg.PartitionBy(c.part))
 			}
 			opts := []iceberg.Option{iceberg.WithCreate(kvSchema, create...), iceberg.WithMode(iceberg.MergeOnRead),
-				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0), iceberg.WithFlushRows(1000),
+				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0), iceberg.WithFlushRows(1000),
 				iceberg.WithMaxInFlight(4), iceberg.WithTargetFileSize(8 << 10), iceberg.WithRowGroupRowsForTest(100)}
 			if c.chunks > 0 {
 				opts = append(opts, iceberg.WithFanoutForTest(c.chunks, 1000))

@@ -55,7 +55,7 @@ func idNameWriter(t testing.TB, files, perFile int, opts ...Option) *Writer {
 	t.Helper()
 	ctx := context.Background()
 	w, err := NewWriter(ctx, openTestCatalog(t), table.Identifier{"b", "t"}, append([]Option{
-		WithFlushInterval(0), WithSmallFileCompaction(0)}, opts...)...)
+		WithFlushInterval(0), WithSmallFileCompactionEvery(0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

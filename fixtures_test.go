@@ -114,7 +114,7 @@ func cowTable(t testing.TB, ctx context.Context, m, perFile int, shuffled bool, 
 	}
 	w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{
 		iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")), iceberg.WithMode(iceberg.CopyOnWrite),
-		iceberg.WithFlushRows(perFile), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0)}, opts...)...)
+		iceberg.WithFlushRows(perFile), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,6 +513,20 @@ type kvModel map[int64][]int64
 func (m kvModel) insert(id, v int64) { m[id] = append(m[id], v) }
 func (m kvModel) upsert(id, v int64) { m[id] = []int64{v} }
 func (m kvModel) del(id int64)       { delete(m, id) }
+
+// commitIDs writes and commits ids 0..n-1 (value = id) and returns the model of the table it leaves.
+func commitIDs(t *testing.T, ctx context.Context, w *iceberg.Writer, n int64) kvModel {
+	t.Helper()
+	model := kvModel{}
+	var ids []int64
+	for id := int64(0); id < n; id++ {
+		ids = append(ids, id)
+		model.insert(id, id)
+	}
+	must(t, w.Write(ctx, kvBatch(ids, ids)))
+	must(t, w.Flush(ctx))
+	return model
+}
 
 // compareKV fails unless the table read back (readKV) holds, per id, exactly the model's values.
 func compareKV(t *testing.T, got map[int64][]int64, want kvModel) {
@@ -1107,7 +1121,7 @@ func assertPositionDeletesOnly(t *testing.T, cat tableLoader, ident table.Identi
 func mergeOnReadV3Writer(t *testing.T, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier) *iceberg.Writer {
 	t.Helper()
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
-		iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+		iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}

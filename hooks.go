@@ -13,10 +13,10 @@ import (
 // without breaking it. Exporters live in modules of their own (github.com/icewriter/iceberg/otel), so the
 // writer links none.
 //
-// Delivery. Every hook is called on one goroutine of the writer, the one that runs WithOnCommit callbacks, in
-// the order the events happened, outside every lock of the writer and never on the commit loop: a hook may
-// call any Writer method (Stats, Flush, Compact, even Close), and a slow hook delays the hooks after it, never
-// the writer. Events are therefore delivered a little after they happened; each carries its own timestamps
+// Delivery. Every hook is called on one goroutine of the writer (WithOnCommit's callback is a HookCommitted
+// hook there, called before those of WithHooks), in the order the events happened, outside every lock of the
+// writer and never on the commit loop: a hook may call any Writer method (Stats, Flush, Compact, even Close),
+// and a slow hook delays the hooks after it, never the writer. Events are therefore delivered a little after they happened; each carries its own timestamps
 // and durations. A writer makes one commit at a time (runs, compactions, schema changes and maintenance all
 // commit inside its commit queue), so a transaction's CommitAttempt, Conflict and Retry events come before the
 // event that ends it (HookCommitted for a run, HookCompaction, HookExpiry), and none of another transaction in
@@ -53,8 +53,22 @@ type HookFileWritten interface{ OnFileWritten(FileWritten) }
 // compactions, schema changes, maintenance), whether it applied or failed, and why.
 type HookCommitAttempt interface{ OnCommitAttempt(CommitAttempt) }
 
-// HookCommitted is called after each run committed, with what WithOnCommit gets.
+// HookCommitted is called after each run committed. WithOnCommit registers its callback as one of these.
 type HookCommitted interface{ OnCommitted(CommitInfo) }
+
+// onCommitHook is WithOnCommit's callback as a HookCommitted hook.
+type onCommitHook func(CommitInfo)
+
+func (f onCommitHook) OnCommitted(ci CommitInfo) { f(ci) }
+
+// writerHooks is the writer's hooks: WithOnCommit's callback first (it ran before the hooks when it had a
+// delivery of its own, and still does), then those of WithHooks in their order.
+func (o *options) writerHooks() []Hook {
+	if o.onCommit == nil {
+		return o.hooks
+	}
+	return append([]Hook{onCommitHook(o.onCommit)}, o.hooks...)
+}
 
 // HookConflict is called for each attempt the catalog rejected because the table moved.
 type HookConflict interface{ OnConflict(Conflict) }
@@ -70,7 +84,7 @@ type HookFenced interface{ OnFenced(Fenced) }
 type HookCompaction interface{ OnCompaction(Compaction) }
 
 // HookDeleteConversion is called after each conversion of equality deletes (ConvertEqualityDeletes and the
-// maintainer's, WithDeleteConversion), done or failed; not when a due pass found none.
+// maintainer's, WithDeleteConversionEvery), done or failed; not when a due pass found none.
 type HookDeleteConversion interface{ OnDeleteConversion(DeleteConversion) }
 
 // HookExpiry is called after each snapshot expiry the writer ran, done or failed (not when nothing was due).
@@ -197,7 +211,7 @@ type Fenced struct {
 type Compaction struct {
 	Table     table.Identifier
 	WriterID  string
-	Automatic bool // run by the writer's maintenance (WithAutoCompact, WithSmallFileCompaction), not Compact
+	Automatic bool // run by the writer's maintenance (WithAutoCompactEvery, WithSmallFileCompactionEvery), not Compact
 	SmallOnly bool // the small-file policy
 	Result    CompactResult
 	Duration  time.Duration
@@ -208,7 +222,7 @@ type Compaction struct {
 type DeleteConversion struct {
 	Table     table.Identifier
 	WriterID  string
-	Automatic bool // run by the writer's maintenance (WithDeleteConversion), not ConvertEqualityDeletes
+	Automatic bool // run by the writer's maintenance (WithDeleteConversionEvery), not ConvertEqualityDeletes
 	Result    ConvertResult
 	Duration  time.Duration
 	Err       error

@@ -284,7 +284,7 @@ func TestHooksReportExpiryFencingAndBackpressure(t *testing.T) {
 		cat := openCatalog(t)
 		rec := &recorder{}
 		w, err := iceberg.NewWriter(ctx, cat, table.Identifier{"hooks", "expiry"}, iceberg.WithCreate(seed.Schema),
-			iceberg.WithFlushInterval(0), iceberg.WithKeepSnapshots(1), iceberg.WithSmallFileCompaction(0), iceberg.WithHooks(rec))
+			iceberg.WithFlushInterval(0), iceberg.WithKeepSnapshots(1), iceberg.WithSmallFileCompactionEvery(0), iceberg.WithHooks(rec))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,7 +37,7 @@ func TestKeyIndexCatchesUp(t *testing.T) {
 			open := func(id string) *iceberg.Writer {
 				w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, create...),
 					iceberg.WithMode(iceberg.MergeOnRead), iceberg.WithWriterID(id), iceberg.WithFlushInterval(0),
-					iceberg.WithSmallFileCompaction(0), iceberg.WithDeleteConversion(0), iceberg.WithRowGroupRowsForTest(64),
+					iceberg.WithSmallFileCompactionEvery(0), iceberg.WithDeleteConversionEvery(0), iceberg.WithRowGroupRowsForTest(64),
 					iceberg.WithSupersededBatchForTest(4))
 				if err != nil {
 					t.Fatal(err)

@@ -22,7 +22,7 @@ func TestKeyIndexLoadsOverPositionDeletes(t *testing.T) {
 	open := func(id string) *iceberg.Writer {
 		w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
 			iceberg.FormatVersion(2)), iceberg.WithMode(iceberg.MergeOnRead), iceberg.WithWriterID(id),
-			iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0), iceberg.WithDeleteConversion(0))
+			iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0), iceberg.WithDeleteConversionEvery(0))
 		if err != nil {
 			t.Fatal(err)
 		}

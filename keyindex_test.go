@@ -48,7 +48,7 @@ func TestKeyIndexAcrossRestarts(t *testing.T) {
 			open := func(opts []iceberg.Option) *iceberg.Writer {
 				w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{
 					iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(3)),
-					iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0), iceberg.WithDeleteConversion(0)}, opts...)...)
+					iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0), iceberg.WithDeleteConversionEvery(0)}, opts...)...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -131,7 +131,7 @@ func TestKeyIndexRestartModel(t *testing.T) {
 			}
 			open := func(phase int) *iceberg.Writer {
 				opts := []iceberg.Option{iceberg.WithCreate(kvSchema, create...), iceberg.WithMode(iceberg.MergeOnRead),
-					iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0),
+					iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0),
 					iceberg.WithFlushRows(1 + rng.IntN(300)), iceberg.WithMaxInFlight(1 + rng.IntN(3)),
 					iceberg.WithRowGroupRowsForTest(16 + rng.IntN(64))}
 				if trial%3 == 2 {
@@ -220,7 +220,7 @@ func TestKeyIndexForeignCommitAfterLoad(t *testing.T) {
 	ident := table.Identifier{"mor", "foreign"}
 	open := func() *iceberg.Writer {
 		w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
-			iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+			iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,7 +295,7 @@ func TestKeyIndexAfterRenames(t *testing.T) {
 	cat := openCatalog(t)
 	ident := table.Identifier{"mor", "rename"}
 	a, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
-		iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+		iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestKeyIndexAfterRenames(t *testing.T) {
 		}
 	}
 	// Now the key (field 1) is named "v" and field 2 is named "id". In kvBatch(ids, vs), vs is the key.
-	b, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+	b, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestKeyIndexSanitizedKeyName(t *testing.T) {
 	}
 	open := func() *iceberg.Writer {
 		w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(sc, iceberg.IdentifierFields("user-id"),
-			iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+			iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 		if err != nil {
 			t.Fatal(err)
 		}

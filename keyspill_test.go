@@ -33,8 +33,8 @@ func TestKeyIndexSpillsPastBudget(t *testing.T) {
 			const budget = 192 << 10
 			w, err := iceberg.NewWriter(ctx, cat, ident,
 				iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
-				iceberg.WithKeyIndexBytes(budget), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(3),
-				iceberg.WithDeleteConversion(0))
+				iceberg.WithKeyIndexBytes(budget), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(3),
+				iceberg.WithDeleteConversionEvery(0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestKeyIndexLoadSpillsPastBudget(t *testing.T) {
 			open := func(opts ...iceberg.Option) *iceberg.Writer {
 				w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{
 					iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
-					iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0), iceberg.WithDeleteConversion(0)},
+					iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0), iceberg.WithDeleteConversionEvery(0)},
 					opts...)...)
 				if err != nil {
 					t.Fatal(err)
@@ -129,7 +129,7 @@ func TestKeyIndexSpillDir(t *testing.T) {
 	must(t, os.Mkdir(dir, 0o700))
 	logs := &logRecords{}
 	w, err := iceberg.NewWriter(ctx, cat, ident, create, iceberg.WithKeyIndexBytes(64<<10),
-		iceberg.WithKeyIndexSpillDir(dir), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0),
+		iceberg.WithKeyIndexSpillDir(dir), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0),
 		iceberg.WithLogger(slog.New(logs)))
 	must(t, err)
 	defer w.Close(ctx)

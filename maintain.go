@@ -23,9 +23,9 @@ type maintainer struct {
 	keep         int           // WithKeepSnapshots (0: off)
 	expireAge    time.Duration // WithExpireOlderThan (0: off)
 	rewriteEvery int           // WithRewriteManifestsEvery (0: off)
-	autoCompact  int           // WithAutoCompact (0: off)
-	smallFiles   int           // WithSmallFileCompaction (0: off)
-	convertEvery int           // WithDeleteConversion (0: off)
+	autoCompact  int           // WithAutoCompactEvery (0: off)
+	smallFiles   int           // WithSmallFileCompactionEvery (0: off)
+	convertEvery int           // WithDeleteConversionEvery (0: off)
 	branch       string
 	ident        table.Identifier
 	log          *slog.Logger

@@ -334,7 +334,7 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 		}
 		opts = append(opts, iceberg.WithMode(mode))
 		if c.mode == mergeOnRead && rng.IntN(3) == 0 {
-			opts = append(opts, iceberg.WithAutoCompact(1+rng.IntN(5)))
+			opts = append(opts, iceberg.WithAutoCompactEvery(1+rng.IntN(5)))
 		}
 	}
 	opts = append(opts, iceberg.WithCreate(modelSchema, create...), iceberg.WithMaxInFlight(1+rng.IntN(4)))

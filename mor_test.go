@@ -134,7 +134,7 @@ func TestCompactReadsEachFileInOneRequest(t *testing.T) {
 	cat, _ := tabletest.CountedCatalog(t)
 	ident := table.Identifier{"mor", "reads"}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")),
-		iceberg.WithSmallFileCompaction(0))
+		iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}

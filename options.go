@@ -49,6 +49,8 @@ const (
 	NoEqualityDeletesOrFail
 	// NoDeleteFiles: no delete files at all: every upsert and delete rewrites the data files holding its keys
 	// (copy-on-write), whatever WithMode says.
+	//
+	// Deprecated: use WithMode(CopyOnWrite), which does the same.
 	NoDeleteFiles
 )
 
@@ -117,8 +119,8 @@ type options struct {
 	rewriteEvery   int
 	branch         string
 	autoCompact    int
-	smallFiles     int     // WithSmallFileCompaction; -1: default by table origin
-	convertEvery   int     // WithDeleteConversion
+	smallFiles     int     // WithSmallFileCompactionEvery; -1: default by table origin
+	convertEvery   int     // WithDeleteConversionEvery
 	deleteRatio    float64 // WithDeleteRewriteRatio
 	createErr      error   // WithCreateFor: the struct type could not be mapped
 	keyIndexBytes  int64
@@ -126,7 +128,7 @@ type options struct {
 	keyIndexSpillDir string
 	deleteFiles      DeleteFiles // WithDeleteFiles
 	supersedeBatch   int         // v2: superseded position delete files removed together (supersededBatch; tests lower it)
-	orphanWindow     time.Duration
+	orphanAge        time.Duration
 	evolve           bool                     // WithSchemaEvolution (evolve.go)
 	deadLetter       func(row any, err error) // WithDeadLetter (evolve.go)
 	changes          ChangeColumns            // WithChangeColumns (apply.go); empty fields: their defaults
@@ -161,7 +163,7 @@ func defaultOptions() options {
 		rewriteEvery:   defaultRewriteManifests,
 		keyIndexBytes:  DefaultKeyIndexBytes,
 		supersedeBatch: supersededBatch,
-		orphanWindow:   DefaultOrphanWindow,
+		orphanAge:      DefaultWriterOrphanOlderThan,
 		smallFiles:     -1,
 		convertEvery:   DefaultDeleteConversionEvery,
 		deleteRatio:    DefaultDeleteRewriteRatio,
@@ -239,13 +241,14 @@ func WithPositionOrder(cmp func(partition, a, b string) (c int, ok bool)) Option
 	return func(o *options) { o.posOrder = cmp }
 }
 
-// WithOnCommit registers a callback run after each successful commit, in commit order, on a goroutine of its
-// own: a slow callback delays later callbacks, never a commit. A callback may call any Writer method: Write and
-// Checkpoint accept rows as usual; Flush waits for the commits (not for their callbacks, which come after the
-// running one); Compact runs in the commit queue; Close and Abort close the writer and return without waiting
-// for the callbacks after the running one, which are still delivered once it returns. Close and Abort called
-// elsewhere (a goroutine the callback started and waits for included) return after every callback has
-// returned, or when their ctx ends. Default: none.
+// WithOnCommit registers a callback run after each successful commit, in commit order: it is a HookCommitted
+// hook (see Hook), called before those of WithHooks, so it gets the same CommitInfo on the same goroutine. A
+// later WithOnCommit replaces the earlier one. A slow callback delays later callbacks and hooks, never a
+// commit. A callback may call any Writer method: Write and Checkpoint accept rows as usual; Flush waits for the
+// commits (not for their callbacks, which come after the running one); Compact runs in the commit queue; Close
+// and Abort close the writer and return without waiting for the callbacks after the running one, which are
+// still delivered once it returns. Close and Abort called elsewhere (a goroutine the callback started and waits
+// for included) return after every callback has returned, or when their ctx ends. Default: none.
 func WithOnCommit(f func(CommitInfo)) Option { return func(o *options) { o.onCommit = f } }
 
 // WithLogger sets the logger. Default: slog.Default().
@@ -291,18 +294,24 @@ func WithKeepSnapshots(n int) Option { return func(o *options) { o.keepSnapshots
 func WithExpireOlderThan(d time.Duration) Option { return func(o *options) { o.expireAge = d } }
 
 // WithRewriteManifestsEvery rewrites the table's manifests every n commits, so that manifest lists stay short,
-// and after the first commit that follows each background compaction (WithSmallFileCompaction,
-// WithAutoCompact), whose merged manifests keep an entry for every file it removed until then. Default: 200
+// and after the first commit that follows each background compaction (WithSmallFileCompactionEvery,
+// WithAutoCompactEvery), whose merged manifests keep an entry for every file it removed until then. Default: 200
 // commits. Zero disables both.
 func WithRewriteManifestsEvery(n int) Option { return func(o *options) { o.rewriteEvery = n } }
 
-// WithAutoCompact runs a compaction as Compact does after every n commits that added delete files, so that
+// WithAutoCompactEvery runs a compaction as Compact does after every n commits that added delete files, so that
 // readers of a merge-on-read table never apply more than about n commits' worth of delete files. Each
 // compaction rewrites the data files the deletes apply to (in an unpartitioned table, all of them). It runs off
-// the commit path, as WithSmallFileCompaction's passes do. Default: off.
-func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n } }
+// the commit path, as WithSmallFileCompactionEvery's passes do. docs/guide.md, "Background maintenance", says how
+// it relates to the small-file passes. Default: off.
+func WithAutoCompactEvery(n int) Option { return func(o *options) { o.autoCompact = n } }
 
-// WithSmallFileCompaction merges small data files every n commits: files under an eighth of the target file
+// WithAutoCompact sets what WithAutoCompactEvery sets.
+//
+// Deprecated: use WithAutoCompactEvery.
+func WithAutoCompact(n int) Option { return WithAutoCompactEvery(n) }
+
+// WithSmallFileCompactionEvery merges small data files every n commits: files under an eighth of the target file
 // size, the smallest size tier first once it holds 8 of them, are rewritten together, with their deletes
 // applied; larger files only once deletes cover WithDeleteRewriteRatio of their rows (Compact rewrites every
 // file with deletes), so each pass costs about what those files weigh. Frequent small commits (a flush every
@@ -314,26 +323,36 @@ func WithAutoCompact(n int) Option { return func(o *options) { o.autoCompact = n
 // moved onto the rows of its new files in its commit; a pass whose files were removed meanwhile is given up and
 // the next one due plans again.
 // Default: DefaultSmallFileCompactionEvery (32) on tables the writer creates, off on others; 0 turns it off.
-func WithSmallFileCompaction(n int) Option { return func(o *options) { o.smallFiles = n } }
+func WithSmallFileCompactionEvery(n int) Option { return func(o *options) { o.smallFiles = n } }
 
-// WithDeleteRewriteRatio makes each background small-file pass (WithSmallFileCompaction) also rewrite, whatever
+// WithSmallFileCompaction sets what WithSmallFileCompactionEvery sets.
+//
+// Deprecated: use WithSmallFileCompactionEvery.
+func WithSmallFileCompaction(n int) Option { return WithSmallFileCompactionEvery(n) }
+
+// WithDeleteRewriteRatio makes each background small-file pass (WithSmallFileCompactionEvery) also rewrite, whatever
 // their size, the data files whose deleted rows are at least share r of their rows, as Java Iceberg's
 // RewriteDataFiles delete-ratio-threshold does: deleted rows are the record counts of the file's position
 // delete files that name it alone and of its deletion vector; equality deletes count as unknown (the
-// maintainer converts them first, WithDeleteConversion). Every reader decodes a file's deleted rows and applies
+// maintainer converts them first, WithDeleteConversionEvery). Every reader decodes a file's deleted rows and applies
 // its deletes until the file is rewritten; the rewrite costs the file's live bytes once. Files past the share
 // are rewritten in groups of their own, packed to the target file size. r must be in [0, 1]; 0 turns it off
 // (passes then merge small files only). Default: DefaultDeleteRewriteRatio (0.3, Java's default).
 func WithDeleteRewriteRatio(r float64) Option { return func(o *options) { o.deleteRatio = r } }
 
-// WithDeleteConversion makes the maintainer convert the table's live equality delete files every n commits
+// WithDeleteConversionEvery makes the maintainer convert the table's live equality delete files every n commits
 // (ConvertEqualityDeletes): their rows become position deletes (format v2) or deletion vectors (v3) and the
 // equality delete files are removed, so readers stop matching every older data file against them. It converts
 // anyone's equality deletes: other writers', older versions', and this writer's own when its key index cannot
 // place a key. A pass reads the equality columns of the data files the deletes apply to, off the commit path
 // (the writer's flushes go on meanwhile; one background pass, conversion or compaction, at a time: one due
 // while another runs starts after a later commit). Default: DefaultDeleteConversionEvery (10); 0 turns it off.
-func WithDeleteConversion(n int) Option { return func(o *options) { o.convertEvery = n } }
+func WithDeleteConversionEvery(n int) Option { return func(o *options) { o.convertEvery = n } }
+
+// WithDeleteConversion sets what WithDeleteConversionEvery sets.
+//
+// Deprecated: use WithDeleteConversionEvery.
+func WithDeleteConversion(n int) Option { return WithDeleteConversionEvery(n) }
 
 // WithKeyIndexBytes sets the memory budget of the key index a merge-on-read writer keeps on a format-v2 or v3
 // table: the index places each key's row, so upserts and deletes become position delete files (v2, one live
@@ -368,18 +387,27 @@ func WithKeyIndexSpillDir(dir string) Option { return func(o *options) { o.keyIn
 
 // WithDeleteFiles sets which kinds of delete files a merge-on-read writer may add (see DeleteFiles): with
 // NoEqualityDeletes or NoEqualityDeletesOrFail the table holds only position deletes and deletion vectors,
-// which every Iceberg reader applies cheaply; with NoDeleteFiles it holds none. Default: AnyDeleteFiles.
+// which every Iceberg reader applies cheaply. For none at all use WithMode(CopyOnWrite) (NoDeleteFiles, which
+// says the same, is deprecated). Default: AnyDeleteFiles.
 func WithDeleteFiles(d DeleteFiles) Option { return func(o *options) { o.deleteFiles = d } }
 
-// WithOrphanWindow sets how old the files a writer ID left uncommitted must be before NewWriter removes them.
+// WithOrphanOlderThan sets how old the files a writer ID left uncommitted must be before NewWriter removes them.
 // With WithWriterID, NewWriter looks (in the background: it never waits for it; at most 10 minutes, and no
 // longer than the writer lives) for the files the same ID wrote in earlier epochs, which a process killed
 // between uploading and committing leaves behind, and deletes those no snapshot references and older than d.
 // The ID's files are recognised by their names, which carry a hash of the table and the ID and the epoch; the
 // fence of NewWriter is what makes the earlier epochs' uncommitted files safe to remove (see docs/guide.md,
 // "Orphan files"). Writers without WithWriterID, or with WithCommitter, remove nothing; RemoveOrphanFiles
-// serves any table. Default: DefaultOrphanWindow (1 hour). Zero turns the removal off.
-func WithOrphanWindow(d time.Duration) Option { return func(o *options) { o.orphanWindow = d } }
+// (OrphanOlderThan) serves any table. Default: DefaultWriterOrphanOlderThan (1 hour), shorter than
+// RemoveOrphanFiles' 24 hours because the fence, not the age, is what keeps a fenced epoch's files from ever
+// being committed, while RemoveOrphanFiles must wait out any writer's upload in flight. Zero turns the removal
+// off (for RemoveOrphanFiles, zero removes every unreferenced file).
+func WithOrphanOlderThan(d time.Duration) Option { return func(o *options) { o.orphanAge = d } }
+
+// WithOrphanWindow sets what WithOrphanOlderThan sets.
+//
+// Deprecated: use WithOrphanOlderThan.
+func WithOrphanWindow(d time.Duration) Option { return WithOrphanOlderThan(d) }
 
 // ChangeColumns names the columns of Apply's change stream that are not (or not only) table columns. An empty
 // field takes its default.

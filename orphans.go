@@ -34,12 +34,13 @@ type orphanOptions struct {
 }
 
 // OrphanOlderThan sets the safety window: only files whose last modification (the end of their upload) is
-// older than d are deleted. Default: DefaultOrphanOlderThan (24 hours), as Spark's remove_orphan_files
-// older_than. A writer uploads its files before the commit that references them, so a file younger than every
-// commit in progress may be one a writer (this library's or any other engine's) is about to commit: the window
-// must exceed the longest time a writer holds an uploaded file uncommitted (a commit with its retries,
-// WithCommitTimeout; with WithCheckpoints, the time from a file's upload to the checkpoint that commits it).
-// Zero deletes every unreferenced file, in-flight ones included: use it only on a table nothing writes to.
+// older than d are deleted; a Writer's own sweep takes its age from WithOrphanOlderThan. Default:
+// DefaultOrphanOlderThan (24 hours; Spark's remove_orphan_files defaults to 3 days). A writer uploads its files
+// before the commit that references them, so a file younger than every commit in progress may be one a writer
+// (this library's or any other engine's) is about to commit: the window must exceed the longest time a writer
+// holds an uploaded file uncommitted (a commit with its retries, WithCommitTimeout; with WithCheckpoints, the
+// time from a file's upload to the checkpoint that commits it). Zero deletes every unreferenced file, in-flight
+// ones included: use it only on a table nothing writes to.
 func OrphanOlderThan(d time.Duration) OrphanOption { return func(o *orphanOptions) { o.olderThan = d } }
 
 // OrphanDryRun lists the orphan files without deleting them. Default: off.
@@ -326,9 +327,14 @@ func deleteFiles(ctx context.Context, fs iceio.IO, paths []string) ([]string, er
 	return deleted, errors.Join(errs...)
 }
 
-// DefaultOrphanWindow is how old a file a writer ID left uncommitted must be before a NewWriter with that ID
-// removes it (WithOrphanWindow).
-const DefaultOrphanWindow = time.Hour
+// DefaultWriterOrphanOlderThan is how old a file a writer ID left uncommitted must be before a NewWriter with
+// that ID removes it (WithOrphanOlderThan).
+const DefaultWriterOrphanOlderThan = time.Hour
+
+// DefaultOrphanWindow is DefaultWriterOrphanOlderThan.
+//
+// Deprecated: use DefaultWriterOrphanOlderThan.
+const DefaultOrphanWindow = DefaultWriterOrphanOlderThan
 
 // orphanSweepTimeout bounds the sweep NewWriter starts.
 const orphanSweepTimeout = 10 * time.Minute
@@ -340,7 +346,7 @@ const orphanSweepTimeout = 10 * time.Minute
 type ownFiles struct {
 	env    *writerEnv
 	names  *fileNamer
-	window time.Duration // WithOrphanWindow
+	window time.Duration // WithOrphanOlderThan
 	sweep  *orphanSweep
 }
 
@@ -388,7 +394,7 @@ func (o *ownFiles) stop(ctx context.Context) {
 }
 
 // sweepOrphans deletes the files this writer ID wrote in an earlier epoch that no snapshot of tbl (the table
-// as the fence left it) references and that are older than WithOrphanWindow. Errors are logged, never
+// as the fence left it) references and that are older than WithOrphanOlderThan. Errors are logged, never
 // returned: the writer's work does not depend on it.
 //
 // Why this is safe: such a file carries the writer ID's owner mark and an earlier epoch in its name

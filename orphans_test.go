@@ -278,8 +278,8 @@ func TestOrphanWriterRemovesOwnFiles(t *testing.T) {
 	young := stalled["a"][0]
 	ageFiles(t, 30*time.Minute, young)
 
-	openSweepClose(t, ctx, cat, ident, iceberg.WithWriterID("a"), iceberg.WithOrphanWindow(0))
-	sameFiles(t, "with WithOrphanWindow(0)", dataFiles(t, cat, ident), files)
+	openSweepClose(t, ctx, cat, ident, iceberg.WithWriterID("a"), iceberg.WithOrphanOlderThan(0))
+	sameFiles(t, "with WithOrphanOlderThan(0)", dataFiles(t, cat, ident), files)
 
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithWriterID("a"))
 	if err != nil {
@@ -371,7 +371,7 @@ func TestOrphanFilesReferencedElsewhere(t *testing.T) {
 	cat := openCatalog(t)
 	ident, sibling := table.Identifier{"ns", "t"}, table.Identifier{"ns", "t2"}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id")),
-		iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+		iceberg.WithMode(iceberg.CopyOnWrite), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}

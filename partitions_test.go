@@ -32,7 +32,7 @@ func TestHighCardinalityPartitions(t *testing.T) {
 		iceberg.WithMemoryLimit(1<<20), iceberg.WithFlushRows(batchRows), iceberg.WithFlushInterval(0),
 		iceberg.WithLogger(slog.New(logs)), iceberg.WithFanoutForTest(50, 100),
 		// Each batch is cut into commits of a few partitions' files: compaction would merge their files.
-		iceberg.WithSmallFileCompaction(0))
+		iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestPositionDeletesV2Model(t *testing.T) {
 				create = append(create, iceberg.PartitionBy("bucket(4, id)"))
 			}
 			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, create...),
-				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0), iceberg.WithFlushRows(50),
+				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0), iceberg.WithFlushRows(50),
 				iceberg.WithSupersededBatchForTest(batch))
 			if err != nil {
 				t.Fatal(err)
@@ -90,7 +90,7 @@ func TestPositionDeletesV2DeletedTwice(t *testing.T) {
 	cat := openCatalog(t)
 	ident := table.Identifier{"mor", "pos2twice"}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"),
-		iceberg.FormatVersion(2)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
+		iceberg.FormatVersion(2)), iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestPositionDeletesV2StableWriterRestarts(t *testing.T) {
 	open := func(opts ...iceberg.Option) *iceberg.Writer {
 		w, err := iceberg.NewWriter(ctx, cat, ident, append([]iceberg.Option{iceberg.WithCreate(kvSchema,
 			iceberg.IdentifierFields("id"), iceberg.FormatVersion(2)), iceberg.WithFlushInterval(0),
-			iceberg.WithSmallFileCompaction(0), iceberg.WithDeleteConversion(0)}, opts...)...)
+			iceberg.WithSmallFileCompactionEvery(0), iceberg.WithDeleteConversionEvery(0)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -235,7 +235,7 @@ func TestPositionsSurviveExpiry(t *testing.T) {
 	cat := openCatalog(t)
 	ident := table.Identifier{"pos", "expiry"}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithWriterID("cdc"),
-		iceberg.WithFlushInterval(0), iceberg.WithKeepSnapshots(2), iceberg.WithSmallFileCompaction(0))
+		iceberg.WithFlushInterval(0), iceberg.WithKeepSnapshots(2), iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +429,7 @@ func TestPositionsRollback(t *testing.T) {
 	cat := openCatalog(t)
 	ident := table.Identifier{"pos", "rollback"}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithWriterID("src"),
-		iceberg.WithFlushInterval(0), iceberg.WithKeepSnapshots(0), iceberg.WithSmallFileCompaction(0))
+		iceberg.WithFlushInterval(0), iceberg.WithKeepSnapshots(0), iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func TestConversionBuildsOnTheTableTheLastCommitLeft(t *testing.T) {
 	events := make(conversions, 8)
 	w, err := iceberg.NewWriter(ctx, cat, ident,
 		iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(2)),
-		iceberg.WithFlushInterval(0), iceberg.WithDeleteConversion(2), iceberg.WithSmallFileCompaction(0),
+		iceberg.WithFlushInterval(0), iceberg.WithDeleteConversionEvery(2), iceberg.WithSmallFileCompactionEvery(0),
 		iceberg.WithKeyIndexBytes(0), iceberg.WithHooks(events))
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestSmallFileCompactionBuildsOnTheTableTheLastCommitLeft(t *testing.T) {
 	ident := table.Identifier{"trips", "compacted"}
 	events := make(compactions, 4)
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithFlushInterval(0),
-		iceberg.WithSmallFileCompaction(8), iceberg.WithHooks(events))
+		iceberg.WithSmallFileCompactionEvery(8), iceberg.WithHooks(events))
 	if err != nil {
 		t.Fatal(err)
 	}

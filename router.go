@@ -185,7 +185,7 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 	if !ro.perTable {
 		r.rounds, r.wcat = newRounds(cat, o.logger, o.commitTimeout)
 	}
-	r.events = newCallbacks(nil, newHookSet(ro.hooks), nil, "")
+	r.events = newCallbacks(newHookSet(ro.hooks), nil, "")
 	if r.rounds != nil {
 		r.rounds.events = r.events
 	}

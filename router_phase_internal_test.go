@@ -28,7 +28,7 @@ func bulkThenLive(t *testing.T, opts ...RouterOption) {
 	ctx := context.Background()
 	cat := openTestCatalog(t)
 	bulk, live := table.Identifier{"db", "bulk"}, table.Identifier{"db", "live"}
-	r, err := NewRouter(cat, append(opts, WithWriterOptions(WithFlushInterval(5*time.Millisecond), WithFlushRows(1000), WithSmallFileCompaction(0)),
+	r, err := NewRouter(cat, append(opts, WithWriterOptions(WithFlushInterval(5*time.Millisecond), WithFlushRows(1000), WithSmallFileCompactionEvery(0)),
 		WithTableConfig(func(_ context.Context, ident table.Identifier, _ *arrow.Schema) (TableConfig, error) {
 			cfg := TableConfig{Create: []CreateOption{IdentifierFields("id"), FormatVersion(3)}}
 			if ident[1] == "bulk" {
@@ -125,7 +125,7 @@ func TestRouterBulkWithCheckpointsThenLive(t *testing.T) {
 	ctx := context.Background()
 	cat := openTestCatalog(t)
 	ident := table.Identifier{"db", "snap"}
-	r, err := NewRouter(cat, WithWriterOptions(WithCheckpoints(), WithSmallFileCompaction(0)),
+	r, err := NewRouter(cat, WithWriterOptions(WithCheckpoints(), WithSmallFileCompactionEvery(0)),
 		WithTableConfig(func(context.Context, table.Identifier, *arrow.Schema) (TableConfig, error) {
 			return TableConfig{Create: []CreateOption{IdentifierFields("id"), FormatVersion(3)}, Phase: PhaseBulk}, nil
 		}))

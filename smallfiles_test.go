@@ -43,7 +43,7 @@ func TestSmallFileCompaction(t *testing.T) {
 
 	// Off on request.
 	off, err := iceberg.NewWriter(ctx, cat, table.Identifier{"small", "off"}, iceberg.WithCreate(seed.Schema),
-		iceberg.WithSmallFileCompaction(0))
+		iceberg.WithSmallFileCompactionEvery(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -249,7 +249,7 @@ func TestYieldWait(t *testing.T) {
 	ident := table.Identifier{"b", "turns"}
 	open := func(id string) *Writer {
 		w, err := NewWriter(ctx, cat, ident, WithCreate(idNameSchema), WithWriterID(id), WithFlushInterval(0),
-			WithSmallFileCompaction(0))
+			WithSmallFileCompactionEvery(0))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -159,7 +159,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		// caller may cancel as soon as NewWriter returns).
 		tbl = tabs.derive(tbl, tbl.Metadata(), tbl.MetadataLocation(), cat)
 	}
-	w.own = newOwnFiles(env, tbl, o.orphanWindow)
+	w.own = newOwnFiles(env, tbl, o.orphanAge)
 	hooks := &conformHooks{deadLetter: o.deadLetter}
 	if o.evolve {
 		hooks.relax = w.relax
@@ -187,7 +187,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short
 	}
-	w.cbs = newCallbacks(o.onCommit, newHookSet(o.hooks), red, env.id)
+	w.cbs = newCallbacks(newHookSet(o.writerHooks()), red, env.id)
 	env.events = w.cbs
 	w.runs = newRunStage(env, o.committer, tbl,
 		cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows})
@@ -238,8 +238,8 @@ func validateOptions(o *options) error {
 		return optionErr("WithCommitTimeout", "must be positive, got %s", o.commitTimeout)
 	case o.stableID && len(o.writerID) > 200:
 		return optionErr("WithWriterID", "longer than 200 bytes")
-	case o.orphanWindow < 0:
-		return optionErr("WithOrphanWindow", "must not be negative, got %s", o.orphanWindow)
+	case o.orphanAge < 0:
+		return optionErr("WithOrphanOlderThan", "must not be negative, got %s", o.orphanAge)
 	case o.mode != nil && *o.mode != MergeOnRead && *o.mode != CopyOnWrite:
 		return optionErr("WithMode", "unknown mode %d", int(*o.mode))
 	case !(o.deleteRatio >= 0 && o.deleteRatio <= 1): // NaN too

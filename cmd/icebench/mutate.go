@@ -28,7 +28,7 @@ func (e *env) keyedTable(ctx context.Context, ident table.Identifier, ids []int6
 	}
 	// The layout (M files of fileRows rows) is the experiment's control: no small-file compaction merges them.
 	all := append([]iceberg.Option{iceberg.WithCreate(seedSchema, create...), iceberg.WithFlushRows(fileRows),
-		iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0)}, opts...)
+		iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0)}, opts...)
 	w, err := iceberg.NewWriter(ctx, e.cat, ident, all...)
 	if err != nil {
 		return nil, err

@@ -63,7 +63,7 @@ func run(ctx context.Context, dir, mode string, version, events int) error {
 	ident := table.Identifier{"crm", "customers"}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithMode(m),
 		iceberg.WithCreate(schema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)),
-		iceberg.WithFlushRows(5_000), iceberg.WithAutoCompact(50))
+		iceberg.WithFlushRows(5_000), iceberg.WithAutoCompactEvery(50))
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func main() {
 	workers := flag.Int("workers", 0, "snapshot connections (default GOMAXPROCS)")
 	memory := flag.Int64("memory", 0, "writer memory limit in bytes (default the library's, 256 MiB)")
 	flag.IntVar(&formatVersion, "format", 2, "Iceberg format version of the tables created (3: deletion vectors in the live phase)")
-	flag.IntVar(&smallFiles, "small-files", -1, "WithSmallFileCompaction(n) for the tables (-1: the library's default, 32)")
+	flag.IntVar(&smallFiles, "small-files", -1, "WithSmallFileCompactionEvery(n) for the tables (-1: the library's default, 32)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the snapshot to this file")
 	live := flag.Duration("live", 0, "after the snapshot, stream updates for this long and report commit lag (0: snapshot only)")
 	verbose := flag.Bool("v", false, "log the pipeline's and the writers' progress (commits with their durations)")
@@ -158,7 +158,7 @@ func run(dsn string, sf float64, load bool, catURI string, workers int, memory i
 		wopts = append(wopts, iceberg.WithMemoryLimit(memory))
 	}
 	if smallFiles >= 0 {
-		wopts = append(wopts, iceberg.WithSmallFileCompaction(smallFiles))
+		wopts = append(wopts, iceberg.WithSmallFileCompactionEvery(smallFiles))
 	}
 	mode := postgres.ModeSnapshot
 	if live > 0 {

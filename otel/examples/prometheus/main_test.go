@@ -29,7 +29,8 @@ func TestMetricsServedForPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Flush returns once the rows are committed; the hooks' events of those commits are delivered after it, on
-	// the writer's callback goroutine, each commit's before its OnCommit callback. Wait for them.
+	// the writer's callback goroutine: a commit's attempt and file events before its OnCommit callback, its
+	// HookCommitted hooks after it. Wait for the callbacks.
 	for range a.w.Stats().Commits {
 		<-commits
 	}

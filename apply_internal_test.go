@@ -115,12 +115,12 @@ func TestVersionMapLoad(t *testing.T) {
 func TestVersionBudgetFromMemoryLimit(t *testing.T) {
 	o := defaultOptions()
 	base := rowBudget(&o)
-	o.changes = ChangeColumns{Version: "lsn"}.withDefaults(o.memoryLimit)
-	if o.changes.VersionBytes != o.memoryLimit/4 {
-		t.Fatalf("default VersionBytes %d, want a quarter of %d", o.changes.VersionBytes, o.memoryLimit)
+	o.keyed.changes = ChangeColumns{Version: "lsn"}.withDefaults(o.flush.memoryLimit)
+	if o.keyed.changes.VersionBytes != o.flush.memoryLimit/4 {
+		t.Fatalf("default VersionBytes %d, want a quarter of %d", o.keyed.changes.VersionBytes, o.flush.memoryLimit)
 	}
-	if got := rowBudget(&o); got != base-o.memoryLimit/4 {
-		t.Fatalf("row budget %d with versions, want %d less than %d", got, o.memoryLimit/4, base)
+	if got := rowBudget(&o); got != base-o.flush.memoryLimit/4 {
+		t.Fatalf("row budget %d with versions, want %d less than %d", got, o.flush.memoryLimit/4, base)
 	}
 }
 

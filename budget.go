@@ -45,11 +45,11 @@ type sharedBudget struct {
 // the same options (the versions budget set aside), the key indexes and the versions a pool each.
 func newSharedBudget(o *options) *sharedBudget {
 	s := &sharedBudget{
-		limit: rowBudget(o), sem: semaphore.NewWeighted(int64(o.maxInFlight)),
+		limit: rowBudget(o), sem: semaphore.NewWeighted(int64(o.flush.maxInFlight)),
 		changed: make(chan struct{}), pipes: map[*pipeline]struct{}{},
-		index: &memPool{limit: o.keyIndexBytes},
+		index: &memPool{limit: o.keyed.indexBytes},
 	}
-	if v := o.changes.versionBudget(); v > 0 {
+	if v := o.keyed.changes.versionBudget(); v > 0 {
 		s.versions = &memPool{limit: v}
 	}
 	return s
@@ -214,7 +214,7 @@ func (p *pipeline) sharedChanged() <-chan struct{} {
 // routerIndexPool is the key index budget of a Router's writer (nil for a lone writer, or a table whose own
 // WithKeyIndexBytes turned the index off).
 func routerIndexPool(o *options) *memPool {
-	if o.shared == nil || o.keyIndexBytes <= 0 {
+	if o.shared == nil || o.keyed.indexBytes <= 0 {
 		return nil
 	}
 	return o.shared.index

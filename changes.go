@@ -72,7 +72,7 @@ func (c ChangeColumns) versionBudget() int64 {
 // newChangeStage checks the change columns against the table (target: its Arrow schema) and the key (nil: no
 // key; Apply then fails the key stage's check).
 func newChangeStage(o *options, target *arrow.Schema, ks *keySpec) (*changeStage, error) {
-	c := o.changes
+	c := o.keyed.changes
 	st := &changeStage{cols: c, inTable: map[string]bool{}}
 	field := func(name string) (arrow.Field, bool) {
 		if idx := target.FieldIndices(name); len(idx) > 0 {

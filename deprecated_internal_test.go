@@ -32,8 +32,8 @@ func TestDeprecatedOptionsSetWhatTheirReplacementsSet(t *testing.T) {
 
 // TestDeprecatedOrphanWindowDefault: the deprecated default's name is the writer sweep's default.
 func TestDeprecatedOrphanWindowDefault(t *testing.T) {
-	if DefaultOrphanWindow != DefaultWriterOrphanOlderThan || defaultOptions().orphanAge != DefaultWriterOrphanOlderThan {
+	if DefaultOrphanWindow != DefaultWriterOrphanOlderThan || defaultOptions().maint.orphanAge != DefaultWriterOrphanOlderThan {
 		t.Fatalf("DefaultOrphanWindow %s, DefaultWriterOrphanOlderThan %s, default %s", DefaultOrphanWindow,
-			DefaultWriterOrphanOlderThan, defaultOptions().orphanAge)
+			DefaultWriterOrphanOlderThan, defaultOptions().maint.orphanAge)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // The schema change is committed before the rows that need it are accepted, so every data file carries field
 // ids the table has; a change made by another writer or tool is picked up at the next batch that needs it.
 // Default: off, and a column the table lacks is a *ColumnError wrapping ErrUnknownColumn.
-func WithSchemaEvolution() Option { return func(o *options) { o.evolve = true } }
+func WithSchemaEvolution() Option { return func(o *options) { o.schema.evolve = true } }
 
 // WithDeadLetter routes rows that cannot be converted to fn, with the reason, instead of failing the whole call;
 // the other rows are accepted. Default: none, and a bad row fails the call (nothing of it is accepted).
@@ -37,7 +37,7 @@ func WithSchemaEvolution() Option { return func(o *options) { o.evolve = true } 
 //
 // fn runs on the caller's goroutine and must not call back into the Writer.
 func WithDeadLetter(fn func(row any, err error)) Option {
-	return func(o *options) { o.deadLetter = fn }
+	return func(o *options) { o.schema.deadLetter = fn }
 }
 
 // evolveAttempts bounds the catalog commits of one schema change (each after a reload and a fresh look).

@@ -6,13 +6,13 @@ import "time"
 
 // WithRowGroupRowsForTest sets the Parquet row-group limit of the files the writer encodes (not an option
 // users get): small values make files of many row groups, which the key index must read in row order.
-func WithRowGroupRowsForTest(n int) Option { return func(o *options) { o.rowGroupRows = n } }
+func WithRowGroupRowsForTest(n int) Option { return func(o *options) { o.files.rowGroupRows = n } }
 
 // WithQuickRetriesForTest bounds the waits between commit retries at 1 to 20 ms instead of 50 ms to 5 s (20 ms
 // to 2 s for the writer's own transactions): tests that make commits conflict or lose their replies on purpose
 // retry without spending wall time, while the jitter still spreads writers that collide.
 func WithQuickRetriesForTest() Option {
-	return func(o *options) { o.retryWaits = &[2]time.Duration{time.Millisecond, 20 * time.Millisecond} }
+	return func(o *options) { o.commit.retryWaits = &[2]time.Duration{time.Millisecond, 20 * time.Millisecond} }
 }
 
 // DeadLetterWired reports whether the writer's base conformer routes bad Arrow rows to WithDeadLetter without
@@ -37,7 +37,7 @@ func OrphanSweepDone(w *Writer) <-chan struct{} {
 // that a small test batch takes several chunks and is reported.
 func WithFanoutForTest(chunkPartitions, warnPartitions int) Option {
 	return func(o *options) {
-		o.fanout = fanoutLimits{chunkPartitions: chunkPartitions, warnPartitions: warnPartitions}
+		o.files.fanout = fanoutLimits{chunkPartitions: chunkPartitions, warnPartitions: warnPartitions}
 	}
 }
 
@@ -52,7 +52,7 @@ func HoldRewritesForTest(hold func()) (undo func()) {
 // WithCommitterWrapForTest wraps the committer the writer hands its runs to (the default one, unless
 // WithCommitter replaced it) in wrap: a test observes the runs the writer commits.
 func WithCommitterWrapForTest(wrap func(Committer) Committer) Option {
-	return func(o *options) { o.wrapCommitter = wrap }
+	return func(o *options) { o.commit.wrapCommitter = wrap }
 }
 
 // BackgroundPassDoneForTest returns a channel closed when the writer's running background maintenance pass
@@ -70,12 +70,12 @@ const SupersededBatch = supersededBatch
 
 // WithSupersededBatchForTest sets how many superseded position delete files a v2 writer lets accumulate before
 // a run removes them, so that a short test reaches the removal.
-func WithSupersededBatchForTest(n int) Option { return func(o *options) { o.supersedeBatch = n } }
+func WithSupersededBatchForTest(n int) Option { return func(o *options) { o.keyed.supersedeBatch = n } }
 
 // WithRowIDsAtCommitForTest makes a v3 merge-on-read writer carry the replaced rows' _row_id only by the
 // commit-time rewrite (read the uploaded file, write it again with the ids, delete the first), as before the
 // encoder wrote them: BenchmarkUpsertV3RowIDs's baseline.
-func WithRowIDsAtCommitForTest() Option { return func(o *options) { o.rowIDsAtCommit = true } }
+func WithRowIDsAtCommitForTest() Option { return func(o *options) { o.keyed.rowIDsAtCommit = true } }
 
 // SelectedRowsForTest counts the rows the writer's open buffer holds by selection: rows of Apply calls' records
 // kept uncopied (batchRecord.sel).

@@ -33,7 +33,7 @@ type Hook any
 // WithHooks adds hooks (see Hook). Each must implement at least one Hook* interface; NewWriter refuses one that
 // implements none. Hooks must be safe for concurrent use when one value serves several writers. Default: none.
 func WithHooks(hooks ...Hook) Option {
-	return func(o *options) { o.hooks = append(o.hooks, hooks...) }
+	return func(o *options) { o.commit.hooks = append(o.commit.hooks, hooks...) }
 }
 
 // HookNewWriter is called by NewWriter, on its goroutine, once the writer is ready and before NewWriter returns:
@@ -64,10 +64,10 @@ func (f onCommitHook) OnCommitted(ci CommitInfo) { f(ci) }
 // writerHooks is the writer's hooks: WithOnCommit's callback first (it ran before the hooks when it had a
 // delivery of its own, and still does), then those of WithHooks in their order.
 func (o *options) writerHooks() []Hook {
-	if o.onCommit == nil {
-		return o.hooks
+	if o.commit.onCommit == nil {
+		return o.commit.hooks
 	}
-	return append([]Hook{onCommitHook(o.onCommit)}, o.hooks...)
+	return append([]Hook{onCommitHook(o.commit.onCommit)}, o.commit.hooks...)
 }
 
 // HookConflict is called for each attempt the catalog rejected because the table moved.

@@ -530,9 +530,9 @@ func TestKeyStageLoad(t *testing.T) {
 		k := e.stage(false)
 		e.do(k, opInsert, ids(0, 800), "a")
 		e.do(k, opDelete, []int64{4}, "")
-		e.o.keyIndexBytes = 24 << 10 // the files' metadata and about half the keys: the load spills
+		e.o.keyed.indexBytes = 24 << 10 // the files' metadata and about half the keys: the load spills
 		reopened := e.stage(false)
-		if !reopened.indexed() || reopened.spilledBytes() == 0 || reopened.indexBytes() > e.o.keyIndexBytes {
+		if !reopened.indexed() || reopened.spilledBytes() == 0 || reopened.indexBytes() > e.o.keyed.indexBytes {
 			t.Fatalf("past the budget: index on %v, %d bytes in memory, %d spilled", reopened.indexed(), reopened.indexBytes(), reopened.spilledBytes())
 		}
 		if got, want := placements(reopened.idx.Load()), placements(k.idx.Load()); !maps.Equal(got, want) {
@@ -540,7 +540,7 @@ func TestKeyStageLoad(t *testing.T) {
 		}
 		e.do(reopened, opUpsert, []int64{2, 5}, "v")
 		e.check(reopened)
-		e.o.keyIndexBytes = 1 // less than a run's bloom filter: over even spilled
+		e.o.keyed.indexBytes = 1 // less than a run's bloom filter: over even spilled
 		if e.stage(false).indexed() {
 			t.Fatal("index on past the budget after spilling")
 		}

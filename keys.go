@@ -78,10 +78,10 @@ func newKeyStage(tbl *table.Table, target *arrow.Schema, o *options, cow bool) (
 	}
 	return &keyStage{
 		spec: spec, cow: cow, layoutErr: layoutErr, ident: tbl.Identifier(), branch: o.branch,
-		writerID: o.writerID, limit: o.keyIndexBytes, deletes: o.deleteFiles, supersedeBatch: o.supersedeBatch,
-		rewrite: cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows}, parallel: o.maxInFlight, log: o.logger, pool: routerIndexPool(o),
-		spillDir: o.keyIndexSpillDir,
-		atCommit: o.rowIDsAtCommit,
+		writerID: o.writerID, limit: o.keyed.indexBytes, deletes: o.keyed.deleteFiles, supersedeBatch: o.keyed.supersedeBatch,
+		rewrite: cowConfig{parallel: o.flush.maxInFlight, targetFileSize: o.files.targetFileSize, rowGroupRows: o.files.rowGroupRows}, parallel: o.flush.maxInFlight, log: o.logger, pool: routerIndexPool(o),
+		spillDir: o.keyed.spillDir,
+		atCommit: o.keyed.rowIDsAtCommit,
 	}, nil
 }
 
@@ -235,7 +235,7 @@ func (ks *keySpec) arraysSchema(cols []arrow.Array) *arrow.Schema {
 // otherwise leave the old row alive (equality deletes apply within one partition only). With WithKeys that is
 // an error here; with identifier fields it is reported by the first Upsert or Delete.
 func resolveKeys(tbl *table.Table, target *arrow.Schema, o *options) (*keySpec, error, error) {
-	names := o.keys
+	names := o.keyed.keys
 	explicit := len(names) > 0
 	sc := tbl.Schema()
 	if !explicit {

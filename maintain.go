@@ -65,8 +65,8 @@ const maintainAttempts = 3
 // newMaintainer schedules the writer's maintenance by its (resolved) options.
 func (w *Writer) newMaintainer(o *options) *maintainer {
 	m := &maintainer{
-		keep: o.keepSnapshots, expireAge: o.expireAge, rewriteEvery: o.rewriteEvery,
-		autoCompact: o.autoCompact, smallFiles: o.smallFiles, convertEvery: o.convertEvery,
+		keep: o.maint.keepSnapshots, expireAge: o.maint.expireAge, rewriteEvery: o.maint.rewriteEvery,
+		autoCompact: o.maint.autoCompact, smallFiles: o.maint.smallFiles, convertEvery: o.maint.convertEvery,
 		branch: w.env.branch, ident: w.env.ident, log: w.env.log, events: w.cbs,
 		table: w.Table, commit: w.commitTx, cleanup: w.compactor.spawn,
 		convert: func() bool {

@@ -24,8 +24,8 @@ const (
 
 // updateMode is a writer's update mode on tbl: WithMode, else the table's write.update.mode, else MergeOnRead.
 func updateMode(o *options, tbl *table.Table) Mode {
-	if o.mode != nil {
-		return *o.mode
+	if o.keyed.mode != nil {
+		return *o.keyed.mode
 	}
 	if tbl.Properties().Get("write.update.mode", "") == table.WriteModeCopyOnWrite {
 		return CopyOnWrite

@@ -93,109 +93,142 @@ const (
 // Option configures a Writer. Options are applied in order; the last one wins.
 type Option func(*options)
 
+// options is what NewWriter is given, grouped by the stage each part configures.
 type options struct {
-	mode           *Mode
-	keys           []string
-	flushRows      int
-	flushBytes     int64
-	flushInterval  time.Duration
+	writerID string
+	stableID bool
+	branch   string
+	logger   *slog.Logger
+	shared   *sharedBudget    // a Router's budget and encode pool (router.go); nil: the writer's own
+	mem      memory.Allocator // the allocator of everything the writer holds (nil: a Go allocator): tests count it
+
+	flush  flushOptions
+	files  fileOptions
+	keyed  keyOptions
+	maint  maintOptions
+	commit commitOptions
+	schema schemaOptions
+}
+
+// flushOptions are the seal policy, budgets and checkpoints: what the pipeline is configured with.
+type flushOptions struct {
+	rows      int
+	bytes     int64
+	interval  time.Duration
 	maxInFlight    int
 	memoryLimit    int64
-	targetFileSize int64
-	rowGroupRows   int
 	maxUncommitted int
-	writerID       string
-	stableID       bool
 	checkpoints    bool
 	posOrder       func(partition, a, b string) (int, bool) // WithPositionOrder
-	onCommit       func(CommitInfo)
-	logger         *slog.Logger
-	create         *createOptions
-	createSchema   *arrow.Schema
-	committer      Committer
-	commitTimeout  time.Duration
-	keepSnapshots  int
-	expireAge      time.Duration
-	rewriteEvery   int
-	branch         string
-	autoCompact    int
-	smallFiles     int     // WithSmallFileCompactionEvery; -1: default by table origin
-	convertEvery   int     // WithDeleteConversionEvery
-	deleteRatio    float64 // WithDeleteRewriteRatio
-	createErr      error   // WithCreateFor: the struct type could not be mapped
-	keyIndexBytes  int64
-	// keyIndexSpillDir is WithKeyIndexSpillDir ("": os.TempDir()).
-	keyIndexSpillDir string
-	deleteFiles      DeleteFiles // WithDeleteFiles
-	supersedeBatch   int         // v2: superseded position delete files removed together (supersededBatch; tests lower it)
-	orphanAge        time.Duration
-	evolve           bool                     // WithSchemaEvolution (evolve.go)
-	deadLetter       func(row any, err error) // WithDeadLetter (evolve.go)
-	changes          ChangeColumns            // WithChangeColumns (apply.go); empty fields: their defaults
-	shared           *sharedBudget            // a Router's budget and encode pool (router.go); nil: the writer's own
-	hooks            []Hook                   // WithHooks (hooks.go)
+}
+
+// fileOptions are the data files' layout: what the encoder is configured with.
+type fileOptions struct {
+	targetFileSize int64
+	rowGroupRows   int
+	fanout         fanoutLimits // tests only (export_test.go); zero fields: the defaults (fanout.go)
+}
+
+// keyOptions are the keyed modes' settings: what the key and change stages are configured with.
+type keyOptions struct {
+	mode          *Mode
+	keys          []string
+	indexBytes int64
+	// spillDir is WithKeyIndexSpillDir ("": os.TempDir()).
+	spillDir string
+	deleteFiles      DeleteFiles   // WithDeleteFiles
+	supersedeBatch   int           // v2: superseded position delete files removed together (supersededBatch; tests lower it)
+	changes          ChangeColumns // WithChangeColumns (apply.go); empty fields: their defaults
+	// rowIDsAtCommit: a benchmark's baseline (export_test.go): v3 merge-on-read upserts carry row ids only by
+	// the commit-time rewrite, as before encodeRowIDs.
+	rowIDsAtCommit bool
+}
+
+// maintOptions are the background maintenance's schedule: what the maintainer is configured with.
+type maintOptions struct {
+	keepSnapshots int
+	expireAge     time.Duration
+	rewriteEvery  int
+	autoCompact   int
+	smallFiles    int     // WithSmallFileCompactionEvery; -1: default by table origin
+	convertEvery  int     // WithDeleteConversionEvery
+	deleteRatio   float64 // WithDeleteRewriteRatio
+	orphanAge     time.Duration
+}
+
+// commitOptions are how runs are committed and reported.
+type commitOptions struct {
+	committer     Committer
+	timeout time.Duration
 	// retryWaits, when set, replaces the commit retries' backoff bounds (the first wait and the cap; see
 	// backoff): tests of conflicts and lost replies shrink them so that their retries cost no wall time.
 	retryWaits *[2]time.Duration
 	// wrapCommitter, when set, wraps the committer the writer hands its runs to (tests observe runs with it).
 	wrapCommitter func(Committer) Committer
-	fanout        fanoutLimits // tests only (export_test.go); zero fields: the defaults (fanout.go)
-	// rowIDsAtCommit: a benchmark's baseline (export_test.go): v3 merge-on-read upserts carry row ids only by
-	// the commit-time rewrite, as before encodeRowIDs.
-	rowIDsAtCommit bool
-	// mem is the allocator of everything the writer holds (nil: a Go allocator): tests count what it allocates.
-	mem memory.Allocator
+	onCommit      func(CommitInfo)
+	hooks         []Hook // WithHooks (hooks.go)
+}
+
+// schemaOptions are table creation and schema evolution.
+type schemaOptions struct {
+	create       *createOptions
+	createSchema *arrow.Schema
+	createErr    error                    // WithCreateFor: the struct type could not be mapped
+	evolve       bool                     // WithSchemaEvolution (evolve.go)
+	deadLetter   func(row any, err error) // WithDeadLetter (evolve.go)
 }
 
 func defaultOptions() options {
 	return options{
-		flushRows:      DefaultFlushRows,
-		flushBytes:     DefaultFlushBytes,
-		flushInterval:  DefaultFlushInterval,
-		maxInFlight:    DefaultMaxInFlight,
-		memoryLimit:    DefaultMemoryLimit,
-		targetFileSize: DefaultTargetFileSize,
-		rowGroupRows:   DefaultRowGroupRows,
-		maxUncommitted: DefaultMaxUncommitted,
-		commitTimeout:  DefaultCommitTimeout,
-		posOrder:       decimalPositionOrder,
-		keepSnapshots:  -1, // resolved at NewWriter: DefaultKeepSnapshots on tables the writer creates
-		rewriteEvery:   defaultRewriteManifests,
-		keyIndexBytes:  DefaultKeyIndexBytes,
-		supersedeBatch: supersededBatch,
-		orphanAge:      DefaultWriterOrphanOlderThan,
-		smallFiles:     -1,
-		convertEvery:   DefaultDeleteConversionEvery,
-		deleteRatio:    DefaultDeleteRewriteRatio,
-		logger:         slog.Default(),
-		branch:         table.MainBranch,
+		flush: flushOptions{
+			rows:      DefaultFlushRows,
+			bytes:     DefaultFlushBytes,
+			interval:  DefaultFlushInterval,
+			maxInFlight:    DefaultMaxInFlight,
+			memoryLimit:    DefaultMemoryLimit,
+			maxUncommitted: DefaultMaxUncommitted,
+			posOrder:       decimalPositionOrder,
+		},
+		files: fileOptions{targetFileSize: DefaultTargetFileSize, rowGroupRows: DefaultRowGroupRows},
+		keyed: keyOptions{indexBytes: DefaultKeyIndexBytes, supersedeBatch: supersededBatch},
+		maint: maintOptions{
+			keepSnapshots: -1, // resolved at NewWriter: DefaultKeepSnapshots on tables the writer creates
+			rewriteEvery:  defaultRewriteManifests,
+			orphanAge:     DefaultWriterOrphanOlderThan,
+			smallFiles:    -1,
+			convertEvery:  DefaultDeleteConversionEvery,
+			deleteRatio:   DefaultDeleteRewriteRatio,
+		},
+		commit: commitOptions{timeout: DefaultCommitTimeout},
+		logger: slog.Default(),
+		branch: table.MainBranch,
 	}
 }
 
 // WithMode sets how Upsert and Delete change existing rows. Default: the table's write.update.mode property,
 // else MergeOnRead.
-func WithMode(m Mode) Option { return func(o *options) { o.mode = &m } }
+func WithMode(m Mode) Option { return func(o *options) { o.keyed.mode = &m } }
 
 // WithKeys names the key columns of Upsert and Delete. Default: the table's identifier fields.
 func WithKeys(columns ...string) Option {
-	return func(o *options) { o.keys = append([]string(nil), columns...) }
+	return func(o *options) { o.keyed.keys = append([]string(nil), columns...) }
 }
 
 // WithFlushRows seals the open buffer into a batch once it holds n rows. Default: DefaultFlushRows (1,000,000).
-func WithFlushRows(n int) Option { return func(o *options) { o.flushRows = n } }
+func WithFlushRows(n int) Option { return func(o *options) { o.flush.rows = n } }
 
 // WithFlushBytes seals the open buffer once it holds n bytes of Arrow data. Default: DefaultFlushBytes (64 MiB).
-func WithFlushBytes(n int64) Option { return func(o *options) { o.flushBytes = n } }
+func WithFlushBytes(n int64) Option { return func(o *options) { o.flush.bytes = n } }
 
 // WithFlushInterval seals the open buffer d after its first row arrived, so that a slow stream still commits
 // regularly. Default: DefaultFlushInterval (1 s). Zero disables the timer.
-func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.flushInterval = d } }
+func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.flush.interval = d } }
 
 // WithMaxInFlight sets how many sealed batches encode and upload at once. Commits are always applied in order
 // by one commit loop, whatever this number. A batch of an unpartitioned table that holds at least twice the
 // flush policy's rows or bytes (one large call) takes the slots left idle to write parts of it at once, each at
 // least the policy's size, one file or more each. Default: DefaultMaxInFlight (2).
-func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n } }
+func WithMaxInFlight(n int) Option { return func(o *options) { o.flush.maxInFlight = n } }
 
 // WithMemoryLimit bounds the memory the writer holds: row data (the open buffer plus batches waiting for or in
 // encoding), the metadata of data files written and not yet committed (a batch writes a file per partition it
@@ -205,15 +238,15 @@ func WithMaxInFlight(n int) Option { return func(o *options) { o.maxInFlight = n
 // quarter of the limit stays for rows). Write blocks while the limit is reached. Default:
 // DefaultMemoryLimit (256 MiB). The Go runtime lets the heap grow to about twice the live data between
 // collections (GOGC=100); set GOMEMLIMIT to bound the process itself.
-func WithMemoryLimit(n int64) Option { return func(o *options) { o.memoryLimit = n } }
+func WithMemoryLimit(n int64) Option { return func(o *options) { o.flush.memoryLimit = n } }
 
 // WithTargetFileSize sets the Parquet data file size at which files are rolled. Default: DefaultTargetFileSize
 // (128 MiB); the Parquet row-group limit is set low enough (DefaultRowGroupRows) for rolling to happen.
-func WithTargetFileSize(n int64) Option { return func(o *options) { o.targetFileSize = n } }
+func WithTargetFileSize(n int64) Option { return func(o *options) { o.files.targetFileSize = n } }
 
 // WithMaxUncommitted bounds the batches sealed but not yet committed. Write blocks at the bound, so a catalog
 // outage stops intake instead of growing without end. Default: DefaultMaxUncommitted (64).
-func WithMaxUncommitted(n int) Option { return func(o *options) { o.maxUncommitted = n } }
+func WithMaxUncommitted(n int) Option { return func(o *options) { o.flush.maxUncommitted = n } }
 
 // WithWriterID gives the writer a stable identity: its commits carry the ID, a restarted writer with the same
 // ID continues its sequence numbers, fences the older process and finds its checkpoints. A fenced writer
@@ -230,7 +263,7 @@ func WithWriterID(id string) Option {
 
 // WithCheckpoints turns on exactly-once mode: a commit never includes rows accepted after its newest
 // Checkpoint token, and Flush and Close commit only up to the last checkpoint. Use it with WithWriterID.
-func WithCheckpoints() Option { return func(o *options) { o.checkpoints = true } }
+func WithCheckpoints() Option { return func(o *options) { o.flush.checkpoints = true } }
 
 // WithPositionOrder sets how two positions of one partition compare: cmp returns c < 0 when a comes before b,
 // 0 when equal, c > 0 when after, and ok=false when the two cannot be compared (the check is skipped).
@@ -238,7 +271,7 @@ func WithCheckpoints() Option { return func(o *options) { o.checkpoints = true }
 // (ErrPositionBackwards), and a Router orders ResumePoint's positions by it (pairs it does not compare by
 // ComparePositions). Default: two decimal integers compare numerically; any other pair is not compared.
 func WithPositionOrder(cmp func(partition, a, b string) (c int, ok bool)) Option {
-	return func(o *options) { o.posOrder = cmp }
+	return func(o *options) { o.flush.posOrder = cmp }
 }
 
 // WithOnCommit registers a callback run after each successful commit, in commit order: it is a HookCommitted
@@ -249,7 +282,7 @@ func WithPositionOrder(cmp func(partition, a, b string) (c int, ok bool)) Option
 // and Abort close the writer and return without waiting for the callbacks after the running one, which are
 // still delivered once it returns. Close and Abort called elsewhere (a goroutine the callback started and waits
 // for included) return after every callback has returned, or when their ctx ends. Default: none.
-func WithOnCommit(f func(CommitInfo)) Option { return func(o *options) { o.onCommit = f } }
+func WithOnCommit(f func(CommitInfo)) Option { return func(o *options) { o.commit.onCommit = f } }
 
 // WithLogger sets the logger. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
@@ -269,42 +302,44 @@ func WithCreate(schema *arrow.Schema, opts ...CreateOption) Option {
 		for _, f := range opts {
 			f(co)
 		}
-		o.create, o.createSchema = co, schema
+		o.schema.create, o.schema.createSchema = co, schema
 	}
 }
 
 // WithCommitter replaces the default committer (direct catalog commits with markers, retries and fencing).
-func WithCommitter(c Committer) Option { return func(o *options) { o.committer = c } }
+func WithCommitter(c Committer) Option { return func(o *options) { o.commit.committer = c } }
 
 // WithCommitTimeout bounds the time the committer spends retrying one run before it gives up. A run whose
 // outcome is still unknown then stops the writer with ErrCommitStateUnknown. A failed first attempt is always
 // retried once, even when it alone took longer than d: the retry reloads the table and finds out whether it
 // applied. It is also how long a commit still in flight when Close or Abort gives up (their context ended) may
 // go on in the background before it is cancelled. Default: DefaultCommitTimeout (5 min).
-func WithCommitTimeout(d time.Duration) Option { return func(o *options) { o.commitTimeout = d } }
+func WithCommitTimeout(d time.Duration) Option {
+	return func(o *options) { o.commit.timeout = d }
+}
 
 // WithKeepSnapshots keeps the newest n snapshots: once a commit leaves more than n plus a slack of max(10, n/2),
 // the writer expires all but the newest n (files no longer referenced are deleted), so expiry runs in steps, not
 // at every commit. Default: DefaultKeepSnapshots (100) on tables the writer created, off (0) on others, since
 // expiry deletes files another tool may still expect.
-func WithKeepSnapshots(n int) Option { return func(o *options) { o.keepSnapshots = n } }
+func WithKeepSnapshots(n int) Option { return func(o *options) { o.maint.keepSnapshots = n } }
 
 // WithExpireOlderThan also expires snapshots older than d, every 50 commits (opt-in: it deletes files).
 // Default: off.
-func WithExpireOlderThan(d time.Duration) Option { return func(o *options) { o.expireAge = d } }
+func WithExpireOlderThan(d time.Duration) Option { return func(o *options) { o.maint.expireAge = d } }
 
 // WithRewriteManifestsEvery rewrites the table's manifests every n commits, so that manifest lists stay short,
 // and after the first commit that follows each background compaction (WithSmallFileCompactionEvery,
 // WithAutoCompactEvery), whose merged manifests keep an entry for every file it removed until then. Default: 200
 // commits. Zero disables both.
-func WithRewriteManifestsEvery(n int) Option { return func(o *options) { o.rewriteEvery = n } }
+func WithRewriteManifestsEvery(n int) Option { return func(o *options) { o.maint.rewriteEvery = n } }
 
 // WithAutoCompactEvery runs a compaction as Compact does after every n commits that added delete files, so that
 // readers of a merge-on-read table never apply more than about n commits' worth of delete files. Each
 // compaction rewrites the data files the deletes apply to (in an unpartitioned table, all of them). It runs off
 // the commit path, as WithSmallFileCompactionEvery's passes do. docs/guide.md, "Background maintenance", says how
 // it relates to the small-file passes. Default: off.
-func WithAutoCompactEvery(n int) Option { return func(o *options) { o.autoCompact = n } }
+func WithAutoCompactEvery(n int) Option { return func(o *options) { o.maint.autoCompact = n } }
 
 // WithAutoCompact sets what WithAutoCompactEvery sets.
 //
@@ -323,7 +358,7 @@ func WithAutoCompact(n int) Option { return WithAutoCompactEvery(n) }
 // moved onto the rows of its new files in its commit; a pass whose files were removed meanwhile is given up and
 // the next one due plans again.
 // Default: DefaultSmallFileCompactionEvery (32) on tables the writer creates, off on others; 0 turns it off.
-func WithSmallFileCompactionEvery(n int) Option { return func(o *options) { o.smallFiles = n } }
+func WithSmallFileCompactionEvery(n int) Option { return func(o *options) { o.maint.smallFiles = n } }
 
 // WithSmallFileCompaction sets what WithSmallFileCompactionEvery sets.
 //
@@ -338,7 +373,7 @@ func WithSmallFileCompaction(n int) Option { return WithSmallFileCompactionEvery
 // its deletes until the file is rewritten; the rewrite costs the file's live bytes once. Files past the share
 // are rewritten in groups of their own, packed to the target file size. r must be in [0, 1]; 0 turns it off
 // (passes then merge small files only). Default: DefaultDeleteRewriteRatio (0.3, Java's default).
-func WithDeleteRewriteRatio(r float64) Option { return func(o *options) { o.deleteRatio = r } }
+func WithDeleteRewriteRatio(r float64) Option { return func(o *options) { o.maint.deleteRatio = r } }
 
 // WithDeleteConversionEvery makes the maintainer convert the table's live equality delete files every n commits
 // (ConvertEqualityDeletes): their rows become position deletes (format v2) or deletion vectors (v3) and the
@@ -347,7 +382,7 @@ func WithDeleteRewriteRatio(r float64) Option { return func(o *options) { o.dele
 // place a key. A pass reads the equality columns of the data files the deletes apply to, off the commit path
 // (the writer's flushes go on meanwhile; one background pass, conversion or compaction, at a time: one due
 // while another runs starts after a later commit). Default: DefaultDeleteConversionEvery (10); 0 turns it off.
-func WithDeleteConversionEvery(n int) Option { return func(o *options) { o.convertEvery = n } }
+func WithDeleteConversionEvery(n int) Option { return func(o *options) { o.maint.convertEvery = n } }
 
 // WithDeleteConversion sets what WithDeleteConversionEvery sets.
 //
@@ -376,20 +411,22 @@ func WithDeleteConversion(n int) Option { return WithDeleteConversionEvery(n) }
 // budget spills the same way while NewWriter reads the table's keys. An index still past its budget after
 // spilling (its files' metadata and its runs' bloom filters, fences and deleted bits exceed it) goes off:
 // equality deletes, logged. Default: DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
-func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyIndexBytes = n } }
+func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyed.indexBytes = n } }
 
 // WithKeyIndexSpillDir sets the local directory the key index spills its keys to past its memory budget
 // (WithKeyIndexBytes): 32 bytes a key, plus keys longer than 12 bytes. Its files are unlinked as soon as they are
 // opened where the system allows it (Unix), so a crash leaves nothing behind; elsewhere the writer removes them
 // when its index is dropped or it closes. NewWriter checks that it can create a file in dir and fails with
 // ErrInvalidOption naming this option when it cannot. Default: "" (os.TempDir(), TMPDIR on Unix).
-func WithKeyIndexSpillDir(dir string) Option { return func(o *options) { o.keyIndexSpillDir = dir } }
+func WithKeyIndexSpillDir(dir string) Option {
+	return func(o *options) { o.keyed.spillDir = dir }
+}
 
 // WithDeleteFiles sets which kinds of delete files a merge-on-read writer may add (see DeleteFiles): with
 // NoEqualityDeletes or NoEqualityDeletesOrFail the table holds only position deletes and deletion vectors,
 // which every Iceberg reader applies cheaply. For none at all use WithMode(CopyOnWrite) (NoDeleteFiles, which
 // says the same, is deprecated). Default: AnyDeleteFiles.
-func WithDeleteFiles(d DeleteFiles) Option { return func(o *options) { o.deleteFiles = d } }
+func WithDeleteFiles(d DeleteFiles) Option { return func(o *options) { o.keyed.deleteFiles = d } }
 
 // WithOrphanOlderThan sets how old the files a writer ID left uncommitted must be before NewWriter removes them.
 // With WithWriterID, NewWriter looks (in the background: it never waits for it; at most 10 minutes, and no
@@ -402,7 +439,7 @@ func WithDeleteFiles(d DeleteFiles) Option { return func(o *options) { o.deleteF
 // RemoveOrphanFiles' 24 hours because the fence, not the age, is what keeps a fenced epoch's files from ever
 // being committed, while RemoveOrphanFiles must wait out any writer's upload in flight. Zero turns the removal
 // off (for RemoveOrphanFiles, zero removes every unreferenced file).
-func WithOrphanOlderThan(d time.Duration) Option { return func(o *options) { o.orphanAge = d } }
+func WithOrphanOlderThan(d time.Duration) Option { return func(o *options) { o.maint.orphanAge = d } }
 
 // WithOrphanWindow sets what WithOrphanOlderThan sets.
 //
@@ -438,7 +475,7 @@ const (
 // column and the prefix of the before-image key columns (see ChangeColumns and Apply). Each of them is written
 // to the table only when the table has a column of that name. Default: ChangeColumns{Op: "op", BeforePrefix:
 // "before_"}, no version column.
-func WithChangeColumns(c ChangeColumns) Option { return func(o *options) { o.changes = c } }
+func WithChangeColumns(c ChangeColumns) Option { return func(o *options) { o.keyed.changes = c } }
 
 // CreateOption configures a table created by WithCreate.
 type CreateOption func(*createOptions)

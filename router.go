@@ -157,14 +157,14 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 	for _, f := range ro.writer {
 		f(&o)
 	}
-	o.changes = o.changes.withDefaults(o.memoryLimit)
+	o.keyed.changes = o.keyed.changes.withDefaults(o.flush.memoryLimit)
 	if err := validateOptions(&o); err != nil {
 		return nil, err
 	}
 	// ResumePoint needs a total order: the pairs WithPositionOrder (a writer option) does not compare go by
 	// ComparePositions.
 	ro.order = func(partition, a, b string) int {
-		if c, ok := o.posOrder(partition, a, b); ok {
+		if c, ok := o.flush.posOrder(partition, a, b); ok {
 			return c
 		}
 		return ComparePositions(a, b)
@@ -175,15 +175,15 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 	// Each table's options end with the router's budget: a table's own WithMemoryLimit or WithMaxInFlight
 	// cannot take it apart.
 	shared := newSharedBudget(&o)
-	limit, inFlight := o.memoryLimit, o.maxInFlight
+	limit, inFlight := o.flush.memoryLimit, o.flush.maxInFlight
 	r := &Router{
-		cat: cat, wcat: cat, opts: ro, shared: shared, changes: o.changes,
-		budget:  func(o *options) { o.shared, o.memoryLimit, o.maxInFlight = shared, limit, inFlight },
+		cat: cat, wcat: cat, opts: ro, shared: shared, changes: o.keyed.changes,
+		budget:  func(o *options) { o.shared, o.flush.memoryLimit, o.flush.maxInFlight = shared, limit, inFlight },
 		tables:  map[string]*routedTable{},
 		sources: map[string]*routedSource{},
 	}
 	if !ro.perTable {
-		r.rounds, r.wcat = newRounds(cat, o.logger, o.commitTimeout)
+		r.rounds, r.wcat = newRounds(cat, o.logger, o.commit.timeout)
 	}
 	r.events = newCallbacks(newHookSet(ro.hooks), nil, "")
 	if r.rounds != nil {
@@ -191,7 +191,7 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 	}
 	if r.rounds != nil {
 		shared.gated, shared.wantRound = true, make(chan struct{}, 1)
-		interval := o.flushInterval
+		interval := o.flush.interval
 		if interval <= 0 {
 			interval = time.Second
 		}

@@ -209,7 +209,7 @@ func shredErr(err error) error {
 func WithCreateFor[T any](opts ...CreateOption) Option {
 	schema, err := shred.SchemaOf[T]()
 	if err != nil {
-		return func(o *options) { o.createErr = err }
+		return func(o *options) { o.schema.createErr = err }
 	}
 	return WithCreate(schema, opts...)
 }

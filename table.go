@@ -66,13 +66,13 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, ident table.Identifi
 	if err == nil {
 		return tbl, false, nil
 	}
-	if !errors.Is(err, catalog.ErrNoSuchTable) || o.create == nil {
+	if !errors.Is(err, catalog.ErrNoSuchTable) || o.schema.create == nil {
 		return nil, false, fmt.Errorf("iceberg: load table %v: %w", ident, err)
 	}
-	if o.createSchema == nil {
+	if o.schema.createSchema == nil {
 		return nil, false, optionErr("WithCreate", "nil schema")
 	}
-	sc, spec, err := buildCreateSchema(o.createSchema, o.create)
+	sc, spec, err := buildCreateSchema(o.schema.createSchema, o.schema.create)
 	if err != nil {
 		return nil, false, err
 	}
@@ -82,22 +82,22 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, ident table.Identifi
 			return nil, false, fmt.Errorf("iceberg: create namespace %v: %w", ns, err)
 		}
 	}
-	props := ice.Properties{"format-version": strconv.Itoa(o.create.formatVersion)}
+	props := ice.Properties{"format-version": strconv.Itoa(o.schema.create.formatVersion)}
 	for k, v := range createdTableDefaults {
 		props[k] = v
 	}
-	for k, v := range o.create.properties {
+	for k, v := range o.schema.create.properties {
 		props[k] = v
 	}
-	if _, set := o.create.properties[table.ParquetCompressionLevelKey]; !set && props[table.ParquetCompressionKey] != "zstd" {
+	if _, set := o.schema.create.properties[table.ParquetCompressionLevelKey]; !set && props[table.ParquetCompressionKey] != "zstd" {
 		delete(props, table.ParquetCompressionLevelKey) // level 1 is the zstd default's; another codec keeps its own
 	}
 	copts := []catalog.CreateTableOpt{catalog.WithProperties(props)}
 	if spec != nil {
 		copts = append(copts, catalog.WithPartitionSpec(spec))
 	}
-	if o.create.location != "" {
-		copts = append(copts, catalog.WithLocation(o.create.location))
+	if o.schema.create.location != "" {
+		copts = append(copts, catalog.WithLocation(o.schema.create.location))
 	}
 	tbl, err = cat.CreateTable(ctx, ident, sc, copts...)
 	if errors.Is(err, catalog.ErrTableAlreadyExists) { // another writer won the race

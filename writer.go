@@ -106,12 +106,12 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	cat = redact.WrapCatalog(cat, nil)
 	red := redact.RedactorOf(cat)
 	o.logger = redact.Logger(o.logger, red)
-	o.changes = o.changes.withDefaults(o.memoryLimit)
+	o.keyed.changes = o.keyed.changes.withDefaults(o.flush.memoryLimit)
 	if err := validateOptions(&o); err != nil {
 		return nil, err
 	}
-	if o.createErr != nil {
-		return nil, shredErr(o.createErr)
+	if o.schema.createErr != nil {
+		return nil, shredErr(o.schema.createErr)
 	}
 	tbl, created, err := loadOrCreate(ctx, cat, ident, &o)
 	if err != nil {
@@ -119,16 +119,16 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	}
 	tabs := newTables()
 	tabs.loaded(tbl)
-	if o.smallFiles < 0 {
-		o.smallFiles = 0
+	if o.maint.smallFiles < 0 {
+		o.maint.smallFiles = 0
 		if created {
-			o.smallFiles = DefaultSmallFileCompactionEvery
+			o.maint.smallFiles = DefaultSmallFileCompactionEvery
 		}
 	}
-	if o.keepSnapshots < 0 {
-		o.keepSnapshots = 0
+	if o.maint.keepSnapshots < 0 {
+		o.maint.keepSnapshots = 0
 		if created {
-			o.keepSnapshots = DefaultKeepSnapshots
+			o.maint.keepSnapshots = DefaultKeepSnapshots
 		}
 	}
 	if !o.stableID {
@@ -139,7 +139,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		mem = memory.NewGoAllocator()
 	}
 	env := &writerEnv{cat: cat, red: red, log: o.logger, ident: ident, branch: o.branch, id: o.writerID,
-		stableID: o.stableID, timeout: o.commitTimeout, tables: tabs, mem: mem, retryWaits: o.retryWaits}
+		stableID: o.stableID, timeout: o.commit.timeout, tables: tabs, mem: mem, retryWaits: o.commit.retryWaits}
 	w := &Writer{env: env}
 	var committed int64
 	var lastToken *string
@@ -159,9 +159,9 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		// caller may cancel as soon as NewWriter returns).
 		tbl = tabs.derive(tbl, tbl.Metadata(), tbl.MetadataLocation(), cat)
 	}
-	w.own = newOwnFiles(env, tbl, o.orphanAge)
-	hooks := &conformHooks{deadLetter: o.deadLetter}
-	if o.evolve {
+	w.own = newOwnFiles(env, tbl, o.maint.orphanAge)
+	hooks := &conformHooks{deadLetter: o.schema.deadLetter}
+	if o.schema.evolve {
 		hooks.relax = w.relax
 	}
 	w.view = newTableView(env.mem, hooks)
@@ -169,44 +169,44 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		return nil, err
 	}
 	w.structs = &structStage{mem: env.mem, view: w.view, hooks: hooks}
-	if o.evolve {
+	if o.schema.evolve {
 		w.structs.evolve = w.evolveFor
 	}
 	// NoDeleteFiles: every keyed change is a rewrite, as in copy-on-write mode.
-	cow := updateMode(&o, tbl) == CopyOnWrite || o.deleteFiles == NoDeleteFiles
+	cow := updateMode(&o, tbl) == CopyOnWrite || o.keyed.deleteFiles == NoDeleteFiles
 	if w.keys, err = newKeyStage(tbl, w.view.conformer().target, &o, cow); err != nil {
 		return nil, err
 	}
 	if w.changes, err = newChangeStage(&o, w.view.conformer().target, w.keys.spec); err != nil {
 		return nil, err
 	}
-	w.files = &fileEncoder{mem: env.mem, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows,
+	w.files = &fileEncoder{mem: env.mem, targetFileSize: o.files.targetFileSize, rowGroupRows: o.files.rowGroupRows,
 		keyNames: w.keys.names(), names: w.own.names,
-		log: env.log, limits: o.fanout.withDefaults()}
+		log: env.log, limits: o.files.fanout.withDefaults()}
 	w.keys.files = w.own.names
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short
 	}
 	w.cbs = newCallbacks(newHookSet(o.writerHooks()), red, env.id)
 	env.events = w.cbs
-	w.runs = newRunStage(env, o.committer, tbl,
-		cowConfig{parallel: o.maxInFlight, targetFileSize: o.targetFileSize, rowGroupRows: o.rowGroupRows})
-	if o.wrapCommitter != nil {
-		w.runs.committer = o.wrapCommitter(w.runs.committer)
+	w.runs = newRunStage(env, o.commit.committer, tbl,
+		cowConfig{parallel: o.flush.maxInFlight, targetFileSize: o.files.targetFileSize, rowGroupRows: o.files.rowGroupRows})
+	if o.commit.wrapCommitter != nil {
+		w.runs.committer = o.commit.wrapCommitter(w.runs.committer)
 	}
-	w.compactor = newCompactor(w, o.deleteRatio)
+	w.compactor = newCompactor(w, o.maint.deleteRatio)
 	w.maint = w.newMaintainer(&o)
 	w.pipe = newPipeline(ctx, w, pipelineConfig{
-		flushRows: int64(o.flushRows), flushBytes: o.flushBytes, flushInterval: o.flushInterval,
-		rowBudget: rowBudget(&o), maxUncommitted: o.maxUncommitted, maxInFlight: o.maxInFlight,
-		checkpoints: o.checkpoints, posOrder: o.posOrder, commitTimeout: o.commitTimeout, mem: env.mem, lastToken: lastToken,
+		flushRows: int64(o.flush.rows), flushBytes: o.flush.bytes, flushInterval: o.flush.interval,
+		rowBudget: rowBudget(&o), maxUncommitted: o.flush.maxUncommitted, maxInFlight: o.flush.maxInFlight,
+		checkpoints: o.flush.checkpoints, posOrder: o.flush.posOrder, commitTimeout: o.commit.timeout, mem: env.mem, lastToken: lastToken,
 		shared: o.shared, runHeldCap: fanoutShare(rowBudget(&o)),
 		split:      func(b *batch) []*batch { return w.splitFanout(b, fanoutShare(rowBudget(&o))) },
 		sharedKeys: w.keys.sourcesShareKeys,
 		sealed:     w.sealedHook(), encoded: w.encodedHook(), waited: w.waitedHook(),
 	}, committed)
 	w.pipe.start()
-	if o.committer == nil {
+	if o.commit.committer == nil {
 		// A committer of the caller's own may not refuse a fenced epoch's runs (see sweepOrphans).
 		w.own.startSweep(w.pipe.ctx, tbl)
 	}
@@ -218,42 +218,42 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 
 func validateOptions(o *options) error {
 	switch {
-	case o.flushRows <= 0:
-		return optionErr("WithFlushRows", "must be positive, got %d", o.flushRows)
-	case o.flushBytes <= 0:
-		return optionErr("WithFlushBytes", "must be positive, got %d", o.flushBytes)
-	case o.flushInterval < 0:
-		return optionErr("WithFlushInterval", "must not be negative, got %s", o.flushInterval)
-	case o.maxInFlight <= 0:
-		return optionErr("WithMaxInFlight", "must be positive, got %d", o.maxInFlight)
-	case o.memoryLimit <= 0:
-		return optionErr("WithMemoryLimit", "must be positive, got %d", o.memoryLimit)
-	case o.targetFileSize <= 0:
-		return optionErr("WithTargetFileSize", "must be positive, got %d", o.targetFileSize)
-	case o.maxUncommitted <= 0:
-		return optionErr("WithMaxUncommitted", "must be positive, got %d", o.maxUncommitted)
-	case o.posOrder == nil:
+	case o.flush.rows <= 0:
+		return optionErr("WithFlushRows", "must be positive, got %d", o.flush.rows)
+	case o.flush.bytes <= 0:
+		return optionErr("WithFlushBytes", "must be positive, got %d", o.flush.bytes)
+	case o.flush.interval < 0:
+		return optionErr("WithFlushInterval", "must not be negative, got %s", o.flush.interval)
+	case o.flush.maxInFlight <= 0:
+		return optionErr("WithMaxInFlight", "must be positive, got %d", o.flush.maxInFlight)
+	case o.flush.memoryLimit <= 0:
+		return optionErr("WithMemoryLimit", "must be positive, got %d", o.flush.memoryLimit)
+	case o.files.targetFileSize <= 0:
+		return optionErr("WithTargetFileSize", "must be positive, got %d", o.files.targetFileSize)
+	case o.flush.maxUncommitted <= 0:
+		return optionErr("WithMaxUncommitted", "must be positive, got %d", o.flush.maxUncommitted)
+	case o.flush.posOrder == nil:
 		return optionErr("WithPositionOrder", "nil order")
-	case o.commitTimeout <= 0:
-		return optionErr("WithCommitTimeout", "must be positive, got %s", o.commitTimeout)
+	case o.commit.timeout <= 0:
+		return optionErr("WithCommitTimeout", "must be positive, got %s", o.commit.timeout)
 	case o.stableID && len(o.writerID) > 200:
 		return optionErr("WithWriterID", "longer than 200 bytes")
-	case o.orphanAge < 0:
-		return optionErr("WithOrphanOlderThan", "must not be negative, got %s", o.orphanAge)
-	case o.mode != nil && *o.mode != MergeOnRead && *o.mode != CopyOnWrite:
-		return optionErr("WithMode", "unknown mode %d", int(*o.mode))
-	case !(o.deleteRatio >= 0 && o.deleteRatio <= 1): // NaN too
-		return optionErr("WithDeleteRewriteRatio", "must be in [0, 1], got %g", o.deleteRatio)
-	case o.deleteFiles < AnyDeleteFiles || o.deleteFiles > NoDeleteFiles:
-		return optionErr("WithDeleteFiles", "unknown value %d", int(o.deleteFiles))
+	case o.maint.orphanAge < 0:
+		return optionErr("WithOrphanOlderThan", "must not be negative, got %s", o.maint.orphanAge)
+	case o.keyed.mode != nil && *o.keyed.mode != MergeOnRead && *o.keyed.mode != CopyOnWrite:
+		return optionErr("WithMode", "unknown mode %d", int(*o.keyed.mode))
+	case !(o.maint.deleteRatio >= 0 && o.maint.deleteRatio <= 1): // NaN too
+		return optionErr("WithDeleteRewriteRatio", "must be in [0, 1], got %g", o.maint.deleteRatio)
+	case o.keyed.deleteFiles < AnyDeleteFiles || o.keyed.deleteFiles > NoDeleteFiles:
+		return optionErr("WithDeleteFiles", "unknown value %d", int(o.keyed.deleteFiles))
 	}
-	if err := validateHooks(o.hooks); err != nil {
+	if err := validateHooks(o.commit.hooks); err != nil {
 		return err
 	}
-	if err := checkSpillDir(o.keyIndexSpillDir); err != nil {
+	if err := checkSpillDir(o.keyed.spillDir); err != nil {
 		return err
 	}
-	return o.changes.validate(o.memoryLimit)
+	return o.keyed.changes.validate(o.flush.memoryLimit)
 }
 
 // ID returns the writer ID (random unless WithWriterID was given).
@@ -318,7 +318,7 @@ const encoderReserve = 48 << 20
 // rowBudget is the part of the memory limit left for row buffers once the encoders' reserve and the versions
 // of Apply's keys (ChangeColumns.VersionBytes) are set aside.
 func rowBudget(o *options) int64 {
-	return max(o.memoryLimit-int64(o.maxInFlight)*encoderReserve-o.changes.versionBudget(), o.memoryLimit/4)
+	return max(o.flush.memoryLimit-int64(o.flush.maxInFlight)*encoderReserve-o.keyed.changes.versionBudget(), o.flush.memoryLimit/4)
 }
 
 // failure is the error the writer keeps once err stopped it (see writerEnv.failure).

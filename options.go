@@ -112,9 +112,9 @@ type options struct {
 
 // flushOptions are the seal policy, budgets and checkpoints: what the pipeline is configured with.
 type flushOptions struct {
-	rows      int
-	bytes     int64
-	interval  time.Duration
+	rows           int
+	bytes          int64
+	interval       time.Duration
 	maxInFlight    int
 	memoryLimit    int64
 	maxUncommitted int
@@ -131,14 +131,14 @@ type fileOptions struct {
 
 // keyOptions are the keyed modes' settings: what the key and change stages are configured with.
 type keyOptions struct {
-	mode          *Mode
-	keys          []string
+	mode       *Mode
+	keys       []string
 	indexBytes int64
 	// spillDir is WithKeyIndexSpillDir ("": os.TempDir()).
-	spillDir string
-	deleteFiles      DeleteFiles   // WithDeleteFiles
-	supersedeBatch   int           // v2: superseded position delete files removed together (supersededBatch; tests lower it)
-	changes          ChangeColumns // WithChangeColumns (apply.go); empty fields: their defaults
+	spillDir       string
+	deleteFiles    DeleteFiles   // WithDeleteFiles
+	supersedeBatch int           // v2: superseded position delete files removed together (supersededBatch; tests lower it)
+	changes        ChangeColumns // WithChangeColumns (apply.go); empty fields: their defaults
 	// rowIDsAtCommit: a benchmark's baseline (export_test.go): v3 merge-on-read upserts carry row ids only by
 	// the commit-time rewrite, as before encodeRowIDs.
 	rowIDsAtCommit bool
@@ -158,8 +158,8 @@ type maintOptions struct {
 
 // commitOptions are how runs are committed and reported.
 type commitOptions struct {
-	committer     Committer
-	timeout time.Duration
+	committer Committer
+	timeout   time.Duration
 	// retryWaits, when set, replaces the commit retries' backoff bounds (the first wait and the cap; see
 	// backoff): tests of conflicts and lost replies shrink them so that their retries cost no wall time.
 	retryWaits *[2]time.Duration
@@ -181,9 +181,9 @@ type schemaOptions struct {
 func defaultOptions() options {
 	return options{
 		flush: flushOptions{
-			rows:      DefaultFlushRows,
-			bytes:     DefaultFlushBytes,
-			interval:  DefaultFlushInterval,
+			rows:           DefaultFlushRows,
+			bytes:          DefaultFlushBytes,
+			interval:       DefaultFlushInterval,
 			maxInFlight:    DefaultMaxInFlight,
 			memoryLimit:    DefaultMemoryLimit,
 			maxUncommitted: DefaultMaxUncommitted,

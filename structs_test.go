@@ -13,11 +13,13 @@ import (
 	iceberg "github.com/icewriter/iceberg"
 )
 
+// address is a nested struct of everyType, alone and in a list.
 type address struct {
 	City string
 	Zip  *int32
 }
 
+// everyType has a field of every Go type WriteStructs supports.
 type everyType struct {
 	ID       int64 `iceberg:"id,required"`
 	Flag     bool

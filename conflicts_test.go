@@ -12,6 +12,7 @@ import (
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/collide"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // quickRetries is the option list collide.Writers adds to every writer: retries that cost no wall time.
@@ -107,10 +108,7 @@ func TestWritersTakeTurnsAfterConflicts(t *testing.T) {
 	assertIDs(t, counts, 0, 2*commits*rows)
 	// The writers' commits in table order, oldest first, from each one's first to the end of the one that
 	// finished first: the longest run of one writer's commits in that span.
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	var order []string
 	for s := tbl.CurrentSnapshot(); s != nil; {
 		if s.Summary != nil && s.Summary.Operation == table.OpAppend {

@@ -157,7 +157,7 @@ func TestCopyOnWriteReadsEachFileOnce(t *testing.T) {
 				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompaction(0))
 			must(t, err)
 			before := map[string]table.FileScanTask{}
-			for _, task := range planTasks(t, cat, ident) {
+			for _, task := range tabletest.LiveDataFiles(t, tabletest.Load(t, cat, ident)) {
 				before[task.File.FilePath()] = task
 			}
 			type reads struct{ opens, whole int64 }
@@ -185,7 +185,7 @@ func TestCopyOnWriteReadsEachFileOnce(t *testing.T) {
 			upsert(w, []int64{500, 501}, -500)
 			must(t, w.Close(ctx))
 			compareKV(t, readKV(t, cat, ident), model)
-			for _, task := range planTasks(t, cat, ident) {
+			for _, task := range tabletest.LiveDataFiles(t, tabletest.Load(t, cat, ident)) {
 				if task.File.FilePath() == table0[0] {
 					t.Fatalf("%s holds upserted keys and was not rewritten", table0[0])
 				}
@@ -452,10 +452,7 @@ func TestCopyOnWriteLeavesNoUnreferencedDataFile(t *testing.T) {
 func unreferencedDataFiles(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) []string {
 	t.Helper()
 	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	fio, err := tbl.FS(ctx)
 	if err != nil {
 		t.Fatal(err)

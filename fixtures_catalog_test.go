@@ -14,6 +14,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/catalog"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // Catalogs and tables: opening an embedded catalog, creating, loading and rolling back tables, and their files
@@ -40,11 +41,6 @@ func openCatalogAt(t testing.TB, path string) icecatalog.Catalog {
 	return cat
 }
 
-// tableLoader is what the helpers that read a table need of a catalog.
-type tableLoader interface {
-	LoadTable(context.Context, table.Identifier) (*table.Table, error)
-}
-
 // createTable creates the table at ident (a writer that creates it and closes at once).
 func createTable(t testing.TB, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier, schema *arrow.Schema, create ...iceberg.CreateOption) {
 	t.Helper()
@@ -59,10 +55,7 @@ func createTable(t testing.TB, ctx context.Context, cat icecatalog.Catalog, iden
 // files mean that no commit happened in between.
 func metadataFile(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) string {
 	t.Helper()
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	return tbl.MetadataLocation()
 }
 
@@ -70,10 +63,7 @@ func metadataFile(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) 
 func rollbackTo(t testing.TB, cat icecatalog.Catalog, ident table.Identifier, snapshotID int64) {
 	t.Helper()
 	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	tx := tbl.NewTransaction()
 	if err := tx.RollbackToSnapshot(snapshotID); err != nil {
 		t.Fatal(err)
@@ -96,10 +86,7 @@ func localDir(t testing.TB, location string) string {
 // positionFiles lists the side files of source positions in the table's metadata folder (local tables), sorted.
 func positionFiles(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) []string {
 	t.Helper()
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	dir := filepath.Join(localDir(t, tbl.Location()), "metadata")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -117,10 +104,7 @@ func positionFiles(t testing.TB, cat icecatalog.Catalog, ident table.Identifier)
 // loadSchema returns the table's current schema.
 func loadSchema(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) *ice.Schema {
 	t.Helper()
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	return tbl.Schema()
 }
 
@@ -136,12 +120,9 @@ func fieldOf(t testing.TB, sc *ice.Schema, name string) ice.NestedField {
 
 // replaceSnapshots counts the table's "replace" snapshots: with compaction and conversion off, a v2 writer's
 // removals of its superseded position delete files.
-func replaceSnapshots(t *testing.T, cat tableLoader, ident table.Identifier) int {
+func replaceSnapshots(t *testing.T, cat tabletest.Loader, ident table.Identifier) int {
 	t.Helper()
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	n := 0
 	for _, s := range tbl.Metadata().Snapshots() {
 		if s.Summary != nil && s.Summary.Operation == table.OpReplace {

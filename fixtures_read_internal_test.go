@@ -1,12 +1,12 @@
 package iceberg
 
 import (
-	"context"
 	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // Reading the internal tests' tables back: names by id, the model a bulk phase must leave, and row ids kept
@@ -21,20 +21,13 @@ func readNamed(t *testing.T, w *Writer) map[int64][]string {
 // readNamedTable reads an idNameSchema table back: per id, its names, sorted.
 func readNamedTable(t *testing.T, tbl *table.Table) map[int64][]string {
 	t.Helper()
-	_, recs, err := tbl.Scan().ToArrowRecords(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, recs := tabletest.Records(t, tbl)
 	got := map[int64][]string{}
-	for rec, err := range recs {
-		if err != nil {
-			t.Fatal(err)
-		}
+	for rec := range recs {
 		ids, names := rec.Column(0).(*array.Int64), rec.Column(1).(*array.String)
 		for i := 0; i < int(rec.NumRows()); i++ {
 			got[ids.Value(i)] = append(got[ids.Value(i)], names.Value(i))
 		}
-		rec.Release()
 	}
 	for _, v := range got {
 		slices.Sort(v)
@@ -57,7 +50,7 @@ func requireIndexedModel(t *testing.T, tbl *table.Table, model map[int64][]strin
 		}
 	}
 	var dvs int
-	for _, task := range dataFiles(t, tbl) {
+	for _, task := range tabletest.LiveDataFiles(t, tbl) {
 		if len(task.EqualityDeleteFiles) > 0 {
 			t.Fatalf("equality deletes on %s: the key index did not cover the bulk file", task.File.FilePath())
 		}

@@ -18,6 +18,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // The key stage driven without a Writer: batches encoded through the stage's hooks as the writer's encoder
@@ -216,10 +217,7 @@ func (e *stageEnv) outsideAppend(ids []int64, name string) {
 func (e *stageEnv) compact(k *keyStage) {
 	e.t.Helper()
 	pre := e.tbl
-	tasks, err := pre.Scan().PlanFiles(e.ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	tasks := tabletest.LiveDataFiles(e.t, pre)
 	g := table.CompactionTaskGroup{Tasks: tasks}
 	rewritten := map[string]struct{}{}
 	for _, t := range tasks {
@@ -283,20 +281,8 @@ func placements(idx *keyIndex) map[string]string {
 // deleteFiles counts the table's live equality delete files and deletion vectors.
 func (e *stageEnv) deleteFiles() (eq, dvs int) {
 	e.t.Helper()
-	tasks, err := e.tbl.Scan().PlanFiles(e.ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	eqs, vs := map[string]bool{}, map[string]bool{}
-	for _, t := range tasks {
-		for _, f := range t.EqualityDeleteFiles {
-			eqs[f.FilePath()] = true
-		}
-		for _, f := range t.DeletionVectorFiles {
-			vs[f.FilePath()+fmt.Sprint(f.ContentOffset())] = true
-		}
-	}
-	return len(eqs), len(vs)
+	l := tabletest.LiveDeleteFiles(e.t, e.tbl)
+	return l.Eq, l.DVs
 }
 
 func ids(from, n int) []int64 {

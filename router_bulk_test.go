@@ -19,6 +19,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // bulkRouter opens a router whose tables start in their bulk phase, under a 16 MiB memory limit, with files
@@ -73,13 +74,10 @@ func TestRouterBulkFilesSpanBatches(t *testing.T) {
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	var sizes []int64
 	var written int64
-	for _, task := range planFiles(t, tbl) {
+	for _, task := range tabletest.LiveDataFiles(t, tbl) {
 		sizes = append(sizes, task.File.FileSizeBytes())
 		written += task.File.FileSizeBytes()
 	}
@@ -175,12 +173,9 @@ func TestRouterBulkKilledResumesExactlyOnce(t *testing.T) {
 	}
 	counts, _ := readRows(t, cat, ident)
 	assertIDs(t, counts, 0, total)
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	referenced := map[string]bool{}
-	for _, task := range planFiles(t, tbl) {
+	for _, task := range tabletest.LiveDataFiles(t, tbl) {
 		referenced[strings.TrimPrefix(task.File.FilePath(), "file://")] = true
 	}
 	for f := range left {

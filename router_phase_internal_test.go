@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // TestRouterBulkThenLive loads two keyed format-v3 tables with the same 200-row calls, one in its bulk phase and
@@ -68,7 +69,7 @@ func bulkThenLive(t *testing.T, opts ...RouterOption) {
 	}
 	wb, _ := r.Writer(bulk)
 	wl, _ := r.Writer(live)
-	bulkFiles, liveFiles := dataFiles(t, wb.Table()), dataFiles(t, wl.Table())
+	bulkFiles, liveFiles := tabletest.LiveDataFiles(t, wb.Table()), tabletest.LiveDataFiles(t, wl.Table())
 	if len(bulkFiles) != 2 || len(liveFiles) < rows/1000 {
 		t.Fatalf("bulk phase: %d files, live: %d", len(bulkFiles), len(liveFiles))
 	}

@@ -311,15 +311,7 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 	for _, v := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			ctx := context.Background()
-			w0, _, cat, ident := cowTable(t, ctx, 4, 50, false,
-				iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(v)))
-			if err := w0.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			model := kvModel{}
-			for id := int64(0); id < 200; id++ {
-				model.insert(id, id)
-			}
+			cat, ident, model := closedCowTable(t, ctx, v)
 			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithMode(iceberg.CopyOnWrite),
 				iceberg.WithFlushRows(1), iceberg.WithFlushInterval(0))
 			if err != nil {

@@ -54,6 +54,22 @@ func cowTable(t testing.TB, ctx context.Context, m, perFile int, shuffled bool, 
 	return w, holder, cat, ident
 }
 
+// closedCowTable writes a table of the format version given as cowTable does (4 files of 50 rows, ids 0..199
+// with v = id), closes its writer, and returns the catalog, the table and the model of its rows.
+func closedCowTable(t *testing.T, ctx context.Context, version int) (*slowCatalog, table.Identifier, kvModel) {
+	t.Helper()
+	w, _, cat, ident := cowTable(t, ctx, 4, 50, false,
+		iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(version)))
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	model := kvModel{}
+	for id := int64(0); id < 200; id++ {
+		model.insert(id, id)
+	}
+	return cat, ident, model
+}
+
 // waitStaged waits until w has written at least files data files and every sealed batch is staged for a
 // commit (10 s at most), on the writer's own state changes.
 func waitStaged(t *testing.T, w *iceberg.Writer, files int64) {

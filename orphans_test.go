@@ -178,28 +178,12 @@ func TestOrphanFilesAfterKill(t *testing.T) {
 	committed := commitAsWriter(t, ctx, cat, ident, "job", 1000)
 
 	child := childProcess(t, dir, "TestOrphanChild")
-	stdin, err := child.StdinPipe() // the child waits on it: it ends if this process does
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	child.Stderr = &out
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdout, out := startChild(t, child)
 	lines := bufio.NewScanner(stdout)
 	for lines.Scan() && lines.Text() != "staged" {
 		out.WriteString(lines.Text() + "\n")
 	}
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = child.Wait()
+	killChild(t, child)
 	files := dataFiles(t, cat, ident)
 	left := added(committed, files)
 	if len(left) != 4 {

@@ -119,30 +119,14 @@ func TestRouterBulkKilledResumesExactlyOnce(t *testing.T) {
 	ident := table.Identifier{"procs", "load"}
 
 	child := childProcess(t, dir, "TestRouterBulkChild")
-	stdin, err := child.StdinPipe() // the child ends with this process
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	child.Stderr = &out
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdout, out := startChild(t, child)
 	commits := 0
 	for lines := bufio.NewScanner(stdout); commits < 2 && lines.Scan(); {
 		if strings.HasPrefix(lines.Text(), "committed") {
 			commits++
 		}
 	}
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = child.Wait()
+	killChild(t, child)
 	if commits < 2 {
 		t.Fatalf("the child ended before its second commit:\n%s", out.String())
 	}

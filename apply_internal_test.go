@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // encodedKey is the keyEncoder encoding of an int64 key, as Apply and the version map see it.
@@ -59,7 +60,7 @@ func TestVersionMapLoad(t *testing.T) {
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "lsn", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 	}, nil)
-	w, err := NewWriter(ctx, openTestCatalog(t), table.Identifier{"v", "t"},
+	w, err := NewWriter(ctx, tabletest.TempCatalog(t), table.Identifier{"v", "t"},
 		WithCreate(schema, IdentifierFields("id"), FormatVersion(2)), WithFlushInterval(0),
 		WithChangeColumns(ChangeColumns{Version: "lsn"}))
 	if err != nil {

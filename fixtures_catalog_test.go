@@ -13,7 +13,6 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
-	"github.com/icewriter/iceberg/catalog"
 	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
@@ -23,22 +22,13 @@ import (
 // openCatalog opens a fresh embedded catalog in a temporary folder.
 func openCatalog(t testing.TB) icecatalog.Catalog {
 	t.Helper()
-	return openCatalogAt(t, filepath.Join(t.TempDir(), "catalog.db"))
+	return tabletest.TempCatalog(t)
 }
 
 // openCatalogAt opens the embedded catalog whose database is at path.
 func openCatalogAt(t testing.TB, path string) icecatalog.Catalog {
 	t.Helper()
-	cat, err := catalog.Open(context.Background(), "sqlite://"+path)
-	if err != nil {
-		t.Fatalf("open catalog: %v", err)
-	}
-	t.Cleanup(func() {
-		if c, ok := cat.(icecatalog.Closer); ok {
-			_ = c.Close()
-		}
-	})
-	return cat
+	return tabletest.OpenCatalog(t, path)
 }
 
 // createTable creates the table at ident (a writer that creates it and closes at once).

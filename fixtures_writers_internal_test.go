@@ -2,37 +2,23 @@ package iceberg
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
-	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
-	"github.com/icewriter/iceberg/catalog"
 	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // Catalogs, writers and stages the internal tests set up: an id-name table written in files, wide files
 // encoded without a commit, and a key stage on a format-v3 table.
 
-// openTestCatalog opens an embedded catalog in the test's temporary directory, closed with the test.
-func openTestCatalog(t testing.TB) icecatalog.Catalog {
-	t.Helper()
-	cat, err := catalog.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "c.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cat.(icecatalog.Closer).Close() })
-	return cat
-}
-
 // idNameWriter writes files of perFile rows each, ids ascending, and returns the writer.
 func idNameWriter(t testing.TB, files, perFile int, opts ...Option) *Writer {
 	t.Helper()
 	ctx := context.Background()
-	w, err := NewWriter(ctx, openTestCatalog(t), table.Identifier{"b", "t"}, append([]Option{
+	w, err := NewWriter(ctx, tabletest.TempCatalog(t), table.Identifier{"b", "t"}, append([]Option{
 		WithFlushInterval(0), WithSmallFileCompaction(0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +43,7 @@ func wideFiles(t *testing.T, cols, files int) (*table.Table, *arrow.Schema, []ic
 	ctx := context.Background()
 	rec := widePartitioned(cols, 2*files)
 	defer rec.Release()
-	w, err := NewWriter(ctx, openTestCatalog(t), table.Identifier{"b", "t"},
+	w, err := NewWriter(ctx, tabletest.TempCatalog(t), table.Identifier{"b", "t"},
 		WithCreate(rec.Schema(), PartitionBy("identity(p)")), WithFlushInterval(0))
 	if err != nil {
 		t.Fatal(err)

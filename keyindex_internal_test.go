@@ -42,7 +42,7 @@ type stageEnv struct {
 
 func newStageEnv(t *testing.T, version int, opts ...Option) *stageEnv {
 	t.Helper()
-	return newStageEnvOn(t, openTestCatalog(t), version, opts...)
+	return newStageEnvOn(t, tabletest.TempCatalog(t), version, opts...)
 }
 
 // newStageEnvOn is newStageEnv on the catalog cat (e.g. tabletest.CountedCatalog's, to count file reads).

@@ -27,7 +27,7 @@ func TestRouterBulkThenLive(t *testing.T) {
 
 func bulkThenLive(t *testing.T, opts ...RouterOption) {
 	ctx := context.Background()
-	cat := openTestCatalog(t)
+	cat := tabletest.TempCatalog(t)
 	bulk, live := table.Identifier{"db", "bulk"}, table.Identifier{"db", "live"}
 	r, err := NewRouter(cat, append(opts, WithWriterOptions(WithFlushInterval(5*time.Millisecond), WithFlushRows(1000), WithSmallFileCompaction(0)),
 		WithTableConfig(func(_ context.Context, ident table.Identifier, _ *arrow.Schema) (TableConfig, error) {
@@ -124,7 +124,7 @@ func bulkThenLive(t *testing.T, opts ...RouterOption) {
 // vectors, never equality deletes, and the table holds what the model says.
 func TestRouterBulkWithCheckpointsThenLive(t *testing.T) {
 	ctx := context.Background()
-	cat := openTestCatalog(t)
+	cat := tabletest.TempCatalog(t)
 	ident := table.Identifier{"db", "snap"}
 	r, err := NewRouter(cat, WithWriterOptions(WithCheckpoints(), WithSmallFileCompaction(0)),
 		WithTableConfig(func(context.Context, table.Identifier, *arrow.Schema) (TableConfig, error) {

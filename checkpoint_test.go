@@ -233,7 +233,7 @@ func TestLastCheckpointRollbackAndExpiry(t *testing.T) {
 	if err := other.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tbl, _ := cat.LoadTable(ctx, ident)
+	tbl := tabletest.Load(t, cat, ident)
 	if tbl.Metadata().SnapshotByID(snapA) != nil {
 		t.Fatalf("snapshot %d should have expired (%d snapshots left)", snapA, len(tbl.Metadata().Snapshots()))
 	}

@@ -241,7 +241,7 @@ func copyOnWriteKeepsEarlierDeletes(t *testing.T, version int) {
 	if err := mor.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if tbl, _ := cat.LoadTable(ctx, ident); tbl.CurrentSnapshot().Summary.Properties["total-delete-files"] != "1" {
+	if tbl := tabletest.Load(t, cat, ident); tbl.CurrentSnapshot().Summary.Properties["total-delete-files"] != "1" {
 		t.Fatalf("setup: %s delete files, want 1", tbl.CurrentSnapshot().Summary.Properties["total-delete-files"])
 	}
 	cow, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithMode(iceberg.CopyOnWrite))
@@ -256,7 +256,7 @@ func copyOnWriteKeepsEarlierDeletes(t *testing.T, version int) {
 		t.Fatal(err)
 	}
 	compareKV(t, readKV(t, cat, ident), model)
-	tbl, _ := cat.LoadTable(ctx, ident)
+	tbl := tabletest.Load(t, cat, ident)
 	if n := tbl.CurrentSnapshot().Summary.Properties["total-delete-files"]; n != "0" {
 		t.Fatalf("%s delete files left after the rewrite, want 0", n)
 	}
@@ -354,7 +354,7 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			compareKV(t, readKV(t, cat, ident), model)
-			tbl, _ := cat.LoadTable(ctx, ident)
+			tbl := tabletest.Load(t, cat, ident)
 			var snaps []*table.Snapshot
 			for s := tbl.CurrentSnapshot(); s != nil && s.SnapshotID != base; s = tbl.SnapshotByID(*s.ParentSnapshotID) {
 				snaps = append(snaps, s)

@@ -18,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // childProcess is this test binary running the test named test as a child process, with the folder dir.
@@ -130,7 +131,7 @@ func TestFencingAcrossProcesses(t *testing.T) {
 	}
 	_ = newer.Close(ctx)
 	// Nothing committed by the older process after the takeover snapshot.
-	tbl, _ := cat.LoadTable(ctx, ident)
+	tbl := tabletest.Load(t, cat, ident)
 	for s := tbl.CurrentSnapshot(); s != nil && s.SnapshotID != takeover; {
 		if s.Summary.Properties["icewriter.writer-id"] == "job" && s.Summary.Properties["icewriter.epoch"] == "1" {
 			t.Fatalf("snapshot %d committed by the fenced process after the takeover", s.SnapshotID)

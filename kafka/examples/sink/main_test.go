@@ -52,11 +52,7 @@ func TestFakeModeWritesTheSeededRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, table.Identifier{"demo", "orders"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, it := tabletest.Records(t, tbl)
+	sc, it := tabletest.Records(t, tabletest.Load(t, cat, table.Identifier{"demo", "orders"}))
 	seen := map[int64]int{}
 	for rec := range it {
 		ids := rec.Column(sc.FieldIndices("id")[0]).(*array.Int64)

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/arrowx"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // encodedKey is the keyenc.Encoder encoding of an int64 key, as Apply and the version map see it.
@@ -60,7 +61,7 @@ func TestVersionMapLoad(t *testing.T) {
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "lsn", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 	}, nil)
-	w, err := NewWriter(ctx, openTestCatalog(t), table.Identifier{"v", "t"},
+	w, err := NewWriter(ctx, tabletest.TempCatalog(t), table.Identifier{"v", "t"},
 		WithCreate(schema, IdentifierFields("id"), FormatVersion(2)), WithFlushInterval(0),
 		WithChangeColumns(ChangeColumns{Version: "lsn"}))
 	if err != nil {

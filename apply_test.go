@@ -17,6 +17,7 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // Apply's own cases: the op spellings, bad input, versions and replays, options. Random interleaved streams in
@@ -381,10 +382,7 @@ func TestApplyVersionOrder(t *testing.T) {
 	if s := w.Stats().ChangesSkipped; s != 5 || skippedModel != 5 {
 		t.Fatalf("%d changes skipped (model: %d), want 5", s, skippedModel)
 	}
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	if _, ok := tbl.Schema().FindFieldByName("seq"); ok {
 		t.Fatal("the version column, not a table column, was written")
 	}

@@ -21,6 +21,7 @@ import (
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/benchpair"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // updateBatches returns seed-event batches in which a fraction of each batch's ids repeat earlier ids (updates).
@@ -460,11 +461,8 @@ type tableShape struct{ dataFiles, deleteFiles, manifests int }
 func readShape(b *testing.B, cat icecatalog.Catalog, ident table.Identifier) tableShape {
 	b.Helper()
 	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tasks := planFiles(b, tbl)
+	tbl := tabletest.Load(b, cat, ident)
+	tasks := tabletest.LiveDataFiles(b, tbl)
 	deletes := map[string]bool{}
 	for _, t := range tasks {
 		for _, files := range [][]ice.DataFile{t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles} {

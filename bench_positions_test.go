@@ -10,6 +10,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // BenchmarkPositionsMetadataGrowth records 10,000 source positions across 100 commits (100 new partitions per
@@ -69,10 +70,7 @@ func positionsMetadataGrowth(b *testing.B, commits, perCommit int) (growth, side
 		if err != nil || len(got) != commits*perCommit {
 			b.Fatalf("%d positions read back (%v), want %d", len(got), err, commits*perCommit)
 		}
-		tbl, err := cat.LoadTable(ctx, ident)
-		if err != nil {
-			b.Fatal(err)
-		}
+		tbl := tabletest.Load(b, cat, ident)
 		st, err := os.Stat(localDir(b, tbl.CurrentSnapshot().Summary.Properties["icewriter.positions"]))
 		if err != nil {
 			b.Fatal(err)
@@ -86,10 +84,7 @@ func positionsMetadataGrowth(b *testing.B, commits, perCommit int) (growth, side
 func metadataSize(b *testing.B, cat interface {
 	LoadTable(context.Context, table.Identifier) (*table.Table, error)
 }, ident table.Identifier) int64 {
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tbl := tabletest.Load(b, cat, ident)
 	st, err := os.Stat(localDir(b, tbl.MetadataLocation()))
 	if err != nil {
 		b.Fatal(err)

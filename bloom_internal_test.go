@@ -15,17 +15,8 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/encode"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
-
-// dataFiles lists the table's data file scan tasks.
-func dataFiles(t *testing.T, tbl *table.Table) []table.FileScanTask {
-	t.Helper()
-	tasks, err := tbl.Scan().PlanFiles(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tasks
-}
 
 // columnBloom opens a data file and returns the bloom filter of the named column in row group 0 (nil if none).
 func columnBloom(t *testing.T, tbl *table.Table, path, column string) metadata.BloomFilter {
@@ -64,7 +55,7 @@ func columnBloom(t *testing.T, tbl *table.Table, path, column string) metadata.B
 // the filter off wins.
 func TestKeyColumnsCarryBloomFilters(t *testing.T) {
 	w := idNameWriter(t, 2, 1000, WithCreate(idNameSchema, IdentifierFields("id")))
-	tasks := dataFiles(t, w.Table())
+	tasks := tabletest.LiveDataFiles(t, w.Table())
 	if len(tasks) != 2 {
 		t.Fatalf("%d data files, want 2", len(tasks))
 	}
@@ -102,11 +93,11 @@ func TestKeyColumnsCarryBloomFilters(t *testing.T) {
 
 	off := idNameWriter(t, 1, 1000, WithCreate(idNameSchema, IdentifierFields("id"),
 		TableProperties(map[string]string{table.ParquetBloomFilterColumnEnabledKeyPrefix + ".id": "false"})))
-	if columnBloom(t, off.Table(), dataFiles(t, off.Table())[0].File.FilePath(), "id") != nil {
+	if columnBloom(t, off.Table(), tabletest.LiveDataFiles(t, off.Table())[0].File.FilePath(), "id") != nil {
 		t.Fatal("bloom filter written though the table property turns it off")
 	}
 	plain := idNameWriter(t, 1, 1000, WithCreate(idNameSchema))
-	if columnBloom(t, plain.Table(), dataFiles(t, plain.Table())[0].File.FilePath(), "id") != nil {
+	if columnBloom(t, plain.Table(), tabletest.LiveDataFiles(t, plain.Table())[0].File.FilePath(), "id") != nil {
 		t.Fatal("bloom filter written on a table without keys")
 	}
 }
@@ -124,7 +115,7 @@ func TestBloomBytes(t *testing.T) {
 // returns how many were.
 func checkBloomSizes(t *testing.T, w *Writer, wantFiles func(n int) bool, skip map[string]bool) int {
 	t.Helper()
-	tasks := dataFiles(t, w.Table())
+	tasks := tabletest.LiveDataFiles(t, w.Table())
 	if !wantFiles(len(tasks)) {
 		t.Fatalf("setup: %d data files", len(tasks))
 	}
@@ -276,7 +267,7 @@ func TestCopyOnWriteConfirmSkipsByBloom(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tasks := dataFiles(t, tbl)
+		tasks := tabletest.LiveDataFiles(t, tbl)
 		if len(tasks) != 1 {
 			t.Fatalf("%d files, want 1", len(tasks))
 		}

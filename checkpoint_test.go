@@ -16,6 +16,7 @@ import (
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/catalog"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // TestCheckpointsBoundCommits: with WithCheckpoints nothing after the newest token is committed, by Flush or by
@@ -146,10 +147,7 @@ func TestIdleCheckpointsCommitNothing(t *testing.T) {
 		return w
 	}
 	snapshots := func() int {
-		tbl, err := cat.LoadTable(ctx, ident)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tbl := tabletest.Load(t, cat, ident)
 		return len(tbl.Metadata().Snapshots())
 	}
 	w := open()
@@ -235,7 +233,7 @@ func TestLastCheckpointRollbackAndExpiry(t *testing.T) {
 	if err := other.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tbl, _ := cat.LoadTable(ctx, ident)
+	tbl := tabletest.Load(t, cat, ident)
 	if tbl.Metadata().SnapshotByID(snapA) != nil {
 		t.Fatalf("snapshot %d should have expired (%d snapshots left)", snapA, len(tbl.Metadata().Snapshots()))
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // forwarder is a Committer that sends each run, encoded, to a coordinator that commits for several writers.
@@ -54,10 +55,7 @@ func TestCatalogCommitterDefaultTimeout(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	compactions := 0
 	for _, s := range tbl.Metadata().Snapshots() {
 		if s.Summary != nil && s.Summary.Operation == table.OpReplace {

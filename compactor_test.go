@@ -10,6 +10,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // compactions is a HookCompaction that hands each compaction to a channel.
@@ -82,11 +83,8 @@ func TestCompactionDoesNotHoldLiveFlushes(t *testing.T) {
 			t.Fatalf("id %d after the compaction: %v, want %v", id, got[id], row)
 		}
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(planFiles(t, tbl)); n > 12 {
+	tbl := tabletest.Load(t, cat, ident)
+	if n := len(tabletest.LiveDataFiles(t, tbl)); n > 12 {
 		t.Fatalf("%d data files after the compaction, want the 8 first ones merged", n)
 	}
 }
@@ -163,7 +161,7 @@ func TestCompactionRebasesConcurrentDeletes(t *testing.T) {
 				up.Release()
 			}
 			_, tasks := liveDataFiles(t, cat, ident)
-			if !hasPositionDeletes(tasks) {
+			if !tabletest.HasPositionDeletes(tasks) {
 				t.Fatal("no position delete or deletion vector on the held pass's files: the test tests nothing")
 			}
 			filesBefore := len(tasks)
@@ -249,10 +247,7 @@ func TestManifestsRewrittenAfterCompactionPass(t *testing.T) {
 	for c := int64(8); c < 11; c++ {
 		upsert([]int64{c*20 + 1, c, 2*c + 1})
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	fs, err := tbl.FS(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // Nested values in these tests are Go trees: nil for a null, map[string]any for a struct (by field name),
@@ -173,23 +174,9 @@ func expectNested(t arrow.DataType, v any) any {
 // readNested scans the table and returns each row's column values by id.
 func readNested(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) map[int64]map[string]any {
 	t.Helper()
-	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatalf("load table: %v", err)
-	}
 	rows := map[int64]map[string]any{}
-	if tbl.CurrentSnapshot() == nil {
-		return rows
-	}
-	sc, it, err := tbl.Scan().ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatalf("scan: %v", err)
-	}
-	for rec, err := range it {
-		if err != nil {
-			t.Fatalf("scan: %v", err)
-		}
+	sc, it := tabletest.Records(t, tabletest.Load(t, cat, ident))
+	for rec := range it {
 		for r := 0; r < int(rec.NumRows()); r++ {
 			row := map[string]any{}
 			for c, f := range sc.Fields() {
@@ -201,7 +188,6 @@ func readNested(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) ma
 			}
 			rows[id] = row
 		}
-		rec.Release()
 	}
 	return rows
 }

@@ -24,15 +24,7 @@ func TestCopyOnWriteSplitRunRetry(t *testing.T) {
 
 func copyOnWriteSplitRunRetry(t *testing.T, v int, mode string) {
 	ctx := context.Background()
-	w0, _, cat, ident := cowTable(t, ctx, 4, 50, false,
-		iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(v)))
-	if err := w0.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	model := kvModel{}
-	for id := int64(0); id < 200; id++ {
-		model.insert(id, id)
-	}
+	cat, ident, model := closedCowTable(t, ctx, v)
 	var s0 tableState
 	if v >= 3 {
 		s0 = observe(t, cat, ident, model)

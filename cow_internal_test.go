@@ -80,20 +80,6 @@ func applyCow(t *testing.T, tbl *table.Table, segs []Segment) (*cowStage, *table
 	return stage, next
 }
 
-// liveDataFiles lists the data files of tbl's current snapshot by path.
-func liveDataFiles(t *testing.T, tbl *table.Table) map[string]bool {
-	t.Helper()
-	tasks, err := tbl.Scan().PlanFiles(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := map[string]bool{}
-	for _, task := range tasks {
-		live[task.File.FilePath()] = true
-	}
-	return live
-}
-
 // TestCowStageRewritesEachFileOnce: two segments of one attempt, the second upserting a key the first upserted
 // and a key of another file. The table's three files holding a key are each rewritten once (by the first
 // segment, for the keys of both), the untouched file stays, the first segment's new-row file is rewritten by the
@@ -101,7 +87,7 @@ func liveDataFiles(t *testing.T, tbl *table.Table) map[string]bool {
 // name.
 func TestCowStageRewritesEachFileOnce(t *testing.T) {
 	tbl, want := cowStageTable(t, 4, 2)
-	before := liveDataFiles(t, tbl)
+	before := tabletest.Paths(tabletest.LiveDataFiles(t, tbl))
 	segs := []Segment{cowSegment(t, tbl, []int64{5, 25}, "a"), cowSegment(t, tbl, []int64{25, 35}, "b")}
 	stage, next := applyCow(t, tbl, segs)
 
@@ -109,7 +95,7 @@ func TestCowStageRewritesEachFileOnce(t *testing.T) {
 	if got := readNamedTable(t, next); !maps.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("table holds %v, want %v", got, want)
 	}
-	live := liveDataFiles(t, next)
+	live := tabletest.Paths(tabletest.LiveDataFiles(t, next))
 	kept := 0
 	for p := range before {
 		if live[p] {
@@ -157,7 +143,7 @@ func TestCowStageKeepsRowIDs(t *testing.T) {
 	if len(stage.replaced) != 1 || stage.replaced[0].FilePath() != orig {
 		t.Fatalf("replaced %v, want the segment's new-row file %s", stage.replaced, orig)
 	}
-	if liveDataFiles(t, next)[orig] {
+	if tabletest.Paths(tabletest.LiveDataFiles(t, next))[orig] {
 		t.Fatalf("the replaced new-row file %s is live", orig)
 	}
 }

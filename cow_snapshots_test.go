@@ -9,26 +9,20 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // countAt scans the table as of a snapshot and returns the rows per id.
 func countAt(t *testing.T, tbl *table.Table, snapID int64) map[int64]int {
 	t.Helper()
-	sc, it, err := tbl.Scan(table.WithSnapshotID(snapID)).ToArrowRecords(context.Background())
-	if err != nil {
-		t.Fatalf("scan snapshot %d: %v", snapID, err)
-	}
+	sc, it := tabletest.Records(t, tbl, table.WithSnapshotID(snapID))
 	idx := sc.FieldIndices("id")[0]
 	out := map[int64]int{}
-	for rec, err := range it {
-		if err != nil {
-			t.Fatalf("scan snapshot %d: %v", snapID, err)
-		}
+	for rec := range it {
 		ids := rec.Column(idx).(*array.Int64)
 		for r := 0; r < ids.Len(); r++ {
 			out[ids.Value(r)]++
 		}
-		rec.Release()
 	}
 	return out
 }
@@ -76,10 +70,7 @@ func checkpointedUpsert(t *testing.T, cat icecatalog.Catalog, ident table.Identi
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	return tbl, before
 }
 

@@ -157,7 +157,7 @@ func TestCopyOnWriteReadsEachFileOnce(t *testing.T) {
 				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
 			must(t, err)
 			before := map[string]table.FileScanTask{}
-			for _, task := range planTasks(t, cat, ident) {
+			for _, task := range tabletest.LiveDataFiles(t, tabletest.Load(t, cat, ident)) {
 				before[task.File.FilePath()] = task
 			}
 			type reads struct{ opens, whole int64 }
@@ -185,7 +185,7 @@ func TestCopyOnWriteReadsEachFileOnce(t *testing.T) {
 			upsert(w, []int64{500, 501}, -500)
 			must(t, w.Close(ctx))
 			compareKV(t, readKV(t, cat, ident), model)
-			for _, task := range planTasks(t, cat, ident) {
+			for _, task := range tabletest.LiveDataFiles(t, tabletest.Load(t, cat, ident)) {
 				if task.File.FilePath() == table0[0] {
 					t.Fatalf("%s holds upserted keys and was not rewritten", table0[0])
 				}
@@ -241,7 +241,7 @@ func copyOnWriteKeepsEarlierDeletes(t *testing.T, version int) {
 	if err := mor.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if tbl, _ := cat.LoadTable(ctx, ident); tbl.CurrentSnapshot().Summary.Properties["total-delete-files"] != "1" {
+	if tbl := tabletest.Load(t, cat, ident); tbl.CurrentSnapshot().Summary.Properties["total-delete-files"] != "1" {
 		t.Fatalf("setup: %s delete files, want 1", tbl.CurrentSnapshot().Summary.Properties["total-delete-files"])
 	}
 	cow, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithMode(iceberg.CopyOnWrite))
@@ -256,7 +256,7 @@ func copyOnWriteKeepsEarlierDeletes(t *testing.T, version int) {
 		t.Fatal(err)
 	}
 	compareKV(t, readKV(t, cat, ident), model)
-	tbl, _ := cat.LoadTable(ctx, ident)
+	tbl := tabletest.Load(t, cat, ident)
 	if n := tbl.CurrentSnapshot().Summary.Properties["total-delete-files"]; n != "0" {
 		t.Fatalf("%s delete files left after the rewrite, want 0", n)
 	}
@@ -311,15 +311,7 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 	for _, v := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			ctx := context.Background()
-			w0, _, cat, ident := cowTable(t, ctx, 4, 50, false,
-				iceberg.WithCreate(kvSchema, iceberg.IdentifierFields("id"), iceberg.FormatVersion(v)))
-			if err := w0.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			model := kvModel{}
-			for id := int64(0); id < 200; id++ {
-				model.insert(id, id)
-			}
+			cat, ident, model := closedCowTable(t, ctx, v)
 			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithMode(iceberg.CopyOnWrite),
 				iceberg.WithFlushRows(1), iceberg.WithFlushInterval(0))
 			if err != nil {
@@ -362,7 +354,7 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			compareKV(t, readKV(t, cat, ident), model)
-			tbl, _ := cat.LoadTable(ctx, ident)
+			tbl := tabletest.Load(t, cat, ident)
 			var snaps []*table.Snapshot
 			for s := tbl.CurrentSnapshot(); s != nil && s.SnapshotID != base; s = tbl.SnapshotByID(*s.ParentSnapshotID) {
 				snaps = append(snaps, s)
@@ -452,10 +444,7 @@ func TestCopyOnWriteLeavesNoUnreferencedDataFile(t *testing.T) {
 func unreferencedDataFiles(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) []string {
 	t.Helper()
 	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	fio, err := tbl.FS(ctx)
 	if err != nil {
 		t.Fatal(err)

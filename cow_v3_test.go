@@ -9,6 +9,7 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // Copy-on-write on format-version 3 tables: a rewritten data file must carry its surviving rows' row lineage
@@ -63,11 +64,7 @@ type tableState struct {
 // file applied to it (copy-on-write never writes one).
 func observe(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, model kvModel) tableState {
 	t.Helper()
-	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatalf("load table: %v", err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	meta := tbl.Metadata()
 	st := tableState{rows: readLineage(t, cat, ident), byID: map[int64]lineage{}, rowIDs: map[int64]int64{},
 		snapshots: map[int64]bool{}, lastSeq: meta.LastSequenceNumber(), nextRowID: meta.NextRowID()}
@@ -101,11 +98,7 @@ func observe(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, model
 		}
 	}
 	if tbl.CurrentSnapshot() != nil { // (e)
-		tasks, err := tbl.Scan().PlanFiles(ctx)
-		if err != nil {
-			t.Fatalf("plan files: %v", err)
-		}
-		for _, task := range tasks {
+		for _, task := range tabletest.LiveDataFiles(t, tbl) {
 			if n := len(task.DeleteFiles) + len(task.EqualityDeleteFiles) + len(task.DeletionVectorFiles); n != 0 {
 				t.Fatalf("data file %s has %d position, %d equality and %d deletion-vector delete files; "+
 					"copy-on-write must write none", task.File.FilePath(), len(task.DeleteFiles),
@@ -182,10 +175,7 @@ func checkUpdatesKeepRowIDs(t *testing.T, before, after tableState, upserted []i
 // one of the new ones is an overwrite.
 func checkOverwriteCommitted(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, before tableState) {
 	t.Helper()
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatalf("load table: %v", err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	var ops []table.Operation
 	for _, s := range tbl.Metadata().Snapshots() {
 		if before.snapshots[s.SnapshotID] {
@@ -276,12 +266,9 @@ func TestCopyOnWriteV3PreservesRowLineage(t *testing.T) {
 			t.Fatalf("Flush file %d: %v", f, err)
 		}
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tasks, err := tbl.Scan().PlanFiles(ctx); err != nil || len(tasks) != files {
-		t.Fatalf("setup: %d data files (err %v), want %d", len(tasks), err, files)
+	tbl := tabletest.Load(t, cat, ident)
+	if tasks := tabletest.LiveDataFiles(t, tbl); len(tasks) != files {
+		t.Fatalf("setup: %d data files, want %d", len(tasks), files)
 	}
 	s0 := observe(t, cat, ident, model)
 	if len(s0.rows) != files*perFile {

@@ -10,6 +10,7 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // liveDeleteFiles counts the live delete files of the table's current snapshot from its delete manifests
@@ -23,10 +24,7 @@ func liveDeleteFiles(t *testing.T, cat icecatalog.Catalog, ident table.Identifie
 func liveDeleteFilesAt(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, snapshotID int64) (eq, pos, dvs int) {
 	t.Helper()
 	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	snap := tbl.CurrentSnapshot()
 	if snapshotID != 0 {
 		snap = tbl.Metadata().SnapshotByID(snapshotID)
@@ -217,10 +215,7 @@ func TestMaintainerConvertsEqualityDeletes(t *testing.T) {
 			for ev := range events {
 				pass = ev // the last pass
 			}
-			tbl, err := cat.LoadTable(ctx, ident)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tbl := tabletest.Load(t, cat, ident)
 			if s := tbl.Metadata().SnapshotByID(pass.Result.SnapshotID); s == nil || s.SequenceNumber <= before {
 				t.Fatalf("no conversion in the 4 commits after the mixed run (last: %+v)", pass)
 			}
@@ -241,9 +236,6 @@ func TestMaintainerConvertsEqualityDeletes(t *testing.T) {
 // currentSequence returns the sequence number of the table's current snapshot.
 func currentSequence(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) int64 {
 	t.Helper()
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	return tbl.CurrentSnapshot().SequenceNumber
 }

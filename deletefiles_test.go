@@ -63,8 +63,8 @@ func TestDeleteFilesNoEqualityDeletes(t *testing.T) {
 				model.upsert(500, 5000)
 				must(t, w.Close(ctx))
 				compareKV(t, readKV(t, cat, ident), model)
-				if live := liveDeletes(t, cat, ident); live.eq != 0 {
-					t.Fatalf("%d equality delete files; want none", live.eq)
+				if live := liveDeletes(t, cat, ident); live.Eq != 0 {
+					t.Fatalf("%d equality delete files; want none", live.Eq)
 				}
 			})
 		}
@@ -118,8 +118,8 @@ func TestDeleteFilesNoEqualityDeletesOrFail(t *testing.T) {
 			}
 			_ = w.Close(ctx)
 			compareKV(t, readKV(t, cat, ident), model)
-			if live := liveDeletes(t, cat, ident); live.eq != 0 {
-				t.Fatalf("%d equality delete files; want none", live.eq)
+			if live := liveDeletes(t, cat, ident); live.Eq != 0 {
+				t.Fatalf("%d equality delete files; want none", live.Eq)
 			}
 		})
 	}
@@ -156,7 +156,7 @@ func TestDeleteFilesNone(t *testing.T) {
 				rewritten[name] = w.Stats().FilesRewritten
 				must(t, w.Close(ctx))
 				compareKV(t, readKV(t, cat, ident), model)
-				if live := liveDeletes(t, cat, ident); live.eq+live.pos+live.dvs != 0 {
+				if live := liveDeletes(t, cat, ident); live.Eq+live.Pos+live.DVs != 0 {
 					t.Fatalf("%s: %+v: want no delete file", name, live)
 				}
 			}

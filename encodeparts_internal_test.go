@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // TestEncodeParts: a batch of at least twice the seal policy's rows with an encoder slot idle is written as two
@@ -61,11 +62,7 @@ func TestEncodeParts(t *testing.T) {
 	if got := readNamed(t, w); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("read back %v,\nwant %v", got, want)
 	}
-	tasks, err := w.Table().Scan().PlanFiles(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, task := range tasks {
+	for _, task := range tabletest.LiveDataFiles(t, w.Table()) {
 		if task.File.Count() < 100 {
 			t.Errorf("data file of %d rows, under the policy's 100", task.File.Count())
 		}

@@ -17,6 +17,7 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 	"github.com/icewriter/iceberg/shred"
 )
 
@@ -222,10 +223,7 @@ func TestEvolveExternalChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another tool adds "tag" (string) with its own transaction.
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	tx := tbl.NewTransaction()
 	if err := tx.UpdateSchema(true, false).AddColumn([]string{"tag"}, ice.PrimitiveTypes.String, "", false, nil).Commit(); err != nil {
 		t.Fatal(err)
@@ -487,13 +485,10 @@ func TestEvolvePromoteKey(t *testing.T) {
 			if got := fieldOf(t, loadSchema(t, cat, ident), c.keys[0]).Type; !got.Equals(c.promoted) {
 				t.Fatalf("key column %s: %s, want %s", c.keys[0], got, c.promoted)
 			}
-			tbl, err := cat.LoadTable(ctx, ident)
-			must(t, err)
-			sc, it, err := tbl.Scan().ToArrowRecords(ctx)
-			must(t, err)
+			tbl := tabletest.Load(t, cat, ident)
+			sc, it := tabletest.Records(t, tbl)
 			got := map[string]string{}
-			for rec, err := range it {
-				must(t, err)
+			for rec := range it {
 				for r := range int(rec.NumRows()) {
 					var k []string
 					for _, n := range c.keys {
@@ -505,7 +500,6 @@ func TestEvolvePromoteKey(t *testing.T) {
 					}
 					got[ks] = rec.Column(sc.FieldIndices("v")[0]).ValueStr(r)
 				}
-				rec.Release()
 			}
 			if !maps.Equal(got, c.want) {
 				t.Fatalf("table %v, want %v", got, c.want)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // TestKeyIndexLoadsOverPositionDeletes: a v2 table whose equality deletes were converted to position delete
@@ -48,10 +49,7 @@ func TestKeyIndexLoadsOverPositionDeletes(t *testing.T) {
 	if eq, pos, _ := liveDeleteFiles(t, cat, ident); eq != 0 || pos == 0 {
 		t.Fatalf("after the conversion: %d equality delete files, %d position delete files", eq, pos)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	tx := tbl.NewTransaction()
 	if err := tx.UpgradeFormatVersion(3); err != nil {
 		t.Fatal(err)

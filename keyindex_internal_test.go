@@ -19,6 +19,7 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // The key stage driven without a Writer: batches encoded through the stage's hooks as the writer's encoder
@@ -42,7 +43,7 @@ type stageEnv struct {
 
 func newStageEnv(t *testing.T, version int, opts ...Option) *stageEnv {
 	t.Helper()
-	return newStageEnvOn(t, openTestCatalog(t), version, opts...)
+	return newStageEnvOn(t, tabletest.TempCatalog(t), version, opts...)
 }
 
 // newStageEnvOn is newStageEnv on the catalog cat (e.g. tabletest.CountedCatalog's, to count file reads).
@@ -217,10 +218,7 @@ func (e *stageEnv) outsideAppend(ids []int64, name string) {
 func (e *stageEnv) compact(k *keyStage) {
 	e.t.Helper()
 	pre := e.tbl
-	tasks, err := pre.Scan().PlanFiles(e.ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	tasks := tabletest.LiveDataFiles(e.t, pre)
 	g := table.CompactionTaskGroup{Tasks: tasks}
 	rewritten := map[string]struct{}{}
 	for _, t := range tasks {
@@ -284,20 +282,8 @@ func placements(idx *keyIndex) map[string]string {
 // deleteFiles counts the table's live equality delete files and deletion vectors.
 func (e *stageEnv) deleteFiles() (eq, dvs int) {
 	e.t.Helper()
-	tasks, err := e.tbl.Scan().PlanFiles(e.ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	eqs, vs := map[string]bool{}, map[string]bool{}
-	for _, t := range tasks {
-		for _, f := range t.EqualityDeleteFiles {
-			eqs[f.FilePath()] = true
-		}
-		for _, f := range t.DeletionVectorFiles {
-			vs[f.FilePath()+fmt.Sprint(f.ContentOffset())] = true
-		}
-	}
-	return len(eqs), len(vs)
+	l := tabletest.LiveDeleteFiles(e.t, e.tbl)
+	return l.Eq, l.DVs
 }
 
 func ids(from, n int) []int64 {

@@ -13,13 +13,14 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // deleteFileKinds counts the live delete files of the table: equality deletes and deletion vectors.
 func deleteFileKinds(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) (eq, dvs int) {
 	t.Helper()
 	l := liveDeletes(t, cat, ident)
-	return l.eq, l.dvs
+	return l.Eq, l.DVs
 }
 
 // TestKeyIndexAcrossRestarts: a merge-on-read writer reopening a v3 table it wrote with deletion vectors, or with
@@ -312,10 +313,7 @@ func TestKeyIndexAfterRenames(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range [][2]string{{"v", "tmp"}, {"id", "v"}, {"tmp", "id"}} {
-		tbl, err := cat.LoadTable(ctx, ident)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tbl := tabletest.Load(t, cat, ident)
 		tx := tbl.NewTransaction()
 		if err := tx.UpdateSchema(true, false).RenameColumn([]string{r[0]}, r[1]).Commit(); err != nil {
 			t.Fatal(err)

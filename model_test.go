@@ -20,6 +20,7 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // The model harness: one writer (or one writer ID, reopened) applies random Write, Upsert, Delete and (keyed
@@ -522,10 +523,7 @@ type lineageState struct {
 // outside [0, next-row-id) and a sequence number outside [1, last-sequence-number].
 func readLineageState(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) (map[int64][]int64, lineageState) {
 	t.Helper()
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	meta := tbl.Metadata()
 	st := lineageState{byKey: map[int64][]lineage{}, owner: map[int64]int64{}, lastSeq: meta.LastSequenceNumber()}
 	got := map[int64][]int64{}
@@ -592,10 +590,7 @@ func checkLineage(t *testing.T, before, after lineageState, touched map[int64]in
 // noDeleteFiles fails if any snapshot of the table counts a delete file (copy-on-write writes none).
 func noDeleteFiles(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) {
 	t.Helper()
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	for _, snap := range tbl.Metadata().Snapshots() {
 		if n := snap.Summary.Properties["total-delete-files"]; n != "" && n != "0" {
 			t.Fatalf("snapshot %d has %s delete files in copy-on-write mode", snap.SnapshotID, n)

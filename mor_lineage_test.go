@@ -59,8 +59,8 @@ func TestMergeOnReadKeepsRowIDs(t *testing.T) {
 	must(t, w.Upsert(ctx, kvBatch([]int64{50, 1, 3}, []int64{5000, -111, -3})))
 	must(t, w.Close(ctx))
 	check("after a delete", []int64{1, 2, 3, 99}, []int64{50}, map[int64]int64{1: -111, 3: -3, 50: 5000})
-	if live := liveDeletes(t, cat, ident); live.eq != 0 {
-		t.Fatalf("%d equality delete files; want deletion vectors only", live.eq)
+	if live := liveDeletes(t, cat, ident); live.Eq != 0 {
+		t.Fatalf("%d equality delete files; want deletion vectors only", live.Eq)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // childProcess is this test binary running the test named test as a child process, with the folder dir.
@@ -24,6 +26,37 @@ func childProcess(t testing.TB, dir, test string, env ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
 	cmd.Env = append(append(os.Environ(), "ICEWRITER_CHILD_DIR="+dir), env...)
 	return cmd
+}
+
+// startChild starts a child process (childProcess) whose standard input stays open until the test ends (the
+// child waits on it: it ends if this process does), and returns its standard output and what it writes to
+// standard error.
+func startChild(t testing.TB, child *exec.Cmd) (stdout io.Reader, stderr *strings.Builder) {
+	t.Helper()
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stdin.Close() })
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr = new(strings.Builder)
+	child.Stderr = stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return out, stderr
+}
+
+// killChild kills a child process and waits for it to end.
+func killChild(t testing.TB, child *exec.Cmd) {
+	t.Helper()
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
 }
 
 // TestMultiProcessWriters: two processes with distinct writer IDs append to one table in a shared SQLite
@@ -98,7 +131,7 @@ func TestFencingAcrossProcesses(t *testing.T) {
 	}
 	_ = newer.Close(ctx)
 	// Nothing committed by the older process after the takeover snapshot.
-	tbl, _ := cat.LoadTable(ctx, ident)
+	tbl := tabletest.Load(t, cat, ident)
 	for s := tbl.CurrentSnapshot(); s != nil && s.SnapshotID != takeover; {
 		if s.Summary.Properties["icewriter.writer-id"] == "job" && s.Summary.Properties["icewriter.epoch"] == "1" {
 			t.Fatalf("snapshot %d committed by the fenced process after the takeover", s.SnapshotID)

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // Orphan files: what a writer killed between uploading and committing leaves behind, and the two ways they are
@@ -30,13 +31,10 @@ import (
 // dataFiles returns the files under the table's data folder on disk (by location, file://...) with their sizes.
 func dataFiles(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) map[string]int64 {
 	t.Helper()
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	root := strings.TrimPrefix(tbl.Location(), "file://") + "/data"
 	out := map[string]int64{}
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
@@ -180,28 +178,12 @@ func TestOrphanFilesAfterKill(t *testing.T) {
 	committed := commitAsWriter(t, ctx, cat, ident, "job", 1000)
 
 	child := childProcess(t, dir, "TestOrphanChild")
-	stdin, err := child.StdinPipe() // the child waits on it: it ends if this process does
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	child.Stderr = &out
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdout, out := startChild(t, child)
 	lines := bufio.NewScanner(stdout)
 	for lines.Scan() && lines.Text() != "staged" {
 		out.WriteString(lines.Text() + "\n")
 	}
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = child.Wait()
+	killChild(t, child)
 	files := dataFiles(t, cat, ident)
 	left := added(committed, files)
 	if len(left) != 4 {
@@ -318,47 +300,33 @@ func writeDataFiles(t *testing.T, ctx context.Context, tbl *table.Table, rec arr
 // returns the branch's new head.
 func commitOnBranch(t *testing.T, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier, branch string, rec arrow.RecordBatch) int64 {
 	t.Helper()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	files := writeDataFiles(t, ctx, tbl, rec)
 	ref := table.NewSetSnapshotRefUpdate(branch, tbl.CurrentSnapshot().SnapshotID, table.BranchRef, -1, -1, -1)
 	if _, _, err := cat.CommitTable(ctx, ident, nil, []table.Update{ref}); err != nil {
 		t.Fatal(err)
 	}
-	if tbl, err = cat.LoadTable(ctx, ident); err != nil {
-		t.Fatal(err)
-	}
+	tbl = tabletest.Load(t, cat, ident)
 	tx := tbl.NewTransactionOnBranch(branch)
 	if err := tx.AddDataFiles(ctx, files, nil); err != nil {
 		t.Fatal(err)
 	}
-	if tbl, err = tx.Commit(ctx); err != nil {
+	committed, err := tx.Commit(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return tbl.Metadata().SnapshotByName(branch).SnapshotID
+	return committed.Metadata().SnapshotByName(branch).SnapshotID
 }
 
 // snapshotRows counts the rows of one snapshot of the table, read with iceberg-go's scanner (which fails on a
 // missing file).
 func snapshotRows(t *testing.T, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier, id int64) int64 {
 	t.Helper()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, recs, err := tbl.Scan(table.WithSnapshotID(id)).ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
+	_, recs := tabletest.Records(t, tbl, table.WithSnapshotID(id))
 	var n int64
-	for r, err := range recs {
-		if err != nil {
-			t.Fatalf("read snapshot %d: %v", id, err)
-		}
+	for r := range recs {
 		n += r.NumRows()
-		r.Release()
 	}
 	return n
 }
@@ -404,18 +372,8 @@ func TestOrphanFilesReferencedElsewhere(t *testing.T) {
 	if _, _, err := cat.CommitTable(ctx, ident, nil, updates); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	current := map[string]bool{}
-	tasks, err := tbl.Scan().PlanFiles(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, task := range tasks {
-		current[task.File.FilePath()] = true
-	}
+	tbl := tabletest.Load(t, cat, ident)
+	current := tabletest.Paths(tabletest.LiveDataFiles(t, tbl))
 	referenced := dataFiles(t, cat, ident)
 	if len(referenced)-len(current) < 3 {
 		t.Fatalf("%d files outside the current snapshot, want at least 3 (an older snapshot's, the branch's, "+
@@ -434,10 +392,7 @@ func TestOrphanFilesReferencedElsewhere(t *testing.T) {
 	if err := sw.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	stbl, err := cat.LoadTable(ctx, sibling)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stbl := tabletest.Load(t, cat, sibling)
 	if !strings.HasPrefix(stbl.Location(), tbl.Location()) {
 		t.Fatalf("sibling location %s does not extend %s: the test would not check whole-folder listing",
 			stbl.Location(), tbl.Location())

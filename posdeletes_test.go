@@ -54,19 +54,19 @@ func TestPositionDeletesV2Model(t *testing.T) {
 				}
 				compareKV(t, readKV(t, cat, ident), model)
 				live := liveDeletes(t, cat, ident)
-				if live.eq != 0 {
-					t.Fatalf("round %d: %d equality delete files; want position deletes only", round, live.eq)
+				if live.Eq != 0 {
+					t.Fatalf("round %d: %d equality delete files; want position deletes only", round, live.Eq)
 				}
-				if live.pos == 0 && round > 0 {
+				if live.Pos == 0 && round > 0 {
 					t.Fatalf("round %d: no position delete file", round)
 				}
 				// One live file per data file, but for superseded ones waiting to be removed in a batch.
-				if extra := live.pos - len(live.perData); extra >= batch {
+				if extra := live.Pos - len(live.PerData); extra >= batch {
 					t.Fatalf("round %d: %d live position delete files on %d data files; want at most %d more",
-						round, live.pos, len(live.perData), batch-1)
+						round, live.Pos, len(live.PerData), batch-1)
 				}
-				if live.unscoped != 0 {
-					t.Fatalf("round %d: %d position delete files without a referenced data file", round, live.unscoped)
+				if live.Unscoped != 0 {
+					t.Fatalf("round %d: %d position delete files without a referenced data file", round, live.Unscoped)
 				}
 			}
 			if err := w.Close(ctx); err != nil {
@@ -127,10 +127,10 @@ func TestPositionDeletesV2DeletedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := liveDeletes(t, cat, ident)
-	if live.eq != 0 {
+	if live.Eq != 0 {
 		t.Fatalf("%+v: want no equality delete", live)
 	}
-	if got := live.positions[firstDataFile(t, cat, ident, 10)]; got != 3 {
+	if got := live.Positions[firstDataFile(t, cat, ident, 10)]; got != 3 {
 		t.Fatalf("the first data file's newest position delete file holds %d positions, want 3 (keys 1, 2, 3: "+
 			"each file merges the earlier ones)", got)
 	}
@@ -191,9 +191,9 @@ func TestPositionDeletesV2StableWriterRestarts(t *testing.T) {
 		compareKV(t, readKV(t, cat, ident), model)
 		live := liveDeletes(t, cat, ident)
 		// Only a run that met the other writer's commit between placing itself and committing falls back.
-		if extra := live.pos - len(live.perData); extra >= batch {
+		if extra := live.Pos - len(live.PerData); extra >= batch {
 			t.Fatalf("process %d: %d live position delete files on %d data files (%d equality delete files); "+
-				"want at most %d more", restart, live.pos, len(live.perData), live.eq, batch-1)
+				"want at most %d more", restart, live.Pos, len(live.PerData), live.Eq, batch-1)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // commitPositions writes n rows of g (none when n is 0), records positions on the same buffer and flushes: one
@@ -66,10 +67,7 @@ func positionsWriter(t *testing.T, cat icecatalog.Catalog, ident table.Identifie
 // It returns how many there are.
 func assertSideFilesReferenced(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) int {
 	t.Helper()
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	named := map[string]bool{}
 	for _, s := range tbl.Metadata().Snapshots() {
 		if p := s.Summary.Properties["icewriter.positions"]; p != "" {
@@ -250,10 +248,7 @@ func TestPositionsSurviveExpiry(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	snaps := tbl.Metadata().Snapshots()
 	if len(snaps) > 14 {
 		t.Fatalf("expiry did not run: %d snapshots", len(snaps))

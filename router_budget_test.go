@@ -86,8 +86,8 @@ func TestRouterKeyIndexSharesBudget(t *testing.T) {
 	}
 	for _, ident := range []table.Identifier{a, b} {
 		compareKV(t, readKV(t, cat, ident), models[strings.Join(ident, ".")])
-		if l := liveDeletes(t, cat, ident); l.eq != 0 || l.dvs == 0 {
-			t.Fatalf("%v: %d equality delete files, %d deletion vectors", ident, l.eq, l.dvs)
+		if l := liveDeletes(t, cat, ident); l.Eq != 0 || l.DVs == 0 {
+			t.Fatalf("%v: %d equality delete files, %d deletion vectors", ident, l.Eq, l.DVs)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // bulkRouter opens a router whose tables start in their bulk phase, under a 16 MiB memory limit, with files
@@ -73,13 +74,10 @@ func TestRouterBulkFilesSpanBatches(t *testing.T) {
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	var sizes []int64
 	var written int64
-	for _, task := range planFiles(t, tbl) {
+	for _, task := range tabletest.LiveDataFiles(t, tbl) {
 		sizes = append(sizes, task.File.FileSizeBytes())
 		written += task.File.FileSizeBytes()
 	}
@@ -121,30 +119,14 @@ func TestRouterBulkKilledResumesExactlyOnce(t *testing.T) {
 	ident := table.Identifier{"procs", "load"}
 
 	child := childProcess(t, dir, "TestRouterBulkChild")
-	stdin, err := child.StdinPipe() // the child ends with this process
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	child.Stderr = &out
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdout, out := startChild(t, child)
 	commits := 0
 	for lines := bufio.NewScanner(stdout); commits < 2 && lines.Scan(); {
 		if strings.HasPrefix(lines.Text(), "committed") {
 			commits++
 		}
 	}
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = child.Wait()
+	killChild(t, child)
 	if commits < 2 {
 		t.Fatalf("the child ended before its second commit:\n%s", out.String())
 	}
@@ -175,12 +157,9 @@ func TestRouterBulkKilledResumesExactlyOnce(t *testing.T) {
 	}
 	counts, _ := readRows(t, cat, ident)
 	assertIDs(t, counts, 0, total)
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	referenced := map[string]bool{}
-	for _, task := range planFiles(t, tbl) {
+	for _, task := range tabletest.LiveDataFiles(t, tbl) {
 		referenced[strings.TrimPrefix(task.File.FilePath(), "file://")] = true
 	}
 	for f := range left {

@@ -10,6 +10,7 @@ import (
 
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // heldLoadCatalog holds the first LoadTable of its table until release is closed, after closing entered.
@@ -37,7 +38,7 @@ func (c *heldLoadCatalog) LoadTable(ctx context.Context, ident table.Identifier)
 func TestRouterWriteWaitingOnOpenCreates(t *testing.T) {
 	ctx := context.Background()
 	ident := table.Identifier{"db", "late"}
-	cat := &heldLoadCatalog{Catalog: openTestCatalog(t), ident: ident, entered: make(chan struct{}), release: make(chan struct{})}
+	cat := &heldLoadCatalog{Catalog: tabletest.TempCatalog(t), ident: ident, entered: make(chan struct{}), release: make(chan struct{})}
 	r, err := NewRouter(cat)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // TestRouterBulkThenLive loads two keyed format-v3 tables with the same 200-row calls, one in its bulk phase and
@@ -26,7 +27,7 @@ func TestRouterBulkThenLive(t *testing.T) {
 
 func bulkThenLive(t *testing.T, opts ...RouterOption) {
 	ctx := context.Background()
-	cat := openTestCatalog(t)
+	cat := tabletest.TempCatalog(t)
 	bulk, live := table.Identifier{"db", "bulk"}, table.Identifier{"db", "live"}
 	r, err := NewRouter(cat, append(opts, WithWriterOptions(WithFlushInterval(5*time.Millisecond), WithFlushRows(1000), WithSmallFileCompactionEvery(0)),
 		WithTableConfig(func(_ context.Context, ident table.Identifier, _ *arrow.Schema) (TableConfig, error) {
@@ -68,7 +69,7 @@ func bulkThenLive(t *testing.T, opts ...RouterOption) {
 	}
 	wb, _ := r.Writer(bulk)
 	wl, _ := r.Writer(live)
-	bulkFiles, liveFiles := dataFiles(t, wb.Table()), dataFiles(t, wl.Table())
+	bulkFiles, liveFiles := tabletest.LiveDataFiles(t, wb.Table()), tabletest.LiveDataFiles(t, wl.Table())
 	if len(bulkFiles) != 2 || len(liveFiles) < rows/1000 {
 		t.Fatalf("bulk phase: %d files, live: %d", len(bulkFiles), len(liveFiles))
 	}
@@ -123,7 +124,7 @@ func bulkThenLive(t *testing.T, opts ...RouterOption) {
 // vectors, never equality deletes, and the table holds what the model says.
 func TestRouterBulkWithCheckpointsThenLive(t *testing.T) {
 	ctx := context.Background()
-	cat := openTestCatalog(t)
+	cat := tabletest.TempCatalog(t)
 	ident := table.Identifier{"db", "snap"}
 	r, err := NewRouter(cat, WithWriterOptions(WithCheckpoints(), WithSmallFileCompactionEvery(0)),
 		WithTableConfig(func(context.Context, table.Identifier, *arrow.Schema) (TableConfig, error) {

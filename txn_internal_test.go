@@ -12,6 +12,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // The transaction helper on a real table (an embedded catalog), without a writer's pipeline around it: the
@@ -245,7 +246,7 @@ func TestTxBuildFailures(t *testing.T) {
 // writers taking turns, a writer alone since long, and one whose rival commits from this process never yield.
 func TestYieldWait(t *testing.T) {
 	ctx := context.Background()
-	cat := openTestCatalog(t)
+	cat := tabletest.TempCatalog(t)
 	ident := table.Identifier{"b", "turns"}
 	open := func(id string) *Writer {
 		w, err := NewWriter(ctx, cat, ident, WithCreate(idNameSchema), WithWriterID(id), WithFlushInterval(0),

@@ -21,6 +21,7 @@ import (
 
 	"github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/catalog"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // backend is where a test's table lives: the catalog member processes open (URI and properties) and the
@@ -218,10 +219,7 @@ func runMembersBench(b *testing.B, be backend, members int) {
 		rep.AppliedNanos += r.AppliedNanos
 		rep.Attempts += r.Attempts
 	}
-	tbl, err := be.cat.LoadTable(ctx, ident)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tbl := tabletest.Load(b, be.cat, ident)
 	if got := tbl.CurrentSnapshot().Summary.Properties["total-records"]; got != strconv.Itoa(records) {
 		b.Fatalf("table holds %s records, want %d", got, records)
 	}

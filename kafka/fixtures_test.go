@@ -21,6 +21,7 @@ import (
 
 	"github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/catalog"
+	"github.com/icewriter/iceberg/internal/tabletest"
 	"github.com/icewriter/iceberg/kafka"
 )
 
@@ -185,19 +186,10 @@ func offsetOf(position string) int64 {
 // it to JSON, re-read through encoding/json (numbers as json.Number), so a test compares with literals.
 func (e *valuesEnv) rows(ident table.Identifier) []map[string]any {
 	e.t.Helper()
-	tbl, err := e.cat.LoadTable(e.ctx, ident)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	_, it, err := tbl.Scan().ToArrowRecords(e.ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	tbl := tabletest.Load(e.t, e.cat, ident)
+	_, it := tabletest.Records(e.t, tbl)
 	var out []map[string]any
-	for rec, err := range it {
-		if err != nil {
-			e.t.Fatal(err)
-		}
+	for rec := range it {
 		for r := range int(rec.NumRows()) {
 			row := map[string]any{}
 			for c, f := range rec.Schema().Fields() {
@@ -215,7 +207,6 @@ func (e *valuesEnv) rows(ident table.Identifier) []map[string]any {
 			}
 			out = append(out, back)
 		}
-		rec.Release()
 	}
 	return out
 }
@@ -223,10 +214,7 @@ func (e *valuesEnv) rows(ident table.Identifier) []map[string]any {
 // tableColumns returns the table's column names.
 func (e *valuesEnv) tableColumns(ident table.Identifier) []string {
 	e.t.Helper()
-	tbl, err := e.cat.LoadTable(e.ctx, ident)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	tbl := tabletest.Load(e.t, e.cat, ident)
 	var names []string
 	for _, f := range tbl.Schema().Fields() {
 		names = append(names, f.Name)

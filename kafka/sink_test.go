@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 	"github.com/icewriter/iceberg/kafka"
 )
 
@@ -255,24 +256,14 @@ func (h *harness) recreateTopic() (oldIDs map[int64]bool) {
 // not by partition and offset, as a recreated topic's offsets repeat).
 func (h *harness) checkIDs(want map[int64]bool) {
 	h.t.Helper()
-	tbl, err := h.cat.LoadTable(h.ctx, h.ident)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	_, it, err := tbl.Scan().ToArrowRecords(h.ctx)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	tbl := tabletest.Load(h.t, h.cat, h.ident)
+	_, it := tabletest.Records(h.t, tbl)
 	seen := map[int64]int{}
-	for rec, err := range it {
-		if err != nil {
-			h.t.Fatal(err)
-		}
+	for rec := range it {
 		ids := rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64)
 		for r := range int(rec.NumRows()) {
 			seen[ids.Value(r)]++
 		}
-		rec.Release()
 	}
 	missing, dup, bad := 0, 0, 0
 	for id := range want {
@@ -341,21 +332,12 @@ func (h *harness) want() map[[2]int64]int64 {
 func (h *harness) check() {
 	h.t.Helper()
 	want := h.want()
-	tbl, err := h.cat.LoadTable(h.ctx, h.ident)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	sc, it, err := tbl.Scan().ToArrowRecords(h.ctx)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	tbl := tabletest.Load(h.t, h.cat, h.ident)
+	sc, it := tabletest.Records(h.t, tbl)
 	col := func(name string) int { return sc.FieldIndices(name)[0] }
 	seen := map[[2]int64]int{}
 	bad := 0
-	for rec, err := range it {
-		if err != nil {
-			h.t.Fatal(err)
-		}
+	for rec := range it {
 		ids, pays := rec.Column(col("id")).(*array.Int64), rec.Column(col("payload")).(*array.String)
 		ps, offs := rec.Column(col("_partition")).(*array.Int32), rec.Column(col("_offset")).(*array.Int64)
 		tops := rec.Column(col("_topic")).(*array.String)
@@ -375,7 +357,6 @@ func (h *harness) check() {
 					pays.Value(r), tops.Value(r), h.idOf(num), num)
 			}
 		}
-		rec.Release()
 	}
 	missing, dup := 0, 0
 	for k := range want {

@@ -3,13 +3,11 @@ package iceotel_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -17,10 +15,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	iceberg "github.com/icewriter/iceberg"
-	"github.com/icewriter/iceberg/catalog"
 	"github.com/icewriter/iceberg/internal/benchpair"
 	"github.com/icewriter/iceberg/internal/nophook"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 	iceotel "github.com/icewriter/iceberg/otel"
 )
 
@@ -40,11 +38,7 @@ func BenchmarkHooksCost(b *testing.B) {
 	for n := 0; n < rows; n += perCall {
 		batches = append(batches, g.Batch(perCall))
 	}
-	cat, err := catalog.Open(ctx, "sqlite://"+filepath.Join(b.TempDir(), "catalog.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cat.(icecatalog.Closer).Close()
+	cat := tabletest.TempCatalog(b)
 
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))

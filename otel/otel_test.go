@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"testing"
 
 	icecatalog "github.com/apache/iceberg-go/catalog"
@@ -17,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	iceberg "github.com/icewriter/iceberg"
-	"github.com/icewriter/iceberg/catalog"
 	"github.com/icewriter/iceberg/internal/collide"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 	iceotel "github.com/icewriter/iceberg/otel"
 )
 
@@ -125,18 +124,10 @@ func (m metrics) gauge(name string, want ...attribute.KeyValue) (float64, bool) 
 	return 0, false
 }
 
+// openCatalog opens a fresh embedded catalog in a temporary folder.
 func openCatalog(t *testing.T) icecatalog.Catalog {
 	t.Helper()
-	cat, err := catalog.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if c, ok := cat.(icecatalog.Closer); ok {
-			_ = c.Close()
-		}
-	})
-	return cat
+	return tabletest.TempCatalog(t)
 }
 
 // writeAt writes n rows of g through the partition and checkpoints its position.

@@ -19,6 +19,7 @@ import (
 	"github.com/icewriter/iceberg/catalog"
 	_ "github.com/icewriter/iceberg/catalog/rest"
 	_ "github.com/icewriter/iceberg/catalog/sql"
+	"github.com/icewriter/iceberg/internal/tabletest"
 	"github.com/icewriter/iceberg/internal/testenv"
 	_ "github.com/icewriter/iceberg/storage/s3"
 )
@@ -119,31 +120,16 @@ func newIdent(prefix string) table.Identifier {
 // column, to compare against the model.
 func readIDs(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) (counts map[int64]int, values map[int64]float64) {
 	t.Helper()
-	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatalf("load table: %v", err)
-	}
 	counts, values = map[int64]int{}, map[int64]float64{}
-	if tbl.CurrentSnapshot() == nil {
-		return counts, values
-	}
-	sc, it, err := tbl.Scan(table.WithSelectedFields("id", "value")).ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatalf("scan: %v", err)
-	}
+	sc, it := tabletest.Records(t, tabletest.Load(t, cat, ident), table.WithSelectedFields("id", "value"))
 	idIdx, valIdx := sc.FieldIndices("id")[0], sc.FieldIndices("value")[0]
-	for rec, err := range it {
-		if err != nil {
-			t.Fatalf("scan: %v", err)
-		}
+	for rec := range it {
 		ids := rec.Column(idIdx).(*array.Int64)
 		vals := rec.Column(valIdx).(*array.Float64)
 		for r := 0; r < int(rec.NumRows()); r++ {
 			counts[ids.Value(r)]++
 			values[ids.Value(r)] = vals.Value(r)
 		}
-		rec.Release()
 	}
 	return counts, values
 }

@@ -5,15 +5,14 @@ package integration_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	icecatalog "github.com/apache/iceberg-go/catalog"
 
 	iceberg "github.com/icewriter/iceberg"
-	"github.com/icewriter/iceberg/catalog"
 	"github.com/icewriter/iceberg/internal/seed"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 const benchRows = 1_000_000
@@ -52,14 +51,9 @@ func writeSeed(b *testing.B, cat icecatalog.Catalog, callRows, inFlight int) (fl
 	return float64(benchRows) / el.Seconds(), st
 }
 
+// openEmbedded opens a fresh embedded catalog in a temporary folder.
 func openEmbedded(b *testing.B) icecatalog.Catalog {
-	dir := b.TempDir()
-	cat, err := catalog.Open(context.Background(), "sqlite://"+filepath.Join(dir, "catalog.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cat.(icecatalog.Closer).Close() })
-	return cat
+	return tabletest.TempCatalog(b)
 }
 
 // BenchmarkRESTS3 writes 1,000,000 seed events into the SeaweedFS REST catalog and S3 and, in the same run

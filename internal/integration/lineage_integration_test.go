@@ -102,10 +102,7 @@ func TestMergeOnReadRowLineage(t *testing.T) {
 // readRowIDs loads the table and reads each id's _row_id with row lineage.
 func readRowIDs(t testing.TB, cat icecatalog.Catalog, ident table.Identifier) map[int64]int64 {
 	t.Helper()
-	tbl, err := cat.LoadTable(context.Background(), ident)
-	if err != nil {
-		t.Fatalf("load table: %v", err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
 	return tabletest.RowIDs(t, tbl)
 }
 

@@ -1,6 +1,7 @@
-// Package tabletest holds the test fixtures that the root package's in-package and external tests share (a Go
-// test file of one cannot call a helper of the other): a local file system that counts reads, and a reader of
-// row lineage. Only tests import it.
+// Package tabletest holds the test fixtures that the root package's in-package and external tests and the
+// nested modules' tests share (a Go test file of one package cannot call a helper of another): readers of a
+// table (its records, live data and delete files, row lineage) and a local file system that counts reads. Only
+// tests import it.
 package tabletest
 
 import (

@@ -12,6 +12,7 @@ import (
 
 	"github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/catalog"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
 // committedRows calls done once the commits it hears of hold n rows.
@@ -51,24 +52,13 @@ func TestFakeModeWritesTheSeededRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, table.Identifier{"demo", "orders"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, it, err := tbl.Scan().ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc, it := tabletest.Records(t, tabletest.Load(t, cat, table.Identifier{"demo", "orders"}))
 	seen := map[int64]int{}
-	for rec, err := range it {
-		if err != nil {
-			t.Fatal(err)
-		}
+	for rec := range it {
 		ids := rec.Column(sc.FieldIndices("id")[0]).(*array.Int64)
 		for r := range int(rec.NumRows()) {
 			seen[ids.Value(r)]++
 		}
-		rec.Release()
 	}
 	for id := range int64(n) {
 		if seen[id] != 1 {

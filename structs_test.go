@@ -11,13 +11,16 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
+// address is a nested struct of everyType, alone and in a list.
 type address struct {
 	City string
 	Zip  *int32
 }
 
+// everyType has a field of every Go type WriteStructs supports.
 type everyType struct {
 	ID       int64 `iceberg:"id,required"`
 	Flag     bool
@@ -63,19 +66,10 @@ func TestStructRoundTrip(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, it, err := tbl.Scan().ToArrowRecords(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := tabletest.Load(t, cat, ident)
+	sc, it := tabletest.Records(t, tbl)
 	got := map[int64]map[string]string{}
-	for rec, err := range it {
-		if err != nil {
-			t.Fatal(err)
-		}
+	for rec := range it {
 		for r := 0; r < int(rec.NumRows()); r++ {
 			row := map[string]string{}
 			for c, f := range sc.Fields() {
@@ -86,7 +80,6 @@ func TestStructRoundTrip(t *testing.T) {
 			}
 			got[rec.Column(sc.FieldIndices("id")[0]).(*array.Int64).Value(r)] = row
 		}
-		rec.Release()
 	}
 	want := map[string]string{
 		"flag": "true", "small": "-7", "ratio": "1.5", "score": "2.25", "name": "ada",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compares the write-path figures of two commits in one run, alternating between them so that the machine's
-# noise falls on both alike: append at 1,000- and 10,000-row calls, upsert at 10% updates, copy-on-write MB/s
-# (4 MB files, zstd level 1) and peak RSS writing 10M rows.
+# noise falls on both alike: append at 1,000- and 10,000-row calls, upsert at 10% updates, Apply's interleaved
+# change stream (its CPU per million changes reads the same under load), copy-on-write MB/s (4 MB files, zstd
+# level 1) and peak RSS writing 10M rows.
 #
 #   scripts/bench-compare.sh OLD [NEW] [ROUNDS]    (NEW defaults to the working tree, ROUNDS to 3)
 #
@@ -20,7 +21,7 @@ if [ -n "$new" ]; then
 	newdir=$work/new
 fi
 # One pattern per go test run: sub-benchmark patterns apply to every benchmark a run matches.
-benches=('^Benchmark(WriterAppend|Upsert10pct|PeakRSS)$' '^BenchmarkCopyOnWriteThroughput$/^file=4MB$/^zstd=1$')
+benches=('^Benchmark(WriterAppend|Upsert10pct|PeakRSS|Apply)$' '^BenchmarkCopyOnWriteThroughput$/^file=4MB$/^zstd=1$')
 for i in $(seq "$rounds"); do
 	for side in old new; do
 		dir=$work/old

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	ice "github.com/apache/iceberg-go"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // What the stages report to the writer's hooks and logs. Each report builds its event only when a hook wants
@@ -14,7 +16,7 @@ import (
 func (e *txEnv) attempted(op *txOp, attempt int, start time.Time, sent bool, err error) ConflictCause {
 	var cause ConflictCause
 	if sent {
-		cause = conflictCause(err)
+		cause = commit.Cause(err)
 	}
 	c := e.events
 	if c.wants(hookAttempt) {
@@ -32,7 +34,7 @@ func (e *txEnv) attempted(op *txOp, attempt int, start time.Time, sent bool, err
 // plus one: a Warn line with the failure's cause, and HookRetry. The error is masked by the logger and for the
 // hook.
 func (e *txEnv) retrying(op *txOp, attempt int, wait time.Duration, err error) {
-	cause := conflictCause(err)
+	cause := commit.Cause(err)
 	e.log.Warn("iceberg: commit attempt failed; retrying", "table", op.ident, "what", op.what, "attempt", attempt,
 		"cause", retryCause(cause), "wait", wait, "err", err)
 	if c := e.events; c.wants(hookRetry) {

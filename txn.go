@@ -100,7 +100,7 @@ type txResult struct {
 	table     *table.Table // what the commit left; for txProven and txNothing, the table that showed it
 	how       txHow
 	attempts  int // attempts made, including the one that ended the call
-	conflicts int // attempts the catalog rejected because the table moved (conflictCause)
+	conflicts int // attempts the catalog rejected because the table moved (commit.Cause)
 }
 
 // commit builds and commits op's transaction until it applies, is proven applied, has nothing left to do, or
@@ -128,7 +128,7 @@ func (e *txEnv) commit(ctx context.Context, op *txOp) (txResult, error) {
 	// staleStart: the first attempt, built on op.start (a table cached from an earlier commit), was rejected
 	// because the table had moved since. That is no race with another committer, so the reload follows at once.
 	staleStart := false
-	lastConflict := false // the last attempt was refused because the table moved (conflictCause)
+	lastConflict := false // the last attempt was refused because the table moved (commit.Cause)
 	for attempt := 0; ; attempt++ {
 		res.attempts = attempt + 1
 		if attempt > 0 {

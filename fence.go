@@ -7,6 +7,8 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // fence takes the writer ID over: it bumps the ID's epoch in a table property with a commit that also moves
@@ -17,10 +19,10 @@ import (
 func (e *writerEnv) fence(ctx context.Context, tbl *table.Table) (*table.Table, error) {
 	nonce := uuid.NewString()
 	var epoch int64
-	op := &txOp{
-		ident: e.ident, branch: e.branch, what: fmt.Sprintf("fence writer %q", e.id), kind: KindFence, start: tbl,
-		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
-			epoch = tableEpoch(tbl.Metadata(), e.id) + 1
+	op := &commit.Op{
+		Ident: e.ident, Branch: e.branch, What: fmt.Sprintf("fence writer %q", e.id), Kind: KindFence, Start: tbl,
+		Build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+			epoch = commit.TableEpoch(tbl.Metadata(), e.id) + 1
 			tx := tbl.NewTransactionOnBranch(e.branch)
 			err := tx.SetProperties(ice.Properties{propEpochPrefix + e.id: fmt.Sprint(epoch)})
 			if err == nil {
@@ -32,15 +34,15 @@ func (e *writerEnv) fence(ctx context.Context, tbl *table.Table) (*table.Table, 
 			}
 			return tx, nil
 		},
-		prove: nonceProof(e.branch, summaryFence, nonce, func(s *table.Snapshot) {
-			ep, _ := summaryProp(s, summaryEpoch)
+		Prove: commit.NonceProof(e.branch, summaryFence, nonce, func(s *table.Snapshot) {
+			ep, _ := commit.SummaryProp(s, summaryEpoch)
 			fmt.Sscan(ep, &epoch)
 		}),
 	}
-	res, err := e.txn().commit(ctx, op)
+	res, err := e.txn().Commit(ctx, op)
 	if err != nil {
 		return nil, err // it names the fence
 	}
 	e.epoch = epoch
-	return res.table, nil
+	return res.Table, nil
 }

@@ -2,6 +2,7 @@ package iceberg
 
 import (
 	"fmt"
+
 	"github.com/icewriter/iceberg/internal/arrowx"
 
 	"github.com/apache/arrow-go/v18/arrow"

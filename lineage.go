@@ -13,8 +13,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
-	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/twmb/avro/atype"
+
+	"github.com/icewriter/iceberg/internal/commit"
+	"github.com/icewriter/iceberg/internal/encode"
 )
 
 // Row lineage for the copy-on-write stage on format version 3: a rewritten file keeps its rows' _row_id
@@ -468,7 +470,7 @@ func learnFirstRowIDs(ctx context.Context, tbl *table.Table, idx *keyIndex, bran
 		return
 	}
 	meta := tbl.Metadata()
-	ancestors(meta, branch, func(s *table.Snapshot) bool {
+	commit.Ancestors(meta, branch, func(s *table.Snapshot) bool {
 		if s.SnapshotID == prev {
 			return true
 		}

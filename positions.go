@@ -21,6 +21,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
@@ -146,11 +147,11 @@ type positionsMirror struct {
 // findPositions finds the side file holding the branch's positions (see the design above); false: none.
 func findPositions(meta table.Metadata, branch string) (positionsMirror, bool) {
 	s, oldest := newestOnAncestry(meta, branch, func(s *table.Snapshot) bool {
-		p, _ := summaryProp(s, summaryPositions)
+		p, _ := commit.SummaryProp(s, summaryPositions)
 		return p != ""
 	})
 	if s != nil {
-		p, _ := summaryProp(s, summaryPositions)
+		p, _ := commit.SummaryProp(s, summaryPositions)
 		return positionsMirror{Path: p, SnapshotID: s.SnapshotID, SeqNumber: s.SequenceNumber}, true
 	}
 	v, ok := meta.Properties()[propPositionsPrefix+branch]
@@ -473,13 +474,13 @@ func (call *commitCall) positionsAttemptFailed(sent bool) {
 // settlePositions deletes the side files of the call's attempts that provably did not commit, once the call
 // ended: those never sent; after a commit, those of the earlier attempts; after a proof that an attempt
 // applied, those its snapshot (applied, when still in the table) does not name. Otherwise sent files are kept.
-func (c *catalogCommitter) settlePositions(ctx context.Context, call *commitCall, res *txResult, applied int64, err error) {
+func (c *catalogCommitter) settlePositions(ctx context.Context, call *commitCall, res *commit.Result, applied int64, err error) {
 	drop := call.unsentPositions
-	if err == nil && res.how == txCommitted {
+	if err == nil && res.How == commit.Committed {
 		drop = append(drop, call.sentPositions...)
-	} else if err == nil && res.how == txProven {
-		if s := res.table.Metadata().SnapshotByID(applied); s != nil {
-			keep, _ := summaryProp(s, summaryPositions)
+	} else if err == nil && res.How == commit.Proven {
+		if s := res.Table.Metadata().SnapshotByID(applied); s != nil {
+			keep, _ := commit.SummaryProp(s, summaryPositions)
 			for _, p := range call.sentPositions {
 				if p != keep {
 					drop = append(drop, p)
@@ -488,7 +489,7 @@ func (c *catalogCommitter) settlePositions(ctx context.Context, call *commitCall
 		}
 	}
 	if len(drop) > 0 && call.positionsTable != nil {
-		removePaths(ctx, c.log, call.positionsTable, drop)
+		removePaths(ctx, c.Log, call.positionsTable, drop)
 	}
 }
 
@@ -497,7 +498,7 @@ func (c *catalogCommitter) settlePositions(ctx context.Context, call *commitCall
 func expiredPositionFiles(post table.Metadata, expired []*table.Snapshot) []string {
 	live := map[string]bool{}
 	for _, s := range post.Snapshots() {
-		if p, _ := summaryProp(&s, summaryPositions); p != "" {
+		if p, _ := commit.SummaryProp(&s, summaryPositions); p != "" {
 			live[p] = true
 		}
 	}
@@ -511,7 +512,7 @@ func expiredPositionFiles(post table.Metadata, expired []*table.Snapshot) []stri
 	}
 	var drop []string
 	for _, s := range expired {
-		if p, _ := summaryProp(s, summaryPositions); p != "" && !live[p] {
+		if p, _ := commit.SummaryProp(s, summaryPositions); p != "" && !live[p] {
 			drop = append(drop, p)
 			live[p] = true // once
 		}

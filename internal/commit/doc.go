@@ -1,3 +1,7 @@
-// Package commit holds how the writer commits to the catalog: the classification of a refused attempt as a
-// conflict (ConflictCause). The root package aliases the names users see.
+// Package commit holds how the writer commits to the catalog: the transaction helper every CommitTable goes
+// through (Env.Commit: retries with backoff, per-table gates, fencing checks, proofs of lost replies), the
+// snapshot-summary markers it reads (Ancestors, FindNonce, TableEpoch), the tables commits leave (Tables) and
+// the classification of a refused attempt (ConflictCause). It never imports the root package: the writer
+// passes what it needs (a Reporter for its hooks). The root package aliases the names users see
+// (ConflictCause, ErrFenced, ErrCommitStateUnknown, ErrPositionMoved, CommitKind).
 package commit

@@ -19,11 +19,11 @@ import (
 
 // Snapshot summary and table property keys the writer owns.
 const (
-	summaryWriterID   = "icewriter.writer-id"
-	summaryEpoch      = "icewriter.epoch"
+	summaryWriterID   = commit.SummaryWriterID
+	summaryEpoch      = commit.SummaryEpoch
 	summarySeq        = "icewriter.seq"
 	summaryCheckpoint = "icewriter.checkpoint"
-	summaryFence      = "icewriter.fence"
+	summaryFence      = commit.SummaryFence
 	// summaryOperation names what a snapshot of the writer's own that is not a run does ("compact").
 	summaryOperation = "icewriter.operation"
 	// summaryNonce marks the snapshot of one transaction call (a compaction): the proof, after a lost reply,

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/apache/iceberg-go/table"
+
 	"github.com/icewriter/iceberg/internal/commit"
 )
 
@@ -40,4 +42,14 @@ func (w *Writer) commitTx(ctx context.Context, op *commit.Op) (commit.Result, er
 		return res, err
 	}
 	return res, w.install(res.Table)
+}
+
+// fence takes the writer ID over (commit.Fence) on the table tbl and sets e.epoch.
+func (e *writerEnv) fence(ctx context.Context, tbl *table.Table) (*table.Table, error) {
+	next, epoch, err := commit.Fence(ctx, e.txn(), &commit.Op{Ident: e.ident, Branch: e.branch, Kind: KindFence, Start: tbl}, e.id)
+	if err != nil {
+		return nil, err
+	}
+	e.epoch = epoch
+	return next, nil
 }

@@ -28,7 +28,7 @@ type catalogCommitter struct {
 	loadFirst map[string]int
 	cow       cowConfig
 	// sideFiles caches parsed position side files by path (immutable files, no attempt's state).
-	sideFiles *positionsCache
+	sideFiles *commit.PositionsCache
 }
 
 // commitCall is what one Commit call learns over its attempts. It lives in the call, not in the committer, so
@@ -57,7 +57,7 @@ type commitCall struct {
 func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration, tabs *commit.Tables) *catalogCommitter {
 	c := &catalogCommitter{Env: commit.NewEnv(cat, tabs, log, timeout), latest: map[string]*table.Table{}, loadFirst: map[string]int{},
 		cow:       cowConfig{parallel: 2, targetFileSize: DefaultTargetFileSize, rowGroupRows: DefaultRowGroupRows},
-		sideFiles: newPositionsCache()}
+		sideFiles: commit.NewPositionsCache()}
 	if tbl != nil {
 		c.setLatest(tbl.Identifier(), tbl)
 	}

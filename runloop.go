@@ -144,7 +144,7 @@ func (r *runStage) installed(tbl *table.Table) {
 }
 
 // sideFiles is the default committer's cache of position side files (nil with WithCommitter).
-func (r *runStage) sideFiles() *positionsCache {
+func (r *runStage) sideFiles() *commit.PositionsCache {
 	if r.def == nil {
 		return nil
 	}

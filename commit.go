@@ -297,13 +297,13 @@ func (c *catalogCommitter) build(ctx context.Context, call *commitCall, tbl *tab
 		if pending != nil {
 			rec.SnapshotID = pending.SnapshotID
 		}
-		props := ice.Properties{propCommittedPrefix + run.WriterID: mustJSON(rec)}
+		props := ice.Properties{propCommittedPrefix + run.WriterID: commit.MustJSON(rec)}
 		if run.HasToken {
 			m := checkpointMirror{Token: run.Token, Seq: run.LastSeq, Epoch: run.Epoch}
 			if pending != nil {
 				m.SnapshotID, m.SeqNumber = pending.SnapshotID, pending.SequenceNumber
 			}
-			props[propCkptPrefix+run.WriterID] = mustJSON(m)
+			props[propCkptPrefix+run.WriterID] = commit.MustJSON(m)
 		}
 		if err := tx.SetProperties(props); err != nil {
 			return nil, err

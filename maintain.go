@@ -238,7 +238,7 @@ func expireTx(tbl *table.Table, branch string, opts []table.ExpireSnapshotsOpt) 
 		if err := refreshMirrors(tx, tbl.Metadata(), branch); err != nil {
 			return nil, err
 		}
-		if err := refreshPositionsMirror(tx, tbl.Metadata(), branch); err != nil {
+		if err := commit.RefreshPositionsMirror(tx, tbl.Metadata(), branch); err != nil {
 			return nil, err
 		}
 		// The cleanup runs after the commit, off the commit path (maintainer.expire).
@@ -344,7 +344,7 @@ func (m *maintainer) deleteUnreferencedManifests(ctx context.Context, pre, post 
 // positions mirror keeps the newest one alive: see positions.go).
 func (m *maintainer) deleteExpiredPositions(ctx context.Context, post *table.Table, expired []*table.Snapshot) {
 	if post.Properties().GetBool(table.GCEnabledKey, table.GCEnabledDefault) {
-		removePaths(ctx, m.log, post, expiredPositionFiles(post.Metadata(), expired))
+		removePaths(ctx, m.log, post, commit.ExpiredPositionFiles(post.Metadata(), expired))
 	}
 }
 

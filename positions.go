@@ -2,12 +2,10 @@ package iceberg
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"unicode/utf8"
 
 	ice "github.com/apache/iceberg-go"
@@ -37,11 +35,11 @@ import (
 // keeps every retained snapshot's summary in the metadata file, which would then grow by every partition's
 // position at every commit.
 //
-// Which file holds a branch's positions (findPositions): the one named by the newest snapshot on the branch
+// Which file holds a branch's positions (commit.FindPositions): the one named by the newest snapshot on the branch
 // head's ancestry that names one, so a rollback to a snapshot before a positions commit shows the positions
 // from before it; when no retained ancestor names one (expired), the mirror, trusted only when its snapshot is
-// gone and older than every retained ancestor (mirrorTrusted). The writer's expiry re-derives the mirror from
-// the ancestry first (refreshPositionsMirror) and deletes the side files only expired snapshots named.
+// gone and older than every retained ancestor (commit.MirrorTrusted). The writer's expiry re-derives the mirror from
+// the ancestry first (commit.RefreshPositionsMirror) and deletes the side files only expired snapshots named.
 //
 // A run's positions go on the snapshot that carries the run's marker, its last: a rollback to a snapshot
 // inside a commit of several segments shows the positions from before the commit (a replay then re-sends rows,
@@ -120,65 +118,6 @@ func quoteShort(s string) string {
 	return fmt.Sprintf("%q...", s[:64])
 }
 
-// positionsMirror names a side file and the snapshot that committed it: the table property mirror, and what
-// findPositions returns.
-type positionsMirror struct {
-	Path       string `json:"path"`
-	SnapshotID int64  `json:"snapshot-id"`
-	SeqNumber  int64  `json:"sequence-number"`
-}
-
-// findPositions finds the side file holding the branch's positions (see the design above); false: none.
-func findPositions(meta table.Metadata, branch string) (positionsMirror, bool) {
-	s, oldest := newestOnAncestry(meta, branch, func(s *table.Snapshot) bool {
-		p, _ := commit.SummaryProp(s, summaryPositions)
-		return p != ""
-	})
-	if s != nil {
-		p, _ := commit.SummaryProp(s, summaryPositions)
-		return positionsMirror{Path: p, SnapshotID: s.SnapshotID, SeqNumber: s.SequenceNumber}, true
-	}
-	v, ok := meta.Properties()[propPositionsPrefix+branch]
-	if !ok {
-		return positionsMirror{}, false
-	}
-	var m positionsMirror
-	if json.Unmarshal([]byte(v), &m) != nil || m.Path == "" || !mirrorTrusted(meta, m.SnapshotID, m.SeqNumber, oldest) {
-		return positionsMirror{}, false
-	}
-	return m, true
-}
-
-// refreshPositionsMirror re-derives the branch's positions mirror from its ancestry, in a transaction that is
-// about to expire snapshots: the mirror must name the positions that are still on the branch when their
-// snapshot goes, not ones a rollback left behind.
-func refreshPositionsMirror(tx *table.Transaction, meta table.Metadata, branch string) error {
-	key := propPositionsPrefix + branch
-	cur, has := meta.Properties()[key]
-	m, ok := findPositions(meta, branch)
-	switch {
-	case ok && mustJSON(m) != cur:
-		return tx.SetProperties(ice.Properties{key: mustJSON(m)})
-	case !ok && has:
-		return tx.RemoveProperties([]string{key})
-	}
-	return nil
-}
-
-// tablePositions reads the branch's positions on tbl (an empty map when it has none), through cache (nil: none).
-// The map is the caller's.
-func tablePositions(ctx context.Context, tbl *table.Table, branch string, cache *commit.PositionsCache) (map[string]string, error) {
-	ref, ok := findPositions(tbl.Metadata(), branch)
-	if !ok {
-		return map[string]string{}, nil
-	}
-	m, err := cache.Read(ctx, tbl, ref.Path)
-	if err != nil {
-		return nil, err
-	}
-	return maps.Clone(m), nil
-}
-
 // stagePositions is an attempt's share of a run's positions: it merges the run's positions into those of the
 // head the attempt builds on and, when that changes any, writes the merged map as a new side file for the
 // attempt's snapshot to name (call.positions). A side file that cannot be read fails the build: committing on
@@ -189,7 +128,7 @@ func (c *catalogCommitter) stagePositions(ctx context.Context, call *commitCall,
 		return nil
 	}
 	base := map[string]string{}
-	if ref, ok := findPositions(tbl.Metadata(), run.Branch); ok {
+	if ref, ok := commit.FindPositions(tbl.Metadata(), run.Branch); ok {
 		var err error
 		if base, err = c.sideFiles.Read(ctx, tbl, ref.Path); err != nil {
 			return err
@@ -249,11 +188,11 @@ func positionsMirrorProp(call *commitCall, branch string, pending *table.Snapsho
 	if call.positions == "" {
 		return nil
 	}
-	m := positionsMirror{Path: call.positions}
+	m := commit.PositionsMirror{Path: call.positions}
 	if pending != nil {
 		m.SnapshotID, m.SeqNumber = pending.SnapshotID, pending.SequenceNumber
 	}
-	return ice.Properties{propPositionsPrefix + branch: mustJSON(m)}
+	return ice.Properties{propPositionsPrefix + branch: commit.MustJSON(m)}
 }
 
 // positionsAttemptFailed files the side file of an attempt that failed: one never sent is provably not
@@ -292,33 +231,6 @@ func (c *catalogCommitter) settlePositions(ctx context.Context, call *commitCall
 	}
 }
 
-// expiredPositionFiles are the side files that expired snapshots named and that neither a retained snapshot
-// nor a positions mirror of post names: nothing can read them any more.
-func expiredPositionFiles(post table.Metadata, expired []*table.Snapshot) []string {
-	live := map[string]bool{}
-	for _, s := range post.Snapshots() {
-		if p, _ := commit.SummaryProp(&s, summaryPositions); p != "" {
-			live[p] = true
-		}
-	}
-	for k, v := range post.Properties() {
-		if strings.HasPrefix(k, propPositionsPrefix) {
-			var m positionsMirror
-			if json.Unmarshal([]byte(v), &m) == nil {
-				live[m.Path] = true
-			}
-		}
-	}
-	var drop []string
-	for _, s := range expired {
-		if p, _ := commit.SummaryProp(s, summaryPositions); p != "" && !live[p] {
-			drop = append(drop, p)
-			live[p] = true // once
-		}
-	}
-	return drop
-}
-
 // Positions returns the source positions committed to the table (partition -> position, the newest per
 // partition, whichever writer ID committed it) as of the head of its main branch: after a rollback, those of
 // the snapshot restored. A table without positions gives an empty map. It needs no writer, and so fences none.
@@ -330,7 +242,7 @@ func Positions(ctx context.Context, cat catalog.Catalog, ident table.Identifier)
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: load table %v: %w", ident, err)
 	}
-	m, err := tablePositions(ctx, tbl, table.MainBranch, nil)
+	m, err := commit.TablePositions(ctx, tbl, table.MainBranch, nil)
 	return m, redact.RedactorOf(cat).Error(err)
 }
 
@@ -341,6 +253,6 @@ func (w *Writer) Positions(ctx context.Context) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := tablePositions(ctx, tbl, w.env.branch, w.runs.sideFiles())
+	m, err := commit.TablePositions(ctx, tbl, w.env.branch, w.runs.sideFiles())
 	return m, w.env.red.Error(err)
 }

@@ -41,8 +41,8 @@ const (
 	// summaryPositions names the side file holding every source position on the table as of the snapshot, on
 	// the snapshots that changed positions; propPositionsPrefix + branch mirrors the newest of them, so that
 	// snapshot expiry cannot erase it (see positions.go).
-	summaryPositions    = "icewriter.positions"
-	propPositionsPrefix = "icewriter.positions."
+	summaryPositions    = commit.SummaryPositions
+	propPositionsPrefix = commit.PositionsPropPrefix
 )
 
 // Properties set on tables the writer creates: bounded metadata (DESIGN.md: without them per-commit latency
@@ -227,7 +227,7 @@ func lastCheckpoint(meta table.Metadata, branch, id string) (token string, seq i
 }
 
 func findCheckpoint(meta table.Metadata, branch, id string) (checkpointMirror, bool) {
-	s, oldest := newestOnAncestry(meta, branch, func(s *table.Snapshot) bool {
+	s, oldest := commit.NewestOnAncestry(meta, branch, func(s *table.Snapshot) bool {
 		w, _ := commit.SummaryProp(s, summaryWriterID)
 		_, has := commit.SummaryProp(s, summaryCheckpoint)
 		return w == id && has
@@ -242,35 +242,10 @@ func findCheckpoint(meta table.Metadata, branch, id string) (checkpointMirror, b
 		return found, true
 	}
 	m, has := readMirror(meta, id)
-	if !has || !mirrorTrusted(meta, m.SnapshotID, m.SeqNumber, oldest) {
+	if !has || !commit.MirrorTrusted(meta, m.SnapshotID, m.SeqNumber, oldest) {
 		return checkpointMirror{}, false
 	}
 	return m, true
-}
-
-// newestOnAncestry walks the branch ancestry for the newest snapshot that match accepts (nil: none) and returns
-// it with the sequence number of the oldest ancestor the walk reached (-1: the branch has no snapshot).
-func newestOnAncestry(meta table.Metadata, branch string, match func(*table.Snapshot) bool) (*table.Snapshot, int64) {
-	var found *table.Snapshot
-	var oldest int64 = -1
-	commit.Ancestors(meta, branch, func(s *table.Snapshot) bool {
-		oldest = s.SequenceNumber
-		if match(s) {
-			found = s
-			return true
-		}
-		return false
-	})
-	return found, oldest
-}
-
-// mirrorTrusted reports whether a table property mirroring a snapshot's summary (the snapshot id and sequence
-// number it names) stands for the branch ancestry, whose walk ended at an ancestor of sequence number oldest
-// without finding that summary: only when the snapshot is gone (expired) and older than every retained ancestor.
-// A snapshot still present but off the ancestry was rolled back. Expiry done by a writer refreshes every mirror
-// from the ancestry first (refreshMirrors, refreshPositionsMirror), so a rolled-back value does not survive it.
-func mirrorTrusted(meta table.Metadata, snapshotID, seqNumber, oldest int64) bool {
-	return meta.SnapshotByID(snapshotID) == nil && (oldest < 0 || seqNumber <= oldest)
 }
 
 // refreshMirrors re-derives every writer's checkpoint mirror from the branch ancestry, in a transaction that is
@@ -287,8 +262,8 @@ func refreshMirrors(tx *table.Transaction, meta table.Metadata, branch string) e
 		switch {
 		case !ok:
 			drop = append(drop, k)
-		case mustJSON(m) != v:
-			set[k] = mustJSON(m)
+		case commit.MustJSON(m) != v:
+			set[k] = commit.MustJSON(m)
 		}
 	}
 	if len(set) > 0 {
@@ -323,14 +298,6 @@ func lastSeq(meta table.Metadata, branch, id string) int64 {
 		seq = r.Seq
 	}
 	return seq
-}
-
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // plain structs of strings and integers always marshal
-	}
-	return string(b)
 }
 
 // tableIsEmpty reports whether the table holds no rows (no snapshot, or a head with zero records).

@@ -162,3 +162,37 @@ func PostCommit(ctx context.Context, log *slog.Logger, pre, post *table.Table, u
 		}
 	}
 }
+
+// NewestOnAncestry walks the branch ancestry for the newest snapshot that match accepts (nil: none) and returns
+// it with the sequence number of the oldest ancestor the walk reached (-1: the branch has no snapshot).
+func NewestOnAncestry(meta table.Metadata, branch string, match func(*table.Snapshot) bool) (*table.Snapshot, int64) {
+	var found *table.Snapshot
+	var oldest int64 = -1
+	Ancestors(meta, branch, func(s *table.Snapshot) bool {
+		oldest = s.SequenceNumber
+		if match(s) {
+			found = s
+			return true
+		}
+		return false
+	})
+	return found, oldest
+}
+
+// MirrorTrusted reports whether a table property mirroring a snapshot's summary (the snapshot id and sequence
+// number it names) stands for the branch ancestry, whose walk ended at an ancestor of sequence number oldest
+// without finding that summary: only when the snapshot is gone (expired) and older than every retained ancestor.
+// A snapshot still present but off the ancestry was rolled back. Expiry done by a writer refreshes every mirror
+// from the ancestry first (the root's refreshMirrors, RefreshPositionsMirror), so a rolled-back value does not survive it.
+func MirrorTrusted(meta table.Metadata, snapshotID, seqNumber, oldest int64) bool {
+	return meta.SnapshotByID(snapshotID) == nil && (oldest < 0 || seqNumber <= oldest)
+}
+
+// MustJSON encodes v, a plain struct of strings and integers, as JSON.
+func MustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // plain structs of strings and integers always marshal
+	}
+	return string(b)
+}

@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"strings"
 	"sync"
 
+	ice "github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/puffin"
 	"github.com/apache/iceberg-go/table"
@@ -212,4 +215,96 @@ func (c *PositionsCache) Put(path string, m map[string]string) {
 		delete(c.files, c.order[0])
 		c.order = c.order[1:]
 	}
+}
+
+// The snapshot summary key naming a commit's side file, and the table property prefix (+ branch) of its mirror.
+const (
+	SummaryPositions    = "icewriter.positions"
+	PositionsPropPrefix = "icewriter.positions."
+)
+
+// PositionsMirror names a side file and the snapshot that committed it: the table property mirror, and what
+// FindPositions returns.
+type PositionsMirror struct {
+	Path       string `json:"path"`
+	SnapshotID int64  `json:"snapshot-id"`
+	SeqNumber  int64  `json:"sequence-number"`
+}
+
+// FindPositions finds the side file holding the branch's positions (see the root's positions.go); false: none.
+func FindPositions(meta table.Metadata, branch string) (PositionsMirror, bool) {
+	s, oldest := NewestOnAncestry(meta, branch, func(s *table.Snapshot) bool {
+		p, _ := SummaryProp(s, SummaryPositions)
+		return p != ""
+	})
+	if s != nil {
+		p, _ := SummaryProp(s, SummaryPositions)
+		return PositionsMirror{Path: p, SnapshotID: s.SnapshotID, SeqNumber: s.SequenceNumber}, true
+	}
+	v, ok := meta.Properties()[PositionsPropPrefix+branch]
+	if !ok {
+		return PositionsMirror{}, false
+	}
+	var m PositionsMirror
+	if json.Unmarshal([]byte(v), &m) != nil || m.Path == "" || !MirrorTrusted(meta, m.SnapshotID, m.SeqNumber, oldest) {
+		return PositionsMirror{}, false
+	}
+	return m, true
+}
+
+// RefreshPositionsMirror re-derives the branch's positions mirror from its ancestry, in a transaction that is
+// about to expire snapshots: the mirror must name the positions that are still on the branch when their
+// snapshot goes, not ones a rollback left behind.
+func RefreshPositionsMirror(tx *table.Transaction, meta table.Metadata, branch string) error {
+	key := PositionsPropPrefix + branch
+	cur, has := meta.Properties()[key]
+	m, ok := FindPositions(meta, branch)
+	switch {
+	case ok && MustJSON(m) != cur:
+		return tx.SetProperties(ice.Properties{key: MustJSON(m)})
+	case !ok && has:
+		return tx.RemoveProperties([]string{key})
+	}
+	return nil
+}
+
+// TablePositions reads the branch's positions on tbl (an empty map when it has none), through cache (nil: none).
+// The map is the caller's.
+func TablePositions(ctx context.Context, tbl *table.Table, branch string, cache *PositionsCache) (map[string]string, error) {
+	ref, ok := FindPositions(tbl.Metadata(), branch)
+	if !ok {
+		return map[string]string{}, nil
+	}
+	m, err := cache.Read(ctx, tbl, ref.Path)
+	if err != nil {
+		return nil, err
+	}
+	return maps.Clone(m), nil
+}
+
+// ExpiredPositionFiles are the side files that expired snapshots named and that neither a retained snapshot
+// nor a positions mirror of post names: nothing can read them any more.
+func ExpiredPositionFiles(post table.Metadata, expired []*table.Snapshot) []string {
+	live := map[string]bool{}
+	for _, s := range post.Snapshots() {
+		if p, _ := SummaryProp(&s, SummaryPositions); p != "" {
+			live[p] = true
+		}
+	}
+	for k, v := range post.Properties() {
+		if strings.HasPrefix(k, PositionsPropPrefix) {
+			var m PositionsMirror
+			if json.Unmarshal([]byte(v), &m) == nil {
+				live[m.Path] = true
+			}
+		}
+	}
+	var drop []string
+	for _, s := range expired {
+		if p, _ := SummaryProp(s, SummaryPositions); p != "" && !live[p] {
+			drop = append(drop, p)
+			live[p] = true // once
+		}
+	}
+	return drop
 }

@@ -2,7 +2,6 @@ package iceberg
 
 import (
 	"fmt"
-
 	"github.com/icewriter/iceberg/internal/arrowx"
 
 	"github.com/apache/arrow-go/v18/arrow"

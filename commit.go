@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,11 +14,13 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
-// catalogCommitter is the default Committer: one transaction per run, committed through txEnv.commit.
+// catalogCommitter is the default Committer: one transaction per run, committed through commit.Env.Commit.
 type catalogCommitter struct {
-	txEnv
+	commit.Env
 	mu     sync.Mutex
 	latest map[string]*table.Table // per table: as our last commit left it
 	// loadFirst counts, per table, the runs of random writer IDs that still load the table before their first
@@ -27,7 +28,7 @@ type catalogCommitter struct {
 	loadFirst map[string]int
 	cow       cowConfig
 	// sideFiles caches parsed position side files by path (immutable files, no attempt's state).
-	sideFiles *positionsCache
+	sideFiles *commit.PositionsCache
 }
 
 // commitCall is what one Commit call learns over its attempts. It lives in the call, not in the committer, so
@@ -53,10 +54,10 @@ type commitCall struct {
 	sentPositions, unsentPositions []string
 }
 
-func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration, tabs *tables) *catalogCommitter {
-	c := &catalogCommitter{txEnv: newTxEnv(cat, tabs, log, timeout), latest: map[string]*table.Table{}, loadFirst: map[string]int{},
+func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration, tabs *commit.Tables) *catalogCommitter {
+	c := &catalogCommitter{Env: commit.NewEnv(cat, tabs, log, timeout), latest: map[string]*table.Table{}, loadFirst: map[string]int{},
 		cow:       cowConfig{parallel: 2, targetFileSize: DefaultTargetFileSize, rowGroupRows: DefaultRowGroupRows},
-		sideFiles: newPositionsCache()}
+		sideFiles: commit.NewPositionsCache()}
 	if tbl != nil {
 		c.setLatest(tbl.Identifier(), tbl)
 	}
@@ -124,38 +125,38 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 	// apply), so they are deleted then; when a lost reply applied, which attempt did is not known, and they
 	// stay (orphans, never missing files).
 	var earlier []ice.DataFile
-	op := &txOp{
-		ident: run.Table, branch: run.Branch, kind: KindRun,
-		what: fmt.Sprintf("commit run %d..%d", run.FirstSeq, run.LastSeq),
+	op := &commit.Op{
+		Ident: run.Table, Branch: run.Branch, Kind: KindRun,
+		What: fmt.Sprintf("commit run %d..%d", run.FirstSeq, run.LastSeq),
 		// Staging the snapshot reads and writes manifests: a build is retried a few times on one head (a
 		// storage hiccup), then the run fails (a file the table refuses will not change).
-		maxBuilds: maxBuildAttempts,
-		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+		MaxBuilds: maxBuildAttempts,
+		Build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			tx, err := c.build(ctx, call, tbl, run)
 			if err != nil {
 				return nil, fmt.Errorf("iceberg: build commit for run %d..%d: %w", run.FirstSeq, run.LastSeq, err)
 			}
 			return tx, nil
 		},
-		proveFirst: true,
-		prove: func(tbl *table.Table, base *int64, first bool) outcome {
+		ProveFirst: true,
+		Prove: func(tbl *table.Table, base *int64, first bool) commit.Outcome {
 			if first {
 				base = run.BaseSnapshotID
 			}
 			id, o := runOutcome(tbl.Metadata(), run, base, first)
-			if o == outcomeApplied {
+			if o == commit.Applied {
 				// The key index cannot tell what changed between its base and a snapshot it never saw.
 				res.SnapshotID = id
 				res.IndexLost = call.indexLost || call.sentFallback || (run.IndexBase != nil && tbl.Metadata().SnapshotByID(id) == nil)
 			}
 			return o
 		},
-		failed: func(sent bool) {
+		Failed: func(sent bool) {
 			earlier = append(earlier, call.cow.written...)
 			call.sentFallback = call.sentFallback || (sent && call.indexLost)
 			call.positionsAttemptFailed(sent)
 		},
-		committed: func(ctx context.Context, _, next *table.Table) {
+		Committed: func(ctx context.Context, _, next *table.Table) {
 			c.removeFiles(ctx, next, append(earlier, call.cow.replaced...))
 			res.IndexLost, res.FilesRewritten = call.indexLost, call.cow.rewritten
 			if s := next.Metadata().SnapshotByName(run.Branch); s != nil {
@@ -163,48 +164,39 @@ func (c *catalogCommitter) Commit(ctx context.Context, run *Run) (*CommitResult,
 			}
 		},
 	}
-	localWriters.Store(run.WriterID, struct{}{})
-	op.yield = func(minWait, maxWait time.Duration) time.Duration {
+	commit.NoteLocalWriter(run.WriterID)
+	op.Yield = func(minWait, maxWait time.Duration) time.Duration {
 		last := c.getLatest(run.Table) // the table this committer's last commit left: its streak
 		if last == nil {
 			return 0
 		}
-		local := func(id string) bool { _, ok := localWriters.Load(id); return ok }
-		return yieldWait(last.Metadata(), run.Branch, run.WriterID, time.Now(), local, minWait, maxWait)
+		return commit.YieldWait(last.Metadata(), run.Branch, run.WriterID, time.Now(), commit.LocalWriter, minWait, maxWait)
 	}
 	if run.StableID {
-		op.fenceID, op.epoch = run.WriterID, run.Epoch
+		op.FenceID, op.Epoch = run.WriterID, run.Epoch
 		// A stable writer's commit record tells a lost reply's outcome whatever was expired: its first attempt
 		// builds on the table its last commit left.
-		op.start = c.getLatest(run.Table)
+		op.Start = c.getLatest(run.Table)
 	} else {
 		// A writer without a record proves "not applied" only by walking down to the head its attempt was
 		// built on, which other writers may expire: where they commit, the first attempt builds on a fresh
 		// load, which keeps that head recent (and conflicts rarer). Where this committer alone commits, the
 		// table its last commit left is the head, and building on it saves a load per commit. When it is not
 		// (an attempt on it is rejected), the retry reloads at once and the next runs load first for a while.
-		op.start = c.startFor(run.Table)
+		op.Start = c.startFor(run.Table)
 	}
-	r, err := c.commit(ctx, op)
-	if !run.StableID && op.start != nil && r.conflicts > 0 {
+	r, err := c.Env.Commit(ctx, op)
+	if !run.StableID && op.Start != nil && r.Conflicts > 0 {
 		c.sawOthers(run.Table)
 	}
 	c.settlePositions(ctx, call, &r, res.SnapshotID, err)
 	if err != nil {
 		return nil, err
 	}
-	c.setLatest(run.Table, r.table)
-	res.Table, res.Attempts, res.Conflicts = r.table, r.attempts, r.conflicts
+	c.setLatest(run.Table, r.Table)
+	res.Table, res.Attempts, res.Conflicts = r.Table, r.Attempts, r.Conflicts
 	return res, nil
 }
-
-type outcome int
-
-const (
-	outcomeNotApplied outcome = iota
-	outcomeApplied
-	outcomeUnknown
-)
 
 // runOutcome establishes whether the run is already in the table. A stable writer's commit record is
 // authoritative while it is of the writer's epoch: every run of the epoch sets it in the same catalog commit,
@@ -213,15 +205,15 @@ const (
 // the first unproven attempt was built on; a walk that ends before it (expired parents) cannot tell. first is
 // the check before the first attempt, for a run a coordinator re-sends: base is then the run's own base, and
 // a walk that cannot reach it means nothing was sent yet as far as this committer knows.
-func runOutcome(meta table.Metadata, run *Run, base *int64, first bool) (int64, outcome) {
+func runOutcome(meta table.Metadata, run *Run, base *int64, first bool) (int64, commit.Outcome) {
 	if run.StableID {
 		r, ok := readCommitRecord(meta, run.WriterID)
 		switch {
 		case ok && r.Epoch == run.Epoch && r.Seq >= run.LastSeq:
-			return r.SnapshotID, outcomeApplied
+			return r.SnapshotID, commit.Applied
 		case !ok || r.Epoch <= run.Epoch:
 			// No run of this epoch applied yet, or only earlier ones.
-			return 0, outcomeNotApplied
+			return 0, commit.NotApplied
 		}
 		// A newer process took the ID over and committed: the record speaks of its runs. The marker still
 		// tells whether this run applied before the takeover (the fence check then stops the writer).
@@ -229,11 +221,11 @@ func runOutcome(meta table.Metadata, run *Run, base *int64, first bool) (int64, 
 	id, found, reached := walkForMarker(meta, run, base)
 	switch {
 	case found:
-		return id, outcomeApplied
+		return id, commit.Applied
 	case reached || first:
-		return 0, outcomeNotApplied
+		return 0, commit.NotApplied
 	default:
-		return 0, outcomeUnknown
+		return 0, commit.Unknown
 	}
 }
 
@@ -244,7 +236,7 @@ func (c *catalogCommitter) removeFiles(ctx context.Context, tbl *table.Table, fi
 	for i, f := range files {
 		paths[i] = f.FilePath()
 	}
-	removePaths(ctx, c.log, tbl, paths)
+	removePaths(ctx, c.Log, tbl, paths)
 }
 
 // removePaths deletes files no snapshot references, by path, through tbl's FileIO (best effort, as
@@ -313,13 +305,13 @@ func (c *catalogCommitter) build(ctx context.Context, call *commitCall, tbl *tab
 		if pending != nil {
 			rec.SnapshotID = pending.SnapshotID
 		}
-		props := ice.Properties{propCommittedPrefix + run.WriterID: mustJSON(rec)}
+		props := ice.Properties{propCommittedPrefix + run.WriterID: commit.MustJSON(rec)}
 		if run.HasToken {
 			m := checkpointMirror{Token: run.Token, Seq: run.LastSeq, Epoch: run.Epoch}
 			if pending != nil {
 				m.SnapshotID, m.SeqNumber = pending.SnapshotID, pending.SequenceNumber
 			}
-			props[propCkptPrefix+run.WriterID] = mustJSON(m)
+			props[propCkptPrefix+run.WriterID] = commit.MustJSON(m)
 		}
 		if err := tx.SetProperties(props); err != nil {
 			return nil, err
@@ -396,9 +388,9 @@ func walkForMarker(meta table.Metadata, run *Run, base *int64) (id int64, found,
 		if base != nil && snap.SnapshotID == *base {
 			return 0, false, true
 		}
-		w, _ := summaryProp(snap, summaryWriterID)
-		e, _ := summaryProp(snap, summaryEpoch)
-		q, _ := summaryProp(snap, summarySeq)
+		w, _ := commit.SummaryProp(snap, summaryWriterID)
+		e, _ := commit.SummaryProp(snap, summaryEpoch)
+		q, _ := commit.SummaryProp(snap, summarySeq)
 		if w == run.WriterID && e == epoch && q == seq {
 			return snap.SnapshotID, true, true
 		}
@@ -408,65 +400,6 @@ func walkForMarker(meta table.Metadata, run *Run, base *int64) (id int64, found,
 		snap = meta.SnapshotByID(*snap.ParentSnapshotID)
 	}
 	return 0, false, false
-}
-
-// postCommit runs what Transaction.Commit runs after a successful catalog commit: update hooks (snapshot
-// expiry deletes files there) and, when ownsMetadata, the removal of metadata files that fell out of the log.
-// A REST catalog server writes a table's metadata files itself and applies the table's
-// write.metadata.delete-after-commit.enabled where it writes them (as Java's REST catalog leaves it to the
-// server); a client that deleted them too would spend a HEAD and a DELETE per commit on files it never wrote,
-// and may not be allowed to. Every other catalog writes them through this client, which removes them.
-func postCommit(ctx context.Context, log *slog.Logger, pre, post *table.Table, updates []table.Update, ownsMetadata bool) {
-	for _, u := range updates {
-		if err := u.PostCommit(ctx, pre, post); err != nil {
-			log.Warn("iceberg: post-commit cleanup failed", "table", post.Identifier(), "err", err)
-		}
-	}
-	if !ownsMetadata || !post.Properties().GetBool(table.MetadataDeleteAfterCommitEnabledKey, table.MetadataDeleteAfterCommitEnabledDefault) {
-		return
-	}
-	keep := map[string]bool{post.MetadataLocation(): true}
-	for e := range post.Metadata().PreviousFiles() {
-		keep[e.MetadataFile] = true
-	}
-	var drop []string
-	for e := range pre.Metadata().PreviousFiles() {
-		if !keep[e.MetadataFile] {
-			drop = append(drop, e.MetadataFile)
-		}
-	}
-	if len(drop) == 0 {
-		return
-	}
-	fs, err := post.FS(ctx)
-	if err != nil {
-		return
-	}
-	for _, f := range drop {
-		if err := fs.Remove(f); err != nil {
-			log.Debug("iceberg: remove old metadata file", "file", f, "err", err)
-		}
-	}
-}
-
-func backoff(attempt int, minWait, maxWait time.Duration) time.Duration {
-	d := minWait << min(attempt-1, 16)
-	if d > maxWait || d <= 0 {
-		d = maxWait
-	}
-	// Equal jitter, a wait in [d/2, d]: concurrent writers that collided spread out.
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // writeKeyDeletes writes equality delete files for key-only records.

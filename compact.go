@@ -11,6 +11,8 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
 	"github.com/google/uuid"
+
+	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/encode"
 )
 
@@ -61,34 +63,34 @@ func (w *Writer) compactLocked(ctx context.Context, smallOnly bool) (CompactResu
 	nonce := uuid.NewString()
 	var res CompactResult
 	var rewritten map[string]struct{}
-	op := &txOp{
-		what: "compact", kind: KindCompaction, maxAttempts: compactAttempts, maxBuilds: maxBuildAttempts,
-		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+	op := &commit.Op{
+		What: "compact", Kind: KindCompaction, MaxAttempts: compactAttempts, MaxBuilds: maxBuildAttempts,
+		Build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			var tx *table.Transaction
 			var err error
 			tx, res, rewritten, err = w.planCompaction(ctx, tbl, smallOnly, nonce)
 			return tx, err
 		},
-		prove: nonceProof(w.env.branch, summaryNonce, nonce, nil),
-		failed: func(sent bool) {
+		Prove: commit.NonceProof(w.env.branch, summaryNonce, nonce, nil),
+		Failed: func(sent bool) {
 			if sent {
 				w.keys.drop("a compaction's commit returned an error (its reply may be lost)", nil)
 			}
 		},
-		committed: func(ctx context.Context, pre, next *table.Table) {
+		Committed: func(ctx context.Context, pre, next *table.Table) {
 			// The rewrite moved rows to new files: move the key index to them, or drop it.
 			w.keys.rebase(ctx, pre, next, rewritten)
 		},
 	}
 	r, err := w.commitTx(ctx, op)
 	if err != nil {
-		return CompactResult{Attempts: r.attempts}, err
+		return CompactResult{Attempts: r.Attempts}, err
 	}
-	if r.how == txNothing {
-		return CompactResult{Attempts: r.attempts}, nil
+	if r.How == commit.Nothing {
+		return CompactResult{Attempts: r.Attempts}, nil
 	}
-	res.Attempts = r.attempts
-	if s, ok := findNonce(r.table.Metadata(), w.env.branch, summaryNonce, nonce); ok {
+	res.Attempts = r.Attempts
+	if s, ok := commit.FindNonce(r.Table.Metadata(), w.env.branch, summaryNonce, nonce); ok {
 		res.SnapshotID = s.SnapshotID
 		if s.Summary != nil {
 			fmt.Sscan(s.Summary.Properties["total-delete-files"], &res.DeleteFilesRemaining)

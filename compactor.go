@@ -9,6 +9,8 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // compactor runs the maintenance compactions (WithSmallFileCompactionEvery, WithAutoCompactEvery) off the commit path, so
@@ -237,13 +239,13 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 	var overlap error
 	var sent bool
 	var drift *rewriteDrift
-	op := &txOp{
+	op := &commit.Op{
 		// The table the writer's last commit left (in the commit queue: no commit of this writer is in flight), as
 		// the writer's commits and the conversion pass build on: no table load a pass. If another writer moved
 		// the head since, the attempt is rejected and the retry reloads at once.
-		start: w.Table(),
-		what:  "compact", kind: KindCompaction, maxAttempts: compactAttempts, maxBuilds: maxBuildAttempts,
-		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+		Start: w.Table(),
+		What:  "compact", Kind: KindCompaction, MaxAttempts: compactAttempts, MaxBuilds: maxBuildAttempts,
+		Build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			if rebased != nil {
 				orphans = append(orphans, rebased.paths...)
 				rebased = nil
@@ -307,14 +309,14 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 			}
 			return tx, nil
 		},
-		prove: nonceProof(w.env.branch, summaryNonce, nonce, nil),
-		failed: func(s bool) {
+		Prove: commit.NonceProof(w.env.branch, summaryNonce, nonce, nil),
+		Failed: func(s bool) {
 			if s {
 				sent = true
 				w.keys.drop("a compaction's commit returned an error (its reply may be lost)", nil)
 			}
 		},
-		committed: func(ctx context.Context, pre, next *table.Table) {
+		Committed: func(ctx context.Context, pre, next *table.Table) {
 			w.keys.rebase(ctx, pre, next, rewritten)
 		},
 	}
@@ -323,20 +325,20 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 		if !sent {
 			removeNew()
 		}
-		return CompactResult{Attempts: r.attempts}, w.env.red.Error(err)
+		return CompactResult{Attempts: r.Attempts}, w.env.red.Error(err)
 	}
-	if r.how == txNothing {
+	if r.How == commit.Nothing {
 		removeNew()
 		if overlap != nil {
 			w.env.log.Info("iceberg: compaction given up; the next one due plans again", "table", w.env.ident,
 				"reason", overlap.Error())
 		}
-		return CompactResult{Attempts: r.attempts}, nil
+		return CompactResult{Attempts: r.Attempts}, nil
 	}
 	if !sent {
 		removePaths(orphans) // no earlier build reached the catalog: its deletes are nobody's
 	}
-	res.Attempts = r.attempts
+	res.Attempts = r.Attempts
 	res.RemovedDeleteFiles += len(pl.deadEq)
 	if drift != nil {
 		res.RemovedDeleteFiles += len(drift.deletes)
@@ -345,7 +347,7 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 		w.env.log.Debug("iceberg: compaction re-based deletes committed while it ran", "table", w.env.ident,
 			"delete_files", len(drift.deletes), "rows", rebased.rows)
 	}
-	if s, ok := findNonce(r.table.Metadata(), w.env.branch, summaryNonce, nonce); ok {
+	if s, ok := commit.FindNonce(r.Table.Metadata(), w.env.branch, summaryNonce, nonce); ok {
 		res.SnapshotID = s.SnapshotID
 		if s.Summary != nil {
 			fmt.Sscan(s.Summary.Properties["total-delete-files"], &res.DeleteFilesRemaining)

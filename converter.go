@@ -9,6 +9,8 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // errConversionOverlap makes a background conversion plan again: the table changed since its snapshot in a way
@@ -81,30 +83,30 @@ func (w *Writer) convertPass(ctx context.Context) (res ConvertResult, overlap er
 	}
 	nonce := uuid.NewString()
 	var sent bool
-	op := &txOp{
-		start: w.Table(),
-		what:  "convert equality deletes", kind: KindDeleteConversion, maxAttempts: maintainAttempts, maxBuilds: maxBuildAttempts,
-		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+	op := &commit.Op{
+		Start: w.Table(),
+		What:  "convert equality deletes", Kind: KindDeleteConversion, MaxAttempts: maintainAttempts, MaxBuilds: maxBuildAttempts,
+		Build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			if overlap = conversionOverlap(tbl, w.env.branch, plan); overlap != nil {
 				return nil, nil
 			}
 			return plan.stage(ctx, tbl, w.env.branch, w.conversionProps(nonce))
 		},
-		prove: nonceProof(w.env.branch, summaryNonce, nonce, nil),
-		failed: func(s bool) {
+		Prove: commit.NonceProof(w.env.branch, summaryNonce, nonce, nil),
+		Failed: func(s bool) {
 			sent = sent || s
 			w.conversionFailed(s)
 		},
-		committed: func(_ context.Context, pre, next *table.Table) {
+		Committed: func(_ context.Context, pre, next *table.Table) {
 			w.keys.converted(pre, next, plan.vectors)
 		},
 	}
 	r, err := w.commitTx(commitCtx, op)
-	if (err != nil && !sent) || (err == nil && r.how == txNothing) {
+	if (err != nil && !sent) || (err == nil && r.How == commit.Nothing) {
 		removeNew() // nothing that names them reached the catalog
 	}
-	if err == nil && r.how == txNothing && overlap == nil {
-		return ConvertResult{Attempts: r.attempts}, nil, nil
+	if err == nil && r.How == commit.Nothing && overlap == nil {
+		return ConvertResult{Attempts: r.Attempts}, nil, nil
 	}
 	return conversionResult(w.env.branch, r, err, plan, nonce), overlap, err
 }
@@ -116,7 +118,7 @@ func (w *Writer) convertPass(ctx context.Context) (res ConvertResult, overlap er
 func conversionOverlap(tbl *table.Table, branch string, c *conversion) error {
 	var since []*table.Snapshot
 	found := false
-	ancestors(tbl.Metadata(), branch, func(s *table.Snapshot) bool {
+	commit.Ancestors(tbl.Metadata(), branch, func(s *table.Snapshot) bool {
 		found = s.SnapshotID == c.snap.SnapshotID
 		if !found {
 			since = append(since, s)

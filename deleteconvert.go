@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // DefaultDeleteConversionEvery is how many commits apart the maintainer converts live equality deletes (see
@@ -58,10 +60,10 @@ func (w *Writer) ConvertEqualityDeletes(ctx context.Context) (ConvertResult, err
 func (w *Writer) convertLocked(ctx context.Context) (ConvertResult, error) {
 	nonce := uuid.NewString()
 	var plan *conversion
-	op := &txOp{
-		what: "convert equality deletes", kind: KindDeleteConversion,
-		maxAttempts: compactAttempts, maxBuilds: maxBuildAttempts,
-		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+	op := &commit.Op{
+		What: "convert equality deletes", Kind: KindDeleteConversion,
+		MaxAttempts: compactAttempts, MaxBuilds: maxBuildAttempts,
+		Build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			var err error
 			plan, err = planConversion(ctx, tbl, w.env.branch, w.keys.files, w.keys.parallel)
 			if err != nil || plan == nil {
@@ -69,9 +71,9 @@ func (w *Writer) convertLocked(ctx context.Context) (ConvertResult, error) {
 			}
 			return plan.stage(ctx, tbl, w.env.branch, w.conversionProps(nonce))
 		},
-		prove:  nonceProof(w.env.branch, summaryNonce, nonce, nil),
-		failed: w.conversionFailed,
-		committed: func(_ context.Context, pre, next *table.Table) {
+		Prove:  commit.NonceProof(w.env.branch, summaryNonce, nonce, nil),
+		Failed: w.conversionFailed,
+		Committed: func(_ context.Context, pre, next *table.Table) {
 			w.keys.converted(pre, next, plan.vectors)
 		},
 	}
@@ -95,11 +97,11 @@ func (w *Writer) conversionFailed(sent bool) {
 }
 
 // conversionResult reports the conversion plan committed by r (none when it failed or had nothing to do).
-func conversionResult(branch string, r txResult, err error, plan *conversion, nonce string) ConvertResult {
-	res := ConvertResult{Attempts: r.attempts}
-	if err == nil && r.how != txNothing && plan != nil {
+func conversionResult(branch string, r commit.Result, err error, plan *conversion, nonce string) ConvertResult {
+	res := ConvertResult{Attempts: r.Attempts}
+	if err == nil && r.How != commit.Nothing && plan != nil {
 		res.EqualityDeleteFiles, res.DataFiles, res.DeletedRows = len(plan.removed), plan.dataFiles, plan.rows
-		if s, ok := findNonce(r.table.Metadata(), branch, summaryNonce, nonce); ok {
+		if s, ok := commit.FindNonce(r.Table.Metadata(), branch, summaryNonce, nonce); ok {
 			res.SnapshotID = s.SnapshotID
 		}
 	}
@@ -150,7 +152,7 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, names 
 	if snap == nil || tbl.Metadata().Version() < 2 {
 		return nil, nil
 	}
-	if v, ok := summaryProp(snap, "total-equality-deletes"); ok && v == "0" {
+	if v, ok := commit.SummaryProp(snap, "total-equality-deletes"); ok && v == "0" {
 		return nil, nil
 	}
 	fs, err := tbl.FS(ctx)

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
@@ -29,7 +30,7 @@ type writerEnv struct {
 	stableID bool   // the ID came from WithWriterID: fencing, commit records and checkpoint mirrors apply
 	epoch    int64  // the epoch the writer holds (1 for a random ID)
 	timeout  time.Duration
-	tables   *tables // the catalog's loads and what commits leave (see tables)
+	tables   *commit.Tables // the catalog's loads and what commits leave (see commit.Tables)
 	mem      memory.Allocator
 	// retryWaits, when set, replaces the backoff bounds of every commit retry (see options.retryWaits).
 	retryWaits *[2]time.Duration

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
@@ -15,9 +16,9 @@ var (
 	ErrWriterFailed = errors.New("iceberg: writer failed")
 	// ErrCommitStateUnknown means a commit's outcome could not be established (the catalog stayed unreachable past
 	// the retry budget). Its files are kept, since the table may reference them.
-	ErrCommitStateUnknown = errors.New("iceberg: commit state unknown")
+	ErrCommitStateUnknown = commit.ErrCommitStateUnknown
 	// ErrFenced means a newer writer with the same ID took over the table.
-	ErrFenced = errors.New("iceberg: fenced by a newer writer with the same ID")
+	ErrFenced = commit.ErrFenced
 	// ErrInvalidOption is wrapped by NewWriter errors about an option's value.
 	ErrInvalidOption = errors.New("iceberg: invalid option")
 	// ErrTokenTooLarge is returned by Checkpoint for a token over the size cap (tokens are copied into metadata).
@@ -31,7 +32,7 @@ var (
 	// resumed). The commit is refused inside the attempt that would have applied it, so nothing of the run lands;
 	// the writer stops (ErrWriterFailed wraps it), and the partition's rows must be read again from the table's
 	// position by whoever owns it now. Beside ErrFenced, not wrapping it: the writer ID was not taken over.
-	ErrPositionMoved = errors.New("iceberg: source position moved by another writer")
+	ErrPositionMoved = commit.ErrPositionMoved
 	// ErrPositionBackwards is returned by Checkpoint and CheckpointPositions (a Source's, a Router's) for a
 	// position that comes before the partition's last one known to the writer, by WithPositionOrder: the newest
 	// the writer was given for the partition, or the one Resume read (Resume replaces it). The error names the

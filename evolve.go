@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // WithSchemaEvolution lets Write, Upsert, WriteStructs and UpsertStructs change the table's schema to take their
@@ -395,9 +397,9 @@ func (w *Writer) evolveSchema(ctx context.Context, plan func(*ice.Schema) ([]sch
 		return err // the commit loop installed a table that has them
 	}
 	var buildErr error
-	op := &txOp{
-		what: "evolve schema", kind: KindSchema, maxAttempts: evolveAttempts,
-		build: func(_ context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+	op := &commit.Op{
+		What: "evolve schema", Kind: KindSchema, MaxAttempts: evolveAttempts,
+		Build: func(_ context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			tx, err := evolveTx(tbl, w.env.branch, plan, &changes)
 			buildErr = err
 			return tx, err
@@ -409,7 +411,7 @@ func (w *Writer) evolveSchema(ctx context.Context, plan func(*ice.Schema) ([]sch
 		return err
 	case err != nil:
 		return fmt.Errorf("%w: %w", errEvolve, err)
-	case res.how == txCommitted:
+	case res.How == commit.Committed:
 		w.env.log.Info("iceberg: schema evolved", "table", w.env.ident, "writer", w.env.id, "changes", fmt.Sprint(changes))
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // Hook is a value that wants to hear about what a Writer does: it implements one or more of the Hook*
@@ -113,7 +115,7 @@ type RoundCommit struct {
 type HookBackpressure interface{ OnBackpressureWait(BackpressureWait) }
 
 // CommitKind names what a catalog transaction of the writer does.
-type CommitKind string
+type CommitKind = commit.Kind
 
 const (
 	KindRun        CommitKind = "run"        // a run of batches: the rows

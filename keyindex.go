@@ -19,6 +19,8 @@ import (
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/icewriter/iceberg/internal/keyindex/store"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // DefaultKeyIndexBytes is the memory budget of the key index (see WithKeyIndexBytes).
@@ -349,7 +351,7 @@ func (k *keyStage) load(ctx context.Context, tbl *table.Table) error {
 	defer k.mu.Unlock()
 	k.dropLocked("", nil) // an index loaded before (a bulk phase's end reloads it) gives its bytes back
 	if tableIsEmpty(tbl) {
-		k.idx.Store(k.newIndex(headID(tbl.Metadata(), k.branch)))
+		k.idx.Store(k.newIndex(commit.HeadID(tbl.Metadata(), k.branch)))
 		return nil
 	}
 	idx := k.newIndex(nil)
@@ -754,7 +756,7 @@ func fallBack(ctx context.Context, tbl *table.Table, run *Run, seg *Segment) err
 func foreignSince(meta table.Metadata, branch string, base int64, writerID string) bool {
 	foreign := false
 	found := false
-	ancestors(meta, branch, func(s *table.Snapshot) bool {
+	commit.Ancestors(meta, branch, func(s *table.Snapshot) bool {
 		if s.SnapshotID == base {
 			found = true
 			return true
@@ -763,13 +765,13 @@ func foreignSince(meta table.Metadata, branch string, base int64, writerID strin
 		// files: rebase moves the index's base past each one it committed, and one whose commit returned an
 		// error (its reply may be lost) drops the index. A compaction under this ID met here is therefore
 		// another process's with the same ID (a zombie), and it moved rows the index places.
-		if w, _ := summaryProp(s, summaryWriterID); w == writerID {
-			if op, _ := summaryProp(s, summaryOperation); op != "compact" {
+		if w, _ := commit.SummaryProp(s, summaryWriterID); w == writerID {
+			if op, _ := commit.SummaryProp(s, summaryOperation); op != "compact" {
 				return false
 			}
 		}
 		for _, k := range []string{"added-data-files", "added-delete-files", "deleted-data-files", "removed-delete-files"} {
-			if v, _ := summaryProp(s, k); v != "" && v != "0" {
+			if v, _ := commit.SummaryProp(s, k); v != "" && v != "0" {
 				foreign = true
 				return true
 			}

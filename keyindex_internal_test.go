@@ -20,6 +20,8 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/icewriter/iceberg/internal/tabletest"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // The key stage driven without a Writer: batches encoded through the stage's hooks as the writer's encoder
@@ -164,7 +166,7 @@ func (e *stageEnv) commit(k *keyStage, b *batch) (*Run, *CommitResult) {
 func (e *stageEnv) commitOn(k *keyStage, b *batch, placeOn *table.Table) (*Run, *CommitResult) {
 	e.t.Helper()
 	run := &Run{Table: e.ident, Branch: e.o.branch, WriterID: e.o.writerID, Epoch: 1, FirstSeq: b.seq, LastSeq: b.seq,
-		BaseSnapshotID: headID(placeOn.Metadata(), e.o.branch), Rows: b.rows, formatVersion: placeOn.Metadata().Version(),
+		BaseSnapshotID: commit.HeadID(placeOn.Metadata(), e.o.branch), Rows: b.rows, formatVersion: placeOn.Metadata().Version(),
 		spec: placeOn.Spec(), schema: placeOn.Schema(),
 		Segments: []Segment{{DataFiles: b.enc.files, DeleteFiles: b.enc.deletes, DeleteKeys: b.keys.cowKeys, LastSeq: b.seq, Rows: b.rows}}}
 	dvs, err := k.apply(e.ctx, placeOn, run, []*batch{b})

@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
@@ -442,7 +444,7 @@ func learnFirstRowIDs(ctx context.Context, tbl *table.Table, idx *keyIndex, bran
 		return
 	}
 	meta := tbl.Metadata()
-	ancestors(meta, branch, func(s *table.Snapshot) bool {
+	commit.Ancestors(meta, branch, func(s *table.Snapshot) bool {
 		if s.SnapshotID == prev {
 			return true
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // maintainer is the writer's one maintenance scheduler: snapshot expiry (by count, and by age when asked),
@@ -34,7 +36,7 @@ type maintainer struct {
 	// The writer's side: the table as its last commit left it, a transaction of the writer, the start of a
 	// background compaction or conversion (false: one is running, or the writer is closing).
 	table   func() *table.Table
-	commit  func(ctx context.Context, op *txOp) (txResult, error)
+	commit  func(ctx context.Context, op *commit.Op) (commit.Result, error)
 	compact func(smallOnly bool) (started bool)
 	cleanup func(func(ctx context.Context)) // runs file deletions off the commit path
 	convert func() (started bool)
@@ -195,15 +197,15 @@ func (m *maintainer) expire(ctx context.Context) error {
 	var expired []*table.Snapshot
 	full := false
 	start := time.Now()
-	r, err := m.commit(ctx, &txOp{
-		what: "expire snapshots", kind: KindExpiry, start: m.table(), maxAttempts: maintainAttempts,
-		build: func(_ context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+	r, err := m.commit(ctx, &commit.Op{
+		What: "expire snapshots", Kind: KindExpiry, Start: m.table(), MaxAttempts: maintainAttempts,
+		Build: func(_ context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			var tx *table.Transaction
 			var err error
 			tx, expired, full, err = expireTx(tbl, m.branch, opts)
 			return tx, err
 		},
-		committed: func(_ context.Context, pre, next *table.Table) {
+		Committed: func(_ context.Context, pre, next *table.Table) {
 			// Deleting the files only the expired snapshots referenced reads every retained manifest list (and,
 			// for the full cleanup, manifest): off the commit path. A file a later commit stops referencing is
 			// still referenced by next's snapshots, so a cleanup racing later commits deletes nothing live.
@@ -236,7 +238,7 @@ func expireTx(tbl *table.Table, branch string, opts []table.ExpireSnapshotsOpt) 
 		if err := refreshMirrors(tx, tbl.Metadata(), branch); err != nil {
 			return nil, err
 		}
-		if err := refreshPositionsMirror(tx, tbl.Metadata(), branch); err != nil {
+		if err := commit.RefreshPositionsMirror(tx, tbl.Metadata(), branch); err != nil {
 			return nil, err
 		}
 		// The cleanup runs after the commit, off the commit path (maintainer.expire).
@@ -270,9 +272,9 @@ func expireTx(tbl *table.Table, branch string, opts []table.ExpireSnapshotsOpt) 
 // rewriteManifests rewrites the table's manifests, so that manifest lists stay short (row deltas never merge
 // manifests).
 func (m *maintainer) rewriteManifests(ctx context.Context) error {
-	_, err := m.commit(ctx, &txOp{
-		what: "rewrite manifests", kind: KindManifests, start: m.table(), maxAttempts: maintainAttempts,
-		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+	_, err := m.commit(ctx, &commit.Op{
+		What: "rewrite manifests", Kind: KindManifests, Start: m.table(), MaxAttempts: maintainAttempts,
+		Build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			tx := tbl.NewTransactionOnBranch(m.branch)
 			_, err := tx.RewriteManifests(ctx)
 			return tx, err
@@ -342,7 +344,7 @@ func (m *maintainer) deleteUnreferencedManifests(ctx context.Context, pre, post 
 // positions mirror keeps the newest one alive: see positions.go).
 func (m *maintainer) deleteExpiredPositions(ctx context.Context, post *table.Table, expired []*table.Snapshot) {
 	if post.Properties().GetBool(table.GCEnabledKey, table.GCEnabledDefault) {
-		removePaths(ctx, m.log, post, expiredPositionFiles(post.Metadata(), expired))
+		removePaths(ctx, m.log, post, commit.ExpiredPositionFiles(post.Metadata(), expired))
 	}
 }
 
@@ -353,6 +355,6 @@ func hasEqualityDeletes(tbl *table.Table, branch string) bool {
 	if s == nil {
 		return false
 	}
-	v, ok := summaryProp(s, "total-equality-deletes")
+	v, ok := commit.SummaryProp(s, "total-equality-deletes")
 	return !ok || v != "0"
 }

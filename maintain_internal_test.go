@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // scheduled runs a maintainer over commits with the given delete-file counts and returns what it ran, by
@@ -18,9 +20,9 @@ import (
 func scheduled(m *maintainer, deleteFiles []int, fail map[string]error) []string {
 	var ran []string
 	m.log = slog.New(slog.DiscardHandler)
-	m.commit = func(_ context.Context, op *txOp) (txResult, error) {
-		ran = append(ran, fmt.Sprintf("%d %s", m.commits, op.what))
-		return txResult{}, fail[op.what]
+	m.commit = func(_ context.Context, op *commit.Op) (commit.Result, error) {
+		ran = append(ran, fmt.Sprintf("%d %s", m.commits, op.What))
+		return commit.Result{}, fail[op.What]
 	}
 	m.compact = func(smallOnly bool) bool {
 		what := "compact"

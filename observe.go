@@ -4,55 +4,37 @@ import (
 	"time"
 
 	ice "github.com/apache/iceberg-go"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // What the stages report to the writer's hooks and logs. Each report builds its event only when a hook wants
 // it (callbacks.wants), so a writer without hooks pays a nil check.
 
-// attempted reports an attempt of op's transaction (attempt counts from 0) that started at start: sent when it
-// reached the catalog's commit, err nil when it applied. It returns the conflict err is ("": none).
-func (e *txEnv) attempted(op *txOp, attempt int, start time.Time, sent bool, err error) ConflictCause {
-	var cause ConflictCause
-	if sent {
-		cause = conflictCause(err)
-	}
-	c := e.events
+// Attempted implements commit.Reporter: HookAttempt, and HookConflict for a conflict.
+func (c *callbacks) Attempted(op *commit.Op, attempt int, start time.Time, sent bool, cause ConflictCause, err error) {
 	if c.wants(hookAttempt) {
-		c.emit(CommitAttempt{Table: op.ident, WriterID: c.writerID, Kind: op.kind, What: op.what,
+		c.emit(CommitAttempt{Table: op.Ident, WriterID: c.writerID, Kind: op.Kind, What: op.What,
 			Attempt: attempt + 1, Start: start, Duration: time.Since(start), Sent: sent, Err: c.masked(err), Cause: cause})
 	}
 	if cause != "" && c.wants(hookConflict) {
-		c.emit(Conflict{Table: op.ident, WriterID: c.writerID, Kind: op.kind, What: op.what, Attempt: attempt + 1,
+		c.emit(Conflict{Table: op.Ident, WriterID: c.writerID, Kind: op.Kind, What: op.What, Attempt: attempt + 1,
 			Cause: cause, Err: c.masked(err)})
 	}
-	return cause
 }
 
-// retrying reports the retry that starts after wait, attempt (counting from 0) being the failed one's number
-// plus one: a Warn line with the failure's cause, and HookRetry. The error is masked by the logger and for the
-// hook.
-func (e *txEnv) retrying(op *txOp, attempt int, wait time.Duration, err error) {
-	cause := conflictCause(err)
-	e.log.Warn("iceberg: commit attempt failed; retrying", "table", op.ident, "what", op.what, "attempt", attempt,
-		"cause", retryCause(cause), "wait", wait, "err", err)
-	if c := e.events; c.wants(hookRetry) {
-		c.emit(Retry{Table: op.ident, WriterID: c.writerID, Kind: op.kind, What: op.what, Attempt: attempt + 1,
+// Retrying implements commit.Reporter: HookRetry, with the error masked.
+func (c *callbacks) Retrying(op *commit.Op, attempt int, wait time.Duration, cause ConflictCause, err error) {
+	if c.wants(hookRetry) {
+		c.emit(Retry{Table: op.Ident, WriterID: c.writerID, Kind: op.Kind, What: op.What, Attempt: attempt + 1,
 			Wait: wait, Cause: cause, Err: c.masked(err)})
 	}
 }
 
-// retryCause names why an attempt failed in a log line: the conflict, or "error" (its err says which).
-func retryCause(c ConflictCause) string {
-	if c == "" {
-		return "error"
-	}
-	return "conflict: " + string(c)
-}
-
-// fenced reports that op found the writer's ID taken over (the table holds epoch tableEpoch for it).
-func (e *txEnv) fenced(op *txOp, tableEpoch int64) {
-	if c := e.events; c.wants(hookFenced) {
-		c.emit(Fenced{Table: op.ident, WriterID: op.fenceID, Kind: op.kind, What: op.what, Epoch: op.epoch,
+// Fenced implements commit.Reporter: HookFenced.
+func (c *callbacks) Fenced(op *commit.Op, tableEpoch int64) {
+	if c.wants(hookFenced) {
+		c.emit(Fenced{Table: op.Ident, WriterID: op.FenceID, Kind: op.Kind, What: op.What, Epoch: op.Epoch,
 			TableEpoch: tableEpoch})
 	}
 }
@@ -137,14 +119,14 @@ func (w *Writer) compacted(start time.Time, automatic, smallOnly bool, res Compa
 
 // expired reports an expiry that started at start, when it expired snapshots or failed (n: the snapshots its
 // last build would expire).
-func (m *maintainer) expired(start time.Time, r txResult, n int, full bool, err error) {
+func (m *maintainer) expired(start time.Time, r commit.Result, n int, full bool, err error) {
 	c := m.events
-	if !c.wants(hookExpiry) || (err == nil && r.how != txCommitted) {
+	if !c.wants(hookExpiry) || (err == nil && r.How != commit.Committed) {
 		return
 	}
 	if err != nil {
 		n, full = 0, false
 	}
-	c.emit(Expiry{Table: m.ident, WriterID: c.writerID, Expired: n, Full: full, Attempts: r.attempts,
+	c.emit(Expiry{Table: m.ident, WriterID: c.writerID, Expired: n, Full: full, Attempts: r.Attempts,
 		Duration: time.Since(start), Err: c.masked(err)})
 }

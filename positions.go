@@ -1,26 +1,18 @@
 package iceberg
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
-	"strings"
-	"sync"
 	"unicode/utf8"
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
-	iceio "github.com/apache/iceberg-go/io"
-	"github.com/apache/iceberg-go/puffin"
 	"github.com/apache/iceberg-go/table"
-	"github.com/google/uuid"
 
+	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
@@ -43,11 +35,11 @@ import (
 // keeps every retained snapshot's summary in the metadata file, which would then grow by every partition's
 // position at every commit.
 //
-// Which file holds a branch's positions (findPositions): the one named by the newest snapshot on the branch
+// Which file holds a branch's positions (commit.FindPositions): the one named by the newest snapshot on the branch
 // head's ancestry that names one, so a rollback to a snapshot before a positions commit shows the positions
 // from before it; when no retained ancestor names one (expired), the mirror, trusted only when its snapshot is
-// gone and older than every retained ancestor (mirrorTrusted). The writer's expiry re-derives the mirror from
-// the ancestry first (refreshPositionsMirror) and deletes the side files only expired snapshots named.
+// gone and older than every retained ancestor (commit.MirrorTrusted). The writer's expiry re-derives the mirror from
+// the ancestry first (commit.RefreshPositionsMirror) and deletes the side files only expired snapshots named.
 //
 // A run's positions go on the snapshot that carries the run's marker, its last: a rollback to a snapshot
 // inside a commit of several segments shows the positions from before the commit (a replay then re-sends rows,
@@ -68,15 +60,6 @@ import (
 const (
 	maxPositionPartitionBytes = 1 << 10
 	maxPositionBytes          = 1 << 10
-)
-
-const (
-	positionsFilePrefix  = "icewriter-positions-"
-	positionsFileFormat  = "icewriter-positions"
-	positionsFileVersion = 1
-	// maxPositionsFileBytes bounds what a side file may inflate to: 10,000 partitions with keys and positions at
-	// their caps are 20 MiB; anything larger is not a file this writer wrote.
-	maxPositionsFileBytes = 256 << 20
 )
 
 // checkPosition validates one partition's position before it is accepted: both at most 1 KiB (every commit
@@ -135,250 +118,6 @@ func quoteShort(s string) string {
 	return fmt.Sprintf("%q...", s[:64])
 }
 
-// positionsMirror names a side file and the snapshot that committed it: the table property mirror, and what
-// findPositions returns.
-type positionsMirror struct {
-	Path       string `json:"path"`
-	SnapshotID int64  `json:"snapshot-id"`
-	SeqNumber  int64  `json:"sequence-number"`
-}
-
-// findPositions finds the side file holding the branch's positions (see the design above); false: none.
-func findPositions(meta table.Metadata, branch string) (positionsMirror, bool) {
-	s, oldest := newestOnAncestry(meta, branch, func(s *table.Snapshot) bool {
-		p, _ := summaryProp(s, summaryPositions)
-		return p != ""
-	})
-	if s != nil {
-		p, _ := summaryProp(s, summaryPositions)
-		return positionsMirror{Path: p, SnapshotID: s.SnapshotID, SeqNumber: s.SequenceNumber}, true
-	}
-	v, ok := meta.Properties()[propPositionsPrefix+branch]
-	if !ok {
-		return positionsMirror{}, false
-	}
-	var m positionsMirror
-	if json.Unmarshal([]byte(v), &m) != nil || m.Path == "" || !mirrorTrusted(meta, m.SnapshotID, m.SeqNumber, oldest) {
-		return positionsMirror{}, false
-	}
-	return m, true
-}
-
-// refreshPositionsMirror re-derives the branch's positions mirror from its ancestry, in a transaction that is
-// about to expire snapshots: the mirror must name the positions that are still on the branch when their
-// snapshot goes, not ones a rollback left behind.
-func refreshPositionsMirror(tx *table.Transaction, meta table.Metadata, branch string) error {
-	key := propPositionsPrefix + branch
-	cur, has := meta.Properties()[key]
-	m, ok := findPositions(meta, branch)
-	switch {
-	case ok && mustJSON(m) != cur:
-		return tx.SetProperties(ice.Properties{key: mustJSON(m)})
-	case !ok && has:
-		return tx.RemoveProperties([]string{key})
-	}
-	return nil
-}
-
-// tablePositions reads the branch's positions on tbl (an empty map when it has none), through cache (nil: none).
-// The map is the caller's.
-func tablePositions(ctx context.Context, tbl *table.Table, branch string, cache *positionsCache) (map[string]string, error) {
-	ref, ok := findPositions(tbl.Metadata(), branch)
-	if !ok {
-		return map[string]string{}, nil
-	}
-	m, err := cache.read(ctx, tbl, ref.Path)
-	if err != nil {
-		return nil, err
-	}
-	return maps.Clone(m), nil
-}
-
-// positionsFile is a side file's content.
-type positionsFile struct {
-	Format    string            `json:"format"`
-	Version   int               `json:"version"`
-	Positions map[string]string `json:"positions"`
-}
-
-// positionsBlobType is the type of the Puffin blob that holds a side file's positions.
-const positionsBlobType puffin.BlobType = "icewriter-positions-v1"
-
-// readPositionsFile reads and parses a side file: a Puffin file whose blob holds the gzipped JSON, or (written
-// before side files were Puffin files) the gzipped or plain JSON itself. Errors name the file.
-func readPositionsFile(ctx context.Context, tbl *table.Table, path string) (map[string]string, error) {
-	fail := func(err error) (map[string]string, error) {
-		return nil, fmt.Errorf("iceberg: read positions file %s: %w", path, err)
-	}
-	fs, err := tbl.FS(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	f, err := fs.Open(path)
-	if err != nil {
-		return fail(err)
-	}
-	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxPositionsFileBytes+1))
-	if err != nil {
-		return fail(err)
-	}
-	if bytes.HasPrefix(raw, []byte("PFA1")) {
-		if raw, err = positionsBlob(raw); err != nil {
-			return fail(err)
-		}
-	}
-	var r io.Reader = bytes.NewReader(raw)
-	if len(raw) >= 2 && raw[0] == 0x1f && raw[1] == 0x8b {
-		zr, err := gzip.NewReader(r)
-		if err != nil {
-			return fail(err)
-		}
-		defer zr.Close()
-		r = zr
-	}
-	data, err := io.ReadAll(io.LimitReader(r, maxPositionsFileBytes+1))
-	if err != nil {
-		return fail(err)
-	}
-	if len(data) > maxPositionsFileBytes {
-		return fail(fmt.Errorf("larger than %d bytes", maxPositionsFileBytes))
-	}
-	var pf positionsFile
-	if err := json.Unmarshal(data, &pf); err != nil {
-		return fail(err)
-	}
-	if pf.Format != positionsFileFormat || pf.Version != positionsFileVersion {
-		return fail(fmt.Errorf("format %q version %d, want %q version %d", pf.Format, pf.Version,
-			positionsFileFormat, positionsFileVersion))
-	}
-	if pf.Positions == nil {
-		pf.Positions = map[string]string{}
-	}
-	return pf.Positions, nil
-}
-
-// positionsBlob returns the positions blob of a Puffin side file.
-func positionsBlob(file []byte) ([]byte, error) {
-	pr, err := puffin.NewReader(bytes.NewReader(file))
-	if err != nil {
-		return nil, err
-	}
-	for _, b := range pr.Blobs() {
-		if b.Type == positionsBlobType {
-			return pr.ReadBlobByMetadata(b)
-		}
-	}
-	return nil, fmt.Errorf("no %s blob", positionsBlobType)
-}
-
-// writePositionsFile writes positions as a new side file under the table's metadata location and returns its
-// path. The path is returned with an error too once the upload began: the file may exist.
-//
-// The file is a Puffin file (Iceberg's container for blobs beside a table's metadata) holding one blob, the
-// gzipped JSON: stores that accept only the Iceberg layout in a table's folder (SeaweedFS's table buckets take
-// metadata/*.metadata.json, *.avro, *.stats and *.puffin, nothing else) refused the plain .json.gz.
-func writePositionsFile(ctx context.Context, tbl *table.Table, positions map[string]string) (string, error) {
-	lp, err := tbl.LocationProvider()
-	if err != nil {
-		return "", fmt.Errorf("iceberg: write positions file: %w", err)
-	}
-	path := lp.NewMetadataLocation(positionsFilePrefix + uuid.NewString() + ".puffin")
-	fail := func(err error) (string, error) {
-		return "", fmt.Errorf("iceberg: write positions file %s: %w", path, err)
-	}
-	fs, err := tbl.FS(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	wfs, ok := fs.(iceio.WriteFileIO)
-	if !ok {
-		return fail(fmt.Errorf("the table's FileIO (%T) cannot write files", fs))
-	}
-	var blob bytes.Buffer
-	zw := gzip.NewWriter(&blob)
-	if err := json.NewEncoder(zw).Encode(positionsFile{Format: positionsFileFormat, Version: positionsFileVersion,
-		Positions: positions}); err != nil {
-		return fail(err)
-	}
-	if err := zw.Close(); err != nil {
-		return fail(err)
-	}
-	var buf bytes.Buffer
-	pw, err := puffin.NewWriter(&buf)
-	if err != nil {
-		return fail(err)
-	}
-	if err := pw.SetCreatedBy("icewriter"); err != nil {
-		return fail(err)
-	}
-	// Not a statistic of a snapshot (-1) nor of any column: the blob is ours alone.
-	if _, err := pw.AddBlob(puffin.BlobMetadataInput{Type: positionsBlobType, SnapshotID: -1, SequenceNumber: -1,
-		Fields: []int32{}}, blob.Bytes()); err != nil {
-		return fail(err)
-	}
-	if err := pw.Finish(); err != nil {
-		return fail(err)
-	}
-	if err := wfs.WriteFile(path, buf.Bytes()); err != nil {
-		return path, fmt.Errorf("iceberg: write positions file %s: %w", path, err)
-	}
-	return path, nil
-}
-
-// positionsCache keeps the side files read or written last, parsed, by path. A side file never changes once
-// written, so entries never go stale: a writer's next commit builds on the file its last one wrote without
-// downloading it. It holds no attempt's state, so one cache serves concurrent commits; its maps are never
-// changed (callers clone). A nil cache caches nothing.
-type positionsCache struct {
-	mu    sync.Mutex
-	files map[string]map[string]string
-	order []string // oldest first
-}
-
-// positionsCacheFiles bounds the cache: a writer needs the file its last commit wrote and, after a conflict,
-// the one the other writer wrote.
-const positionsCacheFiles = 4
-
-func newPositionsCache() *positionsCache {
-	return &positionsCache{files: map[string]map[string]string{}}
-}
-
-// read returns the parsed side file at path, from the cache or from storage. The map must not be changed.
-func (c *positionsCache) read(ctx context.Context, tbl *table.Table, path string) (map[string]string, error) {
-	if c != nil {
-		c.mu.Lock()
-		m, ok := c.files[path]
-		c.mu.Unlock()
-		if ok {
-			return m, nil
-		}
-	}
-	m, err := readPositionsFile(ctx, tbl, path)
-	if err == nil {
-		c.put(path, m)
-	}
-	return m, err
-}
-
-// put caches the parsed side file at path; m must not be changed afterwards.
-func (c *positionsCache) put(path string, m map[string]string) {
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.files[path]; ok {
-		return
-	}
-	c.files[path] = m
-	c.order = append(c.order, path)
-	if len(c.order) > positionsCacheFiles {
-		delete(c.files, c.order[0])
-		c.order = c.order[1:]
-	}
-}
-
 // stagePositions is an attempt's share of a run's positions: it merges the run's positions into those of the
 // head the attempt builds on and, when that changes any, writes the merged map as a new side file for the
 // attempt's snapshot to name (call.positions). A side file that cannot be read fails the build: committing on
@@ -389,9 +128,9 @@ func (c *catalogCommitter) stagePositions(ctx context.Context, call *commitCall,
 		return nil
 	}
 	base := map[string]string{}
-	if ref, ok := findPositions(tbl.Metadata(), run.Branch); ok {
+	if ref, ok := commit.FindPositions(tbl.Metadata(), run.Branch); ok {
 		var err error
-		if base, err = c.sideFiles.read(ctx, tbl, ref.Path); err != nil {
+		if base, err = c.sideFiles.Read(ctx, tbl, ref.Path); err != nil {
 			return err
 		}
 	}
@@ -410,14 +149,14 @@ func (c *catalogCommitter) stagePositions(ctx context.Context, call *commitCall,
 	}
 	merged := maps.Clone(base)
 	maps.Copy(merged, run.Positions)
-	path, err := writePositionsFile(ctx, tbl, merged)
+	path, err := commit.WritePositionsFile(ctx, tbl, merged)
 	if path != "" {
 		call.positions, call.positionsTable = path, tbl
 	}
 	if err != nil {
 		return err
 	}
-	c.sideFiles.put(path, merged)
+	c.sideFiles.Put(path, merged)
 	return nil
 }
 
@@ -449,11 +188,11 @@ func positionsMirrorProp(call *commitCall, branch string, pending *table.Snapsho
 	if call.positions == "" {
 		return nil
 	}
-	m := positionsMirror{Path: call.positions}
+	m := commit.PositionsMirror{Path: call.positions}
 	if pending != nil {
 		m.SnapshotID, m.SeqNumber = pending.SnapshotID, pending.SequenceNumber
 	}
-	return ice.Properties{propPositionsPrefix + branch: mustJSON(m)}
+	return ice.Properties{propPositionsPrefix + branch: commit.MustJSON(m)}
 }
 
 // positionsAttemptFailed files the side file of an attempt that failed: one never sent is provably not
@@ -473,13 +212,13 @@ func (call *commitCall) positionsAttemptFailed(sent bool) {
 // settlePositions deletes the side files of the call's attempts that provably did not commit, once the call
 // ended: those never sent; after a commit, those of the earlier attempts; after a proof that an attempt
 // applied, those its snapshot (applied, when still in the table) does not name. Otherwise sent files are kept.
-func (c *catalogCommitter) settlePositions(ctx context.Context, call *commitCall, res *txResult, applied int64, err error) {
+func (c *catalogCommitter) settlePositions(ctx context.Context, call *commitCall, res *commit.Result, applied int64, err error) {
 	drop := call.unsentPositions
-	if err == nil && res.how == txCommitted {
+	if err == nil && res.How == commit.Committed {
 		drop = append(drop, call.sentPositions...)
-	} else if err == nil && res.how == txProven {
-		if s := res.table.Metadata().SnapshotByID(applied); s != nil {
-			keep, _ := summaryProp(s, summaryPositions)
+	} else if err == nil && res.How == commit.Proven {
+		if s := res.Table.Metadata().SnapshotByID(applied); s != nil {
+			keep, _ := commit.SummaryProp(s, summaryPositions)
 			for _, p := range call.sentPositions {
 				if p != keep {
 					drop = append(drop, p)
@@ -488,35 +227,8 @@ func (c *catalogCommitter) settlePositions(ctx context.Context, call *commitCall
 		}
 	}
 	if len(drop) > 0 && call.positionsTable != nil {
-		removePaths(ctx, c.log, call.positionsTable, drop)
+		removePaths(ctx, c.Log, call.positionsTable, drop)
 	}
-}
-
-// expiredPositionFiles are the side files that expired snapshots named and that neither a retained snapshot
-// nor a positions mirror of post names: nothing can read them any more.
-func expiredPositionFiles(post table.Metadata, expired []*table.Snapshot) []string {
-	live := map[string]bool{}
-	for _, s := range post.Snapshots() {
-		if p, _ := summaryProp(&s, summaryPositions); p != "" {
-			live[p] = true
-		}
-	}
-	for k, v := range post.Properties() {
-		if strings.HasPrefix(k, propPositionsPrefix) {
-			var m positionsMirror
-			if json.Unmarshal([]byte(v), &m) == nil {
-				live[m.Path] = true
-			}
-		}
-	}
-	var drop []string
-	for _, s := range expired {
-		if p, _ := summaryProp(s, summaryPositions); p != "" && !live[p] {
-			drop = append(drop, p)
-			live[p] = true // once
-		}
-	}
-	return drop
 }
 
 // Positions returns the source positions committed to the table (partition -> position, the newest per
@@ -530,7 +242,7 @@ func Positions(ctx context.Context, cat catalog.Catalog, ident table.Identifier)
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: load table %v: %w", ident, err)
 	}
-	m, err := tablePositions(ctx, tbl, table.MainBranch, nil)
+	m, err := commit.TablePositions(ctx, tbl, table.MainBranch, nil)
 	return m, redact.RedactorOf(cat).Error(err)
 }
 
@@ -541,6 +253,6 @@ func (w *Writer) Positions(ctx context.Context) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := tablePositions(ctx, tbl, w.env.branch, w.runs.sideFiles())
+	m, err := commit.TablePositions(ctx, tbl, w.env.branch, w.runs.sideFiles())
 	return m, w.env.red.Error(err)
 }

@@ -14,6 +14,7 @@ import (
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
@@ -37,7 +38,7 @@ import (
 // maintenance) go to the catalog alone: they change no rows.
 
 // roundRunKey marks the context of a gated pipeline's run commit: its CommitTable joins the router's round.
-type roundRunKey struct{}
+type roundRunKey = commit.RoundRunKey
 
 // gatedLocked reports whether the pipeline commits in a router's rounds.
 func (p *pipeline) gatedLocked() bool { return p.cfg.shared != nil && p.cfg.shared.gated }

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
@@ -28,7 +29,7 @@ func (w *Writer) commit(ctx context.Context, batches []*batch) (*Run, *CommitRes
 		// Others commit to the table: place the run on its head, so that the key index catches up with them
 		// before the commit rather than after a fallback (a failed load costs the fallback, not the run).
 		if fresh, err := w.env.cat.LoadTable(ctx, w.env.ident); err == nil {
-			placeOn = w.env.tables.loaded(fresh)
+			placeOn = w.env.tables.Loaded(fresh)
 		}
 	}
 	dvs, err := w.keys.apply(ctx, placeOn, run, batches)
@@ -106,9 +107,9 @@ func newRunStage(env *writerEnv, c Committer, tbl *table.Table, cow cowConfig) *
 		r.def = newCatalogCommitter(env.cat, tbl, env.log, env.timeout, env.tables)
 		r.def.cow = cow
 		if env.retryWaits != nil {
-			r.def.minWait, r.def.maxWait = env.retryWaits[0], env.retryWaits[1]
+			r.def.MinWait, r.def.MaxWait = env.retryWaits[0], env.retryWaits[1]
 		}
-		r.def.events = env.events
+		r.def.Report = env.events
 		r.committer = r.def
 	}
 	return r
@@ -143,7 +144,7 @@ func (r *runStage) installed(tbl *table.Table) {
 }
 
 // sideFiles is the default committer's cache of position side files (nil with WithCommitter).
-func (r *runStage) sideFiles() *positionsCache {
+func (r *runStage) sideFiles() *commit.PositionsCache {
 	if r.def == nil {
 		return nil
 	}
@@ -158,7 +159,7 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) (*Run, error) {
 	run := &Run{
 		Table: e.ident, Branch: e.branch, WriterID: e.id, StableID: e.stableID, Epoch: e.epoch,
 		FirstSeq: batches[0].seq, LastSeq: batches[n-1].seq,
-		BaseSnapshotID: headID(tbl.Metadata(), e.branch),
+		BaseSnapshotID: commit.HeadID(tbl.Metadata(), e.branch),
 		formatVersion:  tbl.Metadata().Version(), spec: tbl.Spec(), schema: tbl.Schema(), formed: time.Now(),
 	}
 	// Batches coalesced into one snapshot share its sequence number, and an equality delete does not reach rows

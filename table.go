@@ -6,27 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
-	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/icewriter/iceberg/storage"
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // Snapshot summary and table property keys the writer owns.
 const (
-	summaryWriterID   = "icewriter.writer-id"
-	summaryEpoch      = "icewriter.epoch"
+	summaryWriterID   = commit.SummaryWriterID
+	summaryEpoch      = commit.SummaryEpoch
 	summarySeq        = "icewriter.seq"
 	summaryCheckpoint = "icewriter.checkpoint"
-	summaryFence      = "icewriter.fence"
+	summaryFence      = commit.SummaryFence
 	// summaryOperation names what a snapshot of the writer's own that is not a run does ("compact").
 	summaryOperation = "icewriter.operation"
 	// summaryNonce marks the snapshot of one transaction call (a compaction): the proof, after a lost reply,
@@ -34,7 +31,7 @@ const (
 	summaryNonce      = "icewriter.nonce"
 	summaryRewritten  = "icewriter.cow-rewritten-files"
 	summaryCandidates = "icewriter.cow-candidate-files"
-	propEpochPrefix   = "icewriter.epoch."
+	propEpochPrefix   = commit.EpochPropPrefix
 	propCkptPrefix    = "icewriter.checkpoint."
 	// propCommittedPrefix names a stable writer's commit record: the (epoch, seq, snapshot id) of its newest
 	// committed run, set in the same catalog commit as the run. Unlike the run's snapshot it survives snapshot
@@ -44,8 +41,8 @@ const (
 	// summaryPositions names the side file holding every source position on the table as of the snapshot, on
 	// the snapshots that changed positions; propPositionsPrefix + branch mirrors the newest of them, so that
 	// snapshot expiry cannot erase it (see positions.go).
-	summaryPositions    = "icewriter.positions"
-	propPositionsPrefix = "icewriter.positions."
+	summaryPositions    = commit.SummaryPositions
+	propPositionsPrefix = commit.PositionsPropPrefix
 )
 
 // Properties set on tables the writer creates: bounded metadata (DESIGN.md: without them per-commit latency
@@ -181,39 +178,6 @@ func parsePartitionField(expr string) (name, col string, tr ice.Transform, err e
 	return name, col, tr, nil
 }
 
-// ancestors walks the branch head's ancestry (newest first) until stop returns true or the chain ends.
-func ancestors(meta table.Metadata, branch string, fn func(s *table.Snapshot) (stop bool)) {
-	snap := meta.SnapshotByName(branch)
-	seen := map[int64]bool{}
-	for snap != nil && !seen[snap.SnapshotID] {
-		seen[snap.SnapshotID] = true
-		if fn(snap) {
-			return
-		}
-		if snap.ParentSnapshotID == nil {
-			return
-		}
-		snap = meta.SnapshotByID(*snap.ParentSnapshotID)
-	}
-}
-
-// headID is the branch head's snapshot id, or nil for an empty table.
-func headID(meta table.Metadata, branch string) *int64 {
-	if s := meta.SnapshotByName(branch); s != nil {
-		id := s.SnapshotID
-		return &id
-	}
-	return nil
-}
-
-func summaryProp(s *table.Snapshot, key string) (string, bool) {
-	if s.Summary == nil || s.Summary.Properties == nil {
-		return "", false
-	}
-	v, ok := s.Summary.Properties[key]
-	return v, ok
-}
-
 // checkpointMirror is the table property copy of a writer's newest committed token, so that snapshot expiry
 // cannot erase it.
 type checkpointMirror struct {
@@ -255,11 +219,6 @@ func readCommitRecord(meta table.Metadata, id string) (commitRecord, bool) {
 	return r, true
 }
 
-func tableEpoch(meta table.Metadata, id string) int64 {
-	n, _ := strconv.ParseInt(meta.Properties()[propEpochPrefix+id], 10, 64)
-	return n
-}
-
 // lastCheckpoint finds the newest token committed by id on the branch: by ancestry first (a rollback is
 // respected), then through the property mirror when the snapshot that carried it was expired.
 func lastCheckpoint(meta table.Metadata, branch, id string) (token string, seq int64, ok bool) {
@@ -268,50 +227,25 @@ func lastCheckpoint(meta table.Metadata, branch, id string) (token string, seq i
 }
 
 func findCheckpoint(meta table.Metadata, branch, id string) (checkpointMirror, bool) {
-	s, oldest := newestOnAncestry(meta, branch, func(s *table.Snapshot) bool {
-		w, _ := summaryProp(s, summaryWriterID)
-		_, has := summaryProp(s, summaryCheckpoint)
+	s, oldest := commit.NewestOnAncestry(meta, branch, func(s *table.Snapshot) bool {
+		w, _ := commit.SummaryProp(s, summaryWriterID)
+		_, has := commit.SummaryProp(s, summaryCheckpoint)
 		return w == id && has
 	})
 	if s != nil {
-		t, _ := summaryProp(s, summaryCheckpoint)
+		t, _ := commit.SummaryProp(s, summaryCheckpoint)
 		found := checkpointMirror{Token: t, SnapshotID: s.SnapshotID, SeqNumber: s.SequenceNumber}
-		v, _ := summaryProp(s, summarySeq)
+		v, _ := commit.SummaryProp(s, summarySeq)
 		found.Seq, _ = strconv.ParseInt(v, 10, 64)
-		e, _ := summaryProp(s, summaryEpoch)
+		e, _ := commit.SummaryProp(s, summaryEpoch)
 		found.Epoch, _ = strconv.ParseInt(e, 10, 64)
 		return found, true
 	}
 	m, has := readMirror(meta, id)
-	if !has || !mirrorTrusted(meta, m.SnapshotID, m.SeqNumber, oldest) {
+	if !has || !commit.MirrorTrusted(meta, m.SnapshotID, m.SeqNumber, oldest) {
 		return checkpointMirror{}, false
 	}
 	return m, true
-}
-
-// newestOnAncestry walks the branch ancestry for the newest snapshot that match accepts (nil: none) and returns
-// it with the sequence number of the oldest ancestor the walk reached (-1: the branch has no snapshot).
-func newestOnAncestry(meta table.Metadata, branch string, match func(*table.Snapshot) bool) (*table.Snapshot, int64) {
-	var found *table.Snapshot
-	var oldest int64 = -1
-	ancestors(meta, branch, func(s *table.Snapshot) bool {
-		oldest = s.SequenceNumber
-		if match(s) {
-			found = s
-			return true
-		}
-		return false
-	})
-	return found, oldest
-}
-
-// mirrorTrusted reports whether a table property mirroring a snapshot's summary (the snapshot id and sequence
-// number it names) stands for the branch ancestry, whose walk ended at an ancestor of sequence number oldest
-// without finding that summary: only when the snapshot is gone (expired) and older than every retained ancestor.
-// A snapshot still present but off the ancestry was rolled back. Expiry done by a writer refreshes every mirror
-// from the ancestry first (refreshMirrors, refreshPositionsMirror), so a rolled-back value does not survive it.
-func mirrorTrusted(meta table.Metadata, snapshotID, seqNumber, oldest int64) bool {
-	return meta.SnapshotByID(snapshotID) == nil && (oldest < 0 || seqNumber <= oldest)
 }
 
 // refreshMirrors re-derives every writer's checkpoint mirror from the branch ancestry, in a transaction that is
@@ -328,8 +262,8 @@ func refreshMirrors(tx *table.Transaction, meta table.Metadata, branch string) e
 		switch {
 		case !ok:
 			drop = append(drop, k)
-		case mustJSON(m) != v:
-			set[k] = mustJSON(m)
+		case commit.MustJSON(m) != v:
+			set[k] = commit.MustJSON(m)
 		}
 	}
 	if len(set) > 0 {
@@ -347,11 +281,11 @@ func refreshMirrors(tx *table.Transaction, meta table.Metadata, branch string) e
 // record).
 func lastSeq(meta table.Metadata, branch, id string) int64 {
 	var seq int64
-	ancestors(meta, branch, func(s *table.Snapshot) bool {
-		if w, _ := summaryProp(s, summaryWriterID); w != id {
+	commit.Ancestors(meta, branch, func(s *table.Snapshot) bool {
+		if w, _ := commit.SummaryProp(s, summaryWriterID); w != id {
 			return false
 		}
-		if v, ok := summaryProp(s, summarySeq); ok {
+		if v, ok := commit.SummaryProp(s, summarySeq); ok {
 			seq, _ = strconv.ParseInt(v, 10, 64)
 			return true
 		}
@@ -366,104 +300,12 @@ func lastSeq(meta table.Metadata, branch, id string) int64 {
 	return seq
 }
 
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // plain structs of strings and integers always marshal
-	}
-	return string(b)
-}
-
-// tables derives the table a commit leaves from the commit's response. Each derived table takes its file
-// system from the table the catalog loaded, not from its predecessor: chaining FS functions through every
-// earlier table would keep them all alive and make each file system lookup walk the chain.
-type tables struct {
-	mu    sync.Mutex
-	roots map[string]table.FSysF
-}
-
-func newTables() *tables { return &tables{roots: map[string]table.FSysF{}} }
-
-// loaded records a table as the catalog returned it.
-func (d *tables) loaded(t *table.Table) *table.Table {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.roots[identKey(t.Identifier())] = t.FS
-	return t
-}
-
-// derive builds the table a commit left from prev, the table the commit was based on.
-func (d *tables) derive(prev *table.Table, meta table.Metadata, loc string, cat table.CatalogIO) *table.Table {
-	d.mu.Lock()
-	fs, ok := d.roots[identKey(prev.Identifier())]
-	if !ok {
-		fs = prev.FS
-		d.roots[identKey(prev.Identifier())] = fs
-	}
-	d.mu.Unlock()
-	return table.New(prev.Identifier(), meta, loc, boundFS(fs), cat)
-}
-
-// detachSnapshots returns updates with every add-snapshot update replaced by one whose snapshot is decoded from
-// the update's JSON form, as a REST catalog receives it. iceberg-go's snapshot producer stages a snapshot whose
-// ParentSnapshotID points into the producer and whose SchemaID points into the transaction's metadata builder
-// (table/snapshot_producers.go), and a catalog that applies updates in process (the SQL catalogs) copies that
-// snapshot, pointers and all, into the metadata it returns. That metadata then kept the producer (every file it
-// added and removed), its transaction and the table the transaction started from, whose metadata kept the
-// commit before it the same way: every data file a writer ever committed stayed reachable (1 KiB to 3 KiB
-// each; 86,000 a batch in a high-cardinality fan-out). The replacement drops the update's runtime-only fields
-// (the manifest list rebuild of Transaction.Commit's own retry), which only Transaction.Commit reads, never a
-// catalog. It costs a JSON round trip of one snapshot per attempt, not of the table's metadata.
-func detachSnapshots(updates []table.Update) ([]table.Update, error) {
-	var out []table.Update
-	for i, u := range updates {
-		if u.Action() != table.UpdateAddSnapshot {
-			continue
-		}
-		raw, err := json.Marshal(u)
-		if err != nil {
-			return nil, fmt.Errorf("iceberg: encode the snapshot to commit: %w", err)
-		}
-		var decoded struct {
-			Snapshot *table.Snapshot `json:"snapshot"`
-		}
-		if err := json.Unmarshal(raw, &decoded); err != nil {
-			return nil, fmt.Errorf("iceberg: decode the snapshot to commit: %w", err)
-		}
-		if decoded.Snapshot == nil {
-			return nil, fmt.Errorf("iceberg: the add-snapshot update to commit encodes no snapshot: %s", raw)
-		}
-		if out == nil {
-			out = slices.Clone(updates)
-		}
-		out[i] = table.NewAddSnapshotUpdate(decoded.Snapshot)
-	}
-	if out == nil {
-		return updates, nil
-	}
-	return out, nil
-}
-
-// boundFS binds the file system fsF returns to the context of each lookup. A catalog may cache one file
-// system per table across lookups (iceberg-go's REST catalog does while vended credentials last), and a file
-// system of package storage runs its requests on the context it was opened with: without this, every later
-// upload and read would run on the context of the first lookup, cancelled or not.
-func boundFS(fsF table.FSysF) table.FSysF {
-	return func(ctx context.Context) (iceio.IO, error) {
-		fs, err := fsF(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return storage.WithContext(ctx, fs), nil
-	}
-}
-
 // tableIsEmpty reports whether the table holds no rows (no snapshot, or a head with zero records).
 func tableIsEmpty(tbl *table.Table) bool {
 	s := tbl.CurrentSnapshot()
 	if s == nil {
 		return true
 	}
-	v, ok := summaryProp(s, "total-records")
+	v, ok := commit.SummaryProp(s, "total-records")
 	return ok && v == "0"
 }

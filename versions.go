@@ -10,6 +10,8 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/zeebo/xxh3"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // versionBytesPerKey is what one key's version costs in a versionMap: a Go map entry of a 128-bit hash and an
@@ -156,7 +158,7 @@ func (m *versionMap) loadOnce(ctx context.Context, tbl *table.Table, branch stri
 		m.loaded = true
 		return nil
 	}
-	head := headID(tbl.Metadata(), branch)
+	head := commit.HeadID(tbl.Metadata(), branch)
 	if head == nil {
 		m.loaded = true
 		return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
@@ -117,8 +118,8 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if err != nil {
 		return nil, err
 	}
-	tabs := newTables()
-	tabs.loaded(tbl)
+	tabs := commit.NewTables()
+	tabs.Loaded(tbl)
 	if o.maint.smallFiles < 0 {
 		o.maint.smallFiles = 0
 		if created {
@@ -157,7 +158,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		// Through derive, as a fenced writer's table is: its file system is bound to each operation's context,
 		// not to whichever one a catalog's cached file system was first opened with (this call's, which the
 		// caller may cancel as soon as NewWriter returns).
-		tbl = tabs.derive(tbl, tbl.Metadata(), tbl.MetadataLocation(), cat)
+		tbl = tabs.Derive(tbl, tbl.Metadata(), tbl.MetadataLocation(), cat)
 	}
 	w.own = newOwnFiles(env, tbl, o.maint.orphanAge)
 	hooks := &conformHooks{deadLetter: o.schema.deadLetter}

@@ -1,4 +1,4 @@
-package iceberg
+package commit
 
 import (
 	"errors"
@@ -53,7 +53,7 @@ func TestConflictCauseOfEachWording(t *testing.T) {
 		{"network", errors.New("dial tcp: connection refused"), ""},
 	}
 	for _, c := range cases {
-		if got := conflictCause(c.err); got != c.want {
+		if got := Cause(c.err); got != c.want {
 			t.Errorf("%s: %q classified %q, want %q", c.name, c.err, got, c.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package iceberg
+package commit
 
 import (
 	"bytes"
@@ -17,18 +17,17 @@ import (
 // named .json.gz) are still read.
 func TestPositionsFileFormats(t *testing.T) {
 	ctx := context.Background()
-	w := idNameWriter(t, 0, 0, WithCreate(idNameSchema))
-	tbl := w.Table()
+	tbl := newTxFixture(t).load(t)
 	want := map[string]string{"orders/0": "42", "orders/1": ""}
 
-	path, err := writePositionsFile(ctx, tbl, want)
+	path, err := WritePositionsFile(ctx, tbl, want)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasSuffix(path, ".puffin") {
 		t.Errorf("side file %s is not named .puffin", path)
 	}
-	if got, err := readPositionsFile(ctx, tbl, path); err != nil || !maps.Equal(got, want) {
+	if got, err := ReadPositionsFile(ctx, tbl, path); err != nil || !maps.Equal(got, want) {
 		t.Fatalf("read %v (%v), want %v", got, err, want)
 	}
 
@@ -53,7 +52,7 @@ func TestPositionsFileFormats(t *testing.T) {
 	if err := fs.(iceio.WriteFileIO).WriteFile(legacy, buf.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := readPositionsFile(ctx, tbl, legacy); err != nil || !maps.Equal(got, want) {
+	if got, err := ReadPositionsFile(ctx, tbl, legacy); err != nil || !maps.Equal(got, want) {
 		t.Fatalf("read legacy %v (%v), want %v", got, err, want)
 	}
 }

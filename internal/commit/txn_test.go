@@ -1,10 +1,11 @@
-package iceberg
+package commit
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +13,8 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
-	"github.com/icewriter/iceberg/internal/tabletest"
+
+	icecatalog "github.com/icewriter/iceberg/catalog"
 )
 
 // The transaction helper on a real table (an embedded catalog), without a writer's pipeline around it: the
@@ -56,7 +58,7 @@ func (c *txCatalog) CommitTable(ctx context.Context, ident table.Identifier, req
 
 // txFixture is a table and a transaction environment on it, with fast retries.
 type txFixture struct {
-	env   txEnv
+	env   Env
 	cat   *txCatalog
 	ident table.Identifier
 	// builds counts build calls, committed the committed hook's.
@@ -64,11 +66,24 @@ type txFixture struct {
 }
 
 func newTxFixture(t *testing.T) *txFixture {
-	w := idNameWriter(t, 1, 10, WithCreate(idNameSchema))
-	cat := &txCatalog{Catalog: w.env.cat}
-	env := newTxEnv(cat, nil, slog.New(slog.DiscardHandler), time.Minute)
-	env.minWait, env.maxWait = time.Millisecond, 5*time.Millisecond
-	return &txFixture{env: env, cat: cat, ident: w.env.ident}
+	ctx := context.Background()
+	base, err := icecatalog.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.(catalog.Closer).Close() })
+	ident := table.Identifier{"b", "t"}
+	if err := base.CreateNamespace(ctx, catalog.NamespaceFromIdent(ident), nil); err != nil {
+		t.Fatal(err)
+	}
+	sc := ice.NewSchema(0, ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true})
+	if _, err := base.CreateTable(ctx, ident, sc); err != nil {
+		t.Fatal(err)
+	}
+	cat := &txCatalog{Catalog: base}
+	env := NewEnv(cat, nil, slog.New(slog.DiscardHandler), time.Minute)
+	env.MinWait, env.MaxWait = time.Millisecond, 5*time.Millisecond
+	return &txFixture{env: env, cat: cat, ident: ident}
 }
 
 func (f *txFixture) load(t *testing.T) *table.Table {
@@ -80,12 +95,15 @@ func (f *txFixture) load(t *testing.T) *table.Table {
 	return tbl
 }
 
+// nonceKey is the summary key the fixture's transactions mark their snapshot with.
+const nonceKey = "icewriter.nonce"
+
 // op sets property key to val in a snapshot that carries a nonce, unless the table has it already.
-func (f *txFixture) op(key, val string) *txOp {
+func (f *txFixture) op(key, val string) *Op {
 	nonce := fmt.Sprint(time.Now().UnixNano())
-	return &txOp{
-		ident: f.ident, branch: table.MainBranch, what: "set " + key,
-		build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+	return &Op{
+		Ident: f.ident, Branch: table.MainBranch, What: "set " + key,
+		Build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			f.builds++
 			if tbl.Properties()[key] == val {
 				return nil, nil
@@ -94,10 +112,10 @@ func (f *txFixture) op(key, val string) *txOp {
 			if err := tx.SetProperties(ice.Properties{key: val}); err != nil {
 				return nil, err
 			}
-			return tx, tx.AddFiles(ctx, nil, ice.Properties{summaryNonce: nonce}, true)
+			return tx, tx.AddFiles(ctx, nil, ice.Properties{nonceKey: nonce}, true)
 		},
-		prove:     nonceProof(table.MainBranch, summaryNonce, nonce, nil),
-		committed: func(context.Context, *table.Table, *table.Table) { f.committed++ },
+		Prove:     NonceProof(table.MainBranch, nonceKey, nonce, nil),
+		Committed: func(context.Context, *table.Table, *table.Table) { f.committed++ },
 	}
 }
 
@@ -106,13 +124,13 @@ func (f *txFixture) op(key, val string) *txOp {
 func TestTxRetriesOnAMovedHead(t *testing.T) {
 	f := newTxFixture(t)
 	op := f.op("k", "1")
-	op.start = f.load(t) // stale once the next commit lands
-	if _, err := f.env.commit(context.Background(), f.op("other", "1")); err != nil {
+	op.Start = f.load(t) // stale once the next commit lands
+	if _, err := f.env.Commit(context.Background(), f.op("other", "1")); err != nil {
 		t.Fatal(err)
 	}
 	f.committed = 0
-	res, err := f.env.commit(context.Background(), op)
-	if err != nil || res.how != txCommitted || res.attempts != 2 || f.committed != 1 {
+	res, err := f.env.Commit(context.Background(), op)
+	if err != nil || res.How != Committed || res.Attempts != 2 || f.committed != 1 {
 		t.Fatalf("commit on a stale head: %+v, %v, committed hooks %d", res, err, f.committed)
 	}
 	if got := f.load(t).Properties()["k"]; got != "1" {
@@ -125,8 +143,8 @@ func TestTxRetriesOnAMovedHead(t *testing.T) {
 func TestTxLostReplyProven(t *testing.T) {
 	f := newTxFixture(t)
 	f.cat.lose = 1
-	res, err := f.env.commit(context.Background(), f.op("k", "1"))
-	if err != nil || res.how != txProven || res.attempts != 2 || f.builds != 1 || f.committed != 0 {
+	res, err := f.env.Commit(context.Background(), f.op("k", "1"))
+	if err != nil || res.How != Proven || res.Attempts != 2 || f.builds != 1 || f.committed != 0 {
 		t.Fatalf("lost reply: %+v, %v, builds %d, committed hooks %d", res, err, f.builds, f.committed)
 	}
 }
@@ -137,9 +155,9 @@ func TestTxLostReplyWithoutProofBuildsAgain(t *testing.T) {
 	f := newTxFixture(t)
 	f.cat.lose = 1
 	op := f.op("k", "1")
-	op.prove = nil
-	res, err := f.env.commit(context.Background(), op)
-	if err != nil || res.how != txNothing || f.builds != 2 {
+	op.Prove = nil
+	res, err := f.env.Commit(context.Background(), op)
+	if err != nil || res.How != Nothing || f.builds != 2 {
 		t.Fatalf("lost reply without a proof: %+v, %v, builds %d", res, err, f.builds)
 	}
 }
@@ -148,18 +166,18 @@ func TestTxLostReplyWithoutProofBuildsAgain(t *testing.T) {
 // the epoch's own writer commits.
 func TestTxFenced(t *testing.T) {
 	f := newTxFixture(t)
-	if _, err := f.env.commit(context.Background(), f.op(propEpochPrefix+"x", "2")); err != nil {
+	if _, err := f.env.Commit(context.Background(), f.op(EpochPropPrefix+"x", "2")); err != nil {
 		t.Fatal(err)
 	}
 	op := f.op("k", "1")
-	op.fenceID, op.epoch = "x", 1
+	op.FenceID, op.Epoch = "x", 1
 	before := f.builds
-	if _, err := f.env.commit(context.Background(), op); !errors.Is(err, ErrFenced) || f.builds != before {
+	if _, err := f.env.Commit(context.Background(), op); !errors.Is(err, ErrFenced) || f.builds != before {
 		t.Fatalf("fenced: %v, builds %d (want none)", err, f.builds-before)
 	}
 	op = f.op("k", "1")
-	op.fenceID, op.epoch = "x", 2
-	if _, err := f.env.commit(context.Background(), op); err != nil {
+	op.FenceID, op.Epoch = "x", 2
+	if _, err := f.env.Commit(context.Background(), op); err != nil {
 		t.Fatalf("the epoch's own writer: %v", err)
 	}
 }
@@ -169,12 +187,12 @@ func TestTxFenced(t *testing.T) {
 func TestTxFencedWhileBuilt(t *testing.T) {
 	f := newTxFixture(t)
 	op := f.op("k", "1")
-	op.fenceID, op.epoch = "x", 1
-	op.start = f.load(t)
-	if _, err := f.env.commit(context.Background(), f.op(propEpochPrefix+"x", "2")); err != nil {
+	op.FenceID, op.Epoch = "x", 1
+	op.Start = f.load(t)
+	if _, err := f.env.Commit(context.Background(), f.op(EpochPropPrefix+"x", "2")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.env.commit(context.Background(), op); !errors.Is(err, ErrFenced) {
+	if _, err := f.env.Commit(context.Background(), op); !errors.Is(err, ErrFenced) {
 		t.Fatalf("fenced meanwhile: %v", err)
 	}
 	if _, ok := f.load(t).Properties()["k"]; ok {
@@ -188,13 +206,13 @@ func TestTxGivesUp(t *testing.T) {
 	f := newTxFixture(t)
 	f.cat.failCommit = 100
 	op := f.op("k", "1")
-	op.maxAttempts = 3
-	res, err := f.env.commit(context.Background(), op)
-	if !errors.Is(err, ErrCommitStateUnknown) || res.attempts != 3 {
+	op.MaxAttempts = 3
+	res, err := f.env.Commit(context.Background(), op)
+	if !errors.Is(err, ErrCommitStateUnknown) || res.Attempts != 3 {
 		t.Fatalf("sent and failed: %+v, %v; want ErrCommitStateUnknown after 3 attempts", res, err)
 	}
 	f.cat.failCommit, f.cat.failLoad = 0, 100
-	if _, err := f.env.commit(context.Background(), op); err == nil || errors.Is(err, ErrCommitStateUnknown) {
+	if _, err := f.env.Commit(context.Background(), op); err == nil || errors.Is(err, ErrCommitStateUnknown) {
 		t.Fatalf("nothing sent: %v; want a plain give-up", err)
 	}
 }
@@ -204,18 +222,18 @@ func TestTxGivesUp(t *testing.T) {
 // again, the call gives up after those two attempts with ErrCommitStateUnknown.
 func TestTxRetriesOnceAfterASlowFirstAttempt(t *testing.T) {
 	f := newTxFixture(t)
-	f.env.timeout = time.Nanosecond
+	f.env.Timeout = time.Nanosecond
 	f.cat.failCommit = 1
-	res, err := f.env.commit(context.Background(), f.op("k", "1"))
-	if err != nil || res.how != txCommitted || res.attempts != 2 {
+	res, err := f.env.Commit(context.Background(), f.op("k", "1"))
+	if err != nil || res.How != Committed || res.Attempts != 2 {
 		t.Fatalf("a first attempt slower than the timeout: %+v, %v; want committed by the second attempt", res, err)
 	}
 	if got := f.load(t).Properties()["k"]; got != "1" {
 		t.Fatalf("property k = %q", got)
 	}
 	f.cat.failCommit = 100
-	res, err = f.env.commit(context.Background(), f.op("k", "2"))
-	if !errors.Is(err, ErrCommitStateUnknown) || res.attempts != 2 {
+	res, err = f.env.Commit(context.Background(), f.op("k", "2"))
+	if !errors.Is(err, ErrCommitStateUnknown) || res.Attempts != 2 {
 		t.Fatalf("every attempt failing: %+v, %v; want ErrCommitStateUnknown after 2 attempts", res, err)
 	}
 }
@@ -226,87 +244,17 @@ func TestTxBuildFailures(t *testing.T) {
 	f := newTxFixture(t)
 	op := f.op("k", "1")
 	errBuild := errors.New("build failed")
-	op.build = func(context.Context, *table.Table, int) (*table.Transaction, error) {
+	op.Build = func(context.Context, *table.Table, int) (*table.Transaction, error) {
 		f.builds++
 		return nil, errBuild
 	}
-	op.maxBuilds = 3
-	if _, err := f.env.commit(context.Background(), op); !errors.Is(err, errBuild) || f.builds != 3 {
+	op.MaxBuilds = 3
+	if _, err := f.env.Commit(context.Background(), op); !errors.Is(err, errBuild) || f.builds != 3 {
 		t.Fatalf("failing build: %v after %d builds, want it after 3", err, f.builds)
 	}
 	f.builds = 0
-	op.maxBuilds = 0
-	if _, err := f.env.commit(context.Background(), op); !errors.Is(err, errBuild) || f.builds != 1 {
+	op.MaxBuilds = 0
+	if _, err := f.env.Commit(context.Background(), op); !errors.Is(err, errBuild) || f.builds != 1 {
 		t.Fatalf("failing build without retries: %v after %d builds, want it after 1", err, f.builds)
-	}
-}
-
-// TestYieldWait: a writer yields before a run commit only when it made the last two or more snapshots of the
-// branch in a row and a writer of another process committed within yieldWindow, longer as the streak grows;
-// writers taking turns, a writer alone since long, and one whose rival commits from this process never yield.
-func TestYieldWait(t *testing.T) {
-	ctx := context.Background()
-	cat := tabletest.TempCatalog(t)
-	ident := table.Identifier{"b", "turns"}
-	open := func(id string) *Writer {
-		w, err := NewWriter(ctx, cat, ident, WithCreate(idNameSchema), WithWriterID(id), WithFlushInterval(0),
-			WithSmallFileCompactionEvery(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = w.Close(ctx) })
-		return w
-	}
-	commit := func(w *Writer, n int) {
-		t.Helper()
-		for i := range n {
-			if err := w.Write(ctx, idNameRows(i, 1)); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	a, b := open("a"), open("b") // each NewWriter commits a fence snapshot
-	yields := func(id string, after time.Duration) bool {
-		t.Helper()
-		tbl, err := cat.LoadTable(ctx, ident)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// a and b stand for writers of two processes; the gates take turns between writers of one.
-		return yieldWait(tbl.Metadata(), "main", id, time.Now().Add(after), func(string) bool { return false }, time.Second, time.Hour) > 0
-	}
-	if yields("a", 0) || yields("b", 0) {
-		t.Fatal("a yields after one snapshot of b's")
-	}
-	commit(a, 1)
-	if yields("a", 0) {
-		t.Fatal("a yields with a streak of one")
-	}
-	commit(a, 2)
-	if !yields("a", 0) {
-		t.Fatal("a does not yield after a streak of three, b's fence just before")
-	}
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := yieldWait(tbl.Metadata(), "main", "a", time.Now(), func(string) bool { return false }, time.Second, time.Hour); d < 2*time.Second {
-		t.Fatalf("a yields %v after a streak of three, want at least the second retry's wait (2 s with minWait 1 s)", d)
-	}
-	if d := yieldWait(tbl.Metadata(), "main", "a", time.Now(), func(id string) bool { return id == "b" }, time.Second, time.Hour); d != 0 {
-		t.Fatalf("a yields %v to b, a writer of its own process", d)
-	}
-	if yields("a", yieldWindow+time.Second) {
-		t.Fatal("a yields although b's last commit is older than yieldWindow")
-	}
-	if yields("b", 0) {
-		t.Fatal("b yields although a made the last snapshots")
-	}
-	commit(b, 1)
-	if yields("a", 0) || yields("b", 0) {
-		t.Fatal("a yields after b's commit, or b with a streak of one")
 	}
 }

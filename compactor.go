@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	ice "github.com/apache/iceberg-go"
@@ -39,8 +40,9 @@ import (
 // wait for one that is committing. The compactor also runs the file cleanup after an expiry (spawn), for the
 // same reason.
 type compactor struct {
-	w   *Writer
-	ctx context.Context // ends at stop
+	log   *slog.Logger // a failed pass is logged (it runs again when next due)
+	ident table.Identifier
+	ctx   context.Context // ends at stop
 	// deleteRatio (WithDeleteRewriteRatio): a small-file pass also rewrites the files with this share of their
 	// rows deleted (0: off).
 	deleteRatio float64
@@ -52,9 +54,9 @@ type compactor struct {
 	wg      sync.WaitGroup
 }
 
-func newCompactor(w *Writer, deleteRatio float64) *compactor {
+func newCompactor(log *slog.Logger, ident table.Identifier, deleteRatio float64) *compactor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &compactor{w: w, ctx: ctx, cancel: cancel, deleteRatio: deleteRatio}
+	return &compactor{log: log, ident: ident, ctx: ctx, cancel: cancel, deleteRatio: deleteRatio}
 }
 
 // testHookRewriteWritten, when set, runs after a background pass (compaction or conversion) wrote its files
@@ -83,8 +85,8 @@ func (c *compactor) start(what string, pass func(ctx context.Context) error, log
 		case errors.Is(err, ErrFenced):
 			// The writer stopped and said so.
 		default:
-			c.w.env.log.Warn("iceberg: maintenance not done; it runs again when next due",
-				append([]any{"what", what, "table", c.w.env.ident, "err", err}, logAttrs...)...)
+			c.log.Warn("iceberg: maintenance not done; it runs again when next due",
+				append([]any{"what", what, "table", c.ident, "err", err}, logAttrs...)...)
 		}
 		c.mu.Lock()
 		c.pass = nil
@@ -144,214 +146,262 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 	if err != nil || pl == nil {
 		return CompactResult{}, err
 	}
-	var results []table.CompactionGroupResult
-	var res CompactResult
-	// rebased: the deletes the last build staged on the new files; orphans: those of earlier builds.
-	var rebased *rebasedDeletes
-	var orphans []string
-	removePaths := func(paths []string) {
-		fs, err := base.FS(context.WithoutCancel(ctx))
-		if err != nil {
-			return
+	p := &compactPass{pl: pl, branch: w.env.branch, writerID: w.env.id, names: w.own.names}
+	if err := p.write(ctx, w.compactionGroupOptions()); err != nil {
+		p.removeNew(ctx)
+		if ctx.Err() != nil && err == ctx.Err() {
+			return CompactResult{}, err
 		}
-		for _, p := range paths {
-			_ = fs.Remove(p)
-		}
+		return CompactResult{}, w.env.red.Error(err)
 	}
-	removeNew := func() {
-		var paths []string
-		for _, gr := range results {
-			for _, df := range gr.NewDataFiles {
-				paths = append(paths, df.FilePath())
-			}
-		}
-		if rebased != nil {
-			paths = append(paths, rebased.paths...)
-		}
-		removePaths(append(paths, orphans...))
-	}
-	// traced maps each rewritten file to its group's rewriteRows: what re-bases the deletes committed on it
-	// while the pass runs. A table with a sort order has none (its writer reorders rows), nor has a group whose
-	// rows cannot be traced (traceErr says why); a delete since on such a file gives the pass up.
-	traced := map[string]*rewriteRows{}
-	var traceErr error
-	var resolver *deleteResolver
-	if pl.writeTable.Metadata().SortOrder().IsUnsorted() {
-		resolver, traceErr = newDeleteResolver(ctx, pl.base)
-	} else {
-		traceErr = errors.New("the table has a sort order")
-	}
-	for _, g := range pl.groups {
-		gr, err := table.ExecuteCompactionGroup(ctx, pl.writeTable, g, w.compactionGroupOptions()...)
-		if len(gr.NewDataFiles) > 0 {
-			results = append(results, gr)
-		}
-		if err != nil {
-			removeNew()
-			return CompactResult{}, w.env.red.Error(fmt.Errorf("iceberg: compact: rewrite: %w", err))
-		}
-		if resolver != nil {
-			rows, err := newRewriteRows(ctx, resolver, g.Tasks, gr.NewDataFiles)
-			if err != nil {
-				if ctx.Err() != nil {
-					removeNew()
-					return CompactResult{}, ctx.Err()
-				}
-				traceErr = err
-			}
-			for _, t := range g.Tasks {
-				if rows != nil {
-					traced[t.File.FilePath()] = rows
-				}
-			}
-		}
-		res.RewrittenDataFiles += len(gr.OldDataFiles)
-		res.AddedDataFiles += len(gr.NewDataFiles)
-		res.RemovedDeleteFiles += len(gr.SafePosDeletes) + len(gr.SafeDeletionVectors)
-		res.BytesBefore += gr.BytesBefore
-		res.BytesAfter += gr.BytesAfter
-	}
-	if len(results) == 0 {
+	if len(p.results) == 0 {
 		return CompactResult{}, nil
-	}
-	// The files the commit removes: a group that wrote nothing (its rows were all deleted) is not committed.
-	rewritten := map[string]struct{}{}
-	for _, gr := range results {
-		for _, df := range gr.OldDataFiles {
-			rewritten[df.FilePath()] = struct{}{}
-		}
 	}
 	if testHookRewriteWritten != nil {
 		testHookRewriteWritten()
 	}
 	if ctx.Err() != nil {
-		removeNew()
+		p.removeNew(ctx)
 		return CompactResult{}, ctx.Err()
 	}
 	// The commit: in the queue, between two runs, and never cut off half-way by stop.
 	commitCtx := context.WithoutCancel(ctx)
 	defer w.pipe.enterQueue()()
 	if err := w.pipe.usable(); err != nil {
-		removeNew()
+		p.removeNew(ctx)
 		return CompactResult{}, err
 	}
-	nonce := uuid.NewString()
-	var overlap error
-	var sent bool
-	var drift *rewriteDrift
-	op := &commit.Op{
-		// The table the writer's last commit left (in the commit queue: no commit of this writer is in flight), as
-		// the writer's commits and the conversion pass build on: no table load a pass. If another writer moved
-		// the head since, the attempt is rejected and the retry reloads at once.
-		Start: w.Table(),
-		What:  "compact", Kind: KindCompaction, MaxAttempts: compactAttempts, MaxBuilds: maxBuildAttempts,
-		Build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
-			if rebased != nil {
-				orphans = append(orphans, rebased.paths...)
-				rebased = nil
-			}
-			var err error
-			if drift, err = rewriteDriftOn(tbl, w.env.branch, pl.snap, rewritten); err != nil {
-				overlap = err
-				return nil, nil
-			}
-			if rebased, err = rebaseDeletes(ctx, tbl, drift, traced, w.own.names); err != nil {
-				if errors.Is(err, errRewriteOverlap) {
-					if traceErr != nil {
-						err = fmt.Errorf("%w (%w)", err, traceErr)
-					}
-					overlap = err
-					return nil, nil
-				}
-				return nil, err
-			}
-			tx := tbl.NewTransactionOnBranch(w.env.branch)
-			rw := tx.NewRewrite(ice.Properties{summaryWriterID: w.env.id, summaryOperation: "compact", summaryNonce: nonce})
-			// The delete files that die with the rewritten files go as iceberg-go's automatic removals: those of
-			// the pass's snapshot that are still live, and its dead equality deletes. The deletes committed since
-			// go as explicit removals, which the deletes re-based onto the new files replace (iceberg-go gives
-			// added delete files the highest sequence number of the explicit ones, above the new files').
-			staged := map[string]struct{}{}
-			var auto []ice.DataFile
-			for _, gr := range results {
-				for _, df := range gr.OldDataFiles {
-					rw.DeleteFile(df)
-				}
-				for _, df := range gr.NewDataFiles {
-					rw.AddDataFile(df)
-				}
-				for _, safe := range [][]ice.DataFile{gr.SafePosDeletes, gr.SafeDeletionVectors} {
-					for _, df := range safe {
-						if _, ok := staged[deleteFileKey(df)]; !ok && !drift.has(df) {
-							staged[deleteFileKey(df)] = struct{}{}
-							auto = append(auto, df)
-						}
-					}
-				}
-			}
-			for _, df := range pl.deadEq {
-				if _, ok := staged[deleteFileKey(df)]; !ok && !drift.has(df) {
-					staged[deleteFileKey(df)] = struct{}{}
-					auto = append(auto, df)
-				}
-			}
-			// ApplyResult is iceberg-go's only way to an automatic removal: a result of delete files alone.
-			rw.ApplyResult(table.CompactionGroupResult{SafePosDeletes: auto})
-			for _, df := range drift.deletes {
-				rw.DeleteFile(df)
-			}
-			for _, df := range rebased.files {
-				rw.AddDeleteFile(df)
-			}
-			rw.DataSequenceNumber(pl.snap.SequenceNumber)
-			if err := rw.Commit(ctx); err != nil {
-				return nil, fmt.Errorf("iceberg: compact: stage: %w", err)
-			}
-			return tx, nil
-		},
-		Prove: commit.NonceProof(w.env.branch, summaryNonce, nonce, nil),
-		Failed: func(s bool) {
-			if s {
-				sent = true
-				w.keys.drop("a compaction's commit returned an error (its reply may be lost)", nil)
-			}
-		},
-		Committed: func(ctx context.Context, pre, next *table.Table) {
-			w.keys.rebase(ctx, pre, next, rewritten)
-		},
-	}
+	op := p.op(w.Table(), w.keys)
 	r, err := w.commitTx(commitCtx, op)
 	if err != nil {
-		if !sent {
-			removeNew()
+		if !p.sent {
+			p.removeNew(ctx)
 		}
 		return CompactResult{Attempts: r.Attempts}, w.env.red.Error(err)
 	}
 	if r.How == commit.Nothing {
-		removeNew()
-		if overlap != nil {
+		p.removeNew(ctx)
+		if p.overlap != nil {
 			w.env.log.Info("iceberg: compaction given up; the next one due plans again", "table", w.env.ident,
-				"reason", overlap.Error())
+				"reason", p.overlap.Error())
 		}
 		return CompactResult{Attempts: r.Attempts}, nil
 	}
-	if !sent {
-		removePaths(orphans) // no earlier build reached the catalog: its deletes are nobody's
+	if !p.sent {
+		p.removePaths(ctx, p.orphans) // no earlier build reached the catalog: its deletes are nobody's
 	}
-	res.Attempts = r.Attempts
-	res.RemovedDeleteFiles += len(pl.deadEq)
-	if drift != nil {
-		res.RemovedDeleteFiles += len(drift.deletes)
-	}
-	if rebased != nil && len(rebased.files) > 0 {
+	if p.rebased != nil && len(p.rebased.files) > 0 {
 		w.env.log.Debug("iceberg: compaction re-based deletes committed while it ran", "table", w.env.ident,
-			"delete_files", len(drift.deletes), "rows", rebased.rows)
+			"delete_files", len(p.drift.deletes), "rows", p.rebased.rows)
 	}
-	if s, ok := commit.FindNonce(r.Table.Metadata(), w.env.branch, summaryNonce, nonce); ok {
+	return p.result(r), nil
+}
+
+// compactPass is one background compaction: the files it wrote (write), then the transaction that commits
+// them (op), re-based on every attempt.
+type compactPass struct {
+	pl       *rewritePlan
+	branch   string
+	writerID string
+	names    *fileNamer // names the re-based delete files as the writer names its own
+	nonce    string
+
+	results []table.CompactionGroupResult // the groups that wrote files
+	res     CompactResult                 // counted while writing
+	// traced maps each rewritten file to its group's rewriteRows: what re-bases the deletes committed on it
+	// while the pass runs. A table with a sort order has none (its writer reorders rows), nor has a group whose
+	// rows cannot be traced (traceErr says why); a delete since on such a file gives the pass up.
+	traced    map[string]*rewriteRows
+	traceErr  error
+	rewritten map[string]struct{} // the files the commit removes
+
+	// Set by the commit's builds: rebased, the deletes the last build staged on the new files; orphans, those
+	// of earlier builds; drift, what changed since the pass's snapshot; overlap, why the pass was given up;
+	// sent, whether an attempt reached the catalog.
+	rebased *rebasedDeletes
+	orphans []string
+	drift   *rewriteDrift
+	overlap error
+	sent    bool
+}
+
+// write rewrites the plan's groups and traces their rows. It keeps what it wrote in p.results even when it
+// fails (removeNew deletes it).
+func (p *compactPass) write(ctx context.Context, opts []table.CompactionGroupOption) error {
+	pl := p.pl
+	p.traced = map[string]*rewriteRows{}
+	var resolver *deleteResolver
+	if pl.writeTable.Metadata().SortOrder().IsUnsorted() {
+		resolver, p.traceErr = newDeleteResolver(ctx, pl.base)
+	} else {
+		p.traceErr = errors.New("the table has a sort order")
+	}
+	for _, g := range pl.groups {
+		gr, err := table.ExecuteCompactionGroup(ctx, pl.writeTable, g, opts...)
+		if len(gr.NewDataFiles) > 0 {
+			p.results = append(p.results, gr)
+		}
+		if err != nil {
+			return fmt.Errorf("iceberg: compact: rewrite: %w", err)
+		}
+		if resolver != nil {
+			rows, err := newRewriteRows(ctx, resolver, g.Tasks, gr.NewDataFiles)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				p.traceErr = err
+			}
+			for _, t := range g.Tasks {
+				if rows != nil {
+					p.traced[t.File.FilePath()] = rows
+				}
+			}
+		}
+		p.res.RewrittenDataFiles += len(gr.OldDataFiles)
+		p.res.AddedDataFiles += len(gr.NewDataFiles)
+		p.res.RemovedDeleteFiles += len(gr.SafePosDeletes) + len(gr.SafeDeletionVectors)
+		p.res.BytesBefore += gr.BytesBefore
+		p.res.BytesAfter += gr.BytesAfter
+	}
+	// The files the commit removes: a group that wrote nothing (its rows were all deleted) is not committed.
+	p.rewritten = map[string]struct{}{}
+	for _, gr := range p.results {
+		for _, df := range gr.OldDataFiles {
+			p.rewritten[df.FilePath()] = struct{}{}
+		}
+	}
+	return nil
+}
+
+// removePaths deletes files the pass wrote, whatever ctx says.
+func (p *compactPass) removePaths(ctx context.Context, paths []string) {
+	fs, err := p.pl.base.FS(context.WithoutCancel(ctx))
+	if err != nil {
+		return
+	}
+	for _, path := range paths {
+		_ = fs.Remove(path)
+	}
+}
+
+// removeNew deletes every file the pass wrote: the new data files and the re-based deletes of every build.
+func (p *compactPass) removeNew(ctx context.Context) {
+	var paths []string
+	for _, gr := range p.results {
+		for _, df := range gr.NewDataFiles {
+			paths = append(paths, df.FilePath())
+		}
+	}
+	if p.rebased != nil {
+		paths = append(paths, p.rebased.paths...)
+	}
+	p.removePaths(ctx, append(paths, p.orphans...))
+}
+
+// op is the pass's transaction, first built on start (the table the writer's last commit left: in the commit
+// queue no commit of this writer is in flight, as the writer's commits and the conversion pass build on; no
+// table load a pass). If another writer moved the head since, the attempt is rejected and the retry reloads at
+// once. keys drops its index on a lost reply and re-indexes the new files after the commit.
+func (p *compactPass) op(start *table.Table, keys *keyStage) *commit.Op {
+	p.nonce = uuid.NewString()
+	return &commit.Op{
+		Start: start,
+		What:  "compact", Kind: KindCompaction, MaxAttempts: compactAttempts, MaxBuilds: maxBuildAttempts,
+		Build: p.build,
+		Prove: commit.NonceProof(p.branch, summaryNonce, p.nonce, nil),
+		Failed: func(s bool) {
+			if s {
+				p.sent = true
+				keys.drop("a compaction's commit returned an error (its reply may be lost)", nil)
+			}
+		},
+		Committed: func(ctx context.Context, pre, next *table.Table) {
+			keys.rebase(ctx, pre, next, p.rewritten)
+		},
+	}
+}
+
+// build stages the rewrite on tbl, re-basing the deletes committed since the pass's snapshot; nil when the
+// pass is given up (p.overlap says why).
+func (p *compactPass) build(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
+	if p.rebased != nil {
+		p.orphans = append(p.orphans, p.rebased.paths...)
+		p.rebased = nil
+	}
+	var err error
+	if p.drift, err = rewriteDriftOn(tbl, p.branch, p.pl.snap, p.rewritten); err != nil {
+		p.overlap = err
+		return nil, nil
+	}
+	if p.rebased, err = rebaseDeletes(ctx, tbl, p.drift, p.traced, p.names); err != nil {
+		if errors.Is(err, errRewriteOverlap) {
+			if p.traceErr != nil {
+				err = fmt.Errorf("%w (%w)", err, p.traceErr)
+			}
+			p.overlap = err
+			return nil, nil
+		}
+		return nil, err
+	}
+	tx := tbl.NewTransactionOnBranch(p.branch)
+	rw := tx.NewRewrite(ice.Properties{summaryWriterID: p.writerID, summaryOperation: "compact", summaryNonce: p.nonce})
+	// The delete files that die with the rewritten files go as iceberg-go's automatic removals: those of
+	// the pass's snapshot that are still live, and its dead equality deletes. The deletes committed since
+	// go as explicit removals, which the deletes re-based onto the new files replace (iceberg-go gives
+	// added delete files the highest sequence number of the explicit ones, above the new files').
+	staged := map[string]struct{}{}
+	var auto []ice.DataFile
+	stage := func(df ice.DataFile) {
+		if _, ok := staged[deleteFileKey(df)]; !ok && !p.drift.has(df) {
+			staged[deleteFileKey(df)] = struct{}{}
+			auto = append(auto, df)
+		}
+	}
+	for _, gr := range p.results {
+		for _, df := range gr.OldDataFiles {
+			rw.DeleteFile(df)
+		}
+		for _, df := range gr.NewDataFiles {
+			rw.AddDataFile(df)
+		}
+		for _, safe := range [][]ice.DataFile{gr.SafePosDeletes, gr.SafeDeletionVectors} {
+			for _, df := range safe {
+				stage(df)
+			}
+		}
+	}
+	for _, df := range p.pl.deadEq {
+		stage(df)
+	}
+	// ApplyResult is iceberg-go's only way to an automatic removal: a result of delete files alone.
+	rw.ApplyResult(table.CompactionGroupResult{SafePosDeletes: auto})
+	for _, df := range p.drift.deletes {
+		rw.DeleteFile(df)
+	}
+	for _, df := range p.rebased.files {
+		rw.AddDeleteFile(df)
+	}
+	rw.DataSequenceNumber(p.pl.snap.SequenceNumber)
+	if err := rw.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("iceberg: compact: stage: %w", err)
+	}
+	return tx, nil
+}
+
+// result is what the committed pass did.
+func (p *compactPass) result(r commit.Result) CompactResult {
+	res := p.res
+	res.Attempts = r.Attempts
+	res.RemovedDeleteFiles += len(p.pl.deadEq)
+	if p.drift != nil {
+		res.RemovedDeleteFiles += len(p.drift.deletes)
+	}
+	if s, ok := commit.FindNonce(r.Table.Metadata(), p.branch, summaryNonce, p.nonce); ok {
 		res.SnapshotID = s.SnapshotID
 		if s.Summary != nil {
 			fmt.Sscan(s.Summary.Properties["total-delete-files"], &res.DeleteFilesRemaining)
 		}
 	}
-	return res, nil
+	return res
 }

@@ -195,7 +195,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if o.commit.wrapCommitter != nil {
 		w.runs.committer = o.commit.wrapCommitter(w.runs.committer)
 	}
-	w.compactor = newCompactor(w, o.maint.deleteRatio)
+	w.compactor = newCompactor(w.env.log, w.env.ident, o.maint.deleteRatio)
 	w.maint = w.newMaintainer(&o)
 	w.pipe = newPipeline(ctx, w, pipelineConfig{
 		flushRows: int64(o.flush.rows), flushBytes: o.flush.bytes, flushInterval: o.flush.interval,

@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
+	"github.com/icewriter/iceberg/internal/keyindex"
 )
 
 // batch is a sealed buffer on its way to the catalog: a header the pipeline owns (its sequence number, counters,
@@ -62,7 +63,7 @@ type batchFiles struct {
 	deletes  []ice.DataFile      // equality delete files
 	held     int64               // memory the metadata of files and deletes holds until the commit (fileMetaBytes)
 	runHeld  int64               // memory their metadata takes unpacked, in the run that commits them
-	rowMap   *fileRowMap         // which written rows each new data file holds (nil: unknown; see fileRowMap)
+	rowMap   *keyindex.RowMap    // which written rows each new data file holds (nil: unknown; see keyindex.RowMap)
 	written  map[uint64]struct{} // key hashes of the rows written (writers with keys only)
 	keyedSet map[uint64]struct{} // key hashes upserted or deleted (resolved.keyed)
 }
@@ -71,7 +72,7 @@ type batchFiles struct {
 type batchKeys struct {
 	cowKeys  []arrow.RecordBatch // copy-on-write: key-only records of the keys upserted or deleted
 	keyRecs  []arrow.RecordBatch // key index on: the keys upserted or deleted, for keyStage.apply
-	fileKeys []fileKeys          // key index on: the keys of each new data file, in row order (keyStage.fileKeys)
+	fileKeys []keyindex.FileKeys // key index on: the keys of each new data file, in row order (keyStage.fileKeys)
 	// rowIDs (format version 3, key index on) are the _row_id values the encoder wrote for upserted rows, by
 	// key, and lineage the schema it wrote them with (encodeRowIDs); apply checks them (nil: none written).
 	rowIDs  map[string]int64

@@ -16,6 +16,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/encode"
+	"github.com/icewriter/iceberg/internal/keyindex"
 )
 
 // encode writes a sealed batch's files for the pipeline. A keyed batch is resolved first (rows superseded
@@ -191,8 +192,8 @@ func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *
 		if err != nil {
 			return nil, err
 		}
-		if mapsRows(tbl) {
-			b.enc.rowMap = unpartitionedRows
+		if keyindex.MapsRows(tbl) {
+			b.enc.rowMap = keyindex.Unpartitioned
 		}
 		return e.keep(files, keep)
 	}
@@ -219,9 +220,9 @@ func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *
 		e.partShare.Store(math.Float64bits(float64(groups.largest()) / float64(rows)))
 		e.lastParts.Store(int64(groups.count()))
 		e.warnFanout(tbl, groups.count(), rows)
-		var m *fileRowMap
-		if mapsRows(tbl) {
-			m = &fileRowMap{}
+		var m *keyindex.RowMap
+		if keyindex.MapsRows(tbl) {
+			m = &keyindex.RowMap{}
 		}
 		files, err := e.writeFanout(ctx, tbl, schema, one, groups, opts, keep, m)
 		if err == nil {

@@ -16,6 +16,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 )
@@ -335,9 +336,9 @@ func fanoutChunks(g *partitionGroups, maxParts int) []fanoutChunk {
 // row-group limit, is its weight), so a batch never buffers more for its files than a single writer would. A
 // chunk's rows are taken from the record into a record of their own, partition after partition; its key bloom
 // filters are sized for its largest partition. rows, when not nil, gets the order the files hold the rows in
-// (fileRowMap).
+// (keyindex.RowMap).
 func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema *arrow.Schema, rec arrow.RecordBatch,
-	g *partitionGroups, opts []table.WriteRecordOption, keep *packedFiles, rows *fileRowMap) ([]ice.DataFile, error) {
+	g *partitionGroups, opts []table.WriteRecordOption, keep *packedFiles, rows *keyindex.RowMap) ([]ice.DataFile, error) {
 	chunks := fanoutChunks(g, e.limits.chunkPartitions)
 	if rows != nil {
 		// The files come chunk after chunk. One chunk is the record as it is: the clustered writer takes its
@@ -352,7 +353,7 @@ func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema 
 				}
 			}
 			for _, p := range parts {
-				rows.add(g.rows(p))
+				rows.Add(g.rows(p))
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/icewriter/iceberg/internal/keyindex/store"
 	"golang.org/x/sync/errgroup"
@@ -60,7 +61,7 @@ type keyIndex struct {
 }
 
 type indexedFile struct {
-	df fileRef
+	df keyindex.FileRef
 	// dv holds every position deleted: what the file's next deletion vector (v3) or position delete file (v2)
 	// must hold.
 	dv *dv.RoaringPositionBitmap
@@ -81,7 +82,7 @@ type indexedFile struct {
 	// table gave the file (its other rows' ids follow from it), known only for files this writer added by a row
 	// delta (learnFirstRowIDs); files loaded from the table or written by a compaction may carry explicit ids
 	// the index does not know, so their rows' ids count as unknown.
-	ids        rowIDList
+	ids        keyindex.RowIDs
 	firstRowID int64
 	hasFirst   bool
 	// mem is what the index counts for the file besides its keys (memBytes, when last counted: recount).
@@ -90,19 +91,13 @@ type indexedFile struct {
 
 // rowID returns the _row_id of the row at pos, if the index knows it.
 func (f *indexedFile) rowID(pos int32) (int64, bool) {
-	if id, ok := f.ids.get(pos); ok {
+	if id, ok := f.ids.Get(pos); ok {
 		return id, true
 	}
 	if f.hasFirst {
 		return f.firstRowID + int64(pos), true
 	}
 	return 0, false
-}
-
-// fileKeys are the keys of a data file the writer wrote, in row order.
-type fileKeys struct {
-	df   ice.DataFile
-	keys keyenc.List
 }
 
 // keyEntryOverhead is what the index holds per key besides the key's bytes: its slot and a share of the buckets
@@ -182,11 +177,11 @@ func (idx *keyIndex) budget() string {
 }
 
 // add indexes the rows of a new data file.
-func (idx *keyIndex) add(fk *fileKeys) { idx.addRowIDs(fk, rowIDList{}) }
+func (idx *keyIndex) add(fk *keyindex.FileKeys) { idx.addRowIDs(fk, keyindex.RowIDs{}) }
 
 // addRowIDs indexes the rows of a new data file some of whose rows carry the explicit row ids ids.
-func (idx *keyIndex) addRowIDs(fk *fileKeys, ids rowIDList) {
-	idx.addRows(&indexedFile{df: newFileRef(fk.df), ids: ids}, &fk.keys)
+func (idx *keyIndex) addRowIDs(fk *keyindex.FileKeys, ids keyindex.RowIDs) {
+	idx.addRows(&indexedFile{df: keyindex.NewFileRef(fk.DF), ids: ids}, &fk.Keys)
 	idx.checkBudget()
 }
 
@@ -473,7 +468,7 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 		}
 		for i := range fks {
 			if i < len(ids) && len(ids[i]) > 0 {
-				idx.addRowIDs(&fks[i], newRowIDList(ids[i]))
+				idx.addRowIDs(&fks[i], keyindex.NewRowIDs(ids[i]))
 				continue
 			}
 			idx.add(&fks[i])
@@ -481,12 +476,12 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	}
 	// The rows removed carry no id any more (the upserts' new rows carry them now).
 	for fid, positions := range pending {
-		if f := idx.files[fid]; len(f.ids.pos) > 0 {
+		if f := idx.files[fid]; f.ids.Len() > 0 {
 			dead := make(map[int32]struct{}, len(positions))
 			for _, p := range positions {
 				dead[int32(p)] = struct{}{}
 			}
-			f.ids.drop(func(p int32) bool { _, ok := dead[p]; return ok })
+			f.ids.Drop(func(p int32) bool { _, ok := dead[p]; return ok })
 			idx.recount(f)
 		}
 	}
@@ -864,7 +859,7 @@ func loadKeyIndex(ctx context.Context, tbl *table.Table, branch string, ks *keyS
 		if reason != "" {
 			continue // drain: the workers stop at their next hand-over
 		}
-		idx.addRows(&indexedFile{df: newFileRef(l.task.File), dv: l.dv, dvFile: liveVector(l.task), applied: appliedDeletes(l.task),
+		idx.addRows(&indexedFile{df: keyindex.NewFileRef(l.task.File), dv: l.dv, dvFile: liveVector(l.task), applied: appliedDeletes(l.task),
 			inherited: idx.inheritedDeletes(meta, l.task, nil)}, &l.keys)
 		idx.checkBudget()
 		switch {

@@ -8,6 +8,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/icewriter/iceberg/internal/keyindex/store"
 )
@@ -89,7 +90,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 		f.dv, f.dvFile, f.applied = dead, ownDeletes(f, t), appliedDeletes(t)
 		f.inherited = idx.inheritedDeletes(tbl.Metadata(), t, f.dvFile)
 		if dead != nil {
-			f.ids.drop(func(p int32) bool { return dead.Contains(uint64(p)) })
+			f.ids.Drop(func(p int32) bool { return dead.Contains(uint64(p)) })
 		}
 		idx.recount(f)
 	}
@@ -104,7 +105,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 // addLive indexes a data file's rows (keys, in row order) minus the positions dead removes, with the deletes
 // that removed them.
 func (idx *keyIndex) addLive(meta table.Metadata, t table.FileScanTask, keys *keyenc.List, dead *dv.RoaringPositionBitmap) {
-	idx.addRows(&indexedFile{df: newFileRef(t.File), dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t),
+	idx.addRows(&indexedFile{df: keyindex.NewFileRef(t.File), dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t),
 		inherited: idx.inheritedDeletes(meta, t, nil)}, keys)
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+
+	"github.com/icewriter/iceberg/internal/keyindex"
 )
 
 // checkAccounting fails the test unless the key index counts what it holds: the key store's memory plus each
@@ -42,7 +44,7 @@ func TestKeyIndexCountsFileMetadata(t *testing.T) {
 	}
 	carrying := func() *indexedFile {
 		for _, f := range idx.files {
-			if f != nil && len(f.ids.pos) > 0 {
+			if f != nil && f.ids.Len() > 0 {
 				return f
 			}
 		}
@@ -51,12 +53,12 @@ func TestKeyIndexCountsFileMetadata(t *testing.T) {
 	e.do(k, opUpsert, ids(1, 49), "u") // the replaced rows' ids move to the new file
 	before := checkAccounting(t, idx)
 	f := carrying()
-	if f == nil || len(f.ids.pos) != 49 {
+	if f == nil || f.ids.Len() != 49 {
 		t.Fatalf("the upsert's file carries %v row ids, want 49", f)
 	}
 	e.do(k, opUpsert, ids(1, 24), "v") // replaces 24 of them: their ids move on
-	if len(f.ids.pos) != 25 {
-		t.Fatalf("%d row ids kept on a file of which 24 rows were replaced, want 25", len(f.ids.pos))
+	if f.ids.Len() != 25 {
+		t.Fatalf("%d row ids kept on a file of which 24 rows were replaced, want 25", f.ids.Len())
 	}
 	if after := checkAccounting(t, idx); after <= before {
 		t.Fatalf("files count %d bytes after more upserts, %d before: the vectors and the new file did not count", after, before)
@@ -76,29 +78,29 @@ func TestKeyIndexCountsFileMetadata(t *testing.T) {
 	e.check(k)
 }
 
-// TestFileRefMemory measures what the key index keeps of a data file (fileRef), on a table of 6 columns
-// partitioned by identity, a file per partition: fileRef.bytes covers it within 1.5 times, and it is under a
+// TestFileRefMemory measures what the key index keeps of a data file (keyindex.FileRef), on a table of 6 columns
+// partitioned by identity, a file per partition: FileRef.Bytes covers it within 1.5 times, and it is under a
 // quarter of the DataFile it is made from (fileMetaBytes, whose column statistics grow with the columns while a
-// fileRef's size does not: 64 columns took 30 s under -race to show the same 433 bytes).
+// FileRef's size does not: 64 columns took 30 s under -race to show the same 433 bytes).
 func TestFileRefMemory(t *testing.T) {
 	for _, cols := range []int{6} {
 		t.Run(fmt.Sprintf("columns=%d", cols), func(t *testing.T) {
 			const files = 400
 			_, schema, built := wideFiles(t, cols, files)
 			before := heapInUse()
-			refs := make([]fileRef, len(built))
+			refs := make([]keyindex.FileRef, len(built))
 			for i, df := range built {
-				refs[i] = newFileRef(df)
+				refs[i] = keyindex.NewFileRef(df)
 			}
 			cost := (heapInUse() - before) / files
-			est := refs[0].bytes()
-			t.Logf("per file: fileRef %d B, estimate %d B, a DataFile as built and read about %d B (fileMetaBytes)",
+			est := refs[0].Bytes()
+			t.Logf("per file: FileRef %d B, estimate %d B, a DataFile as built and read about %d B (fileMetaBytes)",
 				cost, est, fileMetaBytes(schema))
 			if cost > est || 2*est > 3*max(cost, 1) {
-				t.Errorf("a fileRef takes %d B, estimated at %d B: not within 1.5 times", cost, est)
+				t.Errorf("a FileRef takes %d B, estimated at %d B: not within 1.5 times", cost, est)
 			}
 			if 4*est > fileMetaBytes(schema) {
-				t.Errorf("a fileRef is estimated at %d B, over a quarter of a DataFile's %d B", est, fileMetaBytes(schema))
+				t.Errorf("a FileRef is estimated at %d B, over a quarter of a DataFile's %d B", est, fileMetaBytes(schema))
 			}
 			for i, df := range built {
 				if r := refs[i]; r.FilePath() != df.FilePath() || r.SpecID() != df.SpecID() || fmt.Sprint(r.Partition()) != fmt.Sprint(df.Partition()) {

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/arrowx"
 	"github.com/icewriter/iceberg/internal/conform"
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/icewriter/iceberg/internal/keyindex/store"
 )
@@ -159,15 +160,15 @@ func (k *keyStage) uncovered(ctx context.Context, tbl *table.Table, keys []arrow
 }
 
 // fileKeys returns the keys of a batch's new data files in row order, for apply to index: taken from the
-// batch's resolved rows (res) where rows says which rows each file holds (fileRowMap), else read back from the
+// batch's resolved rows (res) where rows says which rows each file holds (keyindex.RowMap), else read back from the
 // files (readKeys).
-func (k *keyStage) fileKeys(ctx context.Context, tbl *table.Table, files []ice.DataFile, res *resolved, rows *fileRowMap) ([]fileKeys, error) {
+func (k *keyStage) fileKeys(ctx context.Context, tbl *table.Table, files []ice.DataFile, res *resolved, rows *keyindex.RowMap) ([]keyindex.FileKeys, error) {
 	if len(files) == 0 {
 		return nil, nil
 	}
 	if res != nil && rows != nil {
 		keys := res.dataKeys()
-		if out, ok := rows.split(&keys, files); ok {
+		if out, ok := rows.Split(&keys, files); ok {
 			return out, nil
 		}
 	}
@@ -176,14 +177,14 @@ func (k *keyStage) fileKeys(ctx context.Context, tbl *table.Table, files []ice.D
 
 // readKeys reads back the keys of a batch's new data files in row order (iceberg-go's writer decides how rows
 // roll across files).
-func (k *keyStage) readKeys(ctx context.Context, tbl *table.Table, files []ice.DataFile) ([]fileKeys, error) {
-	out := make([]fileKeys, 0, len(files))
+func (k *keyStage) readKeys(ctx context.Context, tbl *table.Table, files []ice.DataFile) ([]keyindex.FileKeys, error) {
+	out := make([]keyindex.FileKeys, 0, len(files))
 	for _, f := range files {
 		keys, err := readFileKeys(ctx, tbl, f, k.spec)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, fileKeys{df: f, keys: keys})
+		out = append(out, keyindex.FileKeys{DF: f, Keys: keys})
 	}
 	return out, nil
 }
@@ -314,7 +315,7 @@ type resolved struct {
 
 // dataKeys returns the keys of the rows of data in order (keyenc's encoding): the rows of the batch's
 // inserts and upserts that no later change in the batch superseded. The key index learns the keys of the
-// batch's new data files from it (fileRowMap) instead of reading them back.
+// batch's new data files from it (keyindex.RowMap) instead of reading them back.
 func (r *resolved) dataKeys() keyenc.List {
 	var l keyenc.List
 	if r.ints != nil {

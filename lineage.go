@@ -16,6 +16,7 @@ import (
 
 	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/encode"
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
@@ -366,21 +367,21 @@ func (r *rowIDs) apply(ks *keySet, rec arrow.RecordBatch) (arrow.RecordBatch, er
 // the id for those rows, null for the others, which take ids from the table) and replace the originals in the
 // segment and the batch; the originals, uploaded and never committed, are deleted. It returns the keys of the
 // batch's files in row order after the rewrite, and per file the explicit ids by position.
-func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segment, b *batch, carried map[string]int64) ([]fileKeys, []map[int32]int64, error) {
+func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segment, b *batch, carried map[string]int64) ([]keyindex.FileKeys, []map[int32]int64, error) {
 	ks, err := newKeySet(b.keys.keyRecs)
 	if err != nil {
 		return nil, nil, err
 	}
 	want := maps.Clone(carried) // carryRowIDs consumes the ids it gives
 	files := make([]ice.DataFile, len(b.keys.fileKeys))
-	known := make(map[string]fileKeys, len(b.keys.fileKeys))
+	known := make(map[string]keyindex.FileKeys, len(b.keys.fileKeys))
 	for i, fk := range b.keys.fileKeys {
-		files[i] = fk.df
-		known[fk.df.FilePath()] = fk
+		files[i] = fk.DF
+		known[fk.DF.FilePath()] = fk
 	}
 	out, replaced, keysOf, err := carryRowIDs(ctx, tbl, files, ks, &rowIDs{ids: carried, stale: b.keys.rowIDs}, k.rewrite, func(df ice.DataFile) *keyenc.List {
 		if fk, ok := known[df.FilePath()]; ok {
-			return &fk.keys
+			return &fk.Keys
 		}
 		return nil
 	})
@@ -390,7 +391,7 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 	if len(replaced) == 0 {
 		return b.keys.fileKeys, nil, nil
 	}
-	fks := make([]fileKeys, len(out))
+	fks := make([]keyindex.FileKeys, len(out))
 	ids := make([]map[int32]int64, len(out))
 	var added []ice.DataFile
 	for i, f := range out {
@@ -405,7 +406,7 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 		} else if keys, err = readFileKeys(ctx, tbl, f, k.spec); err != nil {
 			return nil, nil, err
 		}
-		fks[i] = fileKeys{df: f, keys: keys}
+		fks[i] = keyindex.FileKeys{DF: f, Keys: keys}
 		// The ids go to the first row of each key, in file order, as rowIDs.apply gave them.
 		for pos, key := range keys.All() {
 			if _, mine := ks.keys[string(key)]; !mine {

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/icewriter/iceberg/internal/keyindex/store"
 )
@@ -180,10 +181,10 @@ func sameRowIDs(carried, written map[string]int64) bool {
 
 // rowIDsByFile returns, per file of fks, the explicit _row_id its rows were written with (written: by key, each
 // key on one row of the batch), by position.
-func rowIDsByFile(fks []fileKeys, written map[string]int64) []map[int32]int64 {
+func rowIDsByFile(fks []keyindex.FileKeys, written map[string]int64) []map[int32]int64 {
 	ids := make([]map[int32]int64, len(fks))
 	for i := range fks {
-		for pos, key := range fks[i].keys.All() {
+		for pos, key := range fks[i].Keys.All() {
 			if id, ok := written[string(key)]; ok {
 				if ids[i] == nil {
 					ids[i] = map[int32]int64{}

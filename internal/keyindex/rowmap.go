@@ -1,4 +1,4 @@
-package iceberg
+package keyindex
 
 import (
 	"cmp"
@@ -11,42 +11,42 @@ import (
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
-// fileRowMap says which of a batch's written rows (its resolved data, in order) each of its new data files
-// holds, so that the key index learns the files' keys from the batch (resolved.dataKeys) instead of reading
-// their key columns back after every commit (a GET per file on object storage).
+// RowMap says which of a batch's written rows (its resolved data, in order) each of its new data files holds,
+// so that the key index learns the files' keys from the batch instead of reading their key columns back after
+// every commit (a GET per file on object storage).
 //
 // It rests on how iceberg-go v0.7.0 writes (table/rolling_data_writer.go, clustered_writer.go, arrow_utils.go):
 // one rolling writer per partition takes its records in order and fills its files one after another, emitting
 // each as it closes; an unpartitioned write is one rolling writer; a clustered write takes the partitions of a
 // record in the order of their first row, each partition's rows in record order, one rolling writer at a time.
 // So an unpartitioned batch's files (writeParts returns them part after part) hold its rows in order, and a
-// partitioned batch's files hold the rows of each partition group (fanout.go) in the order the encoder handed
-// them, group after group. The one reordering is a table's sort order (each record is sorted): a sorted table
-// gets no map. split checks what it can against the files themselves (row counts, and on a partitioned table
+// partitioned batch's files hold the rows of each partition group in the order the encoder handed them, group
+// after group. The one reordering is a table's sort order (each record is sorted): a sorted table gets no map
+// (MapsRows). Split checks what it can against the files themselves (row counts, and on a partitioned table
 // one partition value per group, a different one per group), so a change of that behaviour upstream costs a
 // read of the files, never a wrong index.
-type fileRowMap struct {
+type RowMap struct {
 	// order lists row numbers in the order the files hold them (nil: the rows in order, unpartitioned); ends
 	// are where each partition group's rows end in order.
 	order []int32
 	ends  []int
 }
 
-// unpartitionedRows is the map of an unpartitioned batch's files.
-var unpartitionedRows = &fileRowMap{}
+// Unpartitioned is the map of an unpartitioned batch's files.
+var Unpartitioned = &RowMap{}
 
-// add appends a partition group's rows.
-func (m *fileRowMap) add(rows []int32) {
+// Add appends a partition group's rows.
+func (m *RowMap) Add(rows []int32) {
 	m.order = append(m.order, rows...)
 	m.ends = append(m.ends, len(m.order))
 }
 
-// mapsRows reports whether the files of tbl's writes hold their rows in the order given to them.
-func mapsRows(tbl *table.Table) bool { return tbl.Metadata().SortOrder().IsUnsorted() }
+// MapsRows reports whether the files of tbl's writes hold their rows in the order given to them.
+func MapsRows(tbl *table.Table) bool { return tbl.Metadata().SortOrder().IsUnsorted() }
 
-// split cuts keys (the written rows' keys, in order) into the keys of each file, in row order. ok is false
+// Split cuts keys (the written rows' keys, in order) into the keys of each file, in row order. ok is false
 // when the files do not add up to the map: the caller reads their keys back instead.
-func (m *fileRowMap) split(keys *keyenc.List, files []ice.DataFile) (out []fileKeys, ok bool) {
+func (m *RowMap) Split(keys *keyenc.List, files []ice.DataFile) (out []FileKeys, ok bool) {
 	if m == nil {
 		return nil, false
 	}
@@ -57,12 +57,12 @@ func (m *fileRowMap) split(keys *keyenc.List, files []ice.DataFile) (out []fileK
 	if total != int64(keys.Len()) || (m.order != nil && len(m.order) != keys.Len()) {
 		return nil, false
 	}
-	out = make([]fileKeys, len(files))
+	out = make([]FileKeys, len(files))
 	if m.order == nil {
 		at := 0
 		for i, f := range files {
 			n := int(f.Count())
-			out[i] = fileKeys{df: f, keys: keys.Slice(at, at+n)}
+			out[i] = FileKeys{DF: f, Keys: keys.Slice(at, at+n)}
 			at += n
 		}
 		return out, true
@@ -96,7 +96,7 @@ func (m *fileRowMap) split(keys *keyenc.List, files []ice.DataFile) (out []fileK
 			for _, row := range m.order[at : at+n] {
 				l.Add(keys.Key(int(row)))
 			}
-			out[fi] = fileKeys{df: f, keys: l}
+			out[fi] = FileKeys{DF: f, Keys: l}
 			fi++
 			at += n
 		}

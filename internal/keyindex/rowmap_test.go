@@ -1,4 +1,4 @@
-package iceberg
+package keyindex
 
 import (
 	"fmt"
@@ -8,11 +8,11 @@ import (
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
-// split hands each file its rows' keys only when the files add up to the map; any other answer would put keys
+// Split hands each file its rows' keys only when the files add up to the map; any other answer would put keys
 // at wrong positions, so it refuses (the caller reads the files back): row counts that do not add up, a
 // partition group whose files hold two partition values (iceberg-go split it further than the encoder's
 // grouping), and two groups in one partition (it joined them).
-func TestFileRowMapSplit(t *testing.T) {
+func TestRowMapSplit(t *testing.T) {
 	var keys keyenc.List
 	for i := range 6 {
 		keys.Add(keyenc.AppendInt(nil, int64(i)))
@@ -26,31 +26,31 @@ func TestFileRowMapSplit(t *testing.T) {
 		}
 		return b.Build()
 	}
-	rowsOf := func(out []fileKeys) [][]int64 {
+	rowsOf := func(out []FileKeys) [][]int64 {
 		var got [][]int64
 		for _, fk := range out {
 			var rows []int64
-			for _, k := range fk.keys.All() {
+			for _, k := range fk.Keys.All() {
 				rows = append(rows, int64(k[1]))
 			}
 			got = append(got, rows)
 		}
 		return got
 	}
-	if out, ok := unpartitionedRows.split(&keys, []ice.DataFile{file(4, 0), file(2, 0)}); !ok ||
+	if out, ok := Unpartitioned.Split(&keys, []ice.DataFile{file(4, 0), file(2, 0)}); !ok ||
 		fmt.Sprint(rowsOf(out)) != "[[0 1 2 3] [4 5]]" {
 		t.Fatalf("unpartitioned: %v %v", rowsOf(out), ok)
 	}
-	if _, ok := unpartitionedRows.split(&keys, []ice.DataFile{file(4, 0), file(1, 0)}); ok {
+	if _, ok := Unpartitioned.Split(&keys, []ice.DataFile{file(4, 0), file(1, 0)}); ok {
 		t.Fatal("unpartitioned: 5 rows in the files for 6 keys: want a refusal")
 	}
-	grouped := func() *fileRowMap {
-		m := &fileRowMap{}
-		m.add([]int32{1, 3, 5})
-		m.add([]int32{0, 2, 4})
+	grouped := func() *RowMap {
+		m := &RowMap{}
+		m.Add([]int32{1, 3, 5})
+		m.Add([]int32{0, 2, 4})
 		return m
 	}
-	if out, ok := grouped().split(&keys, []ice.DataFile{file(2, 7), file(1, 7), file(3, 9)}); !ok ||
+	if out, ok := grouped().Split(&keys, []ice.DataFile{file(2, 7), file(1, 7), file(3, 9)}); !ok ||
 		fmt.Sprint(rowsOf(out)) != "[[1 3] [5] [0 2 4]]" {
 		t.Fatalf("partitioned: %v %v", rowsOf(out), ok)
 	}
@@ -60,7 +60,7 @@ func TestFileRowMapSplit(t *testing.T) {
 		"a file across two groups":          {file(2, 7), file(2, 9), file(2, 9)},
 		"rows short":                        {file(3, 7), file(2, 9)},
 	} {
-		if _, ok := grouped().split(&keys, files); ok {
+		if _, ok := grouped().Split(&keys, files); ok {
 			t.Fatalf("partitioned, %s: want a refusal", name)
 		}
 	}

@@ -46,8 +46,7 @@ type maintainer struct {
 	waiting      []passKind // background passes due but not started yet (another one ran), the oldest first
 	// rewriteDue: a background compaction committed since the last manifest rewrite. Its replace snapshot
 	// leaves the manifests it merged holding an entry for every file it removed, which each scan decodes and
-	// skips: with 100 upsert commits of 3,000 rows on v2, 12 manifests against 5 after a rewrite cost a reader 15
-	// of its 230 ms of CPU (BenchmarkReadAfterUpserts). Set off the commit path, read by afterCommit.
+	// skips (BenchmarkReadAfterUpserts measures a reader's cost). Set off the commit path, read by afterCommit.
 	rewriteDue atomic.Bool
 }
 

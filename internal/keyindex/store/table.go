@@ -10,8 +10,8 @@ import (
 )
 
 // Table is the key index's map from a key (keyenc's encoding) to the rows that hold it, built so that
-// indexing a row allocates nothing of its own: a map[string][]Loc took a string and a slice per row, about
-// 11% of a v2 merge-on-read upsert stream's CPU (BenchmarkUpsert10pct) and over 100 bytes per key. Here every
+// indexing a row allocates nothing of its own (a map[string][]Loc takes a string and a slice per row, a large
+// share of an upsert stream's CPU and over 100 bytes per key: docs/benchmarks.md). Here every
 // key's bytes are appended to one arena, every row is a slot in one slice, and the slots whose hashes share a
 // bucket form a chain through next; a lookup walks one chain and compares the full hash, then the key's bytes,
 // so keys whose hashes collide stay apart. A key held by several rows (a Write of a key already written) has

@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
+	"github.com/icewriter/iceberg/internal/encode"
 )
 
 // batch is a sealed buffer on its way to the catalog: a header the pipeline owns (its sequence number, counters,
@@ -58,7 +59,7 @@ type batchRows struct {
 // batchFiles are what the encoder wrote for a batch, for the commit.
 type batchFiles struct {
 	files    []ice.DataFile
-	packed   *packedFiles        // the data files only the commit reads, packed (heldfiles.go); with files, all of them
+	packed   *encode.PackedFiles // the data files only the commit reads, packed (heldfiles.go); with files, all of them
 	deletes  []ice.DataFile      // equality delete files
 	held     int64               // memory the metadata of files and deletes holds until the commit (fileMetaBytes)
 	runHeld  int64               // memory their metadata takes unpacked, in the run that commits them

@@ -55,7 +55,7 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 			}()
 		}
 	}
-	var packed *packedFiles
+	var packed *encode.PackedFiles
 	if err == nil && indexed && !w.files.carries(tbl, b) {
 		// Format version 3: the upserted rows' _row_id goes into the files now, not in a rewrite at commit.
 		schema, err = w.keys.encodeRowIDs(tbl, schema, b, res)
@@ -90,7 +90,7 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 		return err
 	}
 	b.enc.files, b.enc.deletes, b.enc.packed = files, deletes, packed
-	b.enc.held = packed.memBytes() + int64(len(files)+len(deletes))*fileMetaBytes(schema)
+	b.enc.held = packed.MemBytes() + int64(len(files)+len(deletes))*fileMetaBytes(schema)
 	b.enc.runHeld = int64(b.dataFileCount()+len(deletes)) * fileMetaBytes(schema)
 	if res != nil {
 		b.enc.written, b.enc.keyedSet = written, keyed
@@ -130,7 +130,7 @@ type fileEncoder struct {
 	keyNames       []string   // the key columns (nil: no key, no bloom filters)
 	names          *fileNamer // the write UUID of each call: the writer ID's mark (nil: random)
 	log            *slog.Logger
-	limits         fanoutLimits
+	limits         encode.FanoutLimits
 	// partShare is the largest partition's share of the rows of the last batch written to a partitioned table
 	// (float64 bits): it sizes the next batch's key bloom filters when a batch cannot be grouped.
 	partShare atomic.Uint64
@@ -151,24 +151,24 @@ type fileEncoder struct {
 // few chunks at once. A batch whose partition values the grouping cannot read is written as one record by a
 // single clustered write.
 func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch,
-	pack bool, parts int) ([]ice.DataFile, *packedFiles, error) {
-	var keep *packedFiles
+	pack bool, parts int) ([]ice.DataFile, *encode.PackedFiles, error) {
+	var keep *encode.PackedFiles
 	if pack {
-		keep = newPackedFiles(tbl)
+		keep = encode.NewPackedFiles(tbl)
 	}
 	files, err := e.writeFiles(ctx, tbl, schema, b, keep, parts)
 	if err != nil {
 		return nil, nil, err
 	}
 	if keep != nil {
-		keep.trim()
+		keep.Trim()
 	}
 	return files, keep, nil
 }
 
 // writeFiles is write's encoding: the files it wrote go into keep when it is not nil (returned otherwise).
 func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch,
-	keep *packedFiles, parts int) ([]ice.DataFile, error) {
+	keep *encode.PackedFiles, parts int) ([]ice.DataFile, error) {
 	b.enc.rowMap = nil // set below where the files' rows are known
 	opts := []table.WriteRecordOption{
 		table.WithTargetFileSize(e.fileSize()),
@@ -214,11 +214,11 @@ func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *
 	}
 	opts = append(opts, table.WithClusteredWrite())
 	spec, sc := tbl.Spec(), tbl.Schema()
-	groups, grouped := groupPartitions(spec, sc, one)
+	groups, grouped := encode.GroupPartitions(spec, sc, one)
 	if grouped {
-		e.partShare.Store(math.Float64bits(float64(groups.largest()) / float64(rows)))
-		e.lastParts.Store(int64(groups.count()))
-		e.warnFanout(tbl, groups.count(), rows)
+		e.partShare.Store(math.Float64bits(float64(groups.Largest()) / float64(rows)))
+		e.lastParts.Store(int64(groups.Count()))
+		e.warnFanout(tbl, groups.Count(), rows)
 		var m *fileRowMap
 		if mapsRows(tbl) {
 			m = &fileRowMap{}
@@ -254,21 +254,21 @@ func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *
 }
 
 // keep counts files written (Stats) and packs them into keep, returning nil, or returns them when keep is nil.
-func (e *fileEncoder) keep(files []ice.DataFile, keep *packedFiles) ([]ice.DataFile, error) {
+func (e *fileEncoder) keep(files []ice.DataFile, keep *encode.PackedFiles) ([]ice.DataFile, error) {
 	e.count(files)
 	if keep == nil {
 		return files, nil
 	}
-	return nil, keep.add(files)
+	return nil, keep.Add(files)
 }
 
 // warnFanout warns, once per writer, of a batch over more than the warning's count of partitions.
 func (e *fileEncoder) warnFanout(tbl *table.Table, partitions int, rows int64) {
-	if partitions > e.limits.warnPartitions && e.log != nil && e.warned.CompareAndSwap(false, true) {
+	if partitions > e.limits.WarnPartitions && e.log != nil && e.warned.CompareAndSwap(false, true) {
 		e.log.Warn("iceberg: a batch fans out into many partitions; every commit adds a data file per partition "+
 			"(consider a coarser transform such as bucket(N, column), or a longer flush interval); "+
 			"reported once per writer",
-			"table", tbl.Identifier(), "partition_by", partitionColumns(tbl.Spec(), tbl.Schema()),
+			"table", tbl.Identifier(), "partition_by", encode.PartitionColumns(tbl.Spec(), tbl.Schema()),
 			"partitions", partitions, "rows", rows)
 	}
 }

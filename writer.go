@@ -182,7 +182,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	}
 	w.files = &fileEncoder{mem: env.mem, targetFileSize: o.files.targetFileSize, rowGroupRows: o.files.rowGroupRows,
 		keyNames: w.keys.names(), names: w.own.names,
-		log: env.log, limits: o.files.fanout.withDefaults()}
+		log: env.log, limits: o.files.fanout.WithDefaults()}
 	w.keys.files = w.own.names
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short

@@ -31,7 +31,7 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 	if b.rows*meta <= share {
 		return nil // even a partition per row fits
 	}
-	if n := w.files.lastParts.Load(); n > 0 && 4*n*meta < share {
+	if n := w.files.LastParts(); n > 0 && 4*n*meta < share {
 		return nil // the writer's last batch was far from it: no grouping under the pipeline's lock
 	}
 	spec, sc := tbl.Spec(), tbl.Schema()
@@ -60,7 +60,7 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 		}
 		groups[i] = g
 	}
-	w.files.warnFanout(tbl, len(ids), b.rows)
+	w.files.WarnFanout(tbl, len(ids), b.rows)
 	parts := int((int64(len(ids))*meta + share - 1) / share)
 	if parts < 2 {
 		return nil

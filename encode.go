@@ -14,7 +14,7 @@ import (
 // (and the keys of the batch's new data files go to the index: keyStage.fileKeys), in copy-on-write mode they go to
 // the committer, which rewrites the files holding them, and otherwise they are written here as equality delete
 // files.
-func (w *Writer) encode(ctx context.Context, b *batch) error {
+func (w *Writer) encode(ctx context.Context, b *batch, slots encodeSlots) error {
 	tbl, conf := w.view.get()
 	schema := b.in.schema
 	if schema == nil {
@@ -60,7 +60,7 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 			// Only the commit reads an inserts-only batch's files (a key index reads them too): packed until then.
 			parts, release := 1, func() {}
 			if tbl.Spec().IsUnpartitioned() && !w.files.Bulk() {
-				parts, release = w.pipe.encodeParts(recordsSize(b.in.recs))
+				parts, release = slots.parts(recordsSize(b.in.recs))
 			}
 			var out encode.Written
 			out, err = w.files.Write(ctx, tbl, schema, eb, b.writeOptions(), !b.in.keyed && !indexed, parts)

@@ -3,11 +3,20 @@ package iceberg
 import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"golang.org/x/sync/semaphore"
 )
 
-// encodeParts returns how many files of their own the rows of a batch about to be encoded (rows rows, bytes
-// bytes, after its resolve) are written as at once, and a func that returns the encoder slots the extra parts
-// took (pipeline.encode holds the batch's own).
+// encodeSlots is what the pipeline grants a batch's encoding (pipelineEnv.encode) beyond its own encoder slot:
+// the idle slots of its encoders (sem) it may take for extra parts, and the seal policy (flushRows, flushBytes)
+// as it was when the batch's encoding began, which bounds how many.
+type encodeSlots struct {
+	sem                   *semaphore.Weighted
+	flushRows, flushBytes int64
+}
+
+// parts returns how many files of their own the rows of a batch about to be encoded (rows rows, bytes bytes,
+// after its resolve) are written as at once, and a func that returns the encoder slots the extra parts took
+// (pipeline.encode holds the batch's own).
 //
 // The rule: a batch is cut only into parts the seal policy would have sealed on their own, each at least its
 // rows (WithFlushRows) or its bytes (WithFlushBytes), and only into as many as encoder slots are idle
@@ -18,10 +27,8 @@ import (
 // rows a checkpointed writer carried across seals until its final flush. Cutting a smaller batch (the rest of
 // a stream at Close) would buy speed with files smaller than the policy makes, more of them per commit and
 // more for compaction to merge: never done.
-func (p *pipeline) encodeParts(rows, bytes int64) (int, func()) {
-	p.mu.Lock()
-	flushRows, flushBytes := p.cfg.flushRows, p.cfg.flushBytes
-	p.mu.Unlock()
+func (s encodeSlots) parts(rows, bytes int64) (int, func()) {
+	flushRows, flushBytes := s.flushRows, s.flushBytes
 	most := int64(1)
 	if flushRows > 0 {
 		most = max(most, rows/flushRows)
@@ -30,12 +37,12 @@ func (p *pipeline) encodeParts(rows, bytes int64) (int, func()) {
 		most = max(most, bytes/flushBytes)
 	}
 	extra := 0
-	for int64(extra+1) < most && p.enc.sem.TryAcquire(1) {
+	for int64(extra+1) < most && s.sem.TryAcquire(1) {
 		extra++
 	}
 	return extra + 1, func() {
 		if extra > 0 {
-			p.enc.sem.Release(int64(extra))
+			s.sem.Release(int64(extra))
 		}
 	}
 }

@@ -182,8 +182,9 @@ type pipelineConfig struct {
 // pipelineEnv is what the pipeline asks of the writer.
 type pipelineEnv interface {
 	// encode writes a sealed batch's files on the encoders' context and fills in what the commit needs (files,
-	// delete files, key sets). The batch is the encoder's until encode returns; an error fails the writer.
-	encode(ctx context.Context, b *batch) error
+	// delete files, key sets), taking at most the extra encoder slots slots grants. The batch is the encoder's
+	// until encode returns; an error fails the writer.
+	encode(ctx context.Context, b *batch, slots encodeSlots) error
 	// commit commits the batches as one run on the writer's context and, when it succeeds, installs the
 	// table it left before returning (a Flush that returns sees it). The run is returned for reports.
 	commit(ctx context.Context, batches []*batch) (*Run, *CommitResult, error)
@@ -794,10 +795,11 @@ func (p *pipeline) encode(b *batch) {
 	}
 	p.mu.Lock()
 	skip := b.dropped // Source.Abort dropped it before its turn
+	slots := encodeSlots{sem: p.enc.sem, flushRows: p.cfg.flushRows, flushBytes: p.cfg.flushBytes}
 	p.mu.Unlock()
 	var err error
 	if !skip {
-		err = p.env.encode(ctx, b)
+		err = p.env.encode(ctx, b, slots)
 	}
 	p.enc.sem.Release(1)
 	if err == nil && !skip && p.cfg.encoded != nil {

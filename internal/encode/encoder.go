@@ -111,7 +111,7 @@ func (e *Encoder[H]) count(files []ice.DataFile) {
 
 // Write encodes one batch (partitioning, rolling and statistics included) and returns its data files, packed
 // when pack is set (heldfiles.go: files only the commit reads), else as iceberg-go built them. An unpartitioned
-// table's batch is written as parts runs of its rows at once (encodeParts decides how many; 1: one write).
+// table's batch is written as parts runs of its rows at once (the caller decides how many; 1: one write).
 //
 // On a partitioned table the batch is joined into one record and its rows grouped by partition (fanout.go):
 // chunks of whole partitions go to iceberg-go's clustered writer, which keeps one data file open at a time, a

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Writing an unpartitioned table's batch as several files at once (the root pipeline's encodeParts decides how many).
+// Writing an unpartitioned table's batch as several files at once (the caller decides how many).
 
 // cutRecords cuts recs (owned; rows rows in all) into n runs of consecutive rows of about rows/n each, slicing
 // a record where a run ends inside it. The runs own what they hold; recs' records are released.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
+	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/internal/keyindex"
 )
 
@@ -36,10 +37,10 @@ type batch struct {
 	solo, dropped bool
 	segIdx        int // the segment of the run the batch went into
 
-	in   batchRows  // the pipeline's: the rows accepted
-	enc  batchFiles // the encoder's: the files written
-	keys batchKeys  // the key stage's: what upserts and deletes become at the commit
-	bulk batchBulk  // a Router's bulk phase
+	in   batchRows           // the pipeline's: the rows accepted
+	enc  batchFiles          // the encoder's: the files written
+	keys batchKeys           // the key stage's: what upserts and deletes become at the commit
+	bulk encode.Bulk[*batch] // a Router's bulk phase (the encoder's bulk files)
 }
 
 // batchRows are the records of a batch, one entry per record in each slice, as the pipeline accepted them; the
@@ -59,7 +60,7 @@ type batchRows struct {
 // batchFiles are what the encoder wrote for a batch, for the commit.
 type batchFiles struct {
 	files    []ice.DataFile
-	packed   *packedFiles        // the data files only the commit reads, packed (heldfiles.go); with files, all of them
+	packed   *encode.PackedFiles // the data files only the commit reads, packed (heldfiles.go); with files, all of them
 	deletes  []ice.DataFile      // equality delete files
 	held     int64               // memory the metadata of files and deletes holds until the commit (fileMetaBytes)
 	runHeld  int64               // memory their metadata takes unpacked, in the run that commits them
@@ -77,14 +78,4 @@ type batchKeys struct {
 	// key, and lineage the schema it wrote them with (encodeRowIDs); apply checks them (nil: none written).
 	rowIDs  map[string]int64
 	lineage *ice.Schema
-}
-
-// batchBulk is a batch's share of a Router's bulk phase (bulkfile.go): gen is the file generation the batch was
-// sealed in; span the open bulk file its rows went into (nil: none); closes the bulk files its encoding closed;
-// closer marks the rowless batch that closes every file of its generation.
-type batchBulk struct {
-	gen    int64
-	span   *fileSpan
-	closes []closedSpan
-	closer bool
 }

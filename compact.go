@@ -136,8 +136,8 @@ type rewritePlan struct {
 // compactionGroupOptions are the output settings of a compaction group: the writer's target size and row groups.
 func (w *Writer) compactionGroupOptions() []table.CompactionGroupOption {
 	return []table.CompactionGroupOption{
-		table.WithCompactionTargetFileSize(w.files.targetFileSize),
-		table.WithCompactionParquetRowGroupLimit(w.files.rowGroupRows),
+		table.WithCompactionTargetFileSize(w.files.TargetFileSize),
+		table.WithCompactionParquetRowGroupLimit(w.files.RowGroupRows),
 	}
 }
 
@@ -157,9 +157,9 @@ func (w *Writer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bo
 		return nil, fmt.Errorf("iceberg: compact: plan: %w", err)
 	}
 	cfg := compaction.DefaultConfig()
-	cfg.TargetFileSizeBytes = w.files.targetFileSize
-	cfg.MinFileSizeBytes = w.files.targetFileSize * 3 / 4
-	cfg.MaxFileSizeBytes = w.files.targetFileSize * 9 / 5
+	cfg.TargetFileSizeBytes = w.files.TargetFileSize
+	cfg.MinFileSizeBytes = w.files.TargetFileSize * 3 / 4
+	cfg.MaxFileSizeBytes = w.files.TargetFileSize * 9 / 5
 	cfg.DeleteFileThreshold = 1
 	cfg.MinInputFiles = 1
 	var plan compaction.Plan
@@ -196,7 +196,7 @@ func (w *Writer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bo
 		return nil, fmt.Errorf("iceberg: compact: dead equality deletes: %w", err)
 	}
 	// Write the output as the writer writes its files: key bloom filters, and its Parquet write batch.
-	set := encode.KeyBloomProperties(tbl.Properties(), w.keys.names(), min(groupRows, int64(w.files.rowGroupRows)))
+	set := encode.KeyBloomProperties(tbl.Properties(), w.keys.names(), min(groupRows, int64(w.files.RowGroupRows)))
 	var inputs []ice.DataFile
 	for _, g := range pl.groups {
 		for _, t := range g.Tasks {

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/scalar"
 	"github.com/icewriter/iceberg/internal/arrowx"
 	"github.com/icewriter/iceberg/internal/conform"
+	"github.com/icewriter/iceberg/internal/encode"
 )
 
 // conformer projects caller batches onto the table's Arrow schema: columns matched by name and reordered (struct
@@ -312,7 +313,7 @@ func (c *conformer) bisect(ctx context.Context, rec arrow.RecordBatch) (arrow.Re
 		good = nil
 	default:
 		var err error
-		out, err = concatRecords(c.mem, c.target, good)
+		out, err = encode.ConcatRecords(c.mem, c.target, good)
 		release()
 		if err != nil {
 			return nil, 0, nil, nil, err

@@ -2,19 +2,9 @@ package iceberg
 
 import (
 	"context"
-	"fmt"
-	"iter"
-	"log/slog"
-	"maps"
-	"math"
-	"strconv"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/internal/keyindex"
 )
@@ -25,14 +15,14 @@ import (
 // (and the keys of the batch's new data files go to the index: keyStage.fileKeys), in copy-on-write mode they go to
 // the committer, which rewrites the files holding them, and otherwise they are written here as equality delete
 // files.
-func (w *Writer) encode(ctx context.Context, b *batch) error {
+func (w *Writer) encode(ctx context.Context, b *batch, slots encodeSlots) error {
 	tbl, conf := w.view.get()
 	schema := b.in.schema
 	if schema == nil {
 		schema = conf.target
 	}
-	if b.bulk.closer {
-		return w.files.closeGen(ctx, tbl, b)
+	if b.bulk.Closer {
+		return w.files.CloseGen(ctx, tbl, &b.bulk)
 	}
 	var files, deletes []ice.DataFile
 	var res *resolved
@@ -56,23 +46,29 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 			}()
 		}
 	}
-	var packed *packedFiles
-	if err == nil && indexed && !w.files.carries(tbl, b) {
+	var packed *encode.PackedFiles
+	// carries: the batch goes into an open bulk file (a Router's bulk phase).
+	carries := func() bool { return w.files.Carries(tbl, !b.in.keyed && b.uncovered == nil) }
+	if err == nil && indexed && !carries() {
 		// Format version 3: the upserted rows' _row_id goes into the files now, not in a rewrite at commit.
 		schema, err = w.keys.encodeRowIDs(tbl, schema, b, res)
 	}
 	if err == nil && len(b.in.recs) > 0 {
-		if w.files.carries(tbl, b) {
-			err = w.files.writeBulk(ctx, tbl, schema, b) // its files come when they close (bulkfile.go)
+		eb := &encode.Batch[*batch]{Recs: b.in.recs, Seq: b.seq, Self: b, Bulk: &b.bulk}
+		if carries() {
+			err = w.files.WriteBulk(ctx, tbl, schema, eb) // its files come when they close
 		} else {
 			// Only the commit reads an inserts-only batch's files (a key index reads them too): packed until then.
 			parts, release := 1, func() {}
-			if tbl.Spec().IsUnpartitioned() && !w.files.bulk() {
-				parts, release = w.pipe.encodeParts(recordsSize(b.in.recs))
+			if tbl.Spec().IsUnpartitioned() && !w.files.Bulk() {
+				parts, release = slots.parts(recordsSize(b.in.recs))
 			}
-			files, packed, err = w.files.write(ctx, tbl, schema, b, !b.in.keyed && !indexed, parts)
+			var out encode.Written
+			out, err = w.files.Write(ctx, tbl, schema, eb, b.writeOptions(), !b.in.keyed && !indexed, parts)
+			files, packed, b.enc.rowMap = out.Files, out.Packed, rowMapOf(out.Rows)
 			release()
 		}
+		b.in.recs = eb.Recs
 	}
 	if delDone != nil {
 		<-delDone
@@ -91,20 +87,12 @@ func (w *Writer) encode(ctx context.Context, b *batch) error {
 		return err
 	}
 	b.enc.files, b.enc.deletes, b.enc.packed = files, deletes, packed
-	b.enc.held = packed.memBytes() + int64(len(files)+len(deletes))*fileMetaBytes(schema)
+	b.enc.held = packed.MemBytes() + int64(len(files)+len(deletes))*fileMetaBytes(schema)
 	b.enc.runHeld = int64(b.dataFileCount()+len(deletes)) * fileMetaBytes(schema)
 	if res != nil {
 		b.enc.written, b.enc.keyedSet = written, keyed
 	}
 	return nil
-}
-
-// count adds files to the encoder's counters.
-func (e *fileEncoder) count(files []ice.DataFile) {
-	for _, f := range files {
-		e.files.Add(1)
-		e.bytes.Add(f.FileSizeBytes())
-	}
 }
 
 // fileMetaBytes estimates the memory one data or delete file's metadata holds as an iceberg-go DataFile: its
@@ -119,267 +107,14 @@ func fileMetaBytes(schema *arrow.Schema) int64 {
 	return 2560 + 416*int64(schema.NumFields())
 }
 
-// fileEncoder writes a batch's rows as Parquet data files through iceberg-go's writer: files rolled at the
-// target size (the row-group limit lets rolling happen), the table's partitioning, and bloom filters on the key
-// columns sized for a file's rows. Encoders of several batches share it.
-type fileEncoder struct {
-	files, bytes atomic.Int64 // data files written and their bytes (Stats)
-
-	mem            memory.Allocator
-	targetFileSize int64
-	rowGroupRows   int
-	keyNames       []string   // the key columns (nil: no key, no bloom filters)
-	names          *fileNamer // the write UUID of each call: the writer ID's mark (nil: random)
-	log            *slog.Logger
-	limits         fanoutLimits
-	// partShare is the largest partition's share of the rows of the last batch written to a partitioned table
-	// (float64 bits): it sizes the next batch's key bloom filters when a batch cannot be grouped.
-	partShare atomic.Uint64
-	warned    atomic.Bool  // a batch's fan-out was reported
-	lastParts atomic.Int64 // the partitions of the last batch grouped (splitFanout)
-	bulkSize  atomic.Int64 // a Router's bulk phase (phase.go): its target file size, and no key bloom filters; 0: live
-	// carry: in the bulk phase, an unpartitioned table's batches go into files kept open across batches (open).
-	carry atomic.Bool
-	open  bulkFiles
-}
-
-// write encodes one batch (partitioning, rolling and statistics included) and returns its data files, packed
-// when pack is set (heldfiles.go: files only the commit reads), else as iceberg-go built them. An unpartitioned
-// table's batch is written as parts runs of its rows at once (encodeParts decides how many; 1: one write).
-//
-// On a partitioned table the batch is joined into one record and its rows grouped by partition (fanout.go):
-// chunks of whole partitions go to iceberg-go's clustered writer, which keeps one data file open at a time, a
-// few chunks at once. A batch whose partition values the grouping cannot read is written as one record by a
-// single clustered write.
-func (e *fileEncoder) write(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch,
-	pack bool, parts int) ([]ice.DataFile, *packedFiles, error) {
-	var keep *packedFiles
-	if pack {
-		keep = newPackedFiles(tbl)
+// rowMapOf is the key stage's map of the rows of a batch's new data files, from the order the encoder wrote
+// them in (nil: unknown).
+func rowMapOf(o *encode.RowOrder) *keyindex.RowMap {
+	switch {
+	case o == nil:
+		return nil
+	case o.Order == nil:
+		return keyindex.Unpartitioned
 	}
-	files, err := e.writeFiles(ctx, tbl, schema, b, keep, parts)
-	if err != nil {
-		return nil, nil, err
-	}
-	if keep != nil {
-		keep.trim()
-	}
-	return files, keep, nil
-}
-
-// writeFiles is write's encoding: the files it wrote go into keep when it is not nil (returned otherwise).
-func (e *fileEncoder) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *batch,
-	keep *packedFiles, parts int) ([]ice.DataFile, error) {
-	b.enc.rowMap = nil // set below where the files' rows are known
-	opts := []table.WriteRecordOption{
-		table.WithTargetFileSize(e.fileSize()),
-		table.WithParquetRowGroupLimit(e.rowGroupRows),
-	}
-	opts = append(opts, b.writeOptions()...)
-	if tbl.Spec().IsUnpartitioned() {
-		if err := e.coalesce(schema, b); err != nil {
-			return nil, err
-		}
-		var rows int64
-		for _, r := range b.in.recs {
-			rows += r.NumRows()
-		}
-		// Ownership of each record passes to the writes (WriteRecords releases each once encoded): the batch's
-		// memory is freed while it encodes, not after.
-		recs := b.in.recs
-		b.in.recs = nil
-		files, err := e.writeParts(ctx, tbl, schema, recs, rows, max(parts, 1), opts)
-		if err != nil {
-			return nil, err
-		}
-		if keyindex.MapsRows(tbl) {
-			b.enc.rowMap = keyindex.Unpartitioned
-		}
-		return e.keep(files, keep)
-	}
-	one := b.in.recs[0]
-	if len(b.in.recs) > 1 {
-		var err error
-		if one, err = concatRecords(e.mem, schema, b.in.recs); err != nil {
-			return nil, err
-		}
-		for _, r := range b.in.recs {
-			r.Release()
-		}
-	}
-	b.in.recs = nil
-	defer one.Release()
-	rows := one.NumRows()
-	if rows == 0 {
-		return nil, nil
-	}
-	opts = append(opts, table.WithClusteredWrite())
-	spec, sc := tbl.Spec(), tbl.Schema()
-	groups, grouped := groupPartitions(spec, sc, one)
-	if grouped {
-		e.partShare.Store(math.Float64bits(float64(groups.largest()) / float64(rows)))
-		e.lastParts.Store(int64(groups.count()))
-		e.warnFanout(tbl, groups.count(), rows)
-		var m *keyindex.RowMap
-		if keyindex.MapsRows(tbl) {
-			m = &keyindex.RowMap{}
-		}
-		files, err := e.writeFanout(ctx, tbl, schema, one, groups, opts, keep, m)
-		if err == nil {
-			b.enc.rowMap = m
-		}
-		return files, err
-	}
-	// Partition sources the grouping cannot read: the key columns' bloom filters are sized for twice the largest
-	// partition's share in the writer's previous batch (a first batch sizes them for all its rows). A filter
-	// too small only raises its false-positive rate.
-	est := rows
-	if share := math.Float64frombits(e.partShare.Load()); share > 0 {
-		est = int64(math.Ceil(float64(rows) * min(1, 2*share)))
-	}
-	bt, err := e.writeTable(tbl, est, one)
-	if err != nil {
-		return nil, err
-	}
-	one.Retain()
-	out, err := e.writeRecord(ctx, bt, schema, one, append(opts, table.WithWriteUUID(e.names.next())))
-	if err != nil {
-		return nil, err
-	}
-	var largest int64
-	for _, df := range out {
-		largest = max(largest, df.Count())
-	}
-	e.partShare.Store(math.Float64bits(float64(largest) / float64(rows)))
-	return e.keep(out, keep)
-}
-
-// keep counts files written (Stats) and packs them into keep, returning nil, or returns them when keep is nil.
-func (e *fileEncoder) keep(files []ice.DataFile, keep *packedFiles) ([]ice.DataFile, error) {
-	e.count(files)
-	if keep == nil {
-		return files, nil
-	}
-	return nil, keep.add(files)
-}
-
-// warnFanout warns, once per writer, of a batch over more than the warning's count of partitions.
-func (e *fileEncoder) warnFanout(tbl *table.Table, partitions int, rows int64) {
-	if partitions > e.limits.warnPartitions && e.log != nil && e.warned.CompareAndSwap(false, true) {
-		e.log.Warn("iceberg: a batch fans out into many partitions; every commit adds a data file per partition "+
-			"(consider a coarser transform such as bucket(N, column), or a longer flush interval); "+
-			"reported once per writer",
-			"table", tbl.Identifier(), "partition_by", partitionColumns(tbl.Spec(), tbl.Schema()),
-			"partitions", partitions, "rows", rows)
-	}
-}
-
-// writeTable returns tbl, or a copy of it for iceberg-go's writer to write recs with: bloom filters on the key
-// columns sized for files of rows rows (none without key columns, and in a bulk phase), and the Parquet write
-// batch of writeBatchRows.
-func (e *fileEncoder) writeTable(tbl *table.Table, rows int64, recs ...arrow.RecordBatch) (*table.Table, error) {
-	props := tbl.Properties()
-	set := ice.Properties{}
-	if e.keyNames != nil && !e.bulk() {
-		maps.Copy(set, encode.KeyBloomProperties(props, e.keyNames, min(rows, int64(e.rowGroupRows))))
-	}
-	if n := encode.WriteBatchRows(props, recs); n > 0 {
-		set[table.ParquetPageRowLimitKey] = strconv.Itoa(n)
-	}
-	return encode.WithWriteProperties(tbl, set)
-}
-
-// writeRecord writes one record, whose ownership passes to iceberg-go (it releases the records it takes).
-func (e *fileEncoder) writeRecord(ctx context.Context, tbl *table.Table, schema *arrow.Schema, rec arrow.RecordBatch,
-	opts []table.WriteRecordOption) ([]ice.DataFile, error) {
-	taken := false
-	recs := func(yield func(arrow.RecordBatch, error) bool) {
-		taken = true
-		yield(rec, nil)
-	}
-	files, err := collectFiles(table.WriteRecords(ctx, tbl, schema, recs, opts...))
-	if !taken {
-		rec.Release() // refused before it read a record
-	}
-	return files, err
-}
-
-// collectFiles gathers the files of a write, or its first error.
-func collectFiles(files iter.Seq2[ice.DataFile, error]) ([]ice.DataFile, error) {
-	var out []ice.DataFile
-	for df, err := range files {
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, df)
-	}
-	return out, nil
-}
-
-// coalesce joins runs of small consecutive records into records of up to gatherRows rows: Parquet's column
-// writers pay per record, so a batch of 400-row records (a call per poll, a checkpoint after each) encoded at
-// two thirds of the rate of the same rows in large records. Joining is a copy of buffers, far cheaper.
-func (e *fileEncoder) coalesce(schema *arrow.Schema, b *batch) error {
-	return e.coalesceTo(schema, b, gatherRows)
-}
-
-// coalesceTo joins runs of consecutive records into records of up to maxRows rows.
-func (e *fileEncoder) coalesceTo(schema *arrow.Schema, b *batch, maxRows int64) error {
-	var out []arrow.RecordBatch
-	for i := 0; i < len(b.in.recs); {
-		j, rows := i, int64(0)
-		for j < len(b.in.recs) && rows+b.in.recs[j].NumRows() <= maxRows {
-			rows += b.in.recs[j].NumRows()
-			j++
-		}
-		if j-i < 2 {
-			out = append(out, b.in.recs[i])
-			b.in.recs[i] = nil
-			i = max(j, i+1)
-			continue
-		}
-		one, err := concatRecords(e.mem, schema, b.in.recs[i:j])
-		if err != nil {
-			for _, r := range out {
-				r.Release()
-			}
-			return err
-		}
-		for k := i; k < j; k++ {
-			b.in.recs[k].Release()
-			b.in.recs[k] = nil
-		}
-		out = append(out, one)
-		i = j
-	}
-	b.in.recs = out
-	return nil
-}
-
-// concatRecords joins records of one schema into one.
-func concatRecords(mem memory.Allocator, schema *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
-	cols := make([]arrow.Array, schema.NumFields())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	var rows int64
-	for _, r := range recs {
-		rows += r.NumRows()
-	}
-	parts := make([]arrow.Array, len(recs))
-	for i := range cols {
-		for j, r := range recs {
-			parts[j] = r.Column(i)
-		}
-		c, err := array.Concatenate(parts, mem)
-		if err != nil {
-			return nil, fmt.Errorf("iceberg: concatenate column %q: %w", schema.Field(i).Name, err)
-		}
-		cols[i] = c
-	}
-	return array.NewRecordBatch(schema, cols, rows), nil
+	return keyindex.NewRowMap(o.Order, o.Ends)
 }

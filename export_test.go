@@ -1,6 +1,10 @@
 package iceberg
 
-import "time"
+import (
+	"time"
+
+	"github.com/icewriter/iceberg/internal/encode"
+)
 
 // Names the external tests need that users do not get.
 
@@ -37,7 +41,7 @@ func OrphanSweepDone(w *Writer) <-chan struct{} {
 // that a small test batch takes several chunks and is reported.
 func WithFanoutForTest(chunkPartitions, warnPartitions int) Option {
 	return func(o *options) {
-		o.files.fanout = fanoutLimits{chunkPartitions: chunkPartitions, warnPartitions: warnPartitions}
+		o.files.fanout = encode.FanoutLimits{ChunkPartitions: chunkPartitions, WarnPartitions: warnPartitions}
 	}
 }
 

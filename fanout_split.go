@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/icewriter/iceberg/internal/encode"
 )
 
 // Splitting a batch that fans out over many partitions. Iceberg puts a data file in one partition, so a batch
@@ -30,7 +31,7 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 	if b.rows*meta <= share {
 		return nil // even a partition per row fits
 	}
-	if n := w.files.lastParts.Load(); n > 0 && 4*n*meta < share {
+	if n := w.files.LastParts(); n > 0 && 4*n*meta < share {
 		return nil // the writer's last batch was far from it: no grouping under the pipeline's lock
 	}
 	spec, sc := tbl.Spec(), tbl.Schema()
@@ -38,7 +39,7 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 	groups := make([][]int32, len(b.in.recs)) // per record, each row's partition
 	var key []byte
 	for i, rec := range b.in.recs {
-		keyers, ok := partitionKeyers(spec, sc, rec)
+		keyers, ok := encode.PartitionKeyers(spec, sc, rec)
 		if !ok {
 			return nil
 		}
@@ -59,7 +60,7 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 		}
 		groups[i] = g
 	}
-	w.files.warnFanout(tbl, len(ids), b.rows)
+	w.files.WarnFanout(tbl, len(ids), b.rows)
 	parts := int((int64(len(ids))*meta + share - 1) / share)
 	if parts < 2 {
 		return nil
@@ -80,7 +81,7 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 			if len(idx) == 0 {
 				continue
 			}
-			part, err := takeRecordRows(ctx, w.env.mem, rec, idx)
+			part, err := encode.TakeRecordRows(ctx, w.env.mem, rec, idx)
 			if err != nil {
 				for _, o := range out {
 					releaseAll(o.in.recs)

@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/internal/tabletest"
 )
 
@@ -51,7 +51,7 @@ func wideFiles(t *testing.T, cols, files int) (*table.Table, *arrow.Schema, []ic
 	t.Cleanup(func() { _ = w.Close(ctx) })
 	tbl, conf := w.view.get()
 	rec.Retain() // writeRecord releases it
-	built, err := (&fileEncoder{mem: memory.DefaultAllocator, rowGroupRows: DefaultRowGroupRows}).writeRecord(
+	built, err := encode.WriteRecord(
 		ctx, tbl, conf.target, rec, []table.WriteRecordOption{table.WithClusteredWrite()})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/encode"
 )
 
 // TestGatherCopiesEveryType gathers slices of a record holding every gatherable type (nulls, nested nulls and
@@ -76,7 +77,7 @@ func TestGatherCopiesEveryType(t *testing.T) {
 	}
 	got := g.finish()
 	defer got.rec.Release()
-	want, err := concatRecords(mem, schema, parts)
+	want, err := encode.ConcatRecords(mem, schema, parts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,119 +1,9 @@
 package iceberg
 
-import (
-	"fmt"
-	"math"
-	"unsafe"
-
-	ice "github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/codec"
-	"github.com/apache/iceberg-go/table"
-)
-
-// The metadata of data files from their write to their commit. iceberg-go's DataFile, as WriteRecords builds
-// it, holds a copy of the partition tuple by name and by field id, a copy of the schema's logical types and each
-// column's statistics as Avro lists, and the first call of a statistics accessor adds maps of them all: measured
-// 2.0 KiB a file on the seed events' six columns as built, 3.4 KiB once read. A batch that fans out over 86,000
-// identity partitions held 230 MiB of it until its commit (BenchmarkPartitionFanout: peak RSS three times the
-// memory limit), all of it pointers for the GC to scan. So a batch whose files only its commit reads keeps them
-// packed as the Avro bytes of their manifest entries (iceberg-go's codec package: the encoding a manifest
-// carries, so nothing the commit needs is lost): about 370 B a file, no pointers, decoded when its run forms.
-
-// packedFiles is the packed metadata of data files written to one table (spec, schema and format version as
-// they were at the write: decoding needs the same three).
-type packedFiles struct {
-	spec    ice.PartitionSpec
-	schema  *ice.Schema
-	version int
-	buf     []byte   // the files' entries, one after the other
-	ends    []uint32 // where each file's entry ends in buf
-}
-
-// newPackedFiles returns an empty pack for files written to tbl.
-func newPackedFiles(tbl *table.Table) *packedFiles {
-	return &packedFiles{spec: tbl.Spec(), schema: tbl.Schema(), version: tbl.Metadata().Version()}
-}
-
-// add packs files.
-func (p *packedFiles) add(files []ice.DataFile) error {
-	for _, f := range files {
-		entry, err := codec.EncodeDataFile(f, p.spec, p.schema, p.version)
-		if err != nil {
-			return fmt.Errorf("iceberg: pack the metadata of %s: %w", f.FilePath(), err)
-		}
-		if len(p.buf)+len(entry) > math.MaxUint32 {
-			return fmt.Errorf("iceberg: pack the metadata of %s: %d files' metadata over 4 GiB", f.FilePath(), p.len())
-		}
-		p.buf = append(p.buf, entry...)
-		p.ends = append(p.ends, uint32(len(p.buf)))
-	}
-	return nil
-}
-
-// merge appends q's files (packed for the same table) to p's.
-func (p *packedFiles) merge(q *packedFiles) {
-	base := uint32(len(p.buf))
-	p.buf = append(p.buf, q.buf...)
-	for _, e := range q.ends {
-		p.ends = append(p.ends, base+e)
-	}
-}
-
-// trim gives back the room that appending left over: a pack held until its commit is counted, and costs, by
-// its capacity.
-func (p *packedFiles) trim() {
-	p.buf = append([]byte(nil), p.buf...)
-	p.ends = append([]uint32(nil), p.ends...)
-}
-
-// len is the number of files packed.
-func (p *packedFiles) len() int {
-	if p == nil {
-		return 0
-	}
-	return len(p.ends)
-}
-
-// memBytes is the memory the pack holds (what the memory limit counts for it until its commit).
-func (p *packedFiles) memBytes() int64 {
-	if p == nil {
-		return 0
-	}
-	return int64(unsafe.Sizeof(*p)) + int64(cap(p.buf)) + 4*int64(cap(p.ends))
-}
-
-// entry is file i's packed entry.
-func (p *packedFiles) entry(i int) []byte {
-	var start uint32
-	if i > 0 {
-		start = p.ends[i-1]
-	}
-	return p.buf[start:p.ends[i]]
-}
-
-// file decodes file i.
-func (p *packedFiles) file(i int) (ice.DataFile, error) {
-	df, err := codec.DecodeDataFile(p.entry(i), p.spec, p.schema, p.version)
-	if err != nil {
-		return nil, fmt.Errorf("iceberg: unpack the metadata of data file %d of %d: %w", i, p.len(), err)
-	}
-	return df, nil
-}
-
-// unpack appends every file, decoded, to dst.
-func (p *packedFiles) unpack(dst []ice.DataFile) ([]ice.DataFile, error) {
-	for i := range p.len() {
-		df, err := p.file(i)
-		if err != nil {
-			return nil, err
-		}
-		dst = append(dst, df)
-	}
-	return dst, nil
-}
+import ice "github.com/apache/iceberg-go"
 
 // dataFileCount is the number of data files the batch wrote.
-func (b *batch) dataFileCount() int { return len(b.enc.files) + b.enc.packed.len() }
+func (b *batch) dataFileCount() int { return len(b.enc.files) + b.enc.packed.Len() }
 
 // dataFiles appends the batch's data files to dst, the packed ones decoded.
 func (b *batch) dataFiles(dst []ice.DataFile) ([]ice.DataFile, error) {
@@ -121,7 +11,7 @@ func (b *batch) dataFiles(dst []ice.DataFile) ([]ice.DataFile, error) {
 	if b.enc.packed == nil {
 		return dst, nil
 	}
-	return b.enc.packed.unpack(dst)
+	return b.enc.packed.Unpack(dst)
 }
 
 // filePaths returns the paths of the batch's data and delete files.
@@ -130,10 +20,10 @@ func (b *batch) filePaths() []string {
 	for _, f := range append(b.enc.files[:len(b.enc.files):len(b.enc.files)], b.enc.deletes...) {
 		out = append(out, f.FilePath())
 	}
-	for i := range b.enc.packed.len() {
+	for i := range b.enc.packed.Len() {
 		// A pack is decoded by this writer's own code from bytes it encoded: an entry that does not decode
 		// is a defect, and its file is left for orphan removal rather than guessed at.
-		if df, err := b.enc.packed.file(i); err == nil {
+		if df, err := b.enc.packed.File(i); err == nil {
 			out = append(out, df.FilePath())
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	ice "github.com/apache/iceberg-go"
+	"github.com/icewriter/iceberg/internal/encode"
 )
 
 // TestFileMetadataMemory measures what a data file's metadata holds from its write to its commit, on tables of
@@ -22,20 +23,20 @@ func TestFileMetadataMemory(t *testing.T) {
 			tbl, schema, built := wideFiles(t, cols, files)
 			builtCost := (heapInUse() - before) / files
 
-			warm := newPackedFiles(tbl) // iceberg-go caches the Avro schema of the table's entries at first use
-			if err := warm.add(built[:1]); err != nil {
+			warm := encode.NewPackedFiles(tbl) // iceberg-go caches the Avro schema of the table's entries at first use
+			if err := warm.Add(built[:1]); err != nil {
 				t.Fatal(err)
 			}
 			before = heapInUse()
-			pack := newPackedFiles(tbl)
-			if err := pack.add(built); err != nil {
+			pack := encode.NewPackedFiles(tbl)
+			if err := pack.Add(built); err != nil {
 				t.Fatal(err)
 			}
-			pack.trim()
+			pack.Trim()
 			packCost := heapInUse() - before
 
 			before = heapInUse()
-			decoded, err := pack.unpack(nil)
+			decoded, err := pack.Unpack(nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +56,7 @@ func TestFileMetadataMemory(t *testing.T) {
 			}
 			est := fileMetaBytes(schema)
 			t.Logf("per file: built %d B (%d B read), decoded %d B (%d B read), estimate %d B; packed %d B (counted %d B)",
-				builtCost, builtReadCost, decodedCost, readCost, est, packCost/files, pack.memBytes()/files)
+				builtCost, builtReadCost, decodedCost, readCost, est, packCost/files, pack.MemBytes()/files)
 			for name, cost := range map[string]int64{"as built": builtCost, "as built and read": builtReadCost,
 				"decoded": decodedCost, "decoded and read": readCost} {
 				if cost > est {
@@ -65,11 +66,11 @@ func TestFileMetadataMemory(t *testing.T) {
 			if most := max(builtReadCost, readCost); 2*est > 3*most {
 				t.Errorf("fileMetaBytes estimates %d B, over 1.5 times the most a file took (%d B)", est, most)
 			}
-			if packCost > pack.memBytes()*21/20 {
-				t.Errorf("a pack of %d files takes %d B, counted as %d B", files, packCost, pack.memBytes())
+			if packCost > pack.MemBytes()*21/20 {
+				t.Errorf("a pack of %d files takes %d B, counted as %d B", files, packCost, pack.MemBytes())
 			}
-			if 4*pack.memBytes() > builtCost*files {
-				t.Errorf("a pack of %d files takes %d B, the files as built %d B: not a quarter", files, pack.memBytes(), builtCost*files)
+			if 4*pack.MemBytes() > builtCost*files {
+				t.Errorf("a pack of %d files takes %d B, the files as built %d B: not a quarter", files, pack.MemBytes(), builtCost*files)
 			}
 			runtime.KeepAlive(built)
 			runtime.KeepAlive(decoded)

@@ -21,7 +21,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	defer w.own.stop(ctx)
 	s, err := w.pipe.shutdown(ctx, true)
 	w.compactor.stop()
-	w.files.dropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
+	w.files.DropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
 	w.keys.drop("", nil)                  // a Router's other tables may have the index's bytes
 	w.changes.release()                   // and the versions' bytes
 	switch {
@@ -51,7 +51,7 @@ func (w *Writer) Abort(ctx context.Context) error {
 	defer w.own.stop(ctx)
 	s, err := w.pipe.shutdown(ctx, false)
 	w.compactor.stop()
-	w.files.dropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
+	w.files.DropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
 	w.keys.drop("", nil)                  // a Router's other tables may have the index's bytes
 	w.changes.release()                   // and the versions' bytes
 	if err != nil {

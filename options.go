@@ -7,6 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/encode"
 )
 
 // Mode selects how Upsert and Delete change existing rows.
@@ -126,7 +127,7 @@ type flushOptions struct {
 type fileOptions struct {
 	targetFileSize int64
 	rowGroupRows   int
-	fanout         fanoutLimits // tests only (export_test.go); zero fields: the defaults (fanout.go)
+	fanout         encode.FanoutLimits // tests only (export_test.go); zero fields: the defaults (fanout.go)
 }
 
 // keyOptions are the keyed modes' settings: what the key and change stages are configured with.

@@ -85,23 +85,11 @@ func (p *pipeline) queued() bool {
 	return len(p.queue) > 0
 }
 
-// fileSize is the size at which files roll: the bulk phase's, else the writer's.
-func (e *fileEncoder) fileSize() int64 {
-	if n := e.bulkSize.Load(); n > 0 {
-		return n
-	}
-	return e.targetFileSize
-}
-
-// bulk reports whether the encoder writes for the bulk phase (no key bloom filters).
-func (e *fileEncoder) bulk() bool { return e.bulkSize.Load() > 0 }
-
 // enterBulk puts the writer in the bulk phase and returns its live seal policy, for leaveBulk. batchBytes is the
 // bulk phase's batch size. The key index goes off (no rows of the load are indexed); the commit in flight, if
 // any, ends first.
 func (w *Writer) enterBulk(fileSize, batchBytes int64) sealPolicy {
-	w.files.bulkSize.Store(fileSize)
-	w.files.carry.Store(true)
+	w.files.SetBulk(fileSize)
 	w.pipe.setCarry(true)
 	live := w.pipe.setPolicy(sealPolicy{rows: math.MaxInt64, bytes: batchBytes})
 	defer w.pipe.enterQueue()()
@@ -115,8 +103,7 @@ func (w *Writer) enterBulk(fileSize, batchBytes int64) sealPolicy {
 // WithCheckpoints, rows no checkpoint covers) was encoded without the index: the index then stays off, and
 // upserts and deletes use equality deletes.
 func (w *Writer) leaveBulk(ctx context.Context, live sealPolicy) error {
-	w.files.bulkSize.Store(0)
-	w.files.carry.Store(false)
+	w.files.SetBulk(0)
 	w.pipe.setCarry(false)
 	defer w.pipe.setPolicy(live)
 	defer w.pipe.enterQueue()()

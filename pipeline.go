@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/icewriter/iceberg/internal/encode"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -181,8 +182,9 @@ type pipelineConfig struct {
 // pipelineEnv is what the pipeline asks of the writer.
 type pipelineEnv interface {
 	// encode writes a sealed batch's files on the encoders' context and fills in what the commit needs (files,
-	// delete files, key sets). The batch is the encoder's until encode returns; an error fails the writer.
-	encode(ctx context.Context, b *batch) error
+	// delete files, key sets), taking at most the extra encoder slots slots grants. The batch is the encoder's
+	// until encode returns; an error fails the writer.
+	encode(ctx context.Context, b *batch, slots encodeSlots) error
 	// commit commits the batches as one run on the writer's context and, when it succeeds, installs the
 	// table it left before returning (a Flush that returns sees it). The run is returned for reports.
 	commit(ctx context.Context, batches []*batch) (*Run, *CommitResult, error)
@@ -485,7 +487,7 @@ func (p *pipeline) heldLocked() int64 {
 func (p *pipeline) pendingLocked() int {
 	n := 0
 	for _, b := range p.queue {
-		if b.staged && b.bulk.span != nil && !b.bulk.span.done {
+		if b.staged && b.bulk.Span != nil && !b.bulk.Span.Done {
 			n++
 		}
 	}
@@ -525,7 +527,7 @@ func coveredEnd(q []*batch, n int) int {
 			}
 			pending[s] = struct{}{}
 		}
-		if len(pending) == 0 && (b.hasToken || len(b.positions) > 0 || (b.bulk.closer && end == i)) {
+		if len(pending) == 0 && (b.hasToken || len(b.positions) > 0 || (b.bulk.Closer && end == i)) {
 			end = i + 1
 		}
 	}
@@ -644,7 +646,7 @@ func (p *pipeline) sealLocked() {
 		p.buf.open = keep
 		p.startTimerLocked()
 	}
-	if len(b.in.recs) == 0 && !b.hasToken && len(b.positions) == 0 && !b.bulk.closer {
+	if len(b.in.recs) == 0 && !b.hasToken && len(b.positions) == 0 && !b.bulk.Closer {
 		return // an open buffer that held nothing
 	}
 	var parts []*batch
@@ -662,14 +664,14 @@ func (p *pipeline) sealLocked() {
 	}
 	for _, b := range parts {
 		b.seq = p.nextSeq
-		b.bulk.gen = p.bulk.fileGen
+		b.bulk.Gen = p.bulk.fileGen
 		p.nextSeq++
 		p.queue = append(p.queue, b)
 		p.counts.batches++
 		if p.cfg.sealed != nil {
 			p.cfg.sealed(b)
 		}
-		if len(b.in.recs) == 0 && !b.bulk.closer {
+		if len(b.in.recs) == 0 && !b.bulk.Closer {
 			b.staged = true
 			p.kickLoop()
 		} else {
@@ -770,7 +772,7 @@ func (p *pipeline) encode(b *batch) {
 	// batch still encoding is not committed, so stopping it is never ambiguous), while a commit in flight keeps
 	// the writer's.
 	ctx := p.enc.ctx
-	if b.bulk.closer && !p.waitEarlierStaged(ctx, b) {
+	if b.bulk.Closer && !p.waitEarlierStaged(ctx, b) {
 		return // shutting down, or failed
 	}
 	if err := p.enc.sem.Acquire(ctx, 1); err != nil {
@@ -793,10 +795,11 @@ func (p *pipeline) encode(b *batch) {
 	}
 	p.mu.Lock()
 	skip := b.dropped // Source.Abort dropped it before its turn
+	slots := encodeSlots{sem: p.enc.sem, flushRows: p.cfg.flushRows, flushBytes: p.cfg.flushBytes}
 	p.mu.Unlock()
 	var err error
 	if !skip {
-		err = p.env.encode(ctx, b)
+		err = p.env.encode(ctx, b, slots)
 	}
 	p.enc.sem.Release(1)
 	if err == nil && !skip && p.cfg.encoded != nil {
@@ -828,13 +831,14 @@ func (p *pipeline) encode(b *batch) {
 		p.signalLocked()
 		return
 	}
-	for _, c := range b.bulk.closes {
-		c.span.done, c.span.until = true, c.until
-		c.holder.enc.files = append(c.holder.enc.files, c.df)
-		c.holder.enc.held += c.held
-		c.holder.enc.runHeld += c.held
+	for _, c := range b.bulk.Closes {
+		c.Span.Done, c.Span.Until = true, c.Until
+		held := fileMetaBytes(c.Schema)
+		c.Holder.enc.files = append(c.Holder.enc.files, c.DF)
+		c.Holder.enc.held += held
+		c.Holder.enc.runHeld += held
 	}
-	b.bulk.closes = nil
+	b.bulk.Closes = nil
 	b.staged = true
 	p.signalLocked()
 	p.kickLoop()
@@ -848,7 +852,7 @@ func (p *pipeline) sealCloserLocked() {
 	}
 	open := false
 	for _, b := range p.queue {
-		if b.seq > p.bulk.closerSeq && !b.bulk.closer && (!b.staged || (b.bulk.span != nil && !b.bulk.span.done)) {
+		if b.seq > p.bulk.closerSeq && !b.bulk.Closer && (!b.staged || (b.bulk.Span != nil && !b.bulk.Span.Done)) {
 			open = true
 			break
 		}
@@ -858,7 +862,7 @@ func (p *pipeline) sealCloserLocked() {
 	}
 	// With WithCheckpoints the flush's seal may have left rows open (and their timer): they stay open.
 	keep, timer := p.buf.open, p.buf.timer
-	p.buf.open, p.buf.timer = &batch{firstAt: time.Now(), bulk: batchBulk{closer: true}}, nil
+	p.buf.open, p.buf.timer = &batch{firstAt: time.Now(), bulk: encode.Bulk[*batch]{Closer: true}}, nil
 	p.sealLocked()
 	p.buf.open, p.buf.timer = keep, timer
 	p.bulk.closerSeq = p.nextSeq - 1

@@ -48,7 +48,7 @@ func (e *fakeEnv) release(seq int64, err error) {
 	ch <- err
 }
 
-func (e *fakeEnv) encode(ctx context.Context, b *batch) error {
+func (e *fakeEnv) encode(ctx context.Context, b *batch, _ encodeSlots) error {
 	e.mu.Lock()
 	ch := e.encodeGate[b.seq]
 	e.mu.Unlock()

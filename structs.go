@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/shred"
 )
 
@@ -148,7 +149,7 @@ func convertRows[T any](s *structStage, sc *structConverter, conv *shred.Convert
 		rec, parts = parts[0], nil
 		return rec, bad, "", nil
 	}
-	rec, err = concatRecords(s.mem, conv.Schema(), parts)
+	rec, err = encode.ConcatRecords(s.mem, conv.Schema(), parts)
 	return rec, bad, "", err
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/icewriter/iceberg/internal/commit"
+	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
@@ -38,9 +39,9 @@ type Writer struct {
 
 	// pipe moves batches from the calls to the committer: buffer, budgets, queue, encoders, commit loop.
 	pipe  *pipeline
-	files *fileEncoder // writes batches as data files
-	runs  *runStage    // forms each run and hands it to the Committer
-	cbs   *callbacks   // WithOnCommit and WithHooks, delivered outside the commit loop
+	files *encode.Encoder[*batch] // writes batches as data files
+	runs  *runStage               // forms each run and hands it to the Committer
+	cbs   *callbacks              // WithOnCommit and WithHooks, delivered outside the commit loop
 
 	// view is the table as the writer last saw it and the conformer for its schema.
 	view    *tableView
@@ -181,9 +182,9 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if w.changes, err = newChangeStage(&o, w.view.conformer().target, w.keys.spec); err != nil {
 		return nil, err
 	}
-	w.files = &fileEncoder{mem: env.mem, targetFileSize: o.files.targetFileSize, rowGroupRows: o.files.rowGroupRows,
-		keyNames: w.keys.names(), names: w.own.names,
-		log: env.log, limits: o.files.fanout.withDefaults()}
+	w.files = &encode.Encoder[*batch]{Mem: env.mem, TargetFileSize: o.files.targetFileSize, RowGroupRows: o.files.rowGroupRows,
+		KeyNames: w.keys.names(), Names: w.own.names.next,
+		Log: env.log, Limits: o.files.fanout.WithDefaults(), CoalesceRows: gatherRows}
 	w.keys.files = w.own.names
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short
@@ -328,11 +329,12 @@ func (w *Writer) failure(err error) error { return w.env.failure(err) }
 // Stats reports counters: rows, bytes, files, commits, retries, conflicts, buffered and uncommitted amounts.
 func (w *Writer) Stats() Stats {
 	p := w.pipe.state()
+	files, bytes := w.files.Stats()
 	return Stats{
 		RowsAccepted: p.rowsAccepted, BytesAccepted: p.bytesAccepted, Batches: p.batches, DiscardedRows: p.discarded,
 		BufferedRows: p.bufferedRows, BufferedBytes: p.bufferedBytes,
 		UncommittedBatches: p.uncommittedBatches, UncommittedRows: p.uncommittedRows, LastCommittedSeq: p.committed,
-		RowsCommitted: w.runs.rows.Load(), FilesWritten: w.files.files.Load(), BytesWritten: w.files.bytes.Load(),
+		RowsCommitted: w.runs.rows.Load(), FilesWritten: files, BytesWritten: bytes,
 		Commits: w.runs.commits.Load(), Retries: w.runs.retries.Load(), Conflicts: w.runs.conflicts.Load(),
 		DeleteFiles: w.runs.deleteFiles.Load(), FilesRewritten: w.runs.rewritten.Load(), Epoch: w.env.epoch,
 		ChangesSkipped: w.changes.skipped.Load(), OldestUncommitted: p.oldest, LastCommit: w.runs.lastCommit(),

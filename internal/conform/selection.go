@@ -17,7 +17,7 @@ import (
 // encoder. The rows kept of consecutive records are taken together, one copy per column over the records'
 // columns (takeDirectChunks, or compute.Take over them as one chunked array for the layouts it does not copy),
 // into records of up to arrowx.RecordRows rows: one copy, where filtering each record and then joining the small ones
-// (fileEncoder.coalesce) made two, and one call per column for many records instead of one per record. A record kept whole with no selection open before it passes as it
+// (the encoder's coalescing, encode.Encoder) made two, and one call per column for many records instead of one per record. A record kept whole with no selection open before it passes as it
 // is (the encoder joins small ones). Records with a column type the chunked take does not cover (anything but
 // fixed-width primitives, strings and binaries) are filtered one by one. Rows keep their order.
 type RowSelection struct {

@@ -1,4 +1,8 @@
-// Package encode holds how the writer lays out the Parquet files it writes: the write batch that keeps each
-// column's dictionary check working (WriteBatchRows) and the bloom filters on key columns (KeyBloomProperties).
-// The encoder itself (fan-out, held files, bulk files) still lives in the root package.
+// Package encode writes a batch's rows as Parquet data files (Encoder): iceberg-go's rolling writer with the
+// table's partitioning, a batch's rows grouped by partition and written in chunks (fan-out), an unpartitioned
+// batch cut into parts written at once, and in a Router's bulk phase files kept open across batches (bulk
+// files). It also holds the packed metadata of files held until their commit (PackedFiles), the write batch
+// that keeps each column's dictionary check working (WriteBatchRows) and the bloom filters on key columns
+// (KeyBloomProperties). It never calls back into its caller: the caller passes what a batch holds (Batch) and
+// reads what was written (Written, and Bulk for the bulk files).
 package encode

@@ -1,8 +1,9 @@
-package iceberg
+package encode
 
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 )
 
 // TestGroupPartitions: a batch's rows grouped by partition through the spec's transforms (identity, the int32
@@ -93,18 +95,18 @@ func TestGroupPartitions(t *testing.T) {
 			return fmt.Sprint(n, int64(ts.Value(r))/day)
 		}, -1},
 	} {
-		isc, spec, err := buildCreateSchema(sc, &createOptions{partitionBy: c.by})
+		isc, spec, err := partitionedBy(sc, c.by...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, ok := groupPartitions(*spec, isc, rec)
+		g, ok := GroupPartitions(*spec, isc, rec)
 		if !ok {
 			t.Fatalf("%v: not grouped", c.by)
 		}
 		seen := make([]bool, rows)
 		parts := map[string]int{}
-		for p := range g.count() {
-			rs := g.rows(p)
+		for p := range g.Count() {
+			rs := g.Rows(p)
 			if len(rs) == 0 || !slices.IsSorted(rs) {
 				t.Fatalf("%v: partition %d rows %v: empty or out of record order", c.by, p, rs)
 			}
@@ -126,27 +128,27 @@ func TestGroupPartitions(t *testing.T) {
 		if slices.Contains(seen, false) {
 			t.Fatalf("%v: a row is in no group", c.by)
 		}
-		if c.largest >= 0 && g.largest() != c.largest {
-			t.Errorf("%v: largest partition %d rows, want %d", c.by, g.largest(), c.largest)
+		if c.largest >= 0 && g.Largest() != c.largest {
+			t.Errorf("%v: largest partition %d rows, want %d", c.by, g.Largest(), c.largest)
 		}
 	}
-	isc, spec, err := buildCreateSchema(sc, &createOptions{partitionBy: []string{"identity(tags)"}})
+	isc, spec, err := partitionedBy(sc, "identity(tags)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := groupPartitions(*spec, isc, rec); ok {
+	if _, ok := GroupPartitions(*spec, isc, rec); ok {
 		t.Fatal("a list partition source was grouped")
 	}
 }
 
-// TestFanoutChunks: chunks are sets of whole partitions, largest first, cut at fanoutChunkPartitions
-// partitions, fanoutChunkRows rows (a larger partition alone) or a partition under half the chunk's largest.
+// TestFanoutChunks: chunks are sets of whole partitions, largest first, cut at FanoutChunkPartitions
+// partitions, FanoutChunkRows rows (a larger partition alone) or a partition under half the chunk's largest.
 func TestFanoutChunks(t *testing.T) {
-	sizes := []int{3, fanoutChunkRows + 5, 2}
-	for range fanoutChunkPartitions + 10 {
+	sizes := []int{3, FanoutChunkRows + 5, 2}
+	for range FanoutChunkPartitions + 10 {
 		sizes = append(sizes, 1)
 	}
-	g := &partitionGroups{}
+	g := &PartitionGroups{}
 	at := 0
 	for _, n := range sizes {
 		for range n {
@@ -155,7 +157,7 @@ func TestFanoutChunks(t *testing.T) {
 		at += n
 		g.ends = append(g.ends, at)
 	}
-	got := fanoutChunks(g, fanoutChunkPartitions)
+	got := FanoutChunks(g, FanoutChunkPartitions)
 	ones := func(from, to int) []int {
 		var ps []int
 		for p := from; p < to; p++ {
@@ -163,15 +165,42 @@ func TestFanoutChunks(t *testing.T) {
 		}
 		return ps
 	}
-	want := []fanoutChunk{
-		{parts: []int{1}, rows: fanoutChunkRows + 5, largest: fanoutChunkRows + 5},
-		{parts: []int{0, 2}, rows: 5, largest: 3},
-		{parts: ones(3, 3+fanoutChunkPartitions), rows: fanoutChunkPartitions, largest: 1},
-		{parts: ones(3+fanoutChunkPartitions, len(sizes)), rows: 10, largest: 1},
+	want := []FanoutChunk{
+		{Parts: []int{1}, Rows: FanoutChunkRows + 5, Largest: FanoutChunkRows + 5},
+		{Parts: []int{0, 2}, Rows: 5, Largest: 3},
+		{Parts: ones(3, 3+FanoutChunkPartitions), Rows: FanoutChunkPartitions, Largest: 1},
+		{Parts: ones(3+FanoutChunkPartitions, len(sizes)), Rows: 10, Largest: 1},
 	}
-	if !slices.EqualFunc(got, want, func(a, b fanoutChunk) bool {
-		return slices.Equal(a.parts, b.parts) && a.rows == b.rows && a.largest == b.largest
+	if !slices.EqualFunc(got, want, func(a, b FanoutChunk) bool {
+		return slices.Equal(a.Parts, b.Parts) && a.Rows == b.Rows && a.Largest == b.Largest
 	}) {
 		t.Fatalf("chunks %+v,\nwant %+v", got, want)
 	}
+}
+
+// partitionedBy is sc as an Iceberg schema of fresh field ids, partitioned by the fields written as PartitionBy
+// takes them ("day(ts)", "bucket(16, id)", "truncate(2, name)").
+func partitionedBy(sc *arrow.Schema, by ...string) (*ice.Schema, *ice.PartitionSpec, error) {
+	isc, err := table.ArrowSchemaToIcebergWithFreshIDs(sc, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	var opts []ice.PartitionOption
+	for _, expr := range by {
+		name, args, _ := strings.Cut(strings.TrimSuffix(expr, ")"), "(")
+		col, tr := args, name
+		if n, c, ok := strings.Cut(args, ", "); ok {
+			col, tr = c, name+"["+n+"]"
+		}
+		transform, err := ice.ParseTransform(tr)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, ice.AddPartitionFieldByName(col, col+"_"+name, transform, isc, nil))
+	}
+	spec, err := ice.NewPartitionSpecOpts(opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return isc, &spec, nil
 }

@@ -1,11 +1,10 @@
-package iceberg
+package encode
 
 import (
 	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -14,11 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	ice "github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/arrowx"
-	"github.com/icewriter/iceberg/internal/keyindex"
-	"golang.org/x/sync/errgroup"
-	"golang.org/x/sync/semaphore"
 )
 
 // Writing a batch that spans many partitions. iceberg-go's clustered writer takes one partition at a time (one
@@ -28,68 +23,70 @@ import (
 // rows by partition itself and hands iceberg-go chunks of whole partitions, each chunk a call of its own (its
 // state is freed when it returns), several chunks at once.
 const (
-	// fanoutChunkPartitions and fanoutChunkRows close a chunk: at this many partitions, or before a partition
+	// FanoutChunkPartitions and FanoutChunkRows close a chunk: at this many partitions, or before a partition
 	// that would take it over this many rows (a larger partition is a chunk of its own).
-	fanoutChunkPartitions = 512
-	fanoutChunkRows       = 32 * 1024
-	// fanoutWarnPartitions is the partitions of one batch above which the writer warns (once): every commit
+	FanoutChunkPartitions = 512
+	FanoutChunkRows       = 32 * 1024
+	// FanoutWarnPartitions is the partitions of one batch above which the writer warns (once): every commit
 	// then adds at least this many data files.
-	fanoutWarnPartitions = 1000
+	FanoutWarnPartitions = 1000
 )
 
-// fanoutLimits are the chunk and warning thresholds; tests lower them (zero: the constants above).
-type fanoutLimits struct {
-	chunkPartitions, warnPartitions int
+// FanoutLimits are the chunk and warning thresholds; tests lower them (zero: the constants above).
+type FanoutLimits struct {
+	ChunkPartitions, WarnPartitions int
 }
 
-func (l fanoutLimits) withDefaults() fanoutLimits {
-	if l.chunkPartitions <= 0 {
-		l.chunkPartitions = fanoutChunkPartitions
+// WithDefaults fills the zero limits with the constants above.
+func (l FanoutLimits) WithDefaults() FanoutLimits {
+	if l.ChunkPartitions <= 0 {
+		l.ChunkPartitions = FanoutChunkPartitions
 	}
-	if l.warnPartitions <= 0 {
-		l.warnPartitions = fanoutWarnPartitions
+	if l.WarnPartitions <= 0 {
+		l.WarnPartitions = FanoutWarnPartitions
 	}
 	return l
 }
 
-// partitionGroups is a record's rows grouped by partition: order lists the row numbers partition after
+// PartitionGroups is a record's rows grouped by partition: order lists the row numbers partition after
 // partition (partitions in the order of their first row, rows in record order), ends[p] is where partition p's
 // rows end in order.
-type partitionGroups struct {
+type PartitionGroups struct {
 	order []int32
 	ends  []int
 }
 
-func (g *partitionGroups) count() int { return len(g.ends) }
+// Count is the number of partitions.
+func (g *PartitionGroups) Count() int { return len(g.ends) }
 
 // start is where partition p's rows start in order.
-func (g *partitionGroups) start(p int) int {
+func (g *PartitionGroups) start(p int) int {
 	if p == 0 {
 		return 0
 	}
 	return g.ends[p-1]
 }
 
-// rows returns partition p's row numbers.
-func (g *partitionGroups) rows(p int) []int32 { return g.order[g.start(p):g.ends[p]] }
+// Rows returns partition p's row numbers.
+func (g *PartitionGroups) Rows(p int) []int32 { return g.order[g.start(p):g.ends[p]] }
 
-// largest is the row count of the largest partition.
-func (g *partitionGroups) largest() int {
+// Largest is the row count of the largest partition.
+func (g *PartitionGroups) Largest() int {
 	n := 0
 	for p := range g.ends {
-		n = max(n, len(g.rows(p)))
+		n = max(n, len(g.Rows(p)))
 	}
 	return n
 }
 
-// groupPartitions groups rec's rows by the partition the spec puts them in, through the spec's own transforms
+// GroupPartitions groups rec's rows by the partition the spec puts them in, through the spec's own transforms
 // (on the values arrowLiteral reads). ok is false when a partition source is not a top-level column of a type it
 // reads. The grouping only decides which rows go to one iceberg-go call: that call still splits its rows by
 // partition itself, so a group that mixed partitions would cost nothing, and a partition split over two groups
 // (where arrowLiteral's conversion of a value differs from iceberg-go's) one more file, never a row.
-func groupPartitions(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBatch) (*partitionGroups, bool) {
+func GroupPartitions(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBatch) (*PartitionGroups, bool) {
 	rows := int(rec.NumRows())
-	keyers, ok := partitionKeyers(spec, sc, rec)
+	keyers, ok := PartitionKeyers(spec, sc, rec)
 	if !ok {
 		return nil, false
 	}
@@ -128,13 +125,13 @@ func groupPartitions(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBat
 		order[next[p]] = int32(r)
 		next[p]++
 	}
-	return &partitionGroups{order: order, ends: ends}, true
+	return &PartitionGroups{order: order, ends: ends}, true
 }
 
-// partitionKeyers are the keyers of rec's partition values under spec, one per spec field; ok is false when a
+// PartitionKeyers are the keyers of rec's partition values under spec, one per spec field; ok is false when a
 // partition source is not a top-level column of rec.
-func partitionKeyers(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBatch) ([]partitionKeyer, bool) {
-	keyers := make([]partitionKeyer, 0, spec.NumFields())
+func PartitionKeyers(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBatch) ([]PartitionKeyer, bool) {
+	keyers := make([]PartitionKeyer, 0, spec.NumFields())
 	for _, f := range spec.Fields() {
 		name, ok := sc.FindColumnName(f.SourceID())
 		if !ok {
@@ -153,8 +150,8 @@ func partitionKeyers(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBat
 	return keyers, true
 }
 
-// takeRecordRows takes rows idx of rec, in that order, into a record of its own.
-func takeRecordRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, idx []int32) (arrow.RecordBatch, error) {
+// TakeRecordRows takes rows idx of rec, in that order, into a record of its own.
+func TakeRecordRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, idx []int32) (arrow.RecordBatch, error) {
 	ia := arrowx.Int32Array(mem, idx)
 	defer ia.Release()
 	taken, err := compute.Take(compute.WithAllocator(ctx, mem), *compute.DefaultTakeOptions(),
@@ -168,14 +165,14 @@ func takeRecordRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordB
 	return out, nil
 }
 
-// partitionKeyer appends the key of row r's partition value under one spec field to dst: distinct for distinct
+// PartitionKeyer appends the key of row r's partition value under one spec field to dst: distinct for distinct
 // partition values. ok is false for a value of a type it does not read.
-type partitionKeyer func(dst []byte, r int) ([]byte, bool)
+type PartitionKeyer func(dst []byte, r int) ([]byte, bool)
 
 // newPartitionKeyer keys a column of source type src under tr: identity on the common types and the int32
 // transforms (bucket, year, month, day, hour) through iceberg-go's own transformer without a literal per row,
 // anything else through the transform's Apply on arrowLiteral's literal.
-func newPartitionKeyer(col arrow.Array, src ice.Type, tr ice.Transform) partitionKeyer {
+func newPartitionKeyer(col arrow.Array, src ice.Type, tr ice.Transform) PartitionKeyer {
 	if _, ok := tr.(ice.VoidTransform); ok {
 		return func(dst []byte, _ int) ([]byte, bool) { return append(dst, 0), true }
 	}
@@ -279,7 +276,7 @@ func transformerValue(col arrow.Array, src ice.Type) func(r int) any {
 }
 
 // nullable keys a null as 0 and a value as 1 followed by value's bytes.
-func nullable(col arrow.Array, value func(dst []byte, r int) []byte) partitionKeyer {
+func nullable(col arrow.Array, value func(dst []byte, r int) []byte) PartitionKeyer {
 	return func(dst []byte, r int) ([]byte, bool) {
 		if col.IsNull(r) {
 			return append(dst, 0), true
@@ -288,8 +285,8 @@ func nullable(col arrow.Array, value func(dst []byte, r int) []byte) partitionKe
 	}
 }
 
-// partitionColumns names a spec's fields as PartitionBy spells them: "identity(user_id), day(ts)".
-func partitionColumns(spec ice.PartitionSpec, sc *ice.Schema) string {
+// PartitionColumns names a spec's fields as PartitionBy spells them: "identity(user_id), day(ts)".
+func PartitionColumns(spec ice.PartitionSpec, sc *ice.Schema) string {
 	var parts []string
 	for _, f := range spec.Fields() {
 		name, _ := sc.FindColumnName(f.SourceID())
@@ -298,133 +295,36 @@ func partitionColumns(spec ice.PartitionSpec, sc *ice.Schema) string {
 	return strings.Join(parts, ", ")
 }
 
-// fanoutChunk is a set of whole partitions of a batch's groups, written by one iceberg-go call.
-type fanoutChunk struct {
-	parts   []int // the partitions, largest first
-	rows    int
-	largest int // rows of its largest partition
+// FanoutChunk is a set of whole partitions of a batch's groups, written by one iceberg-go call.
+type FanoutChunk struct {
+	Parts   []int // the partitions, largest first
+	Rows    int
+	Largest int // rows of its largest partition
 }
 
-// fanoutChunks cuts the groups into chunks of at most maxParts partitions and, unless a single partition is
-// larger, fanoutChunkRows rows, taking the partitions largest first, a chunk's smallest at least half its
+// FanoutChunks cuts the groups into chunks of at most maxParts partitions and, unless a single partition is
+// larger, FanoutChunkRows rows, taking the partitions largest first, a chunk's smallest at least half its
 // largest: its key bloom filters, sized for its largest partition, fit every file it writes (a batch of one
 // large partition and many single rows does not give each single-row file the large one's filter).
-func fanoutChunks(g *partitionGroups, maxParts int) []fanoutChunk {
-	parts := make([]int, g.count())
+func FanoutChunks(g *PartitionGroups, maxParts int) []FanoutChunk {
+	parts := make([]int, g.Count())
 	for p := range parts {
 		parts[p] = p
 	}
-	slices.SortStableFunc(parts, func(a, b int) int { return cmp.Compare(len(g.rows(b)), len(g.rows(a))) })
-	var out []fanoutChunk
-	var c fanoutChunk
+	slices.SortStableFunc(parts, func(a, b int) int { return cmp.Compare(len(g.Rows(b)), len(g.Rows(a))) })
+	var out []FanoutChunk
+	var c FanoutChunk
 	for _, p := range parts {
-		n := len(g.rows(p))
-		if len(c.parts) > 0 && (len(c.parts) >= maxParts || c.rows+n > fanoutChunkRows || 2*n < c.largest) {
+		n := len(g.Rows(p))
+		if len(c.Parts) > 0 && (len(c.Parts) >= maxParts || c.Rows+n > FanoutChunkRows || 2*n < c.Largest) {
 			out = append(out, c)
-			c = fanoutChunk{}
+			c = FanoutChunk{}
 		}
-		c.parts = append(c.parts, p)
-		c.rows += n
-		c.largest = max(c.largest, n)
+		c.Parts = append(c.Parts, p)
+		c.Rows += n
+		c.Largest = max(c.Largest, n)
 	}
 	return append(out, c)
-}
-
-// writeFanout writes a partitioned batch (one record, owned by the caller) chunk by chunk. Up to GOMAXPROCS
-// chunks are written at once; each has one data file open at a time (iceberg-go's clustered writer), and the
-// rows their open files hold together stay within one row group (the chunk's largest partition, capped at the
-// row-group limit, is its weight), so a batch never buffers more for its files than a single writer would. A
-// chunk's rows are taken from the record into a record of their own, partition after partition; its key bloom
-// filters are sized for its largest partition. rows, when not nil, gets the order the files hold the rows in
-// (keyindex.RowMap).
-func (e *fileEncoder) writeFanout(ctx context.Context, tbl *table.Table, schema *arrow.Schema, rec arrow.RecordBatch,
-	g *partitionGroups, opts []table.WriteRecordOption, keep *packedFiles, rows *keyindex.RowMap) ([]ice.DataFile, error) {
-	chunks := fanoutChunks(g, e.limits.chunkPartitions)
-	if rows != nil {
-		// The files come chunk after chunk. One chunk is the record as it is: the clustered writer takes its
-		// partitions in the order of their first row (groupPartitions' order); several are each taken partition
-		// after partition in the chunk's order.
-		for _, c := range chunks {
-			parts := c.parts
-			if len(chunks) == 1 {
-				parts = make([]int, g.count())
-				for p := range parts {
-					parts[p] = p
-				}
-			}
-			for _, p := range parts {
-				rows.Add(g.rows(p))
-			}
-		}
-	}
-	// write writes one chunk's record (owned).
-	write := func(ctx context.Context, c fanoutChunk, part arrow.RecordBatch) ([]ice.DataFile, error) {
-		bt, err := e.writeTable(tbl, int64(c.largest), part)
-		if err != nil {
-			part.Release()
-			return nil, err
-		}
-		return e.writeRecord(ctx, bt, schema, part, append(opts[:len(opts):len(opts)],
-			table.WithWriteUUID(e.names.next())))
-	}
-	if len(chunks) == 1 {
-		// One chunk: the record as it is (the clustered writer groups its rows itself).
-		rec.Retain()
-		files, err := write(ctx, chunks[0], rec)
-		if err != nil {
-			return nil, err
-		}
-		return e.keep(files, keep)
-	}
-	// Each chunk's files are packed as soon as it is written (when keep is set): a part of 9,000 partitions
-	// would otherwise hold 9,000 DataFiles as built until its last chunk ends.
-	out := make([][]ice.DataFile, len(chunks))
-	packs := make([]*packedFiles, len(chunks))
-	budget := int64(e.rowGroupRows)
-	rowsSem := semaphore.NewWeighted(budget)
-	eg, ectx := errgroup.WithContext(ctx)
-	eg.SetLimit(runtime.GOMAXPROCS(0))
-	for i, c := range chunks {
-		weight := min(int64(c.largest), budget)
-		if err := rowsSem.Acquire(ectx, weight); err != nil {
-			break // a chunk failed (its error is the group's) or ctx ended
-		}
-		eg.Go(func() error {
-			defer rowsSem.Release(weight)
-			rows := make([]int32, 0, c.rows)
-			for _, p := range c.parts {
-				rows = append(rows, g.rows(p)...)
-			}
-			part, err := takeRecordRows(ectx, e.mem, rec, rows)
-			if err != nil {
-				return fmt.Errorf("iceberg: the rows of %d partitions: %w", len(c.parts), err)
-			}
-			files, err := write(ectx, c, part)
-			if err != nil {
-				return err
-			}
-			if keep != nil {
-				packs[i] = &packedFiles{spec: keep.spec, schema: keep.schema, version: keep.version}
-			}
-			out[i], err = e.keep(files, packs[i])
-			return err
-		})
-	}
-	if err := eg.Wait(); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if keep != nil {
-		for _, p := range packs {
-			if p != nil {
-				keep.merge(p)
-			}
-		}
-		return nil, nil
-	}
-	return slices.Concat(out...), nil
 }
 
 // arrowLiteral is the Iceberg literal of a column value; ok is false for a type it does not read.

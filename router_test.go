@@ -102,11 +102,14 @@ func TestRouterTablesMatchModel(t *testing.T) {
 		}
 	}
 	started := map[string]bool{}
-	// 300 calls: about 37 event batches (2,200 rows, the schema evolving after the first third) and some 50
-	// calls per kv table, several times the 128 KiB budget in all; the seed is new every run.
-	for i := 0; i < 300; i++ {
+	// 160 calls: about 20 event batches (1,200 rows, the schema evolving after the fourth) and some 28 calls
+	// per kv table, over twice the 128 KiB budget in all. ICEWRITER_SOAK=1: 300 calls, about 37 event batches
+	// (2,200 rows, the schema evolving after the first third) and some 50 calls per kv table. The seed is new
+	// every run.
+	calls, evolveAt := iceberg.SoakForTest(t, 160, 300), int64(iceberg.SoakForTest(t, 240, 750))
+	for i := 0; i < calls; i++ {
 		if rng.IntN(8) == 0 {
-			rec := eventBatch(g, 60, eventIDs >= 750)
+			rec := eventBatch(g, 60, eventIDs >= evolveAt)
 			maxRecord = max(maxRecord, recordBytes(rec))
 			eventIDs += rec.NumRows()
 			err := r.Write(ctx, events, rec)

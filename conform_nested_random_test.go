@@ -19,7 +19,8 @@ import (
 )
 
 // nestedRandomRecords is how many records TestNestedRandom generates: ICEWRITER_NESTED_RECORDS, else a number
-// that keeps the test a few seconds long. The figure the issue asks for is
+// that keeps the test a few seconds long: four tables (consecutive seeds, so one of them routes to a dead
+// letter), ten with ICEWRITER_SOAK=1. The figure the issue asks for is
 // ICEWRITER_NESTED_RECORDS=100000 go test -run TestNestedRandom -v .
 func nestedRandomRecords(t *testing.T) int {
 	if s := os.Getenv("ICEWRITER_NESTED_RECORDS"); s != "" {
@@ -32,7 +33,7 @@ func nestedRandomRecords(t *testing.T) int {
 	if testing.Short() {
 		return 500
 	}
-	return 2500 // ten tables; every run draws new seeds (runSeed), so runs add up to more
+	return iceberg.SoakForTest(t, 1000, 2500) // every run draws new seeds (runSeed), so runs add up to more
 }
 
 // nestedGen generates nested table schemas, caller schemas for them and rows, deterministically from a seed.

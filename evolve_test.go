@@ -395,6 +395,7 @@ func TestEvolveStructs(t *testing.T) {
 // and remove rows of the narrower files, in the same writer and after a reopen (the key index loaded from files
 // of both types), in merge-on-read and copy-on-write modes.
 func TestEvolvePromoteKey(t *testing.T) {
+	t.Parallel() // see TestMain
 	type step struct {
 		upsert, del []map[string]any
 	}

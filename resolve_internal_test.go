@@ -77,7 +77,8 @@ func TestResolveHashCollisions(t *testing.T) {
 // TestResolvePartialCollisions: with a key hash that collides often but not always (the id modulo m),
 // batches hold both kinds of shared hash resolve's table must tell apart by the key bytes: an inserted key
 // sharing a hash with an upserted one, and two upserted or deleted keys sharing one. Random inserts, upserts and deletes, all of a
-// round in one batch, read back as the sequential model on v2 (equality deletes) and v3 (deletion vectors).
+// round in one batch, read back as the sequential model on v2 (equality deletes) and v3 (deletion vectors): 10
+// rounds (ICEWRITER_SOAK=1: 20).
 func TestResolvePartialCollisions(t *testing.T) {
 	saved := resolveHash
 	defer func() { resolveHash = saved }()
@@ -94,7 +95,7 @@ func TestResolvePartialCollisions(t *testing.T) {
 				// hashPath counts batches where keyed keys never share a hash but a written row shares its hash
 				// with a key upserted or deleted after it.
 				hashPath := 0
-				for round := 0; round < 20; round++ {
+				for round := range soak(t, 10, 20) {
 					type row struct {
 						id    int64
 						keyed bool

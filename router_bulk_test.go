@@ -148,7 +148,8 @@ func TestRouterBulkKilledResumesExactlyOnce(t *testing.T) {
 	if rp.FromStart || from <= 0 {
 		t.Fatalf("resume point %+v: the killed process committed positions", rp)
 	}
-	total := from + 100_000 // the rest of the load: a few 1 MiB files more
+	// The rest of the load: a 1 MiB file spanning batches and a smaller one (ICEWRITER_SOAK=1: a few more).
+	total := from + int64(iceberg.SoakForTest(t, 30_000, 100_000))
 	t.Logf("killed after %d commits: %d files on disk, %d after the sweep; resuming after row %d", commits,
 		len(files), len(left), from)
 	bulkLoad(t, r, ident, from+1, total)

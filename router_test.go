@@ -69,8 +69,11 @@ func TestRouterTablesMatchModel(t *testing.T) {
 	cat := openCatalog(t)
 	existing := table.Identifier{"db", "kv_open"}
 	createTable(t, ctx, cat, existing, kvSchema, iceberg.IdentifierFields("id"))
+	// The calls, the event rows after which the schema evolves, and the budget: half of each by default.
+	calls, evolveAt := iceberg.SoakForTest(t, 160, 300), int64(iceberg.SoakForTest(t, 240, 750))
+	budget := int64(iceberg.SoakForTest(t, 64<<10, 128<<10))
 	r, err := iceberg.NewRouter(cat,
-		iceberg.WithWriterOptions(iceberg.WithMemoryLimit(128<<10), iceberg.WithFlushRows(1<<30),
+		iceberg.WithWriterOptions(iceberg.WithMemoryLimit(budget), iceberg.WithFlushRows(1<<30),
 			iceberg.WithFlushBytes(1<<40), iceberg.WithFlushInterval(0), iceberg.WithSchemaEvolution()),
 		iceberg.WithTableConfig(keyedTables))
 	if err != nil {
@@ -102,11 +105,13 @@ func TestRouterTablesMatchModel(t *testing.T) {
 		}
 	}
 	started := map[string]bool{}
-	// 300 calls: about 37 event batches (2,200 rows, the schema evolving after the first third) and some 50
-	// calls per kv table, several times the 128 KiB budget in all; the seed is new every run.
-	for i := 0; i < 300; i++ {
+	// 160 calls: about 20 event batches (1,200 rows, the schema evolving after the fourth) and some 28 calls
+	// per kv table, several times the 64 KiB budget in all. ICEWRITER_SOAK=1: 300 calls, about 37 event batches
+	// (2,200 rows, the schema evolving after the first third) and some 50 calls per kv table, several times the
+	// 128 KiB budget. The seed is new every run.
+	for i := 0; i < calls; i++ {
 		if rng.IntN(8) == 0 {
-			rec := eventBatch(g, 60, eventIDs >= 750)
+			rec := eventBatch(g, 60, eventIDs >= evolveAt)
 			maxRecord = max(maxRecord, recordBytes(rec))
 			eventIDs += rec.NumRows()
 			err := r.Write(ctx, events, rec)

@@ -9,37 +9,45 @@ import (
 	"github.com/icewriter/iceberg/internal/seed"
 )
 
-// TestSmallFileCompaction: 70 tiny commits to a table the writer created end in far fewer live files (merged by
-// size tier inside the commit loop), every row read back once.
+// TestSmallFileCompaction: tiny commits to a table the writer created end in far fewer live files (merged by
+// size tier inside the commit loop), every row read back once: two passes, every 8 commits (ICEWRITER_SOAK=1:
+// the default, every 32, over 70 commits).
 func TestSmallFileCompaction(t *testing.T) {
 	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"small", "files"}
 	passes := &compactionPasses{ended: make(chan struct{}, 4)}
-	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithHooks(passes))
+	every := iceberg.SoakForTest(t, 8, 32)
+	// Two passes; one alone leaves more than the limit: the newer commits plus the merged files.
+	commits, limit := 2*every+6, iceberg.SoakForTest(t, 10, 30)
+	opts := []iceberg.Option{iceberg.WithCreate(seed.Schema), iceberg.WithHooks(passes)}
+	if every != 32 { // the soak runs the default
+		opts = append(opts, iceberg.WithSmallFileCompactionEvery(every))
+	}
+	w, err := iceberg.NewWriter(ctx, cat, ident, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := seed.New(0, 1)
-	for i := 0; i < 70; i++ { // two passes of the default compaction, every 32 commits: one alone leaves over 30 files
+	for i := 0; i < commits; i++ {
 		writeSeed(t, w, g, 20)
 		if err := w.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Passes run off the commit path, so Close can come before the pass due at commit 64 ran (the test failed
+	// Passes run off the commit path, so Close can come before the second pass ran (the test failed
 	// about one run in four under load): wait for both to end, as they would in a stream that goes on.
 	passes.wait(t, 2)
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	_, tasks := liveDataFiles(t, cat, ident)
-	if len(tasks) > 30 {
-		t.Fatalf("%d live data files after 70 commits, want the small ones merged", len(tasks))
+	if len(tasks) > limit {
+		t.Fatalf("%d live data files after %d commits, want the small ones merged (at most %d)", len(tasks), commits, limit)
 	}
 	counts, _ := readRows(t, cat, ident)
-	assertIDs(t, counts, 0, 1400)
+	assertIDs(t, counts, 0, int64(commits*20))
 
 	// Off on request.
 	off, err := iceberg.NewWriter(ctx, cat, table.Identifier{"small", "off"}, iceberg.WithCreate(seed.Schema),

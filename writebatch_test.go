@@ -19,6 +19,7 @@ import (
 // read back as written. With iceberg-go's 20,000-row write batch the info column filled a data page before the
 // cost-based fallback could run, and wrote its dictionary page.
 func TestDistinctStringsDropTheirDictionary(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	rec := seed.New(0, 7).Batch(20_000)
 	defer rec.Release()

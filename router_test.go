@@ -63,7 +63,7 @@ func keyedTables(_ context.Context, ident table.Identifier, _ *arrow.Schema) (ic
 // exceeded by more than one record, and the per-table stats add up.
 func TestRouterTablesMatchModel(t *testing.T) {
 	t.Parallel() // a long test that mostly waits: see TestMain
-	// A deadlock fails, not hangs..
+	// A deadlock fails, not hangs.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cat := openCatalog(t)

@@ -71,7 +71,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	if rec == nil {
 		return fmt.Errorf("iceberg: nil record batch")
 	}
-	if err := checkNames(rec.Schema()); err != nil {
+	if err := conform.CheckNames(rec.Schema()); err != nil {
 		return err
 	}
 	lay, err := w.changes.layout(rec.Schema(), ks)
@@ -185,7 +185,7 @@ func (w *Writer) acceptChanges(ctx context.Context, source string, del, ups keye
 func checkKnown(target, in *arrow.Schema) error {
 	for _, f := range in.Fields() {
 		if len(target.FieldIndices(f.Name)) == 0 {
-			return columnErr(f.Name, ErrUnknownColumn, "table columns are %s", fieldNames(target))
+			return columnErr(f.Name, ErrUnknownColumn, "table columns are %s", conform.FieldNames(target))
 		}
 	}
 	return nil
@@ -245,7 +245,7 @@ func upsertRecord(ctx context.Context, conf *conformer, data arrow.RecordBatch, 
 	if len(plan.upserts) == 0 {
 		return nil, nil, 0, nil, nil
 	}
-	if rec, size, ok := conf.keepRows(data, plan.upserts); ok {
+	if rec, size, ok := conf.KeepRows(data, plan.upserts); ok {
 		return rec, plan.upserts, size, nil, nil
 	}
 	rec, size, dead, err = conformUpserts(ctx, conf, data, plan)
@@ -259,16 +259,16 @@ func conformUpserts(ctx context.Context, conf *conformer, data arrow.RecordBatch
 	var dead []int64
 	var err error
 	if len(plan.upserts) == int(data.NumRows()) {
-		out, size, dead, err = conf.conform(ctx, data)
+		out, size, dead, err = conf.Conform(ctx, data)
 	} else {
-		taken, terr := conform.NewRowTaker(ctx, conf.mem).Record(data, plan.upserts)
+		taken, terr := conform.NewRowTaker(ctx, conf.Mem()).Record(data, plan.upserts)
 		if terr != nil {
 			return nil, 0, nil, fmt.Errorf("iceberg: take the upserted rows: %w", terr)
 		}
 		defer taken.Release()
 		// The rows were copied into the writer's memory already: the conformed record may share those buffers
 		// (a view keeps them alive) instead of copying them a second time.
-		out, size, dead, err = conf.conformView(ctx, taken)
+		out, size, dead, err = conf.ConformView(ctx, taken)
 	}
 	if err != nil {
 		return nil, 0, nil, err

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/icewriter/iceberg/internal/commit"
-	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
+	"github.com/icewriter/iceberg/internal/conform"
 )
 
 var (
@@ -48,29 +48,19 @@ var (
 
 // Errors that ColumnError wraps, for errors.Is.
 var (
-	ErrUnknownColumn  = errors.New("no such column in the table")
-	ErrTypeMismatch   = keyenc.ErrTypeMismatch
-	ErrNullInRequired = errors.New("null in a required column")
-	ErrMissingColumn  = errors.New("required column missing")
+	ErrUnknownColumn  = conform.ErrUnknownColumn
+	ErrTypeMismatch   = conform.ErrTypeMismatch
+	ErrNullInRequired = conform.ErrNullInRequired
+	ErrMissingColumn  = conform.ErrMissingColumn
 )
 
-// ColumnError names the column that a row or batch could not be written to.
-type ColumnError struct {
-	Column string
-	Err    error
-}
+// ColumnError names the column that a row or batch could not be written to. It is the conform package's type
+// (an alias), so errors.As finds the errors that package returns.
+type ColumnError = conform.ColumnError
 
-// Error names the column and the reason.
-func (e *ColumnError) Error() string { return fmt.Sprintf("iceberg: column %q: %v", e.Column, e.Err) }
-
-// Unwrap returns the reason.
-func (e *ColumnError) Unwrap() error { return e.Err }
-
+// columnErr returns a *ColumnError for col wrapping err, with format and args appended when format is set.
 func columnErr(col string, err error, format string, args ...any) error {
-	if format == "" {
-		return &ColumnError{Column: col, Err: err}
-	}
-	return &ColumnError{Column: col, Err: fmt.Errorf("%w: "+format, append([]any{err}, args...)...)}
+	return conform.ColumnErr(col, err, format, args...)
 }
 
 // optionErr reports a bad option value, naming the option.

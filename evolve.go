@@ -14,6 +14,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/icewriter/iceberg/internal/commit"
+	"github.com/icewriter/iceberg/internal/conform"
 )
 
 // WithSchemaEvolution lets Write, Upsert, WriteStructs and UpsertStructs change the table's schema to take their
@@ -383,7 +384,7 @@ func defaultValue(typ ice.Type, lit ice.Literal) (any, error) {
 }
 
 // errEvolve wraps the failure of a schema change.
-var errEvolve = errors.New("iceberg: schema evolution")
+var errEvolve = conform.ErrEvolve
 
 // evolveSchema commits the changes plan asks for, synchronously and before any data that needs them is encoded,
 // in the commit queue (pipeline.enterQueue) so that no commit of this writer interleaves. It goes through the writer's transaction

@@ -16,7 +16,7 @@ func BenchmarkEvolveForSeen(b *testing.B) {
 		{Name: "ts", Type: arrow.FixedWidthTypes.Timestamp_us, Nullable: true}}
 	target := arrow.NewSchema(fields, nil)
 	w := &Writer{view: newTableView(memory.DefaultAllocator, &conformHooks{})}
-	w.view.conf = &conformer{target: target, mem: memory.DefaultAllocator, hooks: w.view.hooks}
+	w.view.conf = w.view.newConformer(target, nil)
 	conf := w.view.conformer()
 	in := arrow.NewSchema(fields, nil)
 	w.view.evo.remember(in, in.Fingerprint(), &seenEntry{target: target, conf: conf})

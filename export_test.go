@@ -22,8 +22,8 @@ func WithQuickRetriesForTest() Option {
 // DeadLetterWired reports whether the writer's base conformer routes bad Arrow rows to WithDeadLetter without
 // schema evolution (the view must build its conformers with the writer's hooks).
 func DeadLetterWired(w *Writer) bool {
-	c := w.view.conformer()
-	return c.hooks != nil && c.hooks.deadLetter != nil
+	h := w.view.conformer().Hooks()
+	return h != nil && h.DeadLetter != nil
 }
 
 // OrphanSweepDone returns a channel closed once the removal of the writer ID's orphans that NewWriter started

@@ -27,7 +27,7 @@ type gather struct {
 	kind   opKind
 	source string
 	rows   int64
-	bytes  int64          // what the memory limit counts for the rows (viewSize of what was appended)
+	bytes  int64          // what the memory limit counts for the rows (arrowx.ViewSize of what was appended)
 	undo   []*versionUndo // the undo of the calls gathered (batchRecord.undo)
 }
 
@@ -201,54 +201,11 @@ func appendArray(b array.Builder, a arrow.Array) {
 	}
 }
 
-// viewSize is the bytes a copy of the array's rows holds (validity counted as if present). A view of a few
-// rows of a larger batch shares that batch's buffers, which arraySize would count whole.
-func viewSize(a arrow.Array) int64 {
-	n := int64(a.Len())
-	if n == 0 {
-		return 0
-	}
-	size := (n + 7) / 8
-	switch a := a.(type) {
-	case *array.Struct:
-		for f := range a.NumField() {
-			size += viewSize(a.Field(f))
-		}
-	case array.ListLike:
-		size += (n + 1) * 8
-		start, _ := a.ValueOffsets(0)
-		_, end := a.ValueOffsets(int(n - 1))
-		vals := array.NewSlice(a.ListValues(), start, end)
-		size += viewSize(vals)
-		vals.Release()
-	case *array.String:
-		size += offsetsSize(n, 4, a.ValueOffsets())
-	case *array.Binary:
-		size += offsetsSize(n, 4, a.ValueOffsets())
-	case *array.LargeString:
-		size += offsetsSize(n, 8, a.ValueOffsets())
-	case *array.LargeBinary:
-		size += offsetsSize(n, 8, a.ValueOffsets())
-	default:
-		if fw, ok := a.DataType().(arrow.FixedWidthDataType); ok {
-			size += (n*int64(fw.BitWidth()) + 7) / 8
-		} else {
-			size += arrowx.ArraySize(a.Data())
-		}
-	}
-	return size
-}
-
-// offsetsSize is the bytes of n variable-length values: their offsets and the data they span.
-func offsetsSize[T int32 | int64](n, width int64, offs []T) int64 {
-	return (n+1)*width + int64(offs[n]-offs[0])
-}
-
-// recordViewSize is viewSize over a record's columns.
+// recordViewSize is arrowx.ViewSize over a record's columns.
 func recordViewSize(rec arrow.RecordBatch) int64 {
 	var n int64
 	for _, c := range rec.Columns() {
-		n += viewSize(c)
+		n += arrowx.ViewSize(c)
 	}
 	return n
 }

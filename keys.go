@@ -255,7 +255,7 @@ func resolveKeys(tbl *table.Table, target *arrow.Schema, o *options) (*keySpec, 
 		f, ok := sc.FindFieldByName(n)
 		idx := target.FieldIndices(n)
 		if !ok || len(idx) == 0 {
-			return nil, columnErr(n, ErrUnknownColumn, "WithKeys: table columns are %s", fieldNames(target)), nil
+			return nil, columnErr(n, ErrUnknownColumn, "WithKeys: table columns are %s", conform.FieldNames(target)), nil
 		}
 		if err := keyenc.CheckType(target.Field(idx[0]).Type); err != nil {
 			return nil, columnErr(n, err, ""), nil

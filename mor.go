@@ -107,7 +107,7 @@ func (w *Writer) delete(ctx context.Context, source string, keys arrow.RecordBat
 			release()
 			return columnErr(name, ErrMissingColumn, "Delete needs every key column %v", ks.names)
 		}
-		col, err := conf.column(ctx, ks.schemaFor(conf.target).Field(i), keys.Schema().Field(idx[0]), keys.Column(idx[0]))
+		col, err := conf.Column(ctx, ks.schemaFor(conf.target).Field(i), keys.Schema().Field(idx[0]), keys.Column(idx[0]))
 		if err != nil {
 			release()
 			return err

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/icewriter/iceberg/internal/conform"
 	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/shred"
 )
@@ -77,7 +78,7 @@ type structRow struct {
 // are returned apart (rec is nil when no row could be).
 func structsToBatch[T any](ctx context.Context, s *structStage, rows []T) (arrow.RecordBatch, []structRow, error) {
 	fixed := map[string]bool{} // columns schema evolution could not relax
-	for range maxConformRetries {
+	for range conform.MaxRetries {
 		sc, conv, err := converterFor[T](ctx, s)
 		if err != nil {
 			return nil, nil, err
@@ -96,7 +97,7 @@ func structsToBatch[T any](ctx context.Context, s *structStage, rows []T) (arrow
 			fixed[relaxCol] = true
 		}
 	}
-	return nil, nil, fmt.Errorf("%w: more than %d schema changes for one call", errEvolve, maxConformRetries)
+	return nil, nil, fmt.Errorf("%w: more than %d schema changes for one call", errEvolve, conform.MaxRetries)
 }
 
 // convertRows runs the converter. A row-level error is returned as relaxCol when schema evolution may relax its

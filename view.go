@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/scalar"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/conform"
 )
 
 // tableView is the table as the writer last saw it (after its latest commit, schema change or reload) and the
@@ -23,6 +24,9 @@ type tableView struct {
 	mem   memory.Allocator
 	hooks *conformHooks // given to every conformer it builds (nil: every problem fails the call)
 	evo   evoState
+
+	// conformHooks are hooks as the conform package takes them (nil when hooks is).
+	conformHooks *conform.Hooks
 
 	mu   sync.Mutex
 	tbl  *table.Table
@@ -39,7 +43,25 @@ type conformHooks struct {
 }
 
 func newTableView(mem memory.Allocator, hooks *conformHooks) *tableView {
-	return &tableView{mem: mem, hooks: hooks}
+	v := &tableView{mem: mem, hooks: hooks}
+	if hooks != nil {
+		// hooks.relax may be set after the view is built (the Writer's own method), so it is read per call;
+		// deadLetter is fixed when hooks are made, and conform bisects a batch only when it is set.
+		v.conformHooks = &conform.Hooks{
+			DeadLetter: hooks.deadLetter,
+			Relax: func(ctx context.Context, c *conform.Conformer, path []string) (*conform.Conformer, bool, error) {
+				if hooks.relax == nil {
+					return nil, false, nil
+				}
+				next, changed, err := hooks.relax(ctx, &conformer{Conformer: c, target: c.Target()}, path)
+				if next == nil {
+					return nil, changed, err
+				}
+				return next.Conformer, changed, err
+			},
+		}
+	}
+	return v
 }
 
 // set installs tbl; the conformer is rebuilt only when the table's Arrow schema changed, so that the schema
@@ -56,8 +78,8 @@ func (v *tableView) set(tbl *table.Table) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.tbl = tbl
-	if v.conf == nil || !v.conf.target.Equal(as) || !sameDefaults(v.conf.defaults, defaults) {
-		v.conf = &conformer{target: as, defaults: defaults, mem: v.mem, hooks: v.hooks, gathers: gatherable(as)}
+	if v.conf == nil || !v.conf.target.Equal(as) || !sameDefaults(v.conf.Defaults(), defaults) {
+		v.conf = v.newConformer(as, defaults)
 	}
 	return nil
 }

@@ -61,3 +61,46 @@ func Concat(c *arrow.Chunked) (arrow.Array, error) {
 	}
 	return array.Concatenate(c.Chunks(), memory.DefaultAllocator)
 }
+
+// ViewSize is the bytes a copy of the array's rows holds (validity counted as if present). A view of a few
+// rows of a larger batch shares that batch's buffers, which ArraySize would count whole.
+func ViewSize(a arrow.Array) int64 {
+	n := int64(a.Len())
+	if n == 0 {
+		return 0
+	}
+	size := (n + 7) / 8
+	switch a := a.(type) {
+	case *array.Struct:
+		for f := range a.NumField() {
+			size += ViewSize(a.Field(f))
+		}
+	case array.ListLike:
+		size += (n + 1) * 8
+		start, _ := a.ValueOffsets(0)
+		_, end := a.ValueOffsets(int(n - 1))
+		vals := array.NewSlice(a.ListValues(), start, end)
+		size += ViewSize(vals)
+		vals.Release()
+	case *array.String:
+		size += offsetsSize(n, 4, a.ValueOffsets())
+	case *array.Binary:
+		size += offsetsSize(n, 4, a.ValueOffsets())
+	case *array.LargeString:
+		size += offsetsSize(n, 8, a.ValueOffsets())
+	case *array.LargeBinary:
+		size += offsetsSize(n, 8, a.ValueOffsets())
+	default:
+		if fw, ok := a.DataType().(arrow.FixedWidthDataType); ok {
+			size += (n*int64(fw.BitWidth()) + 7) / 8
+		} else {
+			size += ArraySize(a.Data())
+		}
+	}
+	return size
+}
+
+// offsetsSize is the bytes of n variable-length values: their offsets and the data they span.
+func offsetsSize[T int32 | int64](n, width int64, offs []T) int64 {
+	return (n+1)*width + int64(offs[n]-offs[0])
+}

@@ -1,4 +1,4 @@
-package iceberg
+package conform
 
 import (
 	"context"
@@ -23,13 +23,13 @@ import (
 // means every slot is: the common case, which costs no bitmap at all. Only structs pass a mask down: a list or
 // map keeps just the elements of its slots that are data (listElements), so its children need none.
 
-// convert returns col as an array of the field's layout (the caller copies it and gives it the table's exact
+// Convert returns col as an array of the field's layout (the caller copies it and gives it the table's exact
 // type with retype), possibly sharing the caller's buffers. mask says which slots of col are data. Struct fields
 // are matched by name (missing optional ones filled with nulls), lists of any kind become the table's list
 // holding only the elements of its slots that are data, map keys and values are converted like any field, and
 // primitives take the lossless casts of castable. path names the field in Iceberg's terms (list elements
 // "element", map entries "key" and "value") for errors and for relaxing the field.
-func (c *conformer) convert(ctx context.Context, path []string, tf arrow.Field, col arrow.Array, mask []byte) (arrow.Array, error) {
+func (c *Conformer) Convert(ctx context.Context, path []string, tf arrow.Field, col arrow.Array, mask []byte) (arrow.Array, error) {
 	if !tf.Nullable {
 		if n := nullsInData(col, mask); n > 0 {
 			return nil, rowErr(path, true, ErrNullInRequired, "%d null value(s)", n)
@@ -37,7 +37,7 @@ func (c *conformer) convert(ctx context.Context, path []string, tf arrow.Field, 
 	}
 	inType := col.DataType()
 	mismatch := func() error {
-		return columnErr(strings.Join(path, "."), ErrTypeMismatch, "got %s, the table has %s", inType, tf.Type)
+		return ColumnErr(strings.Join(path, "."), ErrTypeMismatch, "got %s, the table has %s", inType, tf.Type)
 	}
 	switch tt := tf.Type.(type) {
 	case *arrow.StructType:
@@ -84,13 +84,13 @@ func (c *conformer) convert(ctx context.Context, path []string, tf arrow.Field, 
 
 // convertStruct builds the table's struct from the caller's by field name. The struct's children are already
 // sliced to its offset and length by arrow-go (array.Struct.Field).
-func (c *conformer) convertStruct(ctx context.Context, path []string, tt *arrow.StructType, sa *array.Struct, mask []byte) (arrow.Array, error) {
+func (c *Conformer) convertStruct(ctx context.Context, path []string, tt *arrow.StructType, sa *array.Struct, mask []byte) (arrow.Array, error) {
 	st := sa.DataType().(*arrow.StructType)
 	n := sa.Len()
 	for _, f := range st.Fields() {
 		if _, ok := tt.FieldIdx(f.Name); !ok {
-			return nil, columnErr(strings.Join(append(slices.Clone(path), f.Name), "."), ErrUnknownColumn,
-				"the table's struct has fields %s", fieldNames(arrow.NewSchema(tt.Fields(), nil)))
+			return nil, ColumnErr(strings.Join(append(slices.Clone(path), f.Name), "."), ErrUnknownColumn,
+				"the table's struct has fields %s", FieldNames(arrow.NewSchema(tt.Fields(), nil)))
 		}
 	}
 	children := make([]arrow.ArrayData, tt.NumFields())
@@ -101,7 +101,7 @@ func (c *conformer) convertStruct(ctx context.Context, path []string, tt *arrow.
 		idx, ok := st.FieldIdx(cf.Name)
 		if !ok {
 			if !cf.Nullable {
-				return nil, columnErr(strings.Join(cpath, "."), ErrMissingColumn, "the batch's struct has no such field")
+				return nil, ColumnErr(strings.Join(cpath, "."), ErrMissingColumn, "the batch's struct has no such field")
 			}
 			nulls := array.MakeArrayOfNull(c.mem, cf.Type, n)
 			children[i] = nulls.Data()
@@ -109,7 +109,7 @@ func (c *conformer) convertStruct(ctx context.Context, path []string, tt *arrow.
 			nulls.Release()
 			continue
 		}
-		conv, err := c.convert(ctx, cpath, cf, sa.Field(idx), childMask)
+		conv, err := c.Convert(ctx, cpath, cf, sa.Field(idx), childMask)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +128,7 @@ func (c *conformer) convertStruct(ctx context.Context, path []string, tt *arrow.
 
 // convertList builds the table's list from a list, large list or fixed-size list: the elements of the slots
 // that are data (listElements), converted as the table's element field.
-func (c *conformer) convertList(ctx context.Context, path []string, tt *arrow.ListType, la array.ListLike, mask []byte) (arrow.Array, error) {
+func (c *Conformer) convertList(ctx context.Context, path []string, tt *arrow.ListType, la array.ListLike, mask []byte) (arrow.Array, error) {
 	epath := append(slices.Clone(path), "element")
 	elems, offsets, err := c.listElements(epath, la, mask)
 	if err != nil {
@@ -136,7 +136,7 @@ func (c *conformer) convertList(ctx context.Context, path []string, tt *arrow.Li
 	}
 	defer elems.Release()
 	defer offsets.Release()
-	conv, err := c.convert(ctx, epath, tt.ElemField(), elems, nil)
+	conv, err := c.Convert(ctx, epath, tt.ElemField(), elems, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func (c *conformer) convertList(ctx context.Context, path []string, tt *arrow.Li
 // "value" (Iceberg's names), whatever the caller's entry fields are called. Keys are always required in
 // Iceberg; a null key is reported as such and never relaxed by schema evolution (arrow-go refuses to build a
 // map with a null key or entry, so that check is only a safeguard for arrays made by other means).
-func (c *conformer) convertMap(ctx context.Context, path []string, tt *arrow.MapType, ma *array.Map, mask []byte) (arrow.Array, error) {
+func (c *Conformer) convertMap(ctx context.Context, path []string, tt *arrow.MapType, ma *array.Map, mask []byte) (arrow.Array, error) {
 	kpath := append(slices.Clone(path), "key")
 	vpath := append(slices.Clone(path), "value")
 	ents, offsets, err := c.listElements(kpath, ma, mask)
@@ -159,7 +159,7 @@ func (c *conformer) convertMap(ctx context.Context, path []string, tt *arrow.Map
 	defer offsets.Release()
 	sa, ok := ents.(*array.Struct)
 	if !ok || sa.NumField() != 2 {
-		return nil, columnErr(strings.Join(path, "."), ErrTypeMismatch, "got %s, the table has %s", ma.DataType(), tt)
+		return nil, ColumnErr(strings.Join(path, "."), ErrTypeMismatch, "got %s, the table has %s", ma.DataType(), tt)
 	}
 	// A null entry has neither key nor value: report it as a null key.
 	if n := sa.NullN(); n > 0 {
@@ -169,12 +169,12 @@ func (c *conformer) convertMap(ctx context.Context, path []string, tt *arrow.Map
 	if n := keys.NullN(); n > 0 {
 		return nil, rowErr(kpath, false, ErrNullInRequired, "%d null map key(s)", n)
 	}
-	kconv, err := c.convert(ctx, kpath, tt.KeyField(), keys, nil)
+	kconv, err := c.Convert(ctx, kpath, tt.KeyField(), keys, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer kconv.Release()
-	vconv, err := c.convert(ctx, vpath, tt.ItemField(), vals, nil)
+	vconv, err := c.Convert(ctx, vpath, tt.ItemField(), vals, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func (c *conformer) convertMap(ctx context.Context, path []string, tt *arrow.Map
 // ("lists with non-zero length null components"), and finding that out while encoding would stop the writer.
 // Such slots are emptied and the elements of the others gathered (with array.Concatenate over runs of
 // consecutive ones), so every element returned is data: the children need no mask.
-func (c *conformer) listElements(epath []string, la array.ListLike, mask []byte) (arrow.Array, *memory.Buffer, error) {
+func (c *Conformer) listElements(epath []string, la array.ListLike, mask []byte) (arrow.Array, *memory.Buffer, error) {
 	n := la.Len()
 	var lo, hi int64
 	if n > 0 {
@@ -258,7 +258,7 @@ func (c *conformer) listElements(epath []string, la array.ListLike, mask []byte)
 	elems.Release()
 	if err != nil {
 		offsets.Release()
-		return nil, nil, columnErr(strings.Join(epath, "."), err, "")
+		return nil, nil, ColumnErr(strings.Join(epath, "."), err, "")
 	}
 	return gathered, offsets, nil
 }
@@ -275,7 +275,7 @@ func anySlot(n int, f func(int) bool) bool {
 
 // listLike assembles a list or map of type t from the caller's array (for its validity), the rebased offsets
 // and the converted child.
-func (c *conformer) listLike(t arrow.DataType, la arrow.Array, offsets *memory.Buffer, child arrow.ArrayData) arrow.Array {
+func (c *Conformer) listLike(t arrow.DataType, la arrow.Array, offsets *memory.Buffer, child arrow.ArrayData) arrow.Array {
 	bitmap := copyValidity(c.mem, la)
 	if bitmap != nil {
 		defer bitmap.Release()

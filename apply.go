@@ -2,7 +2,6 @@ package iceberg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -15,7 +14,7 @@ import (
 
 // ErrUnknownOperation is wrapped by the *ColumnError Apply returns for a row whose op value is not one it
 // accepts.
-var ErrUnknownOperation = errors.New("not a change operation")
+var ErrUnknownOperation = changes.ErrUnknownOperation
 
 // Apply applies an ordered change stream: each row carries its operation in the op column (WithChangeColumns,
 // default "op"), and the rows apply in order, within the call and after every call accepted before it, with

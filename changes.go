@@ -285,7 +285,7 @@ func (cb *changeBatch) release() {
 func (st *changeStage) read(ctx context.Context, conf *conformer, ks *keySpec, l *changeLayout, rec arrow.RecordBatch) (*changeBatch, error) {
 	cb := &changeBatch{n: int(rec.NumRows())}
 	var err error
-	if cb.kinds, err = parseOps(rec.Column(l.op), l.opName); err != nil {
+	if cb.kinds, err = changes.ParseOps(rec.Column(l.op), l.opName, columnErr); err != nil {
 		return nil, err
 	}
 	if l.version >= 0 {
@@ -319,118 +319,6 @@ func (st *changeStage) read(ctx context.Context, conf *conformer, ks *keySpec, l
 		cb.before = append(cb.before, b)
 	}
 	return cb, nil
-}
-
-// opsAccepted is what the error for a bad op value lists.
-const opsAccepted = "accepted: insert, update, delete, c, u, r, d, in any letter case"
-
-// parseOp maps an op value to its change: insert, update, c, u and r upsert; delete and d delete (ASCII letters
-// in any case). It takes the value's bytes too (parseOps reads a string column's bytes in place).
-func parseOp[S string | []byte](s S) (opKind, bool) {
-	lower := func(b byte) byte {
-		if 'A' <= b && b <= 'Z' {
-			return b + 'a' - 'A'
-		}
-		return b
-	}
-	is := func(word string) bool {
-		for i := 0; i < len(word); i++ {
-			if lower(s[i]) != word[i] {
-				return false
-			}
-		}
-		return true
-	}
-	switch len(s) {
-	case 1:
-		switch lower(s[0]) {
-		case 'c', 'u', 'r':
-			return opUpsert, true
-		case 'd':
-			return opDelete, true
-		}
-	case 6:
-		switch {
-		case is("insert"), is("update"):
-			return opUpsert, true
-		case is("delete"):
-			return opDelete, true
-		}
-	}
-	return 0, false
-}
-
-// stringValues is a string array of any layout.
-type stringValues interface {
-	arrow.Array
-	Value(i int) string
-}
-
-// parseOps reads the op column: strings of any layout, or dictionary-encoded strings.
-func parseOps(col arrow.Array, name string) ([]opKind, error) {
-	bad := func(row int, v string, null bool) error {
-		if null {
-			return columnErr(name, ErrUnknownOperation, "row %d: null (%s)", row, opsAccepted)
-		}
-		return columnErr(name, ErrUnknownOperation, "row %d: %q (%s)", row, v, opsAccepted)
-	}
-	out := make([]opKind, col.Len())
-	switch c := col.(type) {
-	case *array.String:
-		// The values' bytes in place: reading each through Value costs an interface call and a string header
-		// per row.
-		// ValueBytes starts at the first value of a sliced array, ValueOffsets do not: base rebases them.
-		offs, data := c.ValueOffsets(), c.ValueBytes()
-		base := offs[0]
-		nulls := c.NullN() > 0
-		for i := range out {
-			if nulls && c.IsNull(i) {
-				return nil, bad(i, "", true)
-			}
-			k, ok := parseOp(data[offs[i]-base : offs[i+1]-base])
-			if !ok {
-				return nil, bad(i, c.Value(i), false)
-			}
-			out[i] = k
-		}
-		return out, nil
-	case stringValues:
-		for i := range out {
-			if c.IsNull(i) {
-				return nil, bad(i, "", true)
-			}
-			k, ok := parseOp(c.Value(i))
-			if !ok {
-				return nil, bad(i, c.Value(i), false)
-			}
-			out[i] = k
-		}
-		return out, nil
-	case *array.Dictionary:
-		dict, ok := c.Dictionary().(stringValues)
-		if !ok {
-			break
-		}
-		kinds := make([]opKind, dict.Len())
-		valid := make([]bool, dict.Len())
-		for j := range kinds {
-			if !dict.IsNull(j) {
-				kinds[j], valid[j] = parseOp(dict.Value(j))
-			}
-		}
-		for i := range out {
-			if c.IsNull(i) {
-				return nil, bad(i, "", true)
-			}
-			j := c.GetValueIndex(i)
-			if !valid[j] {
-				return nil, bad(i, dict.Value(j), dict.IsNull(j))
-			}
-			out[i] = kinds[j]
-		}
-		return out, nil
-	}
-	return nil, columnErr(name, ErrTypeMismatch, "the op column must hold strings, got %s", col.DataType())
 }
 
 // readVersions reads the version column: integers, none null, as int64.

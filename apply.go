@@ -2,19 +2,19 @@ package iceberg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/changes"
 	"github.com/icewriter/iceberg/internal/conform"
 )
 
 // ErrUnknownOperation is wrapped by the *ColumnError Apply returns for a row whose op value is not one it
 // accepts.
-var ErrUnknownOperation = errors.New("not a change operation")
+var ErrUnknownOperation = changes.ErrUnknownOperation
 
 // Apply applies an ordered change stream: each row carries its operation in the op column (WithChangeColumns,
 // default "op"), and the rows apply in order, within the call and after every call accepted before it, with
@@ -114,9 +114,9 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 		arrowx.ReleaseRecords(del)
 		return err
 	}
-	var undo *callUndo
+	var undo *changes.CallUndo
 	if vers != nil && source != "" {
-		undo = &callUndo{&versionUndo{}, &versionUndo{}} // filled below, under the lock restore takes
+		undo = changes.NewCallUndo() // filled below, under the lock restore takes
 	}
 	// The key hashes go with the rows when they are the rows' own: an upserted row routed to the dead letter
 	// handler is not in ups, and the key stage then hashes the record itself.
@@ -129,7 +129,7 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 		return err
 	}
 	if vers != nil {
-		vers.accepted(plan, dead, undo)
+		vers.Accepted(plan.keys, plan.upRows, plan.vers, dead, undo)
 		w.changes.skipped.Add(int64(plan.skipped))
 	}
 	return nil
@@ -147,7 +147,7 @@ type keyedRecord struct {
 // acceptChanges hands one Apply call's records to the pipeline together, all or none: the keys it deletes, then
 // the rows it upserts (the two hold distinct keys), each with its part of undo (nil: none). On an error they
 // are released.
-func (w *Writer) acceptChanges(ctx context.Context, source string, del, ups keyedRecord, undo *callUndo) error {
+func (w *Writer) acceptChanges(ctx context.Context, source string, del, ups keyedRecord, undo *changes.CallUndo) error {
 	recs := make([]batchRecord, 0, 2)
 	for _, r := range []struct {
 		keyedRecord
@@ -164,9 +164,9 @@ func (w *Writer) acceptChanges(ctx context.Context, source string, del, ups keye
 		// counts them.
 		br.size = r.size + 8*int64(len(br.hashes)) + 4*int64(len(br.sel))
 		if undo != nil {
-			br.undo = []*versionUndo{undo.del}
+			br.undo = []*changes.Undo{undo.Del}
 			if r.kind == opUpsert {
-				br.undo = []*versionUndo{undo.ups}
+				br.undo = []*changes.Undo{undo.Ups}
 			}
 		}
 		recs = append(recs, br)

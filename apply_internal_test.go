@@ -2,7 +2,6 @@ package iceberg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,48 +10,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
-	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/changes"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/icewriter/iceberg/internal/tabletest"
 )
-
-// encodedKey is the keyenc.Encoder encoding of an int64 key, as Apply and the version map see it.
-func encodedKey(t *testing.T, id int64) []byte {
-	t.Helper()
-	b := array.NewInt64Builder(memory.DefaultAllocator)
-	defer b.Release()
-	b.Append(id)
-	col := b.NewArray()
-	defer col.Release()
-	enc, err := keyenc.NewEncoder([]arrow.Array{col})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return enc.AppendKey(nil, 0)
-}
-
-// TestVersionMapBound: the versions of keys stay within two generations of genCap keys, and the keys changed
-// last keep theirs.
-func TestVersionMapBound(t *testing.T) {
-	m := newVersionMap(2*versionBytesPerKey*100, "lsn", false)
-	if m.genCap != 100 {
-		t.Fatalf("genCap %d, want 100", m.genCap)
-	}
-	for i := int64(0); i < 10_000; i++ {
-		m.set(changeHash(encodedKey(t, i)), i)
-		if m.size() > 2*m.genCap {
-			t.Fatalf("after %d keys the map holds %d versions, more than 2x%d", i+1, m.size(), m.genCap)
-		}
-	}
-	for i := int64(10_000 - m.genCap); i < 10_000; i++ {
-		if v, ok := m.get(changeHash(encodedKey(t, i))); !ok || v != i {
-			t.Fatalf("key %d, among the last changed: version %d, %v", i, v, ok)
-		}
-	}
-	if _, ok := m.get(changeHash(encodedKey(t, 0))); ok {
-		t.Fatal("key 0, changed first, still has a version")
-	}
-}
 
 // TestVersionMapLoad reads the versions of the keys a table holds (deleted keys have none), up to genCap keys.
 func TestVersionMapLoad(t *testing.T) {
@@ -90,25 +51,25 @@ func TestVersionMapLoad(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	m := newVersionMap(2*versionBytesPerKey*1000, "lsn", true)
-	if err := m.loadOnce(ctx, w.Table(), w.env.branch, w.keys.spec); err != nil {
+	m := changes.NewVersions(2*changes.BytesPerKey*1000, "lsn", true)
+	if err := m.LoadOnce(ctx, w.Table(), w.env.branch, w.keys.spec.names); err != nil {
 		t.Fatal(err)
 	}
-	if m.size() != 490 {
-		t.Fatalf("%d versions loaded, want the 490 keys the table holds", m.size())
+	if m.Size() != 490 {
+		t.Fatalf("%d versions loaded, want the 490 keys the table holds", m.Size())
 	}
-	if _, ok := m.get(changeHash(encodedKey(t, 5))); ok {
+	if _, ok := m.Get(changes.Hash(tabletest.EncodedKey(t, 5))); ok {
 		t.Fatal("deleted key 5 has a version")
 	}
-	if v, ok := m.get(changeHash(encodedKey(t, 20))); !ok || v != 40 {
+	if v, ok := m.Get(changes.Hash(tabletest.EncodedKey(t, 20))); !ok || v != 40 {
 		t.Fatalf("key 20: version %d, %v, want 40", v, ok)
 	}
-	small := newVersionMap(2*versionBytesPerKey*50, "lsn", true)
-	if err := small.loadOnce(ctx, w.Table(), w.env.branch, w.keys.spec); err != nil {
+	small := changes.NewVersions(2*changes.BytesPerKey*50, "lsn", true)
+	if err := small.LoadOnce(ctx, w.Table(), w.env.branch, w.keys.spec.names); err != nil {
 		t.Fatal(err)
 	}
-	if small.size() != 50 {
-		t.Fatalf("%d versions loaded within a budget of 50 keys", small.size())
+	if small.Size() != 50 {
+		t.Fatalf("%d versions loaded within a budget of 50 keys", small.Size())
 	}
 }
 
@@ -127,8 +88,8 @@ func TestVersionBudgetFromMemoryLimit(t *testing.T) {
 
 // TestApplyResolveCollisions: Apply resolves a call's changes by key hashes (resolveHash, which the batch's
 // resolve reuses) checked against the key bytes; with every key hashing alike, a call of inserts, key-changing
-// updates, deletes and re-inserts of the same keys reads back exactly as with the real hash. (changeHash keys
-// only the version map, which has no key bytes to check against: TestVersionMapBound.)
+// updates, deletes and re-inserts of the same keys reads back exactly as with the real hash. (changes.Hash keys
+// only the version map, which has no key bytes to check against: changes.TestVersionsBound.)
 func TestApplyResolveCollisions(t *testing.T) {
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "op", Type: arrow.BinaryTypes.String},
@@ -274,63 +235,6 @@ func TestApplyKeyHashes(t *testing.T) {
 				t.Fatalf("read back %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestParseOpsLayouts: the op column reads the same as a string array (whole, sliced past its first values, with
-// nulls), a large string array and a dictionary of strings, and a bad or null value is reported at its row of
-// the array (not of the buffers under a slice).
-func TestParseOpsLayouts(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
-	// The first three values are cut off by the slices below: they would parse as other changes.
-	values := []string{"d", "insert", "DELETE", "c", "U", "r", "delete", "Update", "INSERT", "d"}
-	want := []opKind{opUpsert, opUpsert, opUpsert, opDelete, opUpsert, opUpsert, opDelete}
-	sb := array.NewStringBuilder(mem)
-	lb := array.NewLargeStringBuilder(mem)
-	db := array.NewDictionaryBuilder(mem, &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8,
-		ValueType: arrow.BinaryTypes.String}).(*array.BinaryDictionaryBuilder)
-	for _, v := range values {
-		sb.Append(v)
-		lb.Append(v)
-		if err := db.AppendString(v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	whole := []arrow.Array{sb.NewArray(), lb.NewArray(), db.NewArray()}
-	sb.Release()
-	lb.Release()
-	db.Release()
-	defer arrowx.ReleaseArrays(whole)
-	for _, col := range whole {
-		sliced := array.NewSlice(col, 3, int64(len(values)))
-		got, err := parseOps(sliced, "op")
-		sliced.Release()
-		if err != nil {
-			t.Fatalf("%s: %v", col.DataType(), err)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("%s sliced: %v, want %v", col.DataType(), got, want)
-		}
-	}
-
-	// Bad values: the row and the value named are the slice's.
-	sb = array.NewStringBuilder(mem)
-	sb.AppendValues([]string{"truncate", "c", "x", "u"}, nil)
-	sb.AppendNull()
-	col := sb.NewArray()
-	sb.Release()
-	defer col.Release()
-	for _, c := range []struct {
-		from int64
-		row  string
-	}{{1, `row 1: "x"`}, {3, "row 1: null"}} {
-		sliced := array.NewSlice(col, c.from, int64(col.Len()))
-		_, err := parseOps(sliced, "op")
-		sliced.Release()
-		if !errors.Is(err, ErrUnknownOperation) || !strings.Contains(err.Error(), c.row) {
-			t.Fatalf("from row %d: %v, want ErrUnknownOperation at %s", c.from, err, c.row)
-		}
 	}
 }
 

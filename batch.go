@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
+	"github.com/icewriter/iceberg/internal/changes"
 	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/internal/keyindex"
 )
@@ -47,14 +48,14 @@ type batch struct {
 // encoder replaces recs (and clears hashes and sels) with the rows a keyed batch keeps (keyStage.resolve).
 type batchRows struct {
 	recs    []arrow.RecordBatch
-	kinds   []opKind         // per record: insert, upsert or delete
-	sources []string         // per record: its source partition
-	sizes   []int64          // per record: the bytes the memory limit counts
-	undos   [][]*versionUndo // per record: the versions to restore if it is dropped (open or solo batches only)
-	hashes  [][]uint64       // per record: its rows' key hashes (resolveHash) when its call computed them, else nil
-	sels    [][]int32        // per record: the rows of it the batch holds (batchRecord.sel), nil: all
-	schema  *arrow.Schema    // the table schema the inserted and upserted records were conformed to
-	keyed   bool             // holds an upsert or a delete
+	kinds   []opKind          // per record: insert, upsert or delete
+	sources []string          // per record: its source partition
+	sizes   []int64           // per record: the bytes the memory limit counts
+	undos   [][]*changes.Undo // per record: the versions to restore if it is dropped (open or solo batches only)
+	hashes  [][]uint64        // per record: its rows' key hashes (resolveHash) when its call computed them, else nil
+	sels    [][]int32         // per record: the rows of it the batch holds (batchRecord.sel), nil: all
+	schema  *arrow.Schema     // the table schema the inserted and upserted records were conformed to
+	keyed   bool              // holds an upsert or a delete
 }
 
 // batchFiles are what the encoder wrote for a batch, for the commit.

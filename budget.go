@@ -76,6 +76,13 @@ func (m *memPool) over() bool { return m.used.Load() > m.limit }
 // free returns the bytes left under the limit (at least 0).
 func (m *memPool) free() int64 { return max(0, m.limit-m.used.Load()) }
 
+// versionPool is a Router's versions budget as the versions of keys (changes.Pool) draw from it.
+type versionPool struct{ *memPool }
+
+func (p versionPool) Add(n int64) { p.add(n) }
+func (p versionPool) Over() bool  { return p.over() }
+func (p versionPool) Free() int64 { return p.free() }
+
 // join registers a pipeline whose open buffer relieve may seal.
 func (s *sharedBudget) join(p *pipeline) {
 	s.mu.Lock()

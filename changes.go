@@ -11,13 +11,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/changes"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/zeebo/xxh3"
 )
 
 // changeStage is Apply's stage: where a change batch's op, version and before-image key columns are
 // (changeLayout), reading them (read), resolving a call's changes per key in order (changeBatch.resolve) and,
-// with a version column, the versions of keys (versionMap).
+// with a version column, the versions of keys (changes.Versions).
 //
 // Locking: the configuration is set by newChangeStage and never changes. With a version column, sem lets one
 // Apply at a time go from its version check to its accept and the map's update (lock), so that the versions
@@ -27,8 +28,8 @@ type changeStage struct {
 	cols ChangeColumns
 	// inTable marks the change columns the table has: they are written like any column.
 	inTable map[string]bool
-	sem     chan struct{} // nil without a version column
-	vers    *versionMap   // nil without a version column
+	sem     chan struct{}     // nil without a version column
+	vers    *changes.Versions // nil without a version column
 	last    atomic.Pointer[changeLayout]
 	skipped atomic.Int64 // changes older than their key's version (Stats.ChangesSkipped)
 }
@@ -100,10 +101,9 @@ func newChangeStage(o *options, target *arrow.Schema, ks *keySpec) (*changeStage
 			st.inTable[c.Version], inTable = true, true
 		}
 		st.sem = make(chan struct{}, 1)
-		st.vers = newVersionMap(c.VersionBytes, c.Version, inTable)
+		st.vers = changes.NewVersions(c.VersionBytes, c.Version, inTable)
 		if o.shared != nil && o.shared.versions != nil {
-			st.vers.pool = o.shared.versions
-			st.vers.genCap = int(max(1, o.shared.versions.limit/(2*versionBytesPerKey)))
+			st.vers.UsePool(versionPool{o.shared.versions}, o.shared.versions.limit)
 		}
 	}
 	if ks != nil {
@@ -124,6 +124,17 @@ func isStringType(t arrow.DataType) bool {
 	return false
 }
 
+// release gives the versions back to a router's pool once the writer closed (after the Apply holding the
+// version lock, if any, has returned).
+func (st *changeStage) release() {
+	if st == nil || st.vers == nil || !st.vers.Pooled() {
+		return
+	}
+	st.sem <- struct{}{}
+	defer func() { <-st.sem }()
+	st.vers.Release()
+}
+
 // lock lets one Apply with versions at a time check them, accept and record them; it waits until ctx ends.
 func (st *changeStage) lock(ctx context.Context) (unlock func(), err error) {
 	if st.sem == nil {
@@ -139,22 +150,22 @@ func (st *changeStage) lock(ctx context.Context) (unlock func(), err error) {
 
 // restore undoes the versions of Apply calls whose rows Source.Abort dropped (oldest first), waiting for an
 // Apply under way to end whatever ctx says: versions left behind would make a replay skip changes.
-func (st *changeStage) restore(ctx context.Context, undos []*versionUndo) {
+func (st *changeStage) restore(ctx context.Context, undos []*changes.Undo) {
 	if st.vers == nil || len(undos) == 0 {
 		return
 	}
 	unlock, _ := st.lock(context.WithoutCancel(ctx))
 	defer unlock()
-	st.vers.restore(undos)
+	st.vers.Restore(undos)
 }
 
 // versionsFor returns the versions of keys (nil without a version column), loading them from the table on
 // first use. Call it under lock.
-func (st *changeStage) versionsFor(ctx context.Context, tbl *table.Table, branch string, ks *keySpec) (*versionMap, error) {
+func (st *changeStage) versionsFor(ctx context.Context, tbl *table.Table, branch string, ks *keySpec) (*changes.Versions, error) {
 	if st.vers == nil {
 		return nil, nil
 	}
-	if err := st.vers.loadOnce(ctx, tbl, branch, ks); err != nil {
+	if err := st.vers.LoadOnce(ctx, tbl, branch, ks.names); err != nil {
 		return nil, err
 	}
 	return st.vers, nil
@@ -274,7 +285,7 @@ func (cb *changeBatch) release() {
 func (st *changeStage) read(ctx context.Context, conf *conformer, ks *keySpec, l *changeLayout, rec arrow.RecordBatch) (*changeBatch, error) {
 	cb := &changeBatch{n: int(rec.NumRows())}
 	var err error
-	if cb.kinds, err = parseOps(rec.Column(l.op), l.opName); err != nil {
+	if cb.kinds, err = changes.ParseOps(rec.Column(l.op), l.opName, columnErr); err != nil {
 		return nil, err
 	}
 	if l.version >= 0 {
@@ -310,118 +321,6 @@ func (st *changeStage) read(ctx context.Context, conf *conformer, ks *keySpec, l
 	return cb, nil
 }
 
-// opsAccepted is what the error for a bad op value lists.
-const opsAccepted = "accepted: insert, update, delete, c, u, r, d, in any letter case"
-
-// parseOp maps an op value to its change: insert, update, c, u and r upsert; delete and d delete (ASCII letters
-// in any case). It takes the value's bytes too (parseOps reads a string column's bytes in place).
-func parseOp[S string | []byte](s S) (opKind, bool) {
-	lower := func(b byte) byte {
-		if 'A' <= b && b <= 'Z' {
-			return b + 'a' - 'A'
-		}
-		return b
-	}
-	is := func(word string) bool {
-		for i := 0; i < len(word); i++ {
-			if lower(s[i]) != word[i] {
-				return false
-			}
-		}
-		return true
-	}
-	switch len(s) {
-	case 1:
-		switch lower(s[0]) {
-		case 'c', 'u', 'r':
-			return opUpsert, true
-		case 'd':
-			return opDelete, true
-		}
-	case 6:
-		switch {
-		case is("insert"), is("update"):
-			return opUpsert, true
-		case is("delete"):
-			return opDelete, true
-		}
-	}
-	return 0, false
-}
-
-// stringValues is a string array of any layout.
-type stringValues interface {
-	arrow.Array
-	Value(i int) string
-}
-
-// parseOps reads the op column: strings of any layout, or dictionary-encoded strings.
-func parseOps(col arrow.Array, name string) ([]opKind, error) {
-	bad := func(row int, v string, null bool) error {
-		if null {
-			return columnErr(name, ErrUnknownOperation, "row %d: null (%s)", row, opsAccepted)
-		}
-		return columnErr(name, ErrUnknownOperation, "row %d: %q (%s)", row, v, opsAccepted)
-	}
-	out := make([]opKind, col.Len())
-	switch c := col.(type) {
-	case *array.String:
-		// The values' bytes in place: reading each through Value costs an interface call and a string header
-		// per row.
-		// ValueBytes starts at the first value of a sliced array, ValueOffsets do not: base rebases them.
-		offs, data := c.ValueOffsets(), c.ValueBytes()
-		base := offs[0]
-		nulls := c.NullN() > 0
-		for i := range out {
-			if nulls && c.IsNull(i) {
-				return nil, bad(i, "", true)
-			}
-			k, ok := parseOp(data[offs[i]-base : offs[i+1]-base])
-			if !ok {
-				return nil, bad(i, c.Value(i), false)
-			}
-			out[i] = k
-		}
-		return out, nil
-	case stringValues:
-		for i := range out {
-			if c.IsNull(i) {
-				return nil, bad(i, "", true)
-			}
-			k, ok := parseOp(c.Value(i))
-			if !ok {
-				return nil, bad(i, c.Value(i), false)
-			}
-			out[i] = k
-		}
-		return out, nil
-	case *array.Dictionary:
-		dict, ok := c.Dictionary().(stringValues)
-		if !ok {
-			break
-		}
-		kinds := make([]opKind, dict.Len())
-		valid := make([]bool, dict.Len())
-		for j := range kinds {
-			if !dict.IsNull(j) {
-				kinds[j], valid[j] = parseOp(dict.Value(j))
-			}
-		}
-		for i := range out {
-			if c.IsNull(i) {
-				return nil, bad(i, "", true)
-			}
-			j := c.GetValueIndex(i)
-			if !valid[j] {
-				return nil, bad(i, dict.Value(j), dict.IsNull(j))
-			}
-			out[i] = kinds[j]
-		}
-		return out, nil
-	}
-	return nil, columnErr(name, ErrTypeMismatch, "the op column must hold strings, got %s", col.DataType())
-}
-
 // readVersions reads the version column: integers, none null, as int64.
 func readVersions(ctx context.Context, col arrow.Array, name string) ([]int64, error) {
 	if !arrow.IsInteger(col.DataType().ID()) {
@@ -453,7 +352,7 @@ type changePlan struct {
 	// delBefore (the rows of the records Apply hands on): the key stage's resolve takes them instead of hashing
 	// every key a second time.
 	upHashes, delHashes []uint64
-	keys                []xxh3.Uint128 // the changeHash of each key changed, for the versions (with vers)
+	keys                []xxh3.Uint128 // the changes.Hash of each key changed, for the versions (with vers)
 	vers                []int64        // the version of each key's last change (with a version column)
 	upRows              []int32        // the row each key's last change upserts, -1 for a delete (with vers)
 	skipped             int            // changes older than their key's version
@@ -463,7 +362,7 @@ type changePlan struct {
 // before-image key first when that differs), a delete row deletes its key (its before-image key when the key
 // is null); with versions, a change older than its key's last one is skipped. The last change of each key is
 // what the plan keeps. Every row is checked, the superseded ones included.
-func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (*changePlan, error) {
+func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *changes.Versions) (*changePlan, error) {
 	keyEnc, err := keyenc.NewEncoder(cb.keys)
 	if err != nil {
 		return nil, err
@@ -495,7 +394,7 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 	// entry once, so keys sharing a hash only probe further. In BenchmarkApply (a call of mostly fresh keys, one
 	// insert per row) this pass took half the time it took with a Go map keyed by the hash.
 	// The hash is the key stage's (resolveHash), handed on with the rows so that the batch's resolve does not
-	// hash them again; the version map keys on a 128-bit hash (changeHash, no key bytes to check against),
+	// hash them again; the version map keys on a 128-bit hash (changes.Hash, no key bytes to check against),
 	// computed only with versions and once per key of the call.
 	// A key of one integer column without nulls, with no before image (a stream keyed by an id), is compared as
 	// the row's integer (ints) and its encoding built from it; keys then holds nothing.
@@ -533,8 +432,8 @@ func (cb *changeBatch) resolve(ks *keySpec, l *changeLayout, vers *versionMap) (
 			return
 		}
 		if vers != nil {
-			vh := changeHash(key)
-			if v, ok := vers.get(vh); ok && e.ver < v {
+			vh := changes.Hash(key)
+			if v, ok := vers.Get(vh); ok && e.ver < v {
 				plan.skipped++
 				return
 			}
@@ -647,9 +546,6 @@ func tableSize(n int) int {
 	}
 	return size
 }
-
-// changeHash hashes keys for the version map (a variable so that a test can make keys collide).
-var changeHash = xxh3.Hash128
 
 // firstNull returns the first of cols that is null at row, or -1.
 func firstNull(cols []arrow.Array, row int) int {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/changes"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -27,8 +28,8 @@ type gather struct {
 	kind   opKind
 	source string
 	rows   int64
-	bytes  int64          // what the memory limit counts for the rows (arrowx.ViewSize of what was appended)
-	undo   []*versionUndo // the undo of the calls gathered (batchRecord.undo)
+	bytes  int64           // what the memory limit counts for the rows (arrowx.ViewSize of what was appended)
+	undo   []*changes.Undo // the undo of the calls gathered (batchRecord.undo)
 }
 
 func newGather(mem memory.Allocator, rec batchRecord) *gather {

@@ -17,7 +17,7 @@ import (
 // of what is logged give their writers loggers of their own.
 //
 // Parallel tests: every test over a few seconds calls t.Parallel(), unless it sets a package hook (resolveHash,
-// changeHash, testHook*, HoldRewritesForTest), measures memory or time, or stalls storage. Go runs the parallel
+// changes.Hash, testHook*, HoldRewritesForTest), measures memory or time, or stalls storage. Go runs the parallel
 // ones only after every other test of the package has ended, two at a time (GOMAXPROCS), so they never overlap
 // the tests that do; on two cores this lets one test's waits on commits overlap another's encoding.
 func TestMain(m *testing.M) {

@@ -9,17 +9,18 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/changes"
 )
 
 // ErrNoKeys is returned by Upsert and Delete on a writer with no key: neither WithKeys nor identifier fields.
 var ErrNoKeys = errors.New("iceberg: no key columns (use WithKeys or set the table's identifier fields)")
 
-type opKind uint8
+type opKind = changes.Kind
 
 const (
-	opInsert opKind = iota
-	opUpsert
-	opDelete
+	opInsert = changes.Insert
+	opUpsert = changes.Upsert
+	opDelete = changes.Delete
 )
 
 // updateMode is a writer's update mode on tbl: WithMode, else the table's write.update.mode, else MergeOnRead.

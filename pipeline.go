@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/icewriter/iceberg/internal/changes"
 	"github.com/icewriter/iceberg/internal/encode"
 	"golang.org/x/sync/semaphore"
 )
@@ -118,7 +119,7 @@ type batchRecord struct {
 	view bool
 	// undo: the versions Apply calls of a source recorded for these rows, restored if Source.Abort drops them
 	// (abortSource returns them); dropped once the rows are sealed in a batch no abort can drop (not solo).
-	undo []*versionUndo
+	undo []*changes.Undo
 	// hashes: the resolveHash of each row's key, when the call computed them (Apply); nil: the key stage hashes
 	// the rows itself.
 	hashes []uint64
@@ -1290,7 +1291,7 @@ func (p *pipeline) state() pipelineState {
 // committed. Uncovered rows sealed in a batch shared with other partitions (changes to a key two partitions
 // changed: bySource) are ErrPartitionUncovered. It returns the rows dropped and the versions to restore for them (batchRecord.undo),
 // oldest first, which the caller restores even after an error.
-func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versionUndo, error) {
+func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*changes.Undo, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.usableLocked(); err != nil {
@@ -1312,7 +1313,7 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*versi
 		}
 	}
 	dropped, orphans := p.dropSealedLocked(drop)
-	var undos, newest []*versionUndo
+	var undos, newest []*changes.Undo
 	for _, b := range drop {
 		for _, u := range b.in.undos {
 			undos = append(undos, u...) // the sealed rows come before the open buffer's

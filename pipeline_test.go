@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/icewriter/iceberg/internal/changes"
 )
 
 // The pipeline driven by a fake env inside a synctest bubble: encodings and commits finish when the test says
@@ -729,7 +730,7 @@ func TestPipelineAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 		shared := false
 		p.cfg.sharedKeys = func(*batch) bool { return shared }
 		upsert := rowsFrom("d", 5, 30)
-		upsert.kind, upsert.undo = opUpsert, []*versionUndo{{}}
+		upsert.kind, upsert.undo = opUpsert, []*changes.Undo{{}}
 		mustAccept(t, p, upsert)
 		mustAccept(t, p, rowsFrom("e", 5, 30))
 		mustAccept(t, p, rowsFrom("e", 1, 50)) // past the limit

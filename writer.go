@@ -313,8 +313,7 @@ func (w *Writer) accept(ctx context.Context, r batchRecord) error {
 }
 
 // encoderReserve is the working memory set aside for each batch encoding at once (Parquet pages, dictionaries
-// and the conversions of iceberg-go's writer), measured at about 28 MiB for the seed events, with a margin for
-// wider rows.
+// and the conversions of iceberg-go's writer): what the seed events take, with a margin for wider rows.
 const encoderReserve = 48 << 20
 
 // rowBudget is the part of the memory limit left for row buffers once the encoders' reserve and the versions

@@ -295,8 +295,7 @@ func (e *Encoder[H]) DropBulk(ctx context.Context, tbl *table.Table) {
 // bulkWriterProps are the Parquet writer properties of a bulk file, iceberg-go's defaults for its own files:
 // the table's codec (zstd by default), statistics, its page sizes, the writer's row-group limit, the write batch
 // (batchRows; 0: the table's write.parquet.page-row-limit, 20,000 by default) and the cost-based dictionary
-// fallback on every leaf column (without it a column of distinct values keeps its dictionary: 12% larger files
-// measured).
+// fallback on every leaf column (without it a column of distinct values keeps its dictionary, and the files grow).
 func bulkWriterProps(props ice.Properties, rowGroupRows, batchRows int, schema *arrow.Schema, arrProps pqarrow.ArrowWriterProperties) (*parquet.WriterProperties, error) {
 	if batchRows <= 0 {
 		batchRows = props.GetInt(table.ParquetPageRowLimitKey, table.ParquetPageRowLimitDefault)
@@ -318,7 +317,7 @@ func bulkWriterProps(props ice.Properties, rowGroupRows, batchRows int, schema *
 	wp := []parquet.WriterProperty{
 		parquet.WithCompression(codec),
 		// iceberg-go passes the table's level, -1 unless set, which arrow-go's zstd reads as its fastest level;
-		// left unset, arrow-go picks zstd's default level, measured 1.7 times the encoding CPU.
+		// left unset, arrow-go would pick zstd's default level, a slower one.
 		parquet.WithCompressionLevel(props.GetInt("write.parquet.compression-level", -1)),
 		parquet.WithStats(true),
 		parquet.WithMaxRowGroupLength(int64(rowGroupRows)),

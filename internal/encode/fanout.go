@@ -18,8 +18,8 @@ import (
 
 // Writing a batch that spans many partitions. iceberg-go's clustered writer takes one partition at a time (one
 // open data file) but keeps per-partition state until the call returns (a location provider with a copy of the
-// table's properties, the partition's entries in its maps and in its set of closed partitions: about 1.5 KiB a
-// partition measured, 120 MiB for 86,000) and writes the files one after the other. So the encoder groups the batch's
+// table's properties, the partition's entries in its maps and in its set of closed partitions), so its memory
+// grows with the partitions of the call, and writes the files one after the other. So the encoder groups the batch's
 // rows by partition itself and hands iceberg-go chunks of whole partitions, each chunk a call of its own (its
 // state is freed when it returns), several chunks at once.
 const (

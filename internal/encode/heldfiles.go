@@ -12,12 +12,11 @@ import (
 
 // The metadata of data files from their write to their commit. iceberg-go's DataFile, as WriteRecords builds
 // it, holds a copy of the partition tuple by name and by field id, a copy of the schema's logical types and each
-// column's statistics as Avro lists, and the first call of a statistics accessor adds maps of them all: measured
-// 2.0 KiB a file on the seed events' six columns as built, 3.4 KiB once read. A batch that fans out over 86,000
-// identity partitions held 230 MiB of it until its commit (BenchmarkPartitionFanout: peak RSS three times the
-// memory limit), all of it pointers for the GC to scan. So a batch whose files only its commit reads keeps them
+// column's statistics as Avro lists, and the first call of a statistics accessor adds maps of them all. A batch
+// that fans out over many partitions holds that for each of its files until its commit, all of it pointers for
+// the GC to scan (BenchmarkPartitionFanout measures it). So a batch whose files only its commit reads keeps them
 // packed as the Avro bytes of their manifest entries (iceberg-go's codec package: the encoding a manifest
-// carries, so nothing the commit needs is lost): about 370 B a file, no pointers, decoded when its run forms.
+// carries, so nothing the commit needs is lost): a fraction of the size, no pointers, decoded when its run forms.
 
 // PackedFiles is the packed metadata of data files written to one table (spec, schema and format version as
 // they were at the write: decoding needs the same three).

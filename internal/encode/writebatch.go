@@ -68,8 +68,8 @@ func writeBatchFor(props ice.Properties, perRow, largest int64) int {
 
 // RewriteBatchRows is the write batch of a compaction that rewrites files (writeBatchRows for records it does
 // not see): a rewrite reads its input back in batches of up to read.parquet.batch-size (131,072) rows, so
-// without it a column of distinct strings in the output builds the useless dictionary writeBatchRows avoids (a
-// compacted table then read 5-10% slower than the same rows as the writer writes them). The widest column is
+// without it a column of distinct strings in the output builds the useless dictionary writeBatchRows avoids, and
+// a compacted table reads slower than the same rows as the writer writes them. The widest column is
 // measured on the footer of the largest input file: Parquet's uncompressed size of a plain-encoded column is
 // its Arrow buffer size to within the offsets, and a dictionary-encoded one is narrow either way.
 func RewriteBatchRows(fs iceio.IO, props ice.Properties, files []ice.DataFile) (int, error) {

@@ -291,6 +291,7 @@ func TestCrashResume(t *testing.T) {
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(3, 4))
 	ctx := context.Background()
+	kills := iceberg.SoakForTest(t, 2, 4) // rounds that kill the child before the one that runs to its end
 	for round := 0; ; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
 		cmd.Env = append(os.Environ(), "ICEWRITER_CRASH_DIR="+dir, fmt.Sprintf("ICEWRITER_CRASH_SEED=%d", round))
@@ -299,7 +300,7 @@ func TestCrashResume(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		finalRound := round >= 4
+		finalRound := round >= kills
 		if finalRound {
 			if err := cmd.Wait(); err != nil {
 				t.Fatalf("final child failed: %v (see %s)", err, out.Name())

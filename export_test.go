@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/icewriter/iceberg/internal/encode"
+	"github.com/icewriter/iceberg/internal/maintain"
 )
 
 // Names the external tests need that users do not get.
@@ -49,8 +50,8 @@ func WithFanoutForTest(chunkPartitions, warnPartitions int) Option {
 // equality deletes) call hold once it has written its files and before it takes the commit queue; the returned
 // func undoes it.
 func HoldRewritesForTest(hold func()) (undo func()) {
-	testHookRewriteWritten = hold
-	return func() { testHookRewriteWritten = nil }
+	maintain.TestHookRewriteWritten = hold
+	return func() { maintain.TestHookRewriteWritten = nil }
 }
 
 // WithCommitterWrapForTest wraps the committer the writer hands its runs to (the default one, unless
@@ -66,7 +67,7 @@ func WithCommitterWrapForTest(wrap func(Committer) Committer) Option {
 func BackgroundPassDoneForTest(w *Writer) <-chan struct{} {
 	w.pipe.commitMu.Lock()
 	defer w.pipe.commitMu.Unlock()
-	return w.compactor.passDone()
+	return w.maint.PassDone()
 }
 
 // SupersededBatch is how many superseded position delete files a v2 writer lets accumulate before removing them.

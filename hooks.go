@@ -6,6 +6,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/icewriter/iceberg/internal/commit"
+	"github.com/icewriter/iceberg/internal/maintain"
 )
 
 // Hook is a value that wants to hear about what a Writer does: it implements one or more of the Hook*
@@ -118,14 +119,14 @@ type HookBackpressure interface{ OnBackpressureWait(BackpressureWait) }
 type CommitKind = commit.Kind
 
 const (
-	KindRun        CommitKind = "run"        // a run of batches: the rows
-	KindFence      CommitKind = "fence"      // taking a writer ID over (NewWriter with WithWriterID)
-	KindCompaction CommitKind = "compaction" // Compact, automatic and small-file compaction
-	KindSchema     CommitKind = "schema"     // schema evolution
-	KindExpiry     CommitKind = "expiry"     // snapshot expiry
-	KindManifests  CommitKind = "manifests"  // manifest rewriting
+	KindRun        CommitKind = "run"                   // a run of batches: the rows
+	KindFence      CommitKind = "fence"                 // taking a writer ID over (NewWriter with WithWriterID)
+	KindCompaction CommitKind = maintain.KindCompaction // Compact, automatic and small-file compaction
+	KindSchema     CommitKind = "schema"                // schema evolution
+	KindExpiry     CommitKind = maintain.KindExpiry     // snapshot expiry
+	KindManifests  CommitKind = maintain.KindManifests  // manifest rewriting
 	// KindDeleteConversion: equality deletes converted to position deletes or deletion vectors
-	KindDeleteConversion CommitKind = "delete-conversion"
+	KindDeleteConversion CommitKind = maintain.KindDeleteConversion
 )
 
 // BatchSealed describes a batch sealed: the open buffer cut by a flush policy (rows, bytes, interval), a Flush,

@@ -20,7 +20,7 @@ func (w *Writer) Flush(ctx context.Context) error { return w.pipe.flush(ctx) }
 func (w *Writer) Close(ctx context.Context) error {
 	defer w.own.stop(ctx)
 	s, err := w.pipe.shutdown(ctx, true)
-	w.compactor.stop()
+	w.maint.Stop()
 	w.files.DropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
 	w.keys.drop("", nil)                  // a Router's other tables may have the index's bytes
 	w.changes.release()                   // and the versions' bytes
@@ -50,7 +50,7 @@ func (w *Writer) Close(ctx context.Context) error {
 func (w *Writer) Abort(ctx context.Context) error {
 	defer w.own.stop(ctx)
 	s, err := w.pipe.shutdown(ctx, false)
-	w.compactor.stop()
+	w.maint.Stop()
 	w.files.DropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
 	w.keys.drop("", nil)                  // a Router's other tables may have the index's bytes
 	w.changes.release()                   // and the versions' bytes

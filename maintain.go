@@ -2,358 +2,121 @@ package iceberg
 
 import (
 	"context"
-	"errors"
-	"log/slog"
-	"slices"
-	"strconv"
-	"sync/atomic"
-	"time"
 
 	"github.com/apache/iceberg-go/table"
+	"github.com/apache/iceberg-go/table/dv"
 
-	"github.com/icewriter/iceberg/internal/commit"
+	"github.com/icewriter/iceberg/internal/maintain"
 )
 
-// maintainer is the writer's one maintenance scheduler: snapshot expiry (by count, and by age when asked),
-// manifest rewriting, automatic compaction after commits with delete files, and small-file compaction. The
-// commit loop calls afterCommit after each of its commits, holding commitMu, so maintenance never races the
-// writer's own commits; compactions and conversions of equality deletes only start there and run off the commit
-// path, one at a time (compactor). Its commits go through the writer's transaction helper (Writer.commitTx):
-// retried, fenced and installed like every other. A failure is logged and tried again when next due, since no
-// data depends on it; a fenced writer stops (commitTx fails it), and so does its maintenance.
-type maintainer struct {
-	keep         int           // WithKeepSnapshots (0: off)
-	expireAge    time.Duration // WithExpireOlderThan (0: off)
-	rewriteEvery int           // WithRewriteManifestsEvery (0: off)
-	autoCompact  int           // WithAutoCompactEvery (0: off)
-	smallFiles   int           // WithSmallFileCompactionEvery (0: off)
-	convertEvery int           // WithDeleteConversionEvery (0: off)
-	branch       string
-	ident        table.Identifier
-	log          *slog.Logger
-	events       *callbacks // HookExpiry
+// CompactResult reports what Compact rewrote: data files rewritten and added, delete files expunged and still
+// live, bytes before and after, the rewrite snapshot (0 when there was nothing to do) and the attempts.
+type CompactResult = maintain.CompactResult
 
-	// The writer's side: the table as its last commit left it, a transaction of the writer, the start of a
-	// background compaction or conversion (false: one is running, or the writer is closing).
-	table   func() *table.Table
-	commit  func(ctx context.Context, op *commit.Op) (commit.Result, error)
-	compact func(smallOnly bool) (started bool)
-	cleanup func(func(ctx context.Context)) // runs file deletions off the commit path
-	convert func() (started bool)
+// ConvertResult reports what ConvertEqualityDeletes did: equality delete files removed, data files that got
+// deletes, rows deleted, the conversion's last snapshot (0 when there was nothing to do) and the attempts.
+type ConvertResult = maintain.ConvertResult
 
-	commits      int64      // commits so far
-	deltaCommits int        // commits with delete files since the last automatic compaction
-	waiting      []passKind // background passes due but not started yet (another one ran), the oldest first
-	// rewriteDue: a background compaction committed since the last manifest rewrite. Its replace snapshot
-	// leaves the manifests it merged holding an entry for every file it removed, which each scan decodes and
-	// skips (BenchmarkReadAfterUpserts measures a reader's cost). Set off the commit path, read by afterCommit.
-	rewriteDue atomic.Bool
-}
+// DefaultDeleteConversionEvery is how many commits apart the maintainer converts live equality deletes (see
+// WithDeleteConversionEvery).
+const DefaultDeleteConversionEvery = 10
 
-// passKind is a background pass of the maintenance.
-type passKind int
-
-const (
-	passConvert passKind = iota
-	passCompact
-	passSmallFiles
-)
-
-// maintainAttempts bounds the attempts of one maintenance commit: it holds the commit queue, and whatever is
-// not done now is done when next due. A second attempt is what finds a writer fenced meanwhile.
-const maintainAttempts = 3
-
-// newMaintainer schedules the writer's maintenance by its (resolved) options.
-func (w *Writer) newMaintainer(o *options) *maintainer {
-	m := &maintainer{
-		keep: o.maint.keepSnapshots, expireAge: o.maint.expireAge, rewriteEvery: o.maint.rewriteEvery,
-		autoCompact: o.maint.autoCompact, smallFiles: o.maint.smallFiles, convertEvery: o.maint.convertEvery,
-		branch: w.env.branch, ident: w.env.ident, log: w.env.log, events: w.cbs,
-		table: w.Table, commit: w.commitTx, cleanup: w.compactor.spawn,
-		convert: func() bool {
-			return w.compactor.start("equality delete conversion", func(ctx context.Context) error {
-				_, err := w.convertBackground(ctx)
-				return err
-			})
-		},
-	}
-	// Off the commit path (compactor): the pass reads and writes while the loop commits on.
-	m.compact = func(smallOnly bool) bool {
-		return w.compactor.start("compaction", func(ctx context.Context) error {
-			start := time.Now()
-			res, err := w.compactBackground(ctx, smallOnly)
-			if err == nil && res.SnapshotID != 0 {
-				m.rewriteDue.Store(true) // before the hook: a commit that follows its event rewrites
-			}
-			w.compacted(start, true, smallOnly, res, err)
-			return err
-		}, "small_only", smallOnly)
-	}
-	return m
-}
-
-// afterCommit runs the maintenance due after a commit of the writer that added deleteFiles delete files. Each
-// step runs on the table the previous one left. Metadata first: expiry once the snapshots exceed the kept count
-// by a slack of max(10, keep/2) (expiry reads every retained manifest list, so fewer, larger steps cost less in
-// total) or, with an age limit, every 50 commits; manifest rewriting every rewriteEvery commits and after each
-// background compaction that committed (rewriteDue; not when rewriteEvery is 0); the conversion of
-// equality deletes every convertEvery commits while the table holds any (anyone's). Then at most one compaction:
-// the automatic one once autoCompact commits added delete files, else the small-file one every smallFiles
-// commits. The conversion and the compactions run in the background, one at a time (compactor): one due while
-// another runs waits, and starts after a later commit once the runner is free, the one that waited longest
-// first, so that frequent conversions do not starve compactions.
-func (m *maintainer) afterCommit(ctx context.Context, deleteFiles int) {
-	m.commits++
-	if m.expiryDue() && m.stop("expire snapshots", m.expire(ctx)) {
-		return
-	}
-	afterPass := m.rewriteDue.Swap(false)
-	if m.rewriteEvery > 0 && (afterPass || m.commits%int64(m.rewriteEvery) == 0) &&
-		m.stop("rewrite manifests", m.rewriteManifests(ctx)) {
-		return
-	}
-	if m.convertEvery > 0 && m.commits%int64(m.convertEvery) == 0 && hasEqualityDeletes(m.table(), m.branch) {
-		m.due(passConvert)
-	}
-	switch {
-	case m.autoCompact > 0 && deleteFiles > 0 && m.deltaCommits+1 >= m.autoCompact:
-		m.deltaCommits = 0
-		m.due(passCompact)
-	case m.autoCompact > 0 && deleteFiles > 0:
-		m.deltaCommits++
-		fallthrough
-	default:
-		if m.smallFiles > 0 && m.commits%int64(m.smallFiles) == 0 {
-			m.due(passSmallFiles)
-		}
-	}
-	for len(m.waiting) > 0 && m.start(m.waiting[0]) {
-		m.waiting = m.waiting[1:]
-	}
-}
-
-// due queues a background pass unless it waits already; an automatic compaction covers a small-file one.
-func (m *maintainer) due(k passKind) {
-	for i, w := range m.waiting {
-		switch {
-		case w == k, w == passCompact && k == passSmallFiles:
-			return
-		case w == passSmallFiles && k == passCompact:
-			m.waiting[i] = passCompact
-			return
-		}
-	}
-	m.waiting = append(m.waiting, k)
-}
-
-// start starts a background pass, reporting whether it did (false: one is running, or the writer is closing).
-func (m *maintainer) start(k passKind) bool {
-	switch k {
-	case passConvert:
-		return m.convert()
-	case passCompact:
-		return m.compact(false)
-	default:
-		return m.compact(true)
-	}
-}
-
-// stop logs a failed step and reports whether maintenance must stop: the writer was fenced (and stopped).
-func (m *maintainer) stop(what string, err error) bool {
-	switch {
-	case err == nil:
-		return false
-	case errors.Is(err, ErrFenced):
-		return true // the writer stopped and said so
-	}
-	m.log.Warn("iceberg: maintenance not done; it runs again when next due", "what", what, "table", m.ident, "err", err)
-	return false
-}
-
-func (m *maintainer) expiryDue() bool {
-	if m.expireAge > 0 && m.commits%50 == 0 {
-		return true
-	}
-	return m.keep > 0 && len(m.table().Metadata().Snapshots()) > m.keep+max(10, m.keep/2)
-}
-
-// expire removes snapshots beyond the retention and deletes the files only they referenced.
+// Compact rewrites the data files that delete files apply to (and small data files beside them), with the
+// deletes applied, and expunges the delete files that become dead, in one atomic replace.
 //
-// iceberg-go's cleanup reads every entry of every retained manifest to find data files that became garbage,
-// which grows with the table. When every expired snapshot only added files (no data or delete file removed),
-// no data file can have become garbage, so the writer deletes just the manifest lists and manifests that no
-// retained snapshot references, reading manifest lists only; otherwise it runs iceberg-go's full cleanup.
-func (m *maintainer) expire(ctx context.Context) error {
-	var opts []table.ExpireSnapshotsOpt
-	if m.keep > 0 {
-		opts = append(opts, table.WithRetainLast(m.keep))
-	}
-	if m.expireAge > 0 {
-		opts = append(opts, table.WithOlderThan(m.expireAge))
-	} else {
-		opts = append(opts, table.WithOlderThan(0))
-	}
-	var expired []*table.Snapshot
-	full := false
-	start := time.Now()
-	r, err := m.commit(ctx, &commit.Op{
-		What: "expire snapshots", Kind: KindExpiry, Start: m.table(), MaxAttempts: maintainAttempts,
-		Build: func(_ context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
-			var tx *table.Transaction
-			var err error
-			tx, expired, full, err = expireTx(tbl, m.branch, opts)
-			return tx, err
-		},
-		Committed: func(_ context.Context, pre, next *table.Table) {
-			// Deleting the files only the expired snapshots referenced reads every retained manifest list (and,
-			// for the full cleanup, manifest): off the commit path. A file a later commit stops referencing is
-			// still referenced by next's snapshots, so a cleanup racing later commits deletes nothing live.
-			expired, full := expired, full
-			m.cleanup(func(ctx context.Context) {
-				if full {
-					ids := make([]int64, len(expired))
-					for i, s := range expired {
-						ids[i] = s.SnapshotID
-					}
-					if err := table.NewRemoveSnapshotsUpdate(ids, true).PostCommit(ctx, pre, next); err != nil {
-						m.log.Warn("iceberg: expiry cleanup not done", "table", m.ident, "err", err)
-					}
-				} else {
-					m.deleteUnreferencedManifests(ctx, pre, next, expired)
-				}
-				m.deleteExpiredPositions(ctx, next, expired)
-			})
-		},
-	})
-	m.expired(start, r, len(expired), full, err)
-	return err
+// It runs inside the writer's commit queue: no commit of this writer interleaves with it, and batches accepted
+// meanwhile commit after it (their equality deletes then get a higher sequence number and still apply). A
+// concurrent commit by another writer makes the replace fail its requirement; Compact then plans again from the
+// new table (iceberg-go's own rewrite would refuse concurrent equality deletes), up to 10 attempts within the
+// commit timeout. A writer whose ID a newer process took over gets ErrFenced and stops, having committed nothing.
+func (w *Writer) Compact(ctx context.Context) (CompactResult, error) { return w.maint.Compact(ctx) }
+
+// ConvertEqualityDeletes resolves every live equality delete file of the table to the rows it removes, writes
+// those rows as position deletes (format v2: one file-scoped position delete file per data file) or deletion
+// vectors (v3: merged with the file's vector), and removes the equality delete files, in one commit. Readers
+// then apply cheap file-scoped deletes instead of matching every older data file against every equality delete,
+// and engines that cannot read equality deletes can read the table. Equality deletes written by anyone count:
+// other writers, older versions of this library, this writer's fallback when its key index cannot place a key.
+//
+// An equality delete applies to the data files of a strictly lower data sequence number, of the same partition
+// unless it is global (scan planning decides, as for readers); its rows are found by reading those files'
+// equality columns. The commit asserts the branch head it planned on: a concurrent commit makes it fail, and it
+// plans again on the reloaded table (up to 10 attempts within the commit timeout). It runs inside the writer's
+// commit queue, as Compact does. The maintainer runs a conversion every WithDeleteConversionEvery commits, off the
+// commit path: it reads and writes while the writer's flushes go on, and takes the queue only for its commit.
+func (w *Writer) ConvertEqualityDeletes(ctx context.Context) (ConvertResult, error) {
+	return w.maint.ConvertEqualityDeletes(ctx)
 }
 
-// expireTx stages the expiry on tbl (nil: nothing would expire) and returns the snapshots it expires and
-// whether its cleanup must be iceberg-go's full one.
-func expireTx(tbl *table.Table, branch string, opts []table.ExpireSnapshotsOpt) (*table.Transaction, []*table.Snapshot, bool, error) {
-	build := func() (*table.Transaction, error) {
-		tx := tbl.NewTransactionOnBranch(branch)
-		if err := refreshMirrors(tx, tbl.Metadata(), branch); err != nil {
-			return nil, err
-		}
-		if err := commit.RefreshPositionsMirror(tx, tbl.Metadata(), branch); err != nil {
-			return nil, err
-		}
-		// The cleanup runs after the commit, off the commit path (maintainer.expire).
-		return tx, tx.ExpireSnapshots(append(slices.Clip(opts), table.WithPostCommit(false))...)
-	}
-	// Stage once to see what would expire.
-	probe, err := build()
-	if err != nil {
-		return nil, nil, false, err
-	}
-	staged, err := probe.StagedTable()
-	if err != nil {
-		return nil, nil, false, err
-	}
-	var expired, all []*table.Snapshot
-	for i := range tbl.Metadata().Snapshots() {
-		s := &tbl.Metadata().Snapshots()[i]
-		all = append(all, s)
-		if staged.Metadata().SnapshotByID(s.SnapshotID) == nil {
-			expired = append(expired, s)
-		}
-	}
-	if len(expired) == 0 {
-		return nil, nil, false, nil
-	}
-	// A data file added by an expired snapshot and removed by a retained one became garbage too: the cheap
-	// cleanup only holds when no snapshot, expired or retained, removed files.
-	return probe, expired, !onlyAdded(all), nil
-}
-
-// rewriteManifests rewrites the table's manifests, so that manifest lists stay short (row deltas never merge
-// manifests).
-func (m *maintainer) rewriteManifests(ctx context.Context) error {
-	_, err := m.commit(ctx, &commit.Op{
-		What: "rewrite manifests", Kind: KindManifests, Start: m.table(), MaxAttempts: maintainAttempts,
-		Build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
-			tx := tbl.NewTransactionOnBranch(m.branch)
-			_, err := tx.RewriteManifests(ctx)
-			return tx, err
+// newMaintainer schedules the writer's maintenance by its (resolved) options, through the functions of the
+// writer and its stages that maintenance asks for (maintain.Env). The pipeline is made after it: the functions
+// that reach it look it up when called.
+func (w *Writer) newMaintainer(o *options) *maintain.Maintainer {
+	env := maintain.Env{
+		Ident: w.env.ident, Branch: w.env.branch, WriterID: w.env.id, Log: w.env.log, Redact: w.env.red.Error,
+		TargetFileSize: w.files.TargetFileSize, RowGroupRows: w.files.RowGroupRows, KeyNames: w.keys.names(),
+		Parallel: w.keys.parallel, FileUUID: w.own.names.next, MaxBuilds: maxBuildAttempts,
+		Table: w.Table, Commit: w.commitTx,
+		EnterQueue: func() func() { return w.pipe.enterQueue() },
+		Usable:     func() error { return w.pipe.usable() },
+		Closed:     ErrClosed,
+		RemovePaths: func(ctx context.Context, tbl *table.Table, paths []string) {
+			removePaths(ctx, w.env.log, tbl, paths)
 		},
-	})
-	return err
-}
-
-// onlyAdded reports whether every snapshot only added files.
-func onlyAdded(snaps []*table.Snapshot) bool {
-	for _, s := range snaps {
-		if s.Summary == nil {
-			return false
-		}
-		for _, k := range []string{"deleted-data-files", "removed-delete-files", "removed-equality-delete-files",
-			"removed-position-delete-files", "removed-dvs", "deleted-records"} {
-			if v, ok := s.Summary.Properties[k]; ok {
-				if n, _ := strconv.ParseInt(v, 10, 64); n != 0 {
-					return false
-				}
+		RefreshMirrors: refreshMirrors,
+		WholeReads: func(tbl *table.Table, sizes map[string]int64) *table.Table {
+			return wholeReads(tbl, sizes, wholeReadBytes(tbl))
+		},
+		DropIndex:      func(reason string) { w.keys.drop(reason, nil) },
+		RebaseIndex:    w.keys.rebase,
+		IndexConverted: w.keys.converted,
+		NewDeleteResolver: func(ctx context.Context, tbl *table.Table) (maintain.DeleteResolver, error) {
+			r, err := newDeleteResolver(ctx, tbl)
+			if err != nil {
+				return nil, err
 			}
-		}
+			return maintainResolver{r}, nil
+		},
+		DeleteTarget: posDeleteTarget,
+		OnCompaction: w.compacted,
+		OnConversion: w.converted,
+		OnExpiry:     w.expired,
 	}
-	return true
+	return maintain.New(env, maintain.Config{
+		Keep: o.maint.keepSnapshots, ExpireAge: o.maint.expireAge, RewriteEvery: o.maint.rewriteEvery,
+		AutoCompact: o.maint.autoCompact, SmallFiles: o.maint.smallFiles, ConvertEvery: o.maint.convertEvery,
+		DeleteRatio: o.maint.deleteRatio,
+	})
 }
 
-// deleteUnreferencedManifests deletes the manifest lists of expired snapshots and the manifests that only
-// they referenced.
-func (m *maintainer) deleteUnreferencedManifests(ctx context.Context, pre, post *table.Table, expired []*table.Snapshot) {
-	if !post.Properties().GetBool(table.GCEnabledKey, table.GCEnabledDefault) {
+// maintainResolver is the key index's delete resolution as maintenance asks for it.
+type maintainResolver struct{ r *deleteResolver }
+
+func (m maintainResolver) PositionDeleted(task table.FileScanTask) (*dv.RoaringPositionBitmap, error) {
+	return m.r.positionDeleted(task)
+}
+
+func (m maintainResolver) EqualityDeleted(ctx context.Context, task table.FileScanTask) (*dv.RoaringPositionBitmap, error) {
+	return m.r.equalityDeleted(ctx, task, nil)
+}
+
+// converted records in the key index a conversion this writer committed (pre is the table it planned on, next
+// the one its commit left): the data files that got a new vector hold it now, with all its positions (the
+// equality deletes' rows were never in the index: it is not loaded over them). When someone else changed the
+// table since the index's base, the index goes off instead.
+func (k *keyStage) converted(pre, next *table.Table, vectors map[string]maintain.ConvertedVector) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	idx := k.indexBefore(pre, "an equality delete conversion")
+	if idx == nil {
 		return
 	}
-	fs, err := post.FS(ctx)
-	if err != nil {
-		return
-	}
-	retained := map[string]bool{}
-	for _, s := range post.Metadata().Snapshots() {
-		mans, err := s.Manifests(fs)
-		if err != nil {
-			m.log.Warn("iceberg: expiry cleanup skipped", "table", m.ident, "err", err)
-			return
-		}
-		for _, m := range mans {
-			retained[m.FilePath()] = true
+	for path, v := range vectors {
+		if fid, ok := idx.byPath[path]; ok && v.File != nil {
+			idx.files[fid].dv, idx.files[fid].dvFile = v.Bitmap, v.File
 		}
 	}
-	drop := map[string]bool{}
-	for _, s := range expired {
-		drop[s.ManifestList] = true
-		mans, err := s.Manifests(fs)
-		if err != nil {
-			continue // already gone
-		}
-		for _, m := range mans {
-			if !retained[m.FilePath()] {
-				drop[m.FilePath()] = true
-			}
-		}
+	if head := next.Metadata().SnapshotByName(k.branch); head != nil {
+		idx.base = head.SnapshotID
 	}
-	for p := range drop {
-		_ = fs.Remove(p)
-	}
-}
-
-// deleteExpiredPositions deletes the side files of source positions that only expired snapshots named (the
-// positions mirror keeps the newest one alive: see positions.go).
-func (m *maintainer) deleteExpiredPositions(ctx context.Context, post *table.Table, expired []*table.Snapshot) {
-	if post.Properties().GetBool(table.GCEnabledKey, table.GCEnabledDefault) {
-		removePaths(ctx, m.log, post, commit.ExpiredPositionFiles(post.Metadata(), expired))
-	}
-}
-
-// hasEqualityDeletes reports whether the branch head may hold live equality delete files: its summary says so,
-// or has no count.
-func hasEqualityDeletes(tbl *table.Table, branch string) bool {
-	s := tbl.Metadata().SnapshotByName(branch)
-	if s == nil {
-		return false
-	}
-	v, ok := commit.SummaryProp(s, "total-equality-deletes")
-	return !ok || v != "0"
 }

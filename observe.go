@@ -117,16 +117,21 @@ func (w *Writer) compacted(start time.Time, automatic, smallOnly bool, res Compa
 	}
 }
 
+// converted reports a conversion of equality deletes that started at start, when it committed or failed:
+// ConvertEqualityDeletes', or the maintainer's (automatic).
+func (w *Writer) converted(start time.Time, automatic bool, res ConvertResult, err error) {
+	if w.cbs.wants(hookConversion) {
+		w.cbs.emit(DeleteConversion{Table: w.env.ident, WriterID: w.env.id, Automatic: automatic, Result: res,
+			Duration: time.Since(start), Err: w.cbs.masked(err)})
+	}
+}
+
 // expired reports an expiry that started at start, when it expired snapshots or failed (n: the snapshots its
 // last build would expire).
-func (m *maintainer) expired(start time.Time, r commit.Result, n int, full bool, err error) {
-	c := m.events
-	if !c.wants(hookExpiry) || (err == nil && r.How != commit.Committed) {
-		return
+func (w *Writer) expired(start time.Time, r commit.Result, n int, full bool, err error) {
+	c := w.cbs
+	if c.wants(hookExpiry) {
+		c.emit(Expiry{Table: w.env.ident, WriterID: c.writerID, Expired: n, Full: full, Attempts: r.Attempts,
+			Duration: time.Since(start), Err: c.masked(err)})
 	}
-	if err != nil {
-		n, full = 0, false
-	}
-	c.emit(Expiry{Table: m.ident, WriterID: c.writerID, Expired: n, Full: full, Attempts: r.Attempts,
-		Duration: time.Since(start), Err: c.masked(err)})
 }

@@ -110,12 +110,3 @@ func posDeleteTarget(f ice.DataFile) string {
 	}
 	return ""
 }
-
-// writableFS returns the table's file system as one that writes files (what: the files it is for, in the error).
-func writableFS(fs iceio.IO, what string) (iceio.WriteFileIO, error) {
-	wfs, ok := fs.(iceio.WriteFileIO)
-	if !ok {
-		return nil, fmt.Errorf("iceberg: the table's file system cannot write %s", what)
-	}
-	return wfs, nil
-}

@@ -212,7 +212,7 @@ func (w *Writer) committed(ctx context.Context, run *Run, batches []*batch, res 
 	w.env.log.Info("iceberg: committed", "table", w.env.ident, "snapshot", ci.SnapshotID, "rows", ci.Rows,
 		"files", ci.Files, "duration", ci.Duration, "attempts", ci.Attempts)
 	w.cbs.deliver(ci)
-	w.maint.afterCommit(ctx, run.deleteFiles())
+	w.maint.AfterCommit(ctx, run.deleteFiles())
 }
 
 // loopDone: nothing is delivered after the commit loop; the callback goroutine ends once it is drained.

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/icewriter/iceberg/internal/commit"
+	"github.com/icewriter/iceberg/internal/maintain"
 )
 
 // Snapshot summary and table property keys the writer owns.
@@ -24,11 +25,8 @@ const (
 	summarySeq        = "icewriter.seq"
 	summaryCheckpoint = "icewriter.checkpoint"
 	summaryFence      = commit.SummaryFence
-	// summaryOperation names what a snapshot of the writer's own that is not a run does ("compact").
-	summaryOperation = "icewriter.operation"
-	// summaryNonce marks the snapshot of one transaction call (a compaction): the proof, after a lost reply,
-	// that the call applied.
-	summaryNonce      = "icewriter.nonce"
+	summaryOperation  = maintain.SummaryOperation
+	summaryNonce      = maintain.SummaryNonce
 	summaryRewritten  = "icewriter.cow-rewritten-files"
 	summaryCandidates = "icewriter.cow-candidate-files"
 	propEpochPrefix   = commit.EpochPropPrefix

@@ -23,6 +23,7 @@ import (
 
 	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/encode"
+	"github.com/icewriter/iceberg/internal/maintain"
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
@@ -47,10 +48,10 @@ type Writer struct {
 	view    *tableView
 	structs *structStage // WriteStructs and UpsertStructs: Go values to record batches
 
-	maint *maintainer // expiry, manifest rewrites, compactions: run by the commit loop after its commits
-	// compactor runs the maintenance compactions off the commit path
-	compactor *compactor
-	own       *ownFiles // the files of the writer's ID: their marked names, the removal of earlier epochs' orphans
+	// maint is expiry, manifest rewrites, compactions and conversions: scheduled by the commit loop after its
+	// commits, compactions and conversions run off the commit path
+	maint *maintain.Maintainer
+	own   *ownFiles // the files of the writer's ID: their marked names, the removal of earlier epochs' orphans
 }
 
 // Stats are the writer's counters.
@@ -196,7 +197,6 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if o.commit.wrapCommitter != nil {
 		w.runs.committer = o.commit.wrapCommitter(w.runs.committer)
 	}
-	w.compactor = newCompactor(w.env.log, w.env.ident, o.maint.deleteRatio)
 	w.maint = w.newMaintainer(&o)
 	w.pipe = newPipeline(ctx, w, pipelineConfig{
 		flushRows: int64(o.flush.rows), flushBytes: o.flush.bytes, flushInterval: o.flush.interval,

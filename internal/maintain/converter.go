@@ -1,4 +1,4 @@
-package iceberg
+package maintain
 
 import (
 	"context"
@@ -35,40 +35,40 @@ var errConversionOverlap = errors.New("iceberg: equality delete conversion re-pl
 //     maintainAttempts times in all; the last time it gives up, and the next pass that is due plans again.
 //
 // Vectors are not merged in the commit step: that would read and write files while holding the queue.
-func (w *Writer) convertBackground(ctx context.Context) (ConvertResult, error) {
+func (m *Maintainer) convertBackground(ctx context.Context) (ConvertResult, error) {
 	var res ConvertResult
 	var err error
 	for try := 1; try <= maintainAttempts; try++ {
 		start := time.Now()
 		var overlap error
-		res, overlap, err = w.convertPass(ctx)
-		if errors.Is(err, ErrClosed) || (err != nil && ctx.Err() != nil) {
+		res, overlap, err = m.convertPass(ctx)
+		if errors.Is(err, m.env.Closed) || (err != nil && ctx.Err() != nil) {
 			return res, nil // the writer closed while the pass ran: nothing was committed, nothing failed
 		}
 		if overlap == nil || err != nil {
-			return res, w.convertedEvent(start, true, res, err)
+			return res, m.convertedEvent(start, true, res, err)
 		}
-		w.env.log.Info("iceberg: equality delete conversion planned again", "table", w.env.ident, "try", try,
+		m.env.Log.Info("iceberg: equality delete conversion planned again", "table", m.env.Ident, "try", try,
 			"reason", overlap.Error())
 	}
-	w.env.log.Info("iceberg: equality delete conversion given up; the next one due plans again", "table", w.env.ident)
+	m.env.Log.Info("iceberg: equality delete conversion given up; the next one due plans again", "table", m.env.Ident)
 	return res, nil
 }
 
 // convertPass plans, writes and commits one background conversion (see convertBackground); overlap says why the
 // commit was not made and the pass should plan again.
-func (w *Writer) convertPass(ctx context.Context) (res ConvertResult, overlap error, err error) {
-	base := w.Table()
-	if base == nil || !hasEqualityDeletes(base, w.env.branch) {
+func (m *Maintainer) convertPass(ctx context.Context) (res ConvertResult, overlap error, err error) {
+	base := m.env.Table()
+	if base == nil || !hasEqualityDeletes(base, m.env.Branch) {
 		return ConvertResult{}, nil, nil
 	}
-	plan, err := planConversion(ctx, base, w.env.branch, w.keys.files, w.keys.parallel)
+	plan, err := planConversion(ctx, base, &m.env)
 	if err != nil || plan == nil {
 		return ConvertResult{}, nil, err
 	}
 	removeNew := func() { plan.removeFiles(context.WithoutCancel(ctx), base) }
-	if testHookRewriteWritten != nil {
-		testHookRewriteWritten()
+	if TestHookRewriteWritten != nil {
+		TestHookRewriteWritten()
 	}
 	if ctx.Err() != nil {
 		removeNew()
@@ -76,39 +76,39 @@ func (w *Writer) convertPass(ctx context.Context) (res ConvertResult, overlap er
 	}
 	// The commit: in the queue, between two runs, and never cut off half-way by stop.
 	commitCtx := context.WithoutCancel(ctx)
-	defer w.pipe.enterQueue()()
-	if err := w.pipe.usable(); err != nil {
+	defer m.env.EnterQueue()()
+	if err := m.env.Usable(); err != nil {
 		removeNew()
 		return ConvertResult{}, nil, err
 	}
 	nonce := uuid.NewString()
 	var sent bool
 	op := &commit.Op{
-		Start: w.Table(),
-		What:  "convert equality deletes", Kind: KindDeleteConversion, MaxAttempts: maintainAttempts, MaxBuilds: maxBuildAttempts,
+		Start: m.env.Table(),
+		What:  "convert equality deletes", Kind: KindDeleteConversion, MaxAttempts: maintainAttempts, MaxBuilds: m.env.MaxBuilds,
 		Build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
-			if overlap = conversionOverlap(tbl, w.env.branch, plan); overlap != nil {
+			if overlap = conversionOverlap(tbl, m.env.Branch, plan); overlap != nil {
 				return nil, nil
 			}
-			return plan.stage(ctx, tbl, w.env.branch, w.conversionProps(nonce))
+			return plan.stage(ctx, tbl, m.env.Branch, m.conversionProps(nonce))
 		},
-		Prove: commit.NonceProof(w.env.branch, summaryNonce, nonce, nil),
+		Prove: commit.NonceProof(m.env.Branch, SummaryNonce, nonce, nil),
 		Failed: func(s bool) {
 			sent = sent || s
-			w.conversionFailed(s)
+			m.conversionFailed(s)
 		},
 		Committed: func(_ context.Context, pre, next *table.Table) {
-			w.keys.converted(pre, next, plan.vectors)
+			m.env.IndexConverted(pre, next, plan.vectors)
 		},
 	}
-	r, err := w.commitTx(commitCtx, op)
+	r, err := m.env.Commit(commitCtx, op)
 	if (err != nil && !sent) || (err == nil && r.How == commit.Nothing) {
 		removeNew() // nothing that names them reached the catalog
 	}
 	if err == nil && r.How == commit.Nothing && overlap == nil {
 		return ConvertResult{Attempts: r.Attempts}, nil, nil
 	}
-	return conversionResult(w.env.branch, r, err, plan, nonce), overlap, err
+	return conversionResult(m.env.Branch, r, err, plan, nonce), overlap, err
 }
 
 // conversionOverlap reports (wrapping errConversionOverlap) why a conversion planned on c.snap cannot commit onto

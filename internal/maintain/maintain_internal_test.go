@@ -1,4 +1,4 @@
-package iceberg
+package maintain
 
 import (
 	"context"
@@ -17,10 +17,11 @@ import (
 // scheduled runs a maintainer over commits with the given delete-file counts and returns what it ran, by
 // commit: "expire snapshots", "rewrite manifests" (the transactions it commits), "compact", "small files".
 // A transaction named in fail returns that error.
-func scheduled(m *maintainer, deleteFiles []int, fail map[string]error) []string {
+func scheduled(m *Maintainer, deleteFiles []int, fail map[string]error) []string {
 	var ran []string
-	m.log = slog.New(slog.DiscardHandler)
-	m.commit = func(_ context.Context, op *commit.Op) (commit.Result, error) {
+	m.env.Log = slog.New(slog.DiscardHandler)
+	m.env.OnExpiry = func(time.Time, commit.Result, int, bool, error) {}
+	m.env.Commit = func(_ context.Context, op *commit.Op) (commit.Result, error) {
 		ran = append(ran, fmt.Sprintf("%d %s", m.commits, op.What))
 		return commit.Result{}, fail[op.What]
 	}
@@ -32,9 +33,9 @@ func scheduled(m *maintainer, deleteFiles []int, fail map[string]error) []string
 		ran = append(ran, fmt.Sprintf("%d %s", m.commits, what))
 		return true
 	}
-	m.table = func() *table.Table { return nil } // only expiry by count reads it
+	m.env.Table = func() *table.Table { return nil } // only expiry by count reads it
 	for _, n := range deleteFiles {
-		m.afterCommit(context.Background(), n)
+		m.AfterCommit(context.Background(), n)
 	}
 	return ran
 }
@@ -42,7 +43,7 @@ func scheduled(m *maintainer, deleteFiles []int, fail map[string]error) []string
 // TestMaintainerSchedule: manifest rewrites every rewriteEvery commits; at most one compaction per commit, the
 // automatic one after autoCompact commits with delete files winning over the small-file one.
 func TestMaintainerSchedule(t *testing.T) {
-	m := &maintainer{rewriteEvery: 4, autoCompact: 2, smallFiles: 3}
+	m := &Maintainer{cfg: Config{RewriteEvery: 4, AutoCompact: 2, SmallFiles: 3}}
 	got := scheduled(m, []int{1, 0, 1, 0, 0, 1, 1, 0, 0}, nil)
 	want := []string{"3 compact", "4 rewrite manifests", "6 small files", "7 compact", "8 rewrite manifests",
 		"9 small files"}
@@ -53,7 +54,7 @@ func TestMaintainerSchedule(t *testing.T) {
 
 // TestMaintainerExpiryByAge: with an age limit, snapshot expiry runs every 50 commits.
 func TestMaintainerExpiryByAge(t *testing.T) {
-	m := &maintainer{expireAge: time.Hour}
+	m := &Maintainer{cfg: Config{ExpireAge: time.Hour}}
 	got := scheduled(m, make([]int, 120), nil)
 	if want := []string{"50 expire snapshots", "100 expire snapshots"}; !slices.Equal(got, want) {
 		t.Fatalf("ran %q, want %q", got, want)
@@ -63,12 +64,12 @@ func TestMaintainerExpiryByAge(t *testing.T) {
 // TestMaintainerStopsWhenFenced: a step that finds the writer fenced ends the maintenance after that commit
 // (the writer stopped); any other failure does not.
 func TestMaintainerStopsWhenFenced(t *testing.T) {
-	m := &maintainer{rewriteEvery: 1, smallFiles: 1}
-	got := scheduled(m, []int{0}, map[string]error{"rewrite manifests": fmt.Errorf("wrapped: %w", ErrFenced)})
+	m := &Maintainer{cfg: Config{RewriteEvery: 1, SmallFiles: 1}}
+	got := scheduled(m, []int{0}, map[string]error{"rewrite manifests": fmt.Errorf("wrapped: %w", commit.ErrFenced)})
 	if want := []string{"1 rewrite manifests"}; !slices.Equal(got, want) {
 		t.Fatalf("fenced: ran %q, want %q", got, want)
 	}
-	m = &maintainer{rewriteEvery: 1, smallFiles: 1}
+	m = &Maintainer{cfg: Config{RewriteEvery: 1, SmallFiles: 1}}
 	got = scheduled(m, []int{0}, map[string]error{"rewrite manifests": errors.New("injected: maintenance failed")})
 	if want := []string{"1 rewrite manifests", "1 small files"}; !slices.Equal(got, want) {
 		t.Fatalf("failed: ran %q, want %q", got, want)
@@ -81,8 +82,8 @@ func TestMaintainerStopsWhenFenced(t *testing.T) {
 func TestMaintainerPassesWait(t *testing.T) {
 	busy := map[int64]bool{2: true, 3: true, 4: true, 6: true}
 	var ran []string
-	m := &maintainer{autoCompact: 3, smallFiles: 2, log: slog.New(slog.DiscardHandler)}
-	m.table = func() *table.Table { return nil }
+	m := &Maintainer{cfg: Config{AutoCompact: 3, SmallFiles: 2}, env: Env{Log: slog.New(slog.DiscardHandler)}}
+	m.env.Table = func() *table.Table { return nil }
 	m.compact = func(smallOnly bool) bool {
 		if busy[m.commits] {
 			return false
@@ -97,7 +98,7 @@ func TestMaintainerPassesWait(t *testing.T) {
 	// Commit 2: small files due, busy; 3: automatic compaction due (3 commits with deletes), covers it; 4: small
 	// files due again, busy; 5: the compaction starts; 6: small files due, busy; 7: it starts.
 	for _, n := range []int{1, 1, 1, 0, 0, 0, 0} {
-		m.afterCommit(context.Background(), n)
+		m.AfterCommit(context.Background(), n)
 	}
 	if want := []string{"5 compact", "7 small files"}; !slices.Equal(ran, want) {
 		t.Fatalf("ran %q, want %q", ran, want)

@@ -1,4 +1,4 @@
-package iceberg
+package maintain
 
 import (
 	"context"
@@ -40,13 +40,10 @@ import (
 // wait for one that is committing. The compactor also runs the file cleanup after an expiry (spawn), for the
 // same reason.
 type compactor struct {
-	log   *slog.Logger // a failed pass is logged (it runs again when next due)
-	ident table.Identifier
-	ctx   context.Context // ends at stop
-	// deleteRatio (WithDeleteRewriteRatio): a small-file pass also rewrites the files with this share of their
-	// rows deleted (0: off).
-	deleteRatio float64
-	cancel      context.CancelFunc
+	log    *slog.Logger // a failed pass is logged (it runs again when next due)
+	ident  table.Identifier
+	ctx    context.Context // ends at stop
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	pass    chan struct{} // while a pass runs: closed when it ends
@@ -54,14 +51,14 @@ type compactor struct {
 	wg      sync.WaitGroup
 }
 
-func newCompactor(log *slog.Logger, ident table.Identifier, deleteRatio float64) *compactor {
+func newCompactor(log *slog.Logger, ident table.Identifier) *compactor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &compactor{log: log, ident: ident, ctx: ctx, cancel: cancel, deleteRatio: deleteRatio}
+	return &compactor{log: log, ident: ident, ctx: ctx, cancel: cancel}
 }
 
-// testHookRewriteWritten, when set, runs after a background pass (compaction or conversion) wrote its files
+// TestHookRewriteWritten, when set, runs after a background pass (compaction or conversion) wrote its files
 // and before it takes the commit queue (tests hold a pass there).
-var testHookRewriteWritten func()
+var TestHookRewriteWritten func()
 
 // start begins a background pass (a compaction or an equality delete conversion: what names it in logs) unless
 // one is running or the writer is closing; it reports whether it began one. pass runs on the compactor's
@@ -82,7 +79,7 @@ func (c *compactor) start(what string, pass func(ctx context.Context) error, log
 		err := pass(c.ctx)
 		switch {
 		case err == nil, c.ctx.Err() != nil:
-		case errors.Is(err, ErrFenced):
+		case errors.Is(err, commit.ErrFenced):
 			// The writer stopped and said so.
 		default:
 			c.log.Warn("iceberg: maintenance not done; it runs again when next due",
@@ -137,28 +134,28 @@ var errRewriteOverlap = errors.New("iceberg: compaction given up: the table chan
 // compactBackground plans and writes a compaction on the writer's last committed table without holding the
 // commit queue, then commits it in the queue (see compactor). A pass given up because of errRewriteOverlap
 // returns a zero result and no error.
-func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (CompactResult, error) {
-	base := w.Table()
+func (m *Maintainer) compactBackground(ctx context.Context, smallOnly bool) (CompactResult, error) {
+	base := m.env.Table()
 	if base == nil {
 		return CompactResult{}, nil
 	}
-	pl, err := w.planRewrite(ctx, base, smallOnly)
+	pl, err := m.planRewrite(ctx, base, smallOnly)
 	if err != nil || pl == nil {
 		return CompactResult{}, err
 	}
-	p := &compactPass{pl: pl, branch: w.env.branch, writerID: w.env.id, names: w.own.names}
-	if err := p.write(ctx, w.compactionGroupOptions()); err != nil {
+	p := &compactPass{pl: pl, env: &m.env}
+	if err := p.write(ctx, m.groupOptions()); err != nil {
 		p.removeNew(ctx)
 		if ctx.Err() != nil && err == ctx.Err() {
 			return CompactResult{}, err
 		}
-		return CompactResult{}, w.env.red.Error(err)
+		return CompactResult{}, m.env.Redact(err)
 	}
 	if len(p.results) == 0 {
 		return CompactResult{}, nil
 	}
-	if testHookRewriteWritten != nil {
-		testHookRewriteWritten()
+	if TestHookRewriteWritten != nil {
+		TestHookRewriteWritten()
 	}
 	if ctx.Err() != nil {
 		p.removeNew(ctx)
@@ -166,23 +163,23 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 	}
 	// The commit: in the queue, between two runs, and never cut off half-way by stop.
 	commitCtx := context.WithoutCancel(ctx)
-	defer w.pipe.enterQueue()()
-	if err := w.pipe.usable(); err != nil {
+	defer m.env.EnterQueue()()
+	if err := m.env.Usable(); err != nil {
 		p.removeNew(ctx)
 		return CompactResult{}, err
 	}
-	op := p.op(w.Table(), w.keys)
-	r, err := w.commitTx(commitCtx, op)
+	op := p.op(m.env.Table())
+	r, err := m.env.Commit(commitCtx, op)
 	if err != nil {
 		if !p.sent {
 			p.removeNew(ctx)
 		}
-		return CompactResult{Attempts: r.Attempts}, w.env.red.Error(err)
+		return CompactResult{Attempts: r.Attempts}, m.env.Redact(err)
 	}
 	if r.How == commit.Nothing {
 		p.removeNew(ctx)
 		if p.overlap != nil {
-			w.env.log.Info("iceberg: compaction given up; the next one due plans again", "table", w.env.ident,
+			m.env.Log.Info("iceberg: compaction given up; the next one due plans again", "table", m.env.Ident,
 				"reason", p.overlap.Error())
 		}
 		return CompactResult{Attempts: r.Attempts}, nil
@@ -191,7 +188,7 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 		p.removePaths(ctx, p.orphans) // no earlier build reached the catalog: its deletes are nobody's
 	}
 	if p.rebased != nil && len(p.rebased.files) > 0 {
-		w.env.log.Debug("iceberg: compaction re-based deletes committed while it ran", "table", w.env.ident,
+		m.env.Log.Debug("iceberg: compaction re-based deletes committed while it ran", "table", m.env.Ident,
 			"delete_files", len(p.drift.deletes), "rows", p.rebased.rows)
 	}
 	return p.result(r), nil
@@ -200,11 +197,9 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 // compactPass is one background compaction: the files it wrote (write), then the transaction that commits
 // them (op), re-based on every attempt.
 type compactPass struct {
-	pl       *rewritePlan
-	branch   string
-	writerID string
-	names    *fileNamer // names the re-based delete files as the writer names its own
-	nonce    string
+	pl    *rewritePlan
+	env   *Env // names the re-based delete files as the writer names its own; the key index's hooks
+	nonce string
 
 	results []table.CompactionGroupResult // the groups that wrote files
 	res     CompactResult                 // counted while writing
@@ -230,9 +225,9 @@ type compactPass struct {
 func (p *compactPass) write(ctx context.Context, opts []table.CompactionGroupOption) error {
 	pl := p.pl
 	p.traced = map[string]*rewriteRows{}
-	var resolver *deleteResolver
+	var resolver DeleteResolver
 	if pl.writeTable.Metadata().SortOrder().IsUnsorted() {
-		resolver, p.traceErr = newDeleteResolver(ctx, pl.base)
+		resolver, p.traceErr = p.env.NewDeleteResolver(ctx, pl.base)
 	} else {
 		p.traceErr = errors.New("the table has a sort order")
 	}
@@ -302,22 +297,22 @@ func (p *compactPass) removeNew(ctx context.Context) {
 // op is the pass's transaction, first built on start (the table the writer's last commit left: in the commit
 // queue no commit of this writer is in flight, as the writer's commits and the conversion pass build on; no
 // table load a pass). If another writer moved the head since, the attempt is rejected and the retry reloads at
-// once. keys drops its index on a lost reply and re-indexes the new files after the commit.
-func (p *compactPass) op(start *table.Table, keys *keyStage) *commit.Op {
+// once. The key index is dropped on a lost reply and re-indexes the new files after the commit.
+func (p *compactPass) op(start *table.Table) *commit.Op {
 	p.nonce = uuid.NewString()
 	return &commit.Op{
 		Start: start,
-		What:  "compact", Kind: KindCompaction, MaxAttempts: compactAttempts, MaxBuilds: maxBuildAttempts,
+		What:  "compact", Kind: KindCompaction, MaxAttempts: compactAttempts, MaxBuilds: p.env.MaxBuilds,
 		Build: p.build,
-		Prove: commit.NonceProof(p.branch, summaryNonce, p.nonce, nil),
+		Prove: commit.NonceProof(p.env.Branch, SummaryNonce, p.nonce, nil),
 		Failed: func(s bool) {
 			if s {
 				p.sent = true
-				keys.drop("a compaction's commit returned an error (its reply may be lost)", nil)
+				p.env.DropIndex("a compaction's commit returned an error (its reply may be lost)")
 			}
 		},
 		Committed: func(ctx context.Context, pre, next *table.Table) {
-			keys.rebase(ctx, pre, next, p.rewritten)
+			p.env.RebaseIndex(ctx, pre, next, p.rewritten)
 		},
 	}
 }
@@ -330,11 +325,11 @@ func (p *compactPass) build(ctx context.Context, tbl *table.Table, _ int) (*tabl
 		p.rebased = nil
 	}
 	var err error
-	if p.drift, err = rewriteDriftOn(tbl, p.branch, p.pl.snap, p.rewritten); err != nil {
+	if p.drift, err = rewriteDriftOn(tbl, p.env, p.pl.snap, p.rewritten); err != nil {
 		p.overlap = err
 		return nil, nil
 	}
-	if p.rebased, err = rebaseDeletes(ctx, tbl, p.drift, p.traced, p.names); err != nil {
+	if p.rebased, err = rebaseDeletes(ctx, tbl, p.env, p.drift, p.traced); err != nil {
 		if errors.Is(err, errRewriteOverlap) {
 			if p.traceErr != nil {
 				err = fmt.Errorf("%w (%w)", err, p.traceErr)
@@ -344,8 +339,8 @@ func (p *compactPass) build(ctx context.Context, tbl *table.Table, _ int) (*tabl
 		}
 		return nil, err
 	}
-	tx := tbl.NewTransactionOnBranch(p.branch)
-	rw := tx.NewRewrite(ice.Properties{summaryWriterID: p.writerID, summaryOperation: "compact", summaryNonce: p.nonce})
+	tx := tbl.NewTransactionOnBranch(p.env.Branch)
+	rw := tx.NewRewrite(ice.Properties{commit.SummaryWriterID: p.env.WriterID, SummaryOperation: opCompact, SummaryNonce: p.nonce})
 	// The delete files that die with the rewritten files go as iceberg-go's automatic removals: those of
 	// the pass's snapshot that are still live, and its dead equality deletes. The deletes committed since
 	// go as explicit removals, which the deletes re-based onto the new files replace (iceberg-go gives
@@ -397,7 +392,7 @@ func (p *compactPass) result(r commit.Result) CompactResult {
 	if p.drift != nil {
 		res.RemovedDeleteFiles += len(p.drift.deletes)
 	}
-	if s, ok := commit.FindNonce(r.Table.Metadata(), p.branch, summaryNonce, p.nonce); ok {
+	if s, ok := commit.FindNonce(r.Table.Metadata(), p.env.Branch, SummaryNonce, p.nonce); ok {
 		res.SnapshotID = s.SnapshotID
 		if s.Summary != nil {
 			fmt.Sscan(s.Summary.Properties["total-delete-files"], &res.DeleteFilesRemaining)

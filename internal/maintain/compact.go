@@ -1,4 +1,4 @@
-package iceberg
+package maintain
 
 import (
 	"context"
@@ -28,61 +28,57 @@ type CompactResult struct {
 	DeleteFilesRemaining int // delete files still live after the rewrite
 }
 
-// Compact rewrites the data files that delete files apply to (and small data files beside them), with the
-// deletes applied, and expunges the delete files that become dead, in one atomic replace.
-//
-// It runs inside the writer's commit queue: no commit of this writer interleaves with it, and batches accepted
-// meanwhile commit after it (their equality deletes then get a higher sequence number and still apply). A
-// concurrent commit by another writer makes the replace fail its requirement; Compact then plans again from the
-// new table (iceberg-go's own rewrite would refuse concurrent equality deletes), up to 10 attempts within the
-// commit timeout. A writer whose ID a newer process took over gets ErrFenced and stops, having committed nothing.
-func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
-	if err := w.pipe.usable(); err != nil {
+// Compact is the user's compaction (the root's Writer.Compact): the data files that delete files apply to (and
+// small data files beside them) rewritten with the deletes applied, and the delete files that become dead
+// expunged, in one atomic replace inside the writer's commit queue.
+func (m *Maintainer) Compact(ctx context.Context) (CompactResult, error) {
+	if err := m.env.Usable(); err != nil {
 		return CompactResult{}, err
 	}
-	defer w.pipe.enterQueue()()
+	defer m.env.EnterQueue()()
 	start := time.Now()
-	res, err := w.compactLocked(ctx, false)
-	err = w.env.red.Error(err) // reads and writes data files: storage errors may quote presigned URLs
-	w.compacted(start, false, false, res, err)
+	res, err := m.compactLocked(ctx, false)
+	err = m.env.Redact(err) // reads and writes data files: storage errors may quote presigned URLs
+	m.env.OnCompaction(start, false, false, res, err)
 	return res, err
 }
 
 // compactAttempts bounds the attempts of one compaction: it holds the commit queue.
 const compactAttempts = 10
 
-// compactLocked runs one compaction through the writer's transaction helper; the caller is in the commit queue (pipeline.enterQueue).
-// smallOnly plans the small-file policy: only files under an eighth of the target size, of the lowest size tier
-// holding smallFileTierFanIn of them (smallFileTier), are merged; delete files alone pull no right-sized file in.
+// compactLocked runs one compaction through the writer's transaction helper; the caller is in the commit queue
+// (Env.EnterQueue). smallOnly plans the small-file policy: only files under an eighth of the target size, of
+// the lowest size tier holding smallFileTierFanIn of them (smallFileTier), are merged; delete files alone pull
+// no right-sized file in.
 //
 // A concurrent commit by another writer makes the replace fail its requirement; the retry plans again from the
 // reloaded table. The rewrite snapshot carries a nonce of this call, the proof that an attempt whose reply was
 // lost applied. The key index is dropped when an attempt's commit errs (where rows are then is not known),
 // and moved to the rewrite's new files when it commits.
-func (w *Writer) compactLocked(ctx context.Context, smallOnly bool) (CompactResult, error) {
+func (m *Maintainer) compactLocked(ctx context.Context, smallOnly bool) (CompactResult, error) {
 	nonce := uuid.NewString()
 	var res CompactResult
 	var rewritten map[string]struct{}
 	op := &commit.Op{
-		What: "compact", Kind: KindCompaction, MaxAttempts: compactAttempts, MaxBuilds: maxBuildAttempts,
+		What: "compact", Kind: KindCompaction, MaxAttempts: compactAttempts, MaxBuilds: m.env.MaxBuilds,
 		Build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			var tx *table.Transaction
 			var err error
-			tx, res, rewritten, err = w.planCompaction(ctx, tbl, smallOnly, nonce)
+			tx, res, rewritten, err = m.planCompaction(ctx, tbl, smallOnly, nonce)
 			return tx, err
 		},
-		Prove: commit.NonceProof(w.env.branch, summaryNonce, nonce, nil),
+		Prove: commit.NonceProof(m.env.Branch, SummaryNonce, nonce, nil),
 		Failed: func(sent bool) {
 			if sent {
-				w.keys.drop("a compaction's commit returned an error (its reply may be lost)", nil)
+				m.env.DropIndex("a compaction's commit returned an error (its reply may be lost)")
 			}
 		},
 		Committed: func(ctx context.Context, pre, next *table.Table) {
 			// The rewrite moved rows to new files: move the key index to them, or drop it.
-			w.keys.rebase(ctx, pre, next, rewritten)
+			m.env.RebaseIndex(ctx, pre, next, rewritten)
 		},
 	}
-	r, err := w.commitTx(ctx, op)
+	r, err := m.env.Commit(ctx, op)
 	if err != nil {
 		return CompactResult{Attempts: r.Attempts}, err
 	}
@@ -90,7 +86,7 @@ func (w *Writer) compactLocked(ctx context.Context, smallOnly bool) (CompactResu
 		return CompactResult{Attempts: r.Attempts}, nil
 	}
 	res.Attempts = r.Attempts
-	if s, ok := commit.FindNonce(r.Table.Metadata(), w.env.branch, summaryNonce, nonce); ok {
+	if s, ok := commit.FindNonce(r.Table.Metadata(), m.env.Branch, SummaryNonce, nonce); ok {
 		res.SnapshotID = s.SnapshotID
 		if s.Summary != nil {
 			fmt.Sscan(s.Summary.Properties["total-delete-files"], &res.DeleteFilesRemaining)
@@ -101,16 +97,16 @@ func (w *Writer) compactLocked(ctx context.Context, smallOnly bool) (CompactResu
 
 // planCompaction stages a compaction on tbl: nil when there is nothing worth rewriting. It returns what the
 // rewrite does and the data files it rewrites.
-func (w *Writer) planCompaction(ctx context.Context, tbl *table.Table, smallOnly bool, nonce string) (*table.Transaction, CompactResult, map[string]struct{}, error) {
-	pl, err := w.planRewrite(ctx, tbl, smallOnly)
+func (m *Maintainer) planCompaction(ctx context.Context, tbl *table.Table, smallOnly bool, nonce string) (*table.Transaction, CompactResult, map[string]struct{}, error) {
+	pl, err := m.planRewrite(ctx, tbl, smallOnly)
 	if err != nil || pl == nil {
 		return nil, CompactResult{}, nil, err
 	}
-	tx := pl.writeTable.NewTransactionOnBranch(w.env.branch)
+	tx := pl.writeTable.NewTransactionOnBranch(m.env.Branch)
 	rr, err := tx.RewriteDataFiles(ctx, pl.groups, table.RewriteDataFilesOptions{
-		SnapshotProps:            ice.Properties{summaryWriterID: w.env.id, summaryOperation: "compact", summaryNonce: nonce},
+		SnapshotProps:            ice.Properties{commit.SummaryWriterID: m.env.WriterID, SummaryOperation: opCompact, SummaryNonce: nonce},
 		ExtraDeleteFilesToRemove: pl.deadEq,
-		GroupOptions:             w.compactionGroupOptions(),
+		GroupOptions:             m.groupOptions(),
 	})
 	if err != nil {
 		return nil, CompactResult{}, nil, fmt.Errorf("iceberg: compact: rewrite: %w", err)
@@ -133,22 +129,22 @@ type rewritePlan struct {
 	deadEq     []ice.DataFile
 }
 
-// compactionGroupOptions are the output settings of a compaction group: the writer's target size and row groups.
-func (w *Writer) compactionGroupOptions() []table.CompactionGroupOption {
+// groupOptions are the output settings of a compaction group: the writer's target size and row groups.
+func (m *Maintainer) groupOptions() []table.CompactionGroupOption {
 	return []table.CompactionGroupOption{
-		table.WithCompactionTargetFileSize(w.files.TargetFileSize),
-		table.WithCompactionParquetRowGroupLimit(w.files.RowGroupRows),
+		table.WithCompactionTargetFileSize(m.env.TargetFileSize),
+		table.WithCompactionParquetRowGroupLimit(m.env.RowGroupRows),
 	}
 }
 
 // planRewrite plans a compaction on tbl (nil: nothing worth rewriting). smallOnly is the small-file policy (see
 // compactLocked).
-func (w *Writer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bool) (*rewritePlan, error) {
-	snap := tbl.Metadata().SnapshotByName(w.env.branch)
+func (m *Maintainer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bool) (*rewritePlan, error) {
+	snap := tbl.Metadata().SnapshotByName(m.env.Branch)
 	if snap == nil {
 		return nil, nil
 	}
-	scan, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).UseRef(w.env.branch)
+	scan, err := tbl.Scan(table.WithSnapshotID(snap.SnapshotID)).UseRef(m.env.Branch)
 	if err != nil {
 		return nil, err
 	}
@@ -157,14 +153,14 @@ func (w *Writer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bo
 		return nil, fmt.Errorf("iceberg: compact: plan: %w", err)
 	}
 	cfg := compaction.DefaultConfig()
-	cfg.TargetFileSizeBytes = w.files.TargetFileSize
-	cfg.MinFileSizeBytes = w.files.TargetFileSize * 3 / 4
-	cfg.MaxFileSizeBytes = w.files.TargetFileSize * 9 / 5
+	cfg.TargetFileSizeBytes = m.env.TargetFileSize
+	cfg.MinFileSizeBytes = m.env.TargetFileSize * 3 / 4
+	cfg.MaxFileSizeBytes = m.env.TargetFileSize * 9 / 5
 	cfg.DeleteFileThreshold = 1
 	cfg.MinInputFiles = 1
 	var plan compaction.Plan
 	if smallOnly {
-		if plan, err = smallOnlyPlan(cfg, tasks, w.compactor.deleteRatio); err != nil {
+		if plan, err = smallOnlyPlan(cfg, tasks, m.cfg.DeleteRatio); err != nil {
 			return nil, err
 		}
 	} else if plan, err = cfg.PlanCompaction(tasks); err != nil {
@@ -196,7 +192,7 @@ func (w *Writer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bo
 		return nil, fmt.Errorf("iceberg: compact: dead equality deletes: %w", err)
 	}
 	// Write the output as the writer writes its files: key bloom filters, and its Parquet write batch.
-	set := encode.KeyBloomProperties(tbl.Properties(), w.keys.names(), min(groupRows, int64(w.files.RowGroupRows)))
+	set := encode.KeyBloomProperties(tbl.Properties(), m.env.KeyNames, min(groupRows, int64(m.env.RowGroupRows)))
 	var inputs []ice.DataFile
 	for _, g := range pl.groups {
 		for _, t := range g.Tasks {
@@ -228,7 +224,7 @@ func (w *Writer) planRewrite(ctx context.Context, tbl *table.Table, smallOnly bo
 			}
 		}
 	}
-	pl.writeTable = wholeReads(pl.writeTable, sizes, wholeReadBytes(tbl))
+	pl.writeTable = m.env.WholeReads(pl.writeTable, sizes)
 	return pl, nil
 }
 

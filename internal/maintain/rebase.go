@@ -1,4 +1,4 @@
-package iceberg
+package maintain
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
+
 	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 )
 
@@ -41,15 +42,15 @@ type rowSource struct {
 }
 
 // newRewriteRows maps a group's output rows to their sources; res finds the rows each task's deletes removed.
-func newRewriteRows(ctx context.Context, res *deleteResolver, tasks []table.FileScanTask, outputs []ice.DataFile) (*rewriteRows, error) {
+func newRewriteRows(ctx context.Context, res DeleteResolver, tasks []table.FileScanTask, outputs []ice.DataFile) (*rewriteRows, error) {
 	m := &rewriteRows{sources: make(map[string]*rowSource, len(tasks)), outputs: outputs}
 	var live int64
 	for _, t := range tasks {
-		dead, err := res.positionDeleted(t)
+		dead, err := res.PositionDeleted(t)
 		if err != nil {
 			return nil, err
 		}
-		eq, err := res.equalityDeleted(ctx, t, nil)
+		eq, err := res.EqualityDeleted(ctx, t)
 		if err != nil {
 			return nil, err
 		}
@@ -134,9 +135,9 @@ func (d *rewriteDrift) has(df ice.DataFile) bool {
 // longer an ancestor of the branch's head, a snapshot since removed a rewritten data file, or one added a
 // position delete whose target is not one known file. Equality deletes added since need nothing: the rewrite's
 // files keep the pass snapshot's sequence number, so they still apply.
-func rewriteDriftOn(tbl *table.Table, branch string, snap *table.Snapshot, rewritten map[string]struct{}) (*rewriteDrift, error) {
+func rewriteDriftOn(tbl *table.Table, env *Env, snap *table.Snapshot, rewritten map[string]struct{}) (*rewriteDrift, error) {
 	meta := tbl.Metadata()
-	head := meta.SnapshotByName(branch)
+	head := meta.SnapshotByName(env.Branch)
 	var since []*table.Snapshot
 	for s := head; ; {
 		if s == nil {
@@ -162,7 +163,7 @@ func rewriteDriftOn(tbl *table.Table, branch string, snap *table.Snapshot, rewri
 	}
 	added := map[string]ice.DataFile{}
 	for _, s := range since {
-		if err := snapshotDrift(fs, s, rewritten, added, d.removed); err != nil {
+		if err := snapshotDrift(fs, env, s, rewritten, added, d.removed); err != nil {
 			return nil, err
 		}
 	}
@@ -178,7 +179,7 @@ func rewriteDriftOn(tbl *table.Table, branch string, snap *table.Snapshot, rewri
 // snapshotDrift reads the entries snapshot s added or deleted: a rewritten data file removed is an overlap; a
 // position delete or deletion vector added on a rewritten file goes to added, one of no single file is an
 // overlap; every delete file removed goes to removed.
-func snapshotDrift(fs iceio.IO, s *table.Snapshot, rewritten map[string]struct{}, added map[string]ice.DataFile, removed map[string]struct{}) error {
+func snapshotDrift(fs iceio.IO, env *Env, s *table.Snapshot, rewritten map[string]struct{}, added map[string]ice.DataFile, removed map[string]struct{}) error {
 	mans, err := s.Manifests(fs)
 	if err != nil {
 		return fmt.Errorf("%w: snapshot %d: %w", errRewriteOverlap, s.SnapshotID, err)
@@ -203,7 +204,7 @@ func snapshotDrift(fs iceio.IO, s *table.Snapshot, rewritten map[string]struct{}
 			case df.ContentType() != ice.EntryContentData && e.Status() == ice.EntryStatusDELETED:
 				removed[deleteFileKey(df)] = struct{}{}
 			case df.ContentType() == ice.EntryContentPosDeletes && e.Status() == ice.EntryStatusADDED:
-				ref, err := positionDeleteTarget(fs, df)
+				ref, err := positionDeleteTarget(fs, env, df)
 				if err != nil {
 					return fmt.Errorf("%w: snapshot %d: %w", errRewriteOverlap, s.SnapshotID, err)
 				}
@@ -231,7 +232,7 @@ type rebasedDeletes struct {
 // hold them (traced: each group's rewriteRows, by rewritten file), and writes them as deletes of the output files:
 // one deletion vector per output file on a v3 table, one file-scoped position delete file per output file on
 // v2. A delete on a rewritten file without a map (a sorted table) wraps errRewriteOverlap: the pass gives up.
-func rebaseDeletes(ctx context.Context, tbl *table.Table, drift *rewriteDrift, traced map[string]*rewriteRows, names *fileNamer) (*rebasedDeletes, error) {
+func rebaseDeletes(ctx context.Context, tbl *table.Table, env *Env, drift *rewriteDrift, traced map[string]*rewriteRows) (*rebasedDeletes, error) {
 	out := &rebasedDeletes{}
 	if len(drift.deletes) == 0 {
 		return out, nil
@@ -247,7 +248,7 @@ func rebaseDeletes(ctx context.Context, tbl *table.Table, drift *rewriteDrift, t
 	targets := map[string]*target{}
 	var order []string
 	for _, d := range drift.deletes {
-		ref, err := positionDeleteTarget(fs, d)
+		ref, err := positionDeleteTarget(fs, env, d)
 		if err != nil {
 			return nil, err
 		}
@@ -307,7 +308,7 @@ func rebaseDeletes(ctx context.Context, tbl *table.Table, drift *rewriteDrift, t
 			}
 			out.rows += len(positions)
 		}
-		path := lp.NewDataLocation("icewriter-dv-" + names.next().String() + ".puffin")
+		path := lp.NewDataLocation("icewriter-dv-" + env.FileUUID().String() + ".puffin")
 		out.paths = append(out.paths, path)
 		if out.files, err = writer.Flush(ctx, path); err != nil {
 			return out, fmt.Errorf("iceberg: compact: write deletion vectors: %w", err)
@@ -320,7 +321,7 @@ func rebaseDeletes(ctx context.Context, tbl *table.Table, drift *rewriteDrift, t
 		for pos := range t.positions {
 			bm.Set(uint64(pos))
 		}
-		path := lp.NewDataLocation("icewriter-pos-" + names.next().String() + ".parquet")
+		path := lp.NewDataLocation("icewriter-pos-" + env.FileUUID().String() + ".parquet")
 		out.paths = append(out.paths, path)
 		f, err := posdelete.Write(ctx, wfs, tbl.Metadata(), t.df, bm, path)
 		if err != nil {
@@ -336,8 +337,8 @@ func rebaseDeletes(ctx context.Context, tbl *table.Table, drift *rewriteDrift, t
 // several). Format v2 manifests do not keep referenced_data_file (it is a v3 field), so a v2 file-scoped delete
 // is recognised as Java's ContentFileUtil.referencedDataFile does, by equal file_path bounds, and when its
 // bounds are truncated by reading its file_path column.
-func positionDeleteTarget(fs iceio.IO, df ice.DataFile) (string, error) {
-	if ref := posDeleteTarget(df); ref != "" {
+func positionDeleteTarget(fs iceio.IO, env *Env, df ice.DataFile) (string, error) {
+	if ref := env.DeleteTarget(df); ref != "" {
 		return ref, nil
 	}
 	byFile, err := posdelete.Read(fs, df)
@@ -351,4 +352,13 @@ func positionDeleteTarget(fs iceio.IO, df ice.DataFile) (string, error) {
 		return p, nil
 	}
 	return "", nil
+}
+
+// writableFS returns the table's file system as one that writes files (what: the files it is for, in the error).
+func writableFS(fs iceio.IO, what string) (iceio.WriteFileIO, error) {
+	wfs, ok := fs.(iceio.WriteFileIO)
+	if !ok {
+		return nil, fmt.Errorf("iceberg: the table's file system cannot write %s", what)
+	}
+	return wfs, nil
 }

@@ -1,4 +1,4 @@
-package iceberg
+package maintain
 
 import (
 	"context"
@@ -10,15 +10,11 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
 	"github.com/google/uuid"
-	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/icewriter/iceberg/internal/commit"
+	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 )
-
-// DefaultDeleteConversionEvery is how many commits apart the maintainer converts live equality deletes (see
-// WithDeleteConversionEvery).
-const DefaultDeleteConversionEvery = 10
 
 // ConvertResult reports what ConvertEqualityDeletes did.
 type ConvertResult struct {
@@ -29,70 +25,59 @@ type ConvertResult struct {
 	Attempts            int
 }
 
-// ConvertEqualityDeletes resolves every live equality delete file of the table to the rows it removes, writes
-// those rows as position deletes (format v2: one file-scoped position delete file per data file) or deletion
-// vectors (v3: merged with the file's vector), and removes the equality delete files, in one commit. Readers
-// then apply cheap file-scoped deletes instead of matching every older data file against every equality delete,
-// and engines that cannot read equality deletes can read the table. Equality deletes written by anyone count:
-// other writers, older versions of this library, this writer's fallback when its key index cannot place a key.
-//
-// An equality delete applies to the data files of a strictly lower data sequence number, of the same partition
-// unless it is global (scan planning decides, as for readers); its rows are found by reading those files'
-// equality columns. The commit asserts the branch head it planned on: a concurrent commit makes it fail, and it
-// plans again on the reloaded table (up to 10 attempts within the commit timeout). It runs inside the writer's
-// commit queue, as Compact does. The maintainer runs a conversion every WithDeleteConversionEvery commits, off the
-// commit path: it reads and writes while the writer's flushes go on, and takes the queue only for its commit.
-func (w *Writer) ConvertEqualityDeletes(ctx context.Context) (ConvertResult, error) {
-	if err := w.pipe.usable(); err != nil {
+// ConvertEqualityDeletes is the user's conversion of the table's live equality deletes (the root's
+// Writer.ConvertEqualityDeletes), in one commit inside the writer's commit queue.
+func (m *Maintainer) ConvertEqualityDeletes(ctx context.Context) (ConvertResult, error) {
+	if err := m.env.Usable(); err != nil {
 		return ConvertResult{}, err
 	}
-	defer w.pipe.enterQueue()()
-	res, err := w.convertLocked(ctx)
+	defer m.env.EnterQueue()()
+	res, err := m.convertLocked(ctx)
 	return res, err
 }
 
-// convertLocked runs one conversion through the writer's transaction helper; the caller is in the commit queue (pipeline.enterQueue). It
-// loads the table first, to convert what other writers committed too, and plans (reads and writes) inside each
-// attempt. The snapshots carry a nonce of this call, the proof that an attempt whose reply was lost applied. The
-// key index learns the new vectors when the commit succeeds, and is dropped when an attempt's commit errs (which
-// vector is live is not known then). The maintainer's conversion runs off the commit path instead
-// (convertBackground).
-func (w *Writer) convertLocked(ctx context.Context) (ConvertResult, error) {
+// convertLocked runs one conversion through the writer's transaction helper; the caller is in the commit queue
+// (Env.EnterQueue). It loads the table first, to convert what other writers committed too, and plans (reads
+// and writes) inside each attempt. The snapshots carry a nonce of this call, the proof that an attempt whose
+// reply was lost applied. The key index learns the new vectors when the commit succeeds, and is dropped when an
+// attempt's commit errs (which vector is live is not known then). The maintainer's conversion runs off the
+// commit path instead (convertBackground).
+func (m *Maintainer) convertLocked(ctx context.Context) (ConvertResult, error) {
 	nonce := uuid.NewString()
 	var plan *conversion
 	op := &commit.Op{
 		What: "convert equality deletes", Kind: KindDeleteConversion,
-		MaxAttempts: compactAttempts, MaxBuilds: maxBuildAttempts,
+		MaxAttempts: compactAttempts, MaxBuilds: m.env.MaxBuilds,
 		Build: func(ctx context.Context, tbl *table.Table, _ int) (*table.Transaction, error) {
 			var err error
-			plan, err = planConversion(ctx, tbl, w.env.branch, w.keys.files, w.keys.parallel)
+			plan, err = planConversion(ctx, tbl, &m.env)
 			if err != nil || plan == nil {
 				return nil, err
 			}
-			return plan.stage(ctx, tbl, w.env.branch, w.conversionProps(nonce))
+			return plan.stage(ctx, tbl, m.env.Branch, m.conversionProps(nonce))
 		},
-		Prove:  commit.NonceProof(w.env.branch, summaryNonce, nonce, nil),
-		Failed: w.conversionFailed,
+		Prove:  commit.NonceProof(m.env.Branch, SummaryNonce, nonce, nil),
+		Failed: m.conversionFailed,
 		Committed: func(_ context.Context, pre, next *table.Table) {
-			w.keys.converted(pre, next, plan.vectors)
+			m.env.IndexConverted(pre, next, plan.vectors)
 		},
 	}
 	start := time.Now()
-	r, err := w.commitTx(ctx, op)
-	res := conversionResult(w.env.branch, r, err, plan, nonce)
-	return res, w.convertedEvent(start, false, res, err)
+	r, err := m.env.Commit(ctx, op)
+	res := conversionResult(m.env.Branch, r, err, plan, nonce)
+	return res, m.convertedEvent(start, false, res, err)
 }
 
 // conversionProps are the summary properties of a conversion's snapshots.
-func (w *Writer) conversionProps(nonce string) ice.Properties {
-	return ice.Properties{summaryWriterID: w.env.id, summaryOperation: opConvertDeletes, summaryNonce: nonce}
+func (m *Maintainer) conversionProps(nonce string) ice.Properties {
+	return ice.Properties{commit.SummaryWriterID: m.env.WriterID, SummaryOperation: opConvertDeletes, SummaryNonce: nonce}
 }
 
 // conversionFailed drops the key index after a conversion's commit that reached the catalog failed: which vector
 // is live is not known then.
-func (w *Writer) conversionFailed(sent bool) {
+func (m *Maintainer) conversionFailed(sent bool) {
 	if sent {
-		w.keys.drop("an equality delete conversion's commit returned an error (its reply may be lost)", nil)
+		m.env.DropIndex("an equality delete conversion's commit returned an error (its reply may be lost)")
 	}
 }
 
@@ -101,7 +86,7 @@ func conversionResult(branch string, r commit.Result, err error, plan *conversio
 	res := ConvertResult{Attempts: r.Attempts}
 	if err == nil && r.How != commit.Nothing && plan != nil {
 		res.EqualityDeleteFiles, res.DataFiles, res.DeletedRows = len(plan.removed), plan.dataFiles, plan.rows
-		if s, ok := commit.FindNonce(r.Table.Metadata(), branch, summaryNonce, nonce); ok {
+		if s, ok := commit.FindNonce(r.Table.Metadata(), branch, SummaryNonce, nonce); ok {
 			res.SnapshotID = s.SnapshotID
 		}
 	}
@@ -110,17 +95,13 @@ func conversionResult(branch string, r commit.Result, err error, plan *conversio
 
 // convertedEvent reports a conversion that started at start, when it committed or failed, and returns its error
 // redacted (it reads data files: storage errors may quote presigned URLs).
-func (w *Writer) convertedEvent(start time.Time, automatic bool, res ConvertResult, err error) error {
-	err = w.env.red.Error(err)
-	if (err != nil || res.SnapshotID != 0) && w.cbs.wants(hookConversion) {
-		w.cbs.emit(DeleteConversion{Table: w.env.ident, WriterID: w.env.id, Automatic: automatic, Result: res,
-			Duration: time.Since(start), Err: w.cbs.masked(err)})
+func (m *Maintainer) convertedEvent(start time.Time, automatic bool, res ConvertResult, err error) error {
+	err = m.env.Redact(err)
+	if err != nil || res.SnapshotID != 0 {
+		m.env.OnConversion(start, automatic, res, err)
 	}
 	return err
 }
-
-// opConvertDeletes is the icewriter.operation of a conversion's snapshots.
-const opConvertDeletes = "convert-deletes"
 
 // conversion is a planned conversion of equality deletes: the snapshot it was planned on, the delete files it
 // wrote, and what its commit removes. Staging it (stage) touches no file, so it can commit onto a later head
@@ -134,20 +115,20 @@ type conversion struct {
 	targets   map[string]struct{} // the data files that got position deletes or a new vector
 	dataFiles int
 	rows      int64
-	vectors   map[string]convertedVector // v3: the new live vector of each data file that got one
+	vectors   map[string]ConvertedVector // v3: the new live vector of each data file that got one
 }
 
-// convertedVector is a data file's deletion vector after a conversion: all its positions, and the file.
-type convertedVector struct {
-	bm   *dv.RoaringPositionBitmap
-	file ice.DataFile
+// ConvertedVector is a data file's deletion vector after a conversion: all its positions, and the file.
+type ConvertedVector struct {
+	Bitmap *dv.RoaringPositionBitmap
+	File   ice.DataFile
 }
 
 // planConversion plans the conversion of the live equality deletes of tbl's branch head (nil: there are none):
 // it reads the data files they apply to and writes the position deletes (v2) or deletion vectors (v3, each
 // holding the file's older deletes too) that stage then commits.
-func planConversion(ctx context.Context, tbl *table.Table, branch string, names *fileNamer,
-	parallel int) (*conversion, error) {
+func planConversion(ctx context.Context, tbl *table.Table, env *Env) (*conversion, error) {
+	branch := env.Branch
 	snap := tbl.Metadata().SnapshotByName(branch)
 	if snap == nil || tbl.Metadata().Version() < 2 {
 		return nil, nil
@@ -171,7 +152,7 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, names 
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: convert equality deletes: plan: %w", err)
 	}
-	res, err := newDeleteResolver(ctx, tbl)
+	res, err := env.NewDeleteResolver(ctx, tbl)
 	if err != nil {
 		return nil, err
 	}
@@ -183,13 +164,13 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, names 
 	}
 	targets := make([]target, len(tasks))
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(1, parallel))
+	g.SetLimit(max(1, env.Parallel))
 	for i, t := range tasks {
 		if len(t.EqualityDeleteFiles) == 0 {
 			continue
 		}
 		g.Go(func() error {
-			dead, err := res.equalityDeleted(gctx, t, nil)
+			dead, err := res.EqualityDeleted(gctx, t)
 			if err != nil || dead == nil {
 				return err
 			}
@@ -197,7 +178,7 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, names 
 			if v3 {
 				// A vector must hold every deleted position of its file: readers ignore position delete files
 				// for a file with a vector.
-				old, err := res.positionDeleted(t)
+				old, err := res.PositionDeleted(t)
 				if err != nil {
 					return err
 				}
@@ -216,7 +197,7 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, names 
 		return nil, err
 	}
 	c := &conversion{snap: snap, v3: v3, removed: live, targets: map[string]struct{}{},
-		vectors: map[string]convertedVector{}}
+		vectors: map[string]ConvertedVector{}}
 	if v3 {
 		wfs, err := writableFS(fs, "deletion vectors")
 		if err != nil {
@@ -237,7 +218,7 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, names 
 			c.rows += t.rows
 		}
 		if c.dataFiles > 0 {
-			dvs, err := writer.Flush(ctx, lp.NewDataLocation("icewriter-dv-"+names.next().String()+".puffin"))
+			dvs, err := writer.Flush(ctx, lp.NewDataLocation("icewriter-dv-"+env.FileUUID().String()+".puffin"))
 			if err != nil {
 				return nil, fmt.Errorf("iceberg: write deletion vectors: %w", err)
 			}
@@ -250,7 +231,7 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, names 
 			}
 			for _, t := range targets {
 				if t.dead != nil {
-					c.vectors[t.task.File.FilePath()] = convertedVector{bm: t.dead, file: byRef[t.task.File.FilePath()]}
+					c.vectors[t.task.File.FilePath()] = ConvertedVector{Bitmap: t.dead, File: byRef[t.task.File.FilePath()]}
 				}
 			}
 		}
@@ -265,7 +246,7 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, names 
 				continue
 			}
 			f, err := posdelete.Write(ctx, wfs, meta, t.task.File, t.dead,
-				lp.NewDataLocation("icewriter-pos-"+names.next().String()+".parquet"))
+				lp.NewDataLocation("icewriter-pos-"+env.FileUUID().String()+".parquet"))
 			if err != nil {
 				return nil, err
 			}
@@ -328,25 +309,4 @@ func liveEqualityDeletes(fs iceio.IO, snap *table.Snapshot) ([]ice.DataFile, err
 		}
 	}
 	return out, nil
-}
-
-// converted records in the key index a conversion this writer committed (pre is the table it planned on, next
-// the one its commit left): the data files that got a new vector hold it now, with all its positions (the
-// equality deletes' rows were never in the index: it is not loaded over them). When someone else changed the
-// table since the index's base, the index goes off instead.
-func (k *keyStage) converted(pre, next *table.Table, vectors map[string]convertedVector) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	idx := k.indexBefore(pre, "an equality delete conversion")
-	if idx == nil {
-		return
-	}
-	for path, v := range vectors {
-		if fid, ok := idx.byPath[path]; ok && v.file != nil {
-			idx.files[fid].dv, idx.files[fid].dvFile = v.bm, v.file
-		}
-	}
-	if head := next.Metadata().SnapshotByName(k.branch); head != nil {
-		idx.base = head.SnapshotID
-	}
 }

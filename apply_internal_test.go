@@ -208,19 +208,19 @@ func TestApplyKeyHashes(t *testing.T) {
 			w.pipe.mu.Lock()
 			o := w.pipe.buf.open
 			carried := 0
-			for i, r := range o.in.recs {
-				hs := o.in.hashes[i]
+			for i, r := range o.In.Recs {
+				hs := o.In.Hashes[i]
 				if hs == nil {
 					continue
 				}
 				carried++
-				enc, err := keyenc.NewEncoder(keyColumns(r, w.keys.spec, o.in.kinds[i] == opDelete))
+				enc, err := keyenc.NewEncoder(keyColumns(r, w.keys.spec, o.In.Kinds[i] == opDelete))
 				if err != nil {
 					t.Fatal(err)
 				}
 				for row := 0; row < int(r.NumRows()); row++ {
 					if want := resolveHash(enc.AppendKey(nil, row)); hs[row] != want {
-						t.Errorf("record %d (%v) row %d: hash %x handed on, the key stage's is %x", i, o.in.kinds[i], row, hs[row], want)
+						t.Errorf("record %d (%v) row %d: hash %x handed on, the key stage's is %x", i, o.In.Kinds[i], row, hs[row], want)
 					}
 				}
 			}
@@ -289,7 +289,7 @@ func TestApplyKeepsLargeCallsUncopied(t *testing.T) {
 	openBytes := func() int64 {
 		w.pipe.mu.Lock()
 		defer w.pipe.mu.Unlock()
-		return w.pipe.buf.open.bytes
+		return w.pipe.buf.open.Bytes
 	}
 
 	whole := changes(0, 1000)

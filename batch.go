@@ -15,30 +15,30 @@ import (
 // pipeline accepted (in), the files the encoder wrote (enc), what the key stage derived for the commit (keys)
 // and a Router's bulk phase (bulk).
 type batch struct {
-	seq   int64
-	rows  int64
-	bytes int64
+	Seq   int64
+	Rows  int64
+	Bytes int64
 	// firstAt is when the batch's first row was accepted (lag reports).
-	firstAt  time.Time
-	token    string
-	hasToken bool
+	FirstAt  time.Time
+	Token    string
+	HasToken bool
 	// positions are the source positions (partition -> position) the batch's checkpoints recorded, the newest
 	// per partition; with WithCheckpoints they cover every row of those partitions in the batch and before it.
-	positions map[string]string
+	Positions map[string]string
 	// posSince is when the batch's oldest checkpoint of each partition in positions was marked (PositionLags).
-	posSince map[string]time.Time
+	PosSince map[string]time.Time
 	// uncovered (WithCheckpoints) lists the partitions of a batch sealed without a checkpoint (the memory limit
 	// was reached first): a run may end after it only once later checkpoints cover them.
-	uncovered map[string]struct{}
-	staged    bool // its files are written: the commit loop may take it
-	handed    bool // given to the committer: its files may be referenced, so they are never deleted
+	Uncovered map[string]struct{}
+	Staged    bool // its files are written: the commit loop may take it
+	Handed    bool // given to the committer: its files may be referenced, so they are never deleted
 	// solo: a batch of one partition's uncovered rows (sealLocked splits such rows by partition: bySource),
 	// which Source.Abort may drop while no commit took it; dropped: it did, and the batch left the queue (its
 	// encoder, if still running, deletes what it wrote).
-	solo, dropped bool
-	segIdx        int // the segment of the run the batch went into
+	Solo, Dropped bool
+	SegIdx        int // the segment of the run the batch went into
 
-	in   batchRows           // the pipeline's: the rows accepted
+	In   batchRows           // the pipeline's: the rows accepted
 	enc  batchFiles          // the encoder's: the files written
 	keys batchKeys           // the key stage's: what upserts and deletes become at the commit
 	bulk encode.Bulk[*batch] // a Router's bulk phase (the encoder's bulk files)
@@ -47,15 +47,15 @@ type batch struct {
 // batchRows are the records of a batch, one entry per record in each slice, as the pipeline accepted them; the
 // encoder replaces recs (and clears hashes and sels) with the rows a keyed batch keeps (keyStage.resolve).
 type batchRows struct {
-	recs    []arrow.RecordBatch
-	kinds   []opKind          // per record: insert, upsert or delete
-	sources []string          // per record: its source partition
-	sizes   []int64           // per record: the bytes the memory limit counts
-	undos   [][]*changes.Undo // per record: the versions to restore if it is dropped (open or solo batches only)
-	hashes  [][]uint64        // per record: its rows' key hashes (resolveHash) when its call computed them, else nil
-	sels    [][]int32         // per record: the rows of it the batch holds (batchRecord.sel), nil: all
-	schema  *arrow.Schema     // the table schema the inserted and upserted records were conformed to
-	keyed   bool              // holds an upsert or a delete
+	Recs    []arrow.RecordBatch
+	Kinds   []opKind          // per record: insert, upsert or delete
+	Sources []string          // per record: its source partition
+	Sizes   []int64           // per record: the bytes the memory limit counts
+	Undos   [][]*changes.Undo // per record: the versions to restore if it is dropped (open or solo batches only)
+	Hashes  [][]uint64        // per record: its rows' key hashes (resolveHash) when its call computed them, else nil
+	Sels    [][]int32         // per record: the rows of it the batch holds (batchRecord.sel), nil: all
+	Schema  *arrow.Schema     // the table schema the inserted and upserted records were conformed to
+	Keyed   bool              // holds an upsert or a delete
 }
 
 // batchFiles are what the encoder wrote for a batch, for the commit.

@@ -178,7 +178,7 @@ func (p *pipeline) openBytes() int64 {
 	if p.buf.open == nil || p.life.closed {
 		return 0
 	}
-	return p.buf.open.bytes
+	return p.buf.open.Bytes
 }
 
 // addMem counts delta bytes of rows held by the pipeline, in its shared budget too when it has one.

@@ -12,7 +12,7 @@ func spanEnd(q []*batch, n int) int {
 			}
 			until = max(until, b.bulk.Span.Until)
 		}
-		if until <= b.seq {
+		if until <= b.Seq {
 			end = i + 1
 		}
 	}

@@ -30,7 +30,7 @@ func (c *conformer) conformFor(ctx context.Context, rec arrow.RecordBatch, kind 
 	if err != nil {
 		return batchRecord{}, err
 	}
-	return batchRecord{rec: out, size: size, kind: kind, view: view}, nil
+	return batchRecord{Rec: out, Size: size, Kind: kind, View: view}, nil
 }
 
 // convert is Conformer.Convert, for the change stage's key and version columns.

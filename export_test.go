@@ -88,7 +88,7 @@ func SelectedRowsForTest(w *Writer) int {
 	defer w.pipe.mu.Unlock()
 	n := 0
 	if o := w.pipe.buf.open; o != nil {
-		for _, sel := range o.in.sels {
+		for _, sel := range o.In.Sels {
 			n += len(sel)
 		}
 	}

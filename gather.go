@@ -33,30 +33,30 @@ type gather struct {
 }
 
 func newGather(mem memory.Allocator, rec batchRecord) *gather {
-	return &gather{b: array.NewRecordBuilder(mem, rec.rec.Schema()), schema: rec.rec.Schema(), kind: rec.kind,
-		source: rec.source}
+	return &gather{b: array.NewRecordBuilder(mem, rec.Rec.Schema()), schema: rec.Rec.Schema(), kind: rec.Kind,
+		source: rec.Source}
 }
 
 // fits reports whether rec's rows may join the gather.
 func (g *gather) fits(rec batchRecord) bool {
-	return g.kind == rec.kind && g.source == rec.source && g.schema == rec.rec.Schema() && g.rows < gatherRows
+	return g.kind == rec.Kind && g.source == rec.Source && g.schema == rec.Rec.Schema() && g.rows < gatherRows
 }
 
 // add copies the rows of a view into the builders.
 func (g *gather) add(rec batchRecord) {
-	for i, col := range rec.rec.Columns() {
+	for i, col := range rec.Rec.Columns() {
 		appendArray(g.b.Field(i), col)
 	}
-	g.rows += rec.rec.NumRows()
-	g.bytes += rec.size
-	g.undo = append(g.undo, rec.undo...)
+	g.rows += rec.Rec.NumRows()
+	g.bytes += rec.Size
+	g.undo = append(g.undo, rec.Undo...)
 }
 
 // finish turns the gathered rows into an owned record (the builders are released).
 func (g *gather) finish() batchRecord {
 	rec := g.b.NewRecordBatch()
 	g.b.Release()
-	return batchRecord{rec: rec, size: g.bytes, kind: g.kind, source: g.source, undo: g.undo}
+	return batchRecord{Rec: rec, Size: g.bytes, Kind: g.kind, Source: g.source, Undo: g.undo}
 }
 
 // release drops the gathered rows.

@@ -41,7 +41,7 @@ func (p *pipeline) positionLags() []PositionLag {
 		}
 	}
 	for _, b := range p.queue {
-		for part, when := range b.posSince {
+		for part, when := range b.PosSince {
 			pending(part, when)
 		}
 	}
@@ -57,7 +57,7 @@ func (p *pipeline) positionLags() []PositionLag {
 // positionsCommittedLocked records the positions of the batches just committed, in sequence order.
 func (p *pipeline) positionsCommittedLocked(batches []*batch) {
 	for _, b := range batches {
-		for part, pos := range b.positions {
+		for part, pos := range b.Positions {
 			if p.pos.committed == nil {
 				p.pos.committed = map[string]string{}
 			}
@@ -68,8 +68,8 @@ func (p *pipeline) positionsCommittedLocked(batches []*batch) {
 
 // older returns the earlier of t and the first row of b, a batch or buffer, when b holds rows.
 func older(t time.Time, b *batch) time.Time {
-	if b.rows > 0 && (t.IsZero() || b.firstAt.Before(t)) {
-		return b.firstAt
+	if b.Rows > 0 && (t.IsZero() || b.FirstAt.Before(t)) {
+		return b.FirstAt
 	}
 	return t
 }

@@ -27,19 +27,19 @@ func (w *Writer) Close(ctx context.Context) error {
 	switch {
 	case err != nil:
 		return err
-	case s.failed != nil:
+	case s.Failed != nil:
 		_ = w.cbs.wait(ctx) // the callbacks of the commits before the failure, as far as ctx allows
-		return s.failed
-	case s.flushErr == nil && (s.stopErr == nil || s.lost.batches == 0):
+		return s.Failed
+	case s.FlushErr == nil && (s.StopErr == nil || s.Lost.Batches == 0):
 		// Everything was committed; what ctx cut short is the goroutines' end (a maintenance commit, say),
 		// which finishes in the background. The callbacks of the commits are waited for as far as ctx allows.
 		return w.cbs.wait(ctx)
 	case ctx.Err() != nil:
-		return fmt.Errorf("iceberg: close: %w: %s", ctx.Err(), s.lost)
-	case s.flushErr != nil:
-		return s.flushErr
+		return fmt.Errorf("iceberg: close: %w: %s", ctx.Err(), s.Lost)
+	case s.FlushErr != nil:
+		return s.FlushErr
 	}
-	return s.stopErr
+	return s.StopErr
 }
 
 // Abort discards everything not yet committed (e.g. when a source partition is revoked), waits for a commit
@@ -57,9 +57,9 @@ func (w *Writer) Abort(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.stopErr != nil && s.lost.inFlight > 0 {
+	if s.StopErr != nil && s.Lost.InFlight > 0 {
 		// Only a commit that may still land makes Abort's outcome differ from what was asked.
-		return fmt.Errorf("iceberg: abort: %w: %s", s.stopErr, s.lost)
+		return fmt.Errorf("iceberg: abort: %w: %s", s.StopErr, s.Lost)
 	}
 	// Callbacks of earlier commits are waited for as far as ctx allows; ones still running then are delivered
 	// later, which changes nothing Abort was asked for.

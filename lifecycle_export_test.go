@@ -30,7 +30,7 @@ func Staged(w *Writer) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, b := range p.queue {
-		if !b.staged {
+		if !b.Staged {
 			return false
 		}
 	}

@@ -66,11 +66,11 @@ func (w *Writer) upsert(ctx context.Context, source string, rec arrow.RecordBatc
 	if err != nil {
 		return err
 	}
-	if err := checkKeyNulls(keyColumns(r.rec, ks, false), ks); err != nil {
-		r.rec.Release()
+	if err := checkKeyNulls(keyColumns(r.Rec, ks, false), ks); err != nil {
+		r.Rec.Release()
 		return err
 	}
-	r.source = source
+	r.Source = source
 	return w.accept(ctx, r)
 }
 
@@ -118,7 +118,7 @@ func (w *Writer) delete(ctx context.Context, source string, keys arrow.RecordBat
 	}
 	owned := array.NewRecordBatch(ks.arraysSchema(cols), cols, keys.NumRows())
 	release()
-	return w.accept(ctx, batchRecord{rec: owned, size: size, kind: opDelete, source: source})
+	return w.accept(ctx, batchRecord{Rec: owned, Size: size, Kind: opDelete, Source: source})
 }
 
 func checkKeyNulls(cols []arrow.Array, ks *keySpec) error {

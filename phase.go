@@ -62,7 +62,7 @@ func (p *pipeline) setPolicy(sp sealPolicy) sealPolicy {
 	if p.buf.open == nil || p.life.closed {
 		return old
 	}
-	if p.buf.open.rows >= sp.rows || p.buf.open.bytes >= sp.bytes {
+	if p.buf.open.Rows >= sp.rows || p.buf.open.Bytes >= sp.bytes {
 		p.sealLocked()
 	} else if p.buf.timer == nil {
 		p.startTimerLocked()

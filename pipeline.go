@@ -110,31 +110,31 @@ type pipelineCounts struct {
 
 // batchRecord is one call's owned, validated record on its way into the open buffer.
 type batchRecord struct {
-	rec    arrow.RecordBatch
-	size   int64 // Arrow bytes, what the memory limit counts
-	kind   opKind
-	source string // the source partition the rows came from ("": none named)
+	Rec    arrow.RecordBatch
+	Size   int64 // Arrow bytes, what the memory limit counts
+	Kind   opKind
+	Source string // the source partition the rows came from ("": none named)
 	// view: rec shares the caller's buffers (a small call, conformView): the pipeline copies its rows into
 	// its gather and never keeps rec, which stays the caller's to release.
-	view bool
+	View bool
 	// undo: the versions Apply calls of a source recorded for these rows, restored if Source.Abort drops them
 	// (abortSource returns them); dropped once the rows are sealed in a batch no abort can drop (not solo).
-	undo []*changes.Undo
+	Undo []*changes.Undo
 	// hashes: the resolveHash of each row's key, when the call computed them (Apply); nil: the key stage hashes
 	// the rows itself.
-	hashes []uint64
+	Hashes []uint64
 	// sel: the rows of rec the call hands on (ascending), nil: all of them. An Apply call keeps the caller's
 	// record as it is (retained, not copied) and names the rows it upserts: the batch's resolve takes them, and
 	// only those no later change supersedes, once (keyStage.resolve). size then counts rec's whole buffers.
-	sel []int32
+	Sel []int32
 }
 
 // rows is the number of rows the record hands on: those of sel, else all of rec's.
 func (r batchRecord) rows() int64 {
-	if r.sel != nil {
-		return int64(len(r.sel))
+	if r.Sel != nil {
+		return int64(len(r.Sel))
 	}
-	return r.rec.NumRows()
+	return r.Rec.NumRows()
 }
 
 // mark is a checkpoint in the open buffer, a row boundary after its first at records: a token covers every
@@ -276,7 +276,7 @@ func (p *pipeline) waitLocked(ctx context.Context) error {
 func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 	var size int64
 	for _, r := range recs {
-		size += r.size
+		size += r.Size
 	}
 	var waitFrom time.Time // the first wait for room, reported after mu is released
 	var waitMem bool
@@ -333,10 +333,10 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 // would make room (they then wait in the queue for a checkpoint, holding files, not memory; inserts as a batch
 // per partition, which Source.Abort can still drop: bySource).
 func (p *pipeline) sealForMemoryLocked() bool {
-	if p.buf.open == nil || p.buf.open.bytes == 0 {
+	if p.buf.open == nil || p.buf.open.Bytes == 0 {
 		return false
 	}
-	if p.cfg.checkpoints && len(p.buf.marks) == 0 && p.memUsed > p.buf.open.bytes {
+	if p.cfg.checkpoints && len(p.buf.marks) == 0 && p.memUsed > p.buf.open.Bytes {
 		return false
 	}
 	p.sealLocked()
@@ -346,15 +346,15 @@ func (p *pipeline) sealForMemoryLocked() bool {
 // addLocked adds one record to the open buffer (a view's rows are copied into the gather) and seals the buffer
 // when the policy trips.
 func (p *pipeline) addLocked(rec batchRecord) {
-	if p.buf.open != nil && rec.kind != opDelete && p.buf.open.in.schema != nil && p.buf.open.in.schema != rec.rec.Schema() {
+	if p.buf.open != nil && rec.Kind != opDelete && p.buf.open.In.Schema != nil && p.buf.open.In.Schema != rec.Rec.Schema() {
 		// The table's schema changed: a batch encodes against one schema, so the buffer ends here.
 		p.sealLocked()
 	}
 	b := p.openLocked()
-	if rec.kind != opDelete {
-		b.in.schema = rec.rec.Schema()
+	if rec.Kind != opDelete {
+		b.In.Schema = rec.Rec.Schema()
 	}
-	if rec.view {
+	if rec.View {
 		if p.buf.gather != nil && !p.buf.gather.fits(rec) {
 			p.finishGatherLocked()
 		}
@@ -366,15 +366,15 @@ func (p *pipeline) addLocked(rec batchRecord) {
 		p.finishGatherLocked()
 		b.push(rec)
 	}
-	b.in.keyed = b.in.keyed || rec.kind != opInsert
-	b.rows += rec.rows()
-	b.bytes += rec.size
-	p.addMem(rec.size)
+	b.In.Keyed = b.In.Keyed || rec.Kind != opInsert
+	b.Rows += rec.rows()
+	b.Bytes += rec.Size
+	p.addMem(rec.Size)
 	p.counts.rowsAccepted += rec.rows()
-	p.counts.bytesAccepted += rec.size
+	p.counts.bytesAccepted += rec.Size
 	p.buf.dirty = true
-	p.buf.dirtySrc[rec.source] = true
-	if b.rows >= p.cfg.flushRows || b.bytes >= p.cfg.flushBytes {
+	p.buf.dirtySrc[rec.Source] = true
+	if b.Rows >= p.cfg.flushRows || b.Bytes >= p.cfg.flushBytes {
 		p.sealDueLocked()
 	}
 }
@@ -402,7 +402,7 @@ func (p *pipeline) sealMarkedLocked() {
 // openLocked returns the open buffer, opening one (and its interval timer) if there is none.
 func (p *pipeline) openLocked() *batch {
 	if p.buf.open == nil {
-		p.buf.open = &batch{firstAt: time.Now()}
+		p.buf.open = &batch{FirstAt: time.Now()}
 		p.startTimerLocked()
 	}
 	return p.buf.open
@@ -434,38 +434,38 @@ func (p *pipeline) finishGatherLocked() {
 
 // push appends an owned record to the batch's records (its counters are the caller's).
 func (b *batch) push(rec batchRecord) {
-	b.in.recs = append(b.in.recs, rec.rec)
-	b.in.kinds = append(b.in.kinds, rec.kind)
-	b.in.sources = append(b.in.sources, rec.source)
-	b.in.sizes = append(b.in.sizes, rec.size)
-	b.in.undos = append(b.in.undos, rec.undo)
-	b.in.hashes = append(b.in.hashes, rec.hashes)
-	b.in.sels = append(b.in.sels, rec.sel)
+	b.In.Recs = append(b.In.Recs, rec.Rec)
+	b.In.Kinds = append(b.In.Kinds, rec.Kind)
+	b.In.Sources = append(b.In.Sources, rec.Source)
+	b.In.Sizes = append(b.In.Sizes, rec.Size)
+	b.In.Undos = append(b.In.Undos, rec.Undo)
+	b.In.Hashes = append(b.In.Hashes, rec.Hashes)
+	b.In.Sels = append(b.In.Sels, rec.Sel)
 }
 
 // record returns record i of the batch as the batchRecord it was pushed as (its undo only while the batch is
 // open or solo: sealLocked drops the others').
 func (b *batch) record(i int) batchRecord {
-	r := batchRecord{rec: b.in.recs[i], kind: b.in.kinds[i], source: b.in.sources[i], size: b.in.sizes[i], hashes: b.in.hashes[i],
-		sel: b.in.sels[i]}
-	if i < len(b.in.undos) {
-		r.undo = b.in.undos[i]
+	r := batchRecord{Rec: b.In.Recs[i], Kind: b.In.Kinds[i], Source: b.In.Sources[i], Size: b.In.Sizes[i], Hashes: b.In.Hashes[i],
+		Sel: b.In.Sels[i]}
+	if i < len(b.In.Undos) {
+		r.Undo = b.In.Undos[i]
 	}
 	return r
 }
 
 // recRows is the number of rows record i hands on (batchRecord.rows).
 func (b *batch) recRows(i int) int64 {
-	if i < len(b.in.sels) && b.in.sels[i] != nil {
-		return int64(len(b.in.sels[i]))
+	if i < len(b.In.Sels) && b.In.Sels[i] != nil {
+		return int64(len(b.In.Sels[i]))
 	}
-	return b.in.recs[i].NumRows()
+	return b.In.Recs[i].NumRows()
 }
 
 // sel is record i's selection (batchRecord.sel), nil: all its rows.
 func (b *batch) sel(i int) []int32 {
-	if i < len(b.in.sels) {
-		return b.in.sels[i]
+	if i < len(b.In.Sels) {
+		return b.In.Sels[i]
 	}
 	return nil
 }
@@ -476,7 +476,7 @@ func (b *batch) sel(i int) []int32 {
 func (p *pipeline) heldLocked() int64 {
 	var n int64
 	for _, b := range p.queue[:p.committableLocked()] {
-		if b.staged { // an encoding's batch is its own until it returns
+		if b.Staged { // an encoding's batch is its own until it returns
 			n += b.enc.held
 		}
 	}
@@ -488,7 +488,7 @@ func (p *pipeline) heldLocked() int64 {
 func (p *pipeline) pendingLocked() int {
 	n := 0
 	for _, b := range p.queue {
-		if b.staged && b.bulk.Span != nil && !b.bulk.Span.Done {
+		if b.Staged && b.bulk.Span != nil && !b.bulk.Span.Done {
 			n++
 		}
 	}
@@ -516,19 +516,19 @@ func coveredEnd(q []*batch, n int) int {
 	end := 0
 	var pending map[string]struct{} // partitions with rows no checkpoint has covered yet
 	for i, b := range q[:n] {
-		if b.hasToken {
+		if b.HasToken {
 			clear(pending)
 		}
-		for s := range b.positions {
+		for s := range b.Positions {
 			delete(pending, s)
 		}
-		for s := range b.uncovered {
+		for s := range b.Uncovered {
 			if pending == nil {
 				pending = map[string]struct{}{}
 			}
 			pending[s] = struct{}{}
 		}
-		if len(pending) == 0 && (b.hasToken || len(b.positions) > 0 || (b.bulk.Closer && end == i)) {
+		if len(pending) == 0 && (b.HasToken || len(b.Positions) > 0 || (b.bulk.Closer && end == i)) {
 			end = i + 1
 		}
 	}
@@ -610,7 +610,7 @@ func (p *pipeline) resumed(positions map[string]string) {
 func (p *pipeline) markLocked(m mark) {
 	b := p.openLocked()
 	p.finishGatherLocked()
-	m.at = len(b.in.recs)
+	m.at = len(b.In.Recs)
 	p.buf.marks = append(p.buf.marks, m)
 }
 
@@ -637,25 +637,25 @@ func (p *pipeline) sealLocked() {
 	}
 	p.takeMarks(b)
 	p.buf.marks = nil
-	if p.cfg.checkpoints && !b.hasToken && len(b.positions) == 0 {
-		b.uncovered = map[string]struct{}{}
-		for _, s := range b.in.sources {
-			b.uncovered[s] = struct{}{}
+	if p.cfg.checkpoints && !b.HasToken && len(b.Positions) == 0 {
+		b.Uncovered = map[string]struct{}{}
+		for _, s := range b.In.Sources {
+			b.Uncovered[s] = struct{}{}
 		}
 	}
-	if keep != nil && len(keep.in.recs) > 0 {
+	if keep != nil && len(keep.In.Recs) > 0 {
 		p.buf.open = keep
 		p.startTimerLocked()
 	}
-	if len(b.in.recs) == 0 && !b.hasToken && len(b.positions) == 0 && !b.bulk.Closer {
+	if len(b.In.Recs) == 0 && !b.HasToken && len(b.Positions) == 0 && !b.bulk.Closer {
 		return // an open buffer that held nothing
 	}
 	var parts []*batch
 	for _, b := range bySource(b, p.cfg.sharedKeys) {
-		if !b.solo {
-			b.in.undos = nil // its rows are never dropped: no versions to restore
+		if !b.Solo {
+			b.In.Undos = nil // its rows are never dropped: no versions to restore
 		}
-		if p.cfg.split != nil && len(b.in.recs) > 0 {
+		if p.cfg.split != nil && len(b.In.Recs) > 0 {
 			if s := p.cfg.split(b); s != nil {
 				parts = append(parts, s...)
 				continue
@@ -664,7 +664,7 @@ func (p *pipeline) sealLocked() {
 		parts = append(parts, b)
 	}
 	for _, b := range parts {
-		b.seq = p.nextSeq
+		b.Seq = p.nextSeq
 		b.bulk.Gen = p.bulk.fileGen
 		p.nextSeq++
 		p.queue = append(p.queue, b)
@@ -672,8 +672,8 @@ func (p *pipeline) sealLocked() {
 		if p.cfg.sealed != nil {
 			p.cfg.sealed(b)
 		}
-		if len(b.in.recs) == 0 && !b.bulk.Closer {
-			b.staged = true
+		if len(b.In.Recs) == 0 && !b.bulk.Closer {
+			b.Staged = true
 			p.kickLoop()
 		} else {
 			p.enc.wg.Add(1)
@@ -690,30 +690,30 @@ func (p *pipeline) sealLocked() {
 // they were accepted: a batch with upserts or deletes is split only when no key has rows of two partitions in
 // it (sharedKeys false), and otherwise stays whole. Any other batch is returned as is.
 func bySource(b *batch, sharedKeys func(*batch) bool) []*batch {
-	if b.uncovered == nil || len(b.in.recs) == 0 {
+	if b.Uncovered == nil || len(b.In.Recs) == 0 {
 		return []*batch{b}
 	}
-	if len(b.uncovered) == 1 {
-		b.solo = true
+	if len(b.Uncovered) == 1 {
+		b.Solo = true
 		return []*batch{b}
 	}
-	if b.in.keyed && (sharedKeys == nil || sharedKeys(b)) {
+	if b.In.Keyed && (sharedKeys == nil || sharedKeys(b)) {
 		return []*batch{b}
 	}
 	var out []*batch
 	of := map[string]*batch{}
-	for i := range b.in.recs {
+	for i := range b.In.Recs {
 		r := b.record(i)
-		s := of[r.source]
+		s := of[r.Source]
 		if s == nil {
-			s = &batch{firstAt: b.firstAt, in: batchRows{schema: b.in.schema}, solo: true, uncovered: map[string]struct{}{r.source: {}}}
-			of[r.source] = s
+			s = &batch{FirstAt: b.FirstAt, In: batchRows{Schema: b.In.Schema}, Solo: true, Uncovered: map[string]struct{}{r.Source: {}}}
+			of[r.Source] = s
 			out = append(out, s)
 		}
 		s.push(r)
-		s.rows += r.rows()
-		s.bytes += r.size
-		s.in.keyed = s.in.keyed || r.kind != opInsert
+		s.Rows += r.rows()
+		s.Bytes += r.Size
+		s.In.Keyed = s.In.Keyed || r.Kind != opInsert
 	}
 	return out
 }
@@ -722,15 +722,15 @@ func bySource(b *batch, sharedKeys func(*batch) bool) []*batch {
 func (p *pipeline) takeMarks(b *batch) {
 	for _, m := range p.buf.marks {
 		if m.token {
-			b.token, b.hasToken = m.value, true
+			b.Token, b.HasToken = m.value, true
 			continue
 		}
-		if b.positions == nil {
-			b.positions, b.posSince = map[string]string{}, map[string]time.Time{}
+		if b.Positions == nil {
+			b.Positions, b.PosSince = map[string]string{}, map[string]time.Time{}
 		}
-		b.positions[m.source] = m.value
-		if _, ok := b.posSince[m.source]; !ok {
-			b.posSince[m.source] = m.when
+		b.Positions[m.source] = m.value
+		if _, ok := b.PosSince[m.source]; !ok {
+			b.PosSince[m.source] = m.when
 		}
 	}
 }
@@ -746,21 +746,21 @@ func cut(o *batch, marks []mark) (take, keep *batch) {
 			srcAt[m.source] = max(srcAt[m.source], m.at)
 		}
 	}
-	take = &batch{firstAt: o.firstAt, in: batchRows{schema: o.in.schema}}
-	keep = &batch{firstAt: o.firstAt, in: batchRows{schema: o.in.schema}}
-	for i := range o.in.recs {
+	take = &batch{FirstAt: o.FirstAt, In: batchRows{Schema: o.In.Schema}}
+	keep = &batch{FirstAt: o.FirstAt, In: batchRows{Schema: o.In.Schema}}
+	for i := range o.In.Recs {
 		dst := keep
-		if at, ok := srcAt[o.in.sources[i]]; i < tokenAt || (ok && i < at) {
+		if at, ok := srcAt[o.In.Sources[i]]; i < tokenAt || (ok && i < at) {
 			dst = take
 		}
 		r := o.record(i)
 		if dst == take {
-			r.undo = nil
+			r.Undo = nil
 		}
 		dst.push(r)
-		dst.rows += r.rows()
-		dst.bytes += o.in.sizes[i]
-		dst.in.keyed = dst.in.keyed || o.in.kinds[i] != opInsert
+		dst.Rows += r.rows()
+		dst.Bytes += o.In.Sizes[i]
+		dst.In.Keyed = dst.In.Keyed || o.In.Kinds[i] != opInsert
 	}
 	return take, keep
 }
@@ -779,11 +779,11 @@ func (p *pipeline) encode(b *batch) {
 	if err := p.enc.sem.Acquire(ctx, 1); err != nil {
 		// Shutting down: release frees the rows of the queue's batches, this one's if Source.Abort dropped it.
 		p.mu.Lock()
-		if b.dropped {
-			for _, r := range b.in.recs {
+		if b.Dropped {
+			for _, r := range b.In.Recs {
 				r.Release()
 			}
-			b.in.recs = nil
+			b.In.Recs = nil
 		}
 		p.mu.Unlock()
 		return
@@ -795,7 +795,7 @@ func (p *pipeline) encode(b *batch) {
 		start = time.Now()
 	}
 	p.mu.Lock()
-	skip := b.dropped // Source.Abort dropped it before its turn
+	skip := b.Dropped // Source.Abort dropped it before its turn
 	slots := encodeSlots{sem: p.enc.sem, flushRows: p.cfg.flushRows, flushBytes: p.cfg.flushBytes}
 	p.mu.Unlock()
 	var err error
@@ -808,14 +808,14 @@ func (p *pipeline) encode(b *batch) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, r := range b.in.recs {
+	for _, r := range b.In.Recs {
 		if r != nil {
 			r.Release()
 		}
 	}
-	b.in.recs = nil
-	p.addMem(-b.bytes)
-	if b.dropped {
+	b.In.Recs = nil
+	p.addMem(-b.Bytes)
+	if b.Dropped {
 		// Dropped while it encoded: its files were never handed to a commit.
 		p.signalLocked()
 		if paths := b.filePaths(); len(paths) > 0 {
@@ -827,7 +827,7 @@ func (p *pipeline) encode(b *batch) {
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			p.failLocked(fmt.Errorf("iceberg: encode batch %d: %w", b.seq, err))
+			p.failLocked(fmt.Errorf("iceberg: encode batch %d: %w", b.Seq, err))
 		}
 		p.signalLocked()
 		return
@@ -840,7 +840,7 @@ func (p *pipeline) encode(b *batch) {
 		c.Holder.enc.runHeld += held
 	}
 	b.bulk.Closes = nil
-	b.staged = true
+	b.Staged = true
 	p.signalLocked()
 	p.kickLoop()
 }
@@ -853,7 +853,7 @@ func (p *pipeline) sealCloserLocked() {
 	}
 	open := false
 	for _, b := range p.queue {
-		if b.seq > p.bulk.closerSeq && !b.bulk.Closer && (!b.staged || (b.bulk.Span != nil && !b.bulk.Span.Done)) {
+		if b.Seq > p.bulk.closerSeq && !b.bulk.Closer && (!b.Staged || (b.bulk.Span != nil && !b.bulk.Span.Done)) {
 			open = true
 			break
 		}
@@ -863,7 +863,7 @@ func (p *pipeline) sealCloserLocked() {
 	}
 	// With WithCheckpoints the flush's seal may have left rows open (and their timer): they stay open.
 	keep, timer := p.buf.open, p.buf.timer
-	p.buf.open, p.buf.timer = &batch{firstAt: time.Now(), bulk: encode.Bulk[*batch]{Closer: true}}, nil
+	p.buf.open, p.buf.timer = &batch{FirstAt: time.Now(), bulk: encode.Bulk[*batch]{Closer: true}}, nil
 	p.sealLocked()
 	p.buf.open, p.buf.timer = keep, timer
 	p.bulk.closerSeq = p.nextSeq - 1
@@ -881,7 +881,7 @@ func (p *pipeline) waitEarlierStaged(ctx context.Context, b *batch) bool {
 		}
 		ready := true
 		for _, q := range p.queue {
-			if q.seq < b.seq && !q.staged {
+			if q.Seq < b.Seq && !q.Staged {
 				ready = false
 				break
 			}
@@ -950,14 +950,14 @@ func (p *pipeline) commitNext() bool {
 	run, res, err := p.env.commit(p.runCtx(), batches)
 	p.mu.Lock()
 	if err != nil {
-		first, last := batches[0].seq, batches[len(batches)-1].seq
+		first, last := batches[0].Seq, batches[len(batches)-1].Seq
 		p.failLocked(fmt.Errorf("iceberg: commit run %d..%d: %w", first, last, err))
 		p.mu.Unlock()
 		return false
 	}
 	p.queue = p.queue[len(batches):]
 	p.positionsCommittedLocked(batches)
-	p.committed = batches[len(batches)-1].seq
+	p.committed = batches[len(batches)-1].Seq
 	p.counts.commits++
 	n := p.counts.commits
 	p.signalLocked()
@@ -976,11 +976,11 @@ func (p *pipeline) nextRun() []*batch {
 		return nil
 	}
 	n := 0
-	for n < len(p.queue) && p.queue[n].staged {
+	for n < len(p.queue) && p.queue[n].Staged {
 		n++
 	}
 	if p.gatedLocked() {
-		for n > 0 && p.queue[n-1].seq > p.released {
+		for n > 0 && p.queue[n-1].Seq > p.released {
 			n--
 		}
 	}
@@ -1003,7 +1003,7 @@ func (p *pipeline) nextRun() []*batch {
 	}
 	batches := append([]*batch(nil), p.queue[:n]...)
 	for _, b := range batches {
-		b.handed = true
+		b.Handed = true
 	}
 	return batches
 }
@@ -1051,7 +1051,7 @@ func (p *pipeline) sealedTargetLocked() int64 {
 	if n == 0 {
 		return p.committed
 	}
-	return p.queue[n-1].seq
+	return p.queue[n-1].Seq
 }
 
 func (p *pipeline) waitCommittedLocked(ctx context.Context, target int64) error {
@@ -1076,10 +1076,10 @@ func (p *pipeline) waitCommittedLocked(ctx context.Context, target int64) error 
 // shutdown is what Close (flush true) and Abort (flush false) have in common: refuse new calls, flush if
 // asked, then stop every goroutine and release what was never committed, all by the time ctx ends.
 type shutdown struct {
-	flushErr error       // why the flush did not complete
-	failed   error       // the failure that had stopped the pipeline, if any
-	lost     uncommitted // what was not committed
-	stopErr  error       // ctx ended before the goroutines did (they finish in the background)
+	FlushErr error       // why the flush did not complete
+	Failed   error       // the failure that had stopped the pipeline, if any
+	Lost     uncommitted // what was not committed
+	StopErr  error       // ctx ended before the goroutines did (they finish in the background)
 }
 
 func (p *pipeline) shutdown(ctx context.Context, flush bool) (shutdown, error) {
@@ -1090,9 +1090,9 @@ func (p *pipeline) shutdown(ctx context.Context, flush bool) (shutdown, error) {
 		return s, ErrClosed
 	}
 	if flush && p.life.failed == nil {
-		s.flushErr = p.waitCommittedLocked(ctx, p.flushTargetLocked())
+		s.FlushErr = p.waitCommittedLocked(ctx, p.flushTargetLocked())
 	}
-	s.failed = p.life.failed
+	s.Failed = p.life.failed
 	p.life.closed, p.life.stopping = true, true
 	if p.buf.timer != nil {
 		p.buf.timer.Stop()
@@ -1100,21 +1100,21 @@ func (p *pipeline) shutdown(ctx context.Context, flush bool) (shutdown, error) {
 	}
 	p.signalLocked()
 	p.mu.Unlock()
-	s.lost, s.stopErr = p.stop(ctx)
+	s.Lost, s.StopErr = p.stop(ctx)
 	return s, nil
 }
 
 // uncommitted describes what a writer that stopped early did not commit.
 type uncommitted struct {
-	rows, batches          int64
-	inFlightRows, inFlight int64 // of which in a commit still in flight (outcome unknown until it resolves)
+	Rows, Batches          int64
+	InFlightRows, InFlight int64 // of which in a commit still in flight (outcome unknown until it resolves)
 }
 
 func (u uncommitted) String() string {
-	s := fmt.Sprintf("%d rows in %s not committed", u.rows, batches(u.batches))
-	if u.inFlight > 0 {
+	s := fmt.Sprintf("%d rows in %s not committed", u.Rows, batches(u.Batches))
+	if u.InFlight > 0 {
 		s += fmt.Sprintf(" (%d rows in %s in a commit still in flight, whose outcome is unknown until it "+
-			"resolves; LastCheckpoint tells)", u.inFlightRows, batches(u.inFlight))
+			"resolves; LastCheckpoint tells)", u.InFlightRows, batches(u.InFlight))
 	}
 	return s
 }
@@ -1130,15 +1130,15 @@ func batches(n int64) string {
 func (p *pipeline) uncommittedLocked() uncommitted {
 	var u uncommitted
 	if p.buf.open != nil {
-		u.rows += p.buf.open.rows
-		u.batches++
+		u.Rows += p.buf.open.Rows
+		u.Batches++
 	}
 	for _, b := range p.queue {
-		u.rows += b.rows
-		u.batches++
-		if b.handed {
-			u.inFlightRows += b.rows
-			u.inFlight++
+		u.Rows += b.Rows
+		u.Batches++
+		if b.Handed {
+			u.InFlightRows += b.Rows
+			u.InFlight++
 		}
 	}
 	return u
@@ -1217,8 +1217,8 @@ func (p *pipeline) release(ctx context.Context) {
 		p.buf.gather = nil
 	}
 	if p.buf.open != nil {
-		dropped += p.buf.open.rows
-		for _, r := range p.buf.open.in.recs {
+		dropped += p.buf.open.Rows
+		for _, r := range p.buf.open.In.Recs {
 			r.Release()
 		}
 		p.buf.open = nil
@@ -1226,12 +1226,12 @@ func (p *pipeline) release(ctx context.Context) {
 	p.buf.marks = nil
 	var orphans []string
 	for _, b := range p.queue {
-		dropped += b.rows
-		for _, r := range b.in.recs {
+		dropped += b.Rows
+		for _, r := range b.In.Recs {
 			r.Release()
 		}
-		b.in.recs = nil
-		if b.handed {
+		b.In.Recs = nil
+		if b.Handed {
 			continue // a run whose outcome may be unknown: its files are kept
 		}
 		orphans = append(orphans, b.filePaths()...)
@@ -1259,29 +1259,29 @@ func (p *pipeline) stopped() <-chan struct{} {
 
 // pipelineState is a consistent reading of the pipeline's counters.
 type pipelineState struct {
-	bufferedRows, bufferedBytes, uncommittedRows int64
-	uncommittedBatches                           int
-	committed                                    int64
-	rowsAccepted, bytesAccepted, batches         int64
-	discarded                                    int64
-	oldest                                       time.Time // the first row of the oldest buffer with rows
+	BufferedRows, BufferedBytes, UncommittedRows int64
+	UncommittedBatches                           int
+	Committed                                    int64
+	RowsAccepted, BytesAccepted, Batches         int64
+	Discarded                                    int64
+	Oldest                                       time.Time // the first row of the oldest buffer with rows
 }
 
 func (p *pipeline) state() pipelineState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := pipelineState{bufferedBytes: p.memUsed, uncommittedBatches: len(p.queue), committed: p.committed,
-		rowsAccepted: p.counts.rowsAccepted, bytesAccepted: p.counts.bytesAccepted, batches: p.counts.batches, discarded: p.counts.discarded}
+	s := pipelineState{BufferedBytes: p.memUsed, UncommittedBatches: len(p.queue), Committed: p.committed,
+		RowsAccepted: p.counts.rowsAccepted, BytesAccepted: p.counts.bytesAccepted, Batches: p.counts.batches, Discarded: p.counts.discarded}
 	if p.buf.open != nil {
-		s.bufferedRows = p.buf.open.rows
-		s.oldest = older(s.oldest, p.buf.open)
+		s.BufferedRows = p.buf.open.Rows
+		s.Oldest = older(s.Oldest, p.buf.open)
 	}
 	for _, b := range p.queue {
-		s.uncommittedRows += b.rows
-		if b.staged {
-			s.bufferedBytes += b.enc.held
+		s.UncommittedRows += b.Rows
+		if b.Staged {
+			s.BufferedBytes += b.enc.held
 		}
-		s.oldest = older(s.oldest, b)
+		s.Oldest = older(s.Oldest, b)
 	}
 	return s
 }
@@ -1303,11 +1303,11 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*chang
 	var drop []*batch // solo batches of the partition that no checkpoint covers: dropped whole
 	if p.cfg.checkpoints && !openCovers {
 		for i, b := range p.queue {
-			if !slices.Contains(b.in.sources, src) || coversLater(p.queue[i:], src) {
+			if !slices.Contains(b.In.Sources, src) || coversLater(p.queue[i:], src) {
 				continue
 			}
-			if !b.solo || b.handed {
-				return 0, nil, fmt.Errorf("%w: partition %q, batch %d", ErrPartitionUncovered, src, b.seq)
+			if !b.Solo || b.Handed {
+				return 0, nil, fmt.Errorf("%w: partition %q, batch %d", ErrPartitionUncovered, src, b.Seq)
 			}
 			drop = append(drop, b)
 		}
@@ -1315,7 +1315,7 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*chang
 	dropped, orphans := p.dropSealedLocked(drop)
 	var undos, newest []*changes.Undo
 	for _, b := range drop {
-		for _, u := range b.in.undos {
+		for _, u := range b.In.Undos {
 			undos = append(undos, u...) // the sealed rows come before the open buffer's
 		}
 	}
@@ -1334,30 +1334,30 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*chang
 				covered = max(covered, m.at)
 			}
 		}
-		keep := &batch{firstAt: o.firstAt, in: batchRows{schema: o.in.schema}, rows: o.rows, bytes: o.bytes}
-		kept := make([]int, len(o.in.recs)+1) // kept[i]: records kept before record i
-		for i := range o.in.recs {
+		keep := &batch{FirstAt: o.FirstAt, In: batchRows{Schema: o.In.Schema}, Rows: o.Rows, Bytes: o.Bytes}
+		kept := make([]int, len(o.In.Recs)+1) // kept[i]: records kept before record i
+		for i := range o.In.Recs {
 			kept[i+1] = kept[i]
 			r := o.record(i)
-			if r.source == src && i >= covered {
+			if r.Source == src && i >= covered {
 				dropped += r.rows()
-				keep.rows -= r.rows()
-				keep.bytes -= r.size
-				p.dropLocked(r.rows(), r.size)
-				r.rec.Release()
-				undos = append(undos, r.undo...)
+				keep.Rows -= r.rows()
+				keep.Bytes -= r.Size
+				p.dropLocked(r.rows(), r.Size)
+				r.Rec.Release()
+				undos = append(undos, r.Undo...)
 				continue
 			}
 			kept[i+1]++
 			keep.push(r)
-			keep.in.keyed = keep.in.keyed || r.kind != opInsert
+			keep.In.Keyed = keep.In.Keyed || r.Kind != opInsert
 		}
 		for i := range p.buf.marks {
 			p.buf.marks[i].at = kept[p.buf.marks[i].at]
 		}
-		o.in.recs, o.in.kinds, o.in.sources, o.in.sizes, o.in.undos, o.in.hashes, o.in.sels = keep.in.recs, keep.in.kinds, keep.in.sources, keep.in.sizes, keep.in.undos, keep.in.hashes, keep.in.sels
-		o.rows, o.bytes, o.in.keyed = keep.rows, keep.bytes, keep.in.keyed
-		if slices.Contains(o.in.sources, src) || openCovers {
+		o.In.Recs, o.In.Kinds, o.In.Sources, o.In.Sizes, o.In.Undos, o.In.Hashes, o.In.Sels = keep.In.Recs, keep.In.Kinds, keep.In.Sources, keep.In.Sizes, keep.In.Undos, keep.In.Hashes, keep.In.Sels
+		o.Rows, o.Bytes, o.In.Keyed = keep.Rows, keep.Bytes, keep.In.Keyed
+		if slices.Contains(o.In.Sources, src) || openCovers {
 			p.sealLocked() // the covered rows go now, with the position that covers them
 		}
 	}
@@ -1366,8 +1366,8 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*chang
 	p.signalLocked()
 	target := p.committed
 	for _, b := range p.queue {
-		if slices.Contains(b.in.sources, src) {
-			target = b.seq
+		if slices.Contains(b.In.Sources, src) {
+			target = b.Seq
 		}
 	}
 	if len(orphans) > 0 {
@@ -1388,31 +1388,31 @@ func (p *pipeline) dropSealedLocked(drop []*batch) (rows int64, orphans []string
 		return 0, nil
 	}
 	for _, b := range drop {
-		b.dropped = true
-		rows += b.rows
-		if b.staged {
+		b.Dropped = true
+		rows += b.Rows
+		if b.Staged {
 			orphans = append(orphans, b.filePaths()...)
 		}
 	}
-	p.queue = slices.DeleteFunc(p.queue, func(b *batch) bool { return b.dropped })
+	p.queue = slices.DeleteFunc(p.queue, func(b *batch) bool { return b.Dropped })
 	p.kickLoop() // a batch that held the head of the queue may have gone
 	return rows, orphans
 }
 
 // dropLocked takes dropped rows out of the open buffer's counters.
 func (p *pipeline) dropLocked(rows, bytes int64) {
-	p.buf.open.rows -= rows
-	p.buf.open.bytes -= bytes
+	p.buf.open.Rows -= rows
+	p.buf.open.Bytes -= bytes
 	p.addMem(-bytes)
 }
 
 // coversLater reports whether src's rows in q[0] are covered: by q[0]'s own checkpoints or a later batch's.
 func coversLater(q []*batch, src string) bool {
-	if _, open := q[0].uncovered[src]; !open {
+	if _, open := q[0].Uncovered[src]; !open {
 		return true
 	}
 	for _, b := range q[1:] {
-		if _, ok := b.positions[src]; ok || b.hasToken {
+		if _, ok := b.Positions[src]; ok || b.HasToken {
 			return true
 		}
 	}

@@ -51,7 +51,7 @@ func (e *fakeEnv) release(seq int64, err error) {
 
 func (e *fakeEnv) encode(ctx context.Context, b *batch, _ encodeSlots) error {
 	e.mu.Lock()
-	ch := e.encodeGate[b.seq]
+	ch := e.encodeGate[b.Seq]
 	e.mu.Unlock()
 	if ch != nil {
 		select {
@@ -79,15 +79,15 @@ func (e *fakeEnv) commit(ctx context.Context, batches []*batch) (*Run, *CommitRe
 			return nil, nil, ctx.Err()
 		}
 	}
-	run := &Run{FirstSeq: batches[0].seq, LastSeq: batches[len(batches)-1].seq}
+	run := &Run{FirstSeq: batches[0].Seq, LastSeq: batches[len(batches)-1].Seq}
 	var seqs []int64
 	pos := map[string]string{}
 	for _, b := range batches {
-		seqs = append(seqs, b.seq)
-		if b.hasToken {
-			run.Token, run.HasToken = b.token, true
+		seqs = append(seqs, b.Seq)
+		if b.HasToken {
+			run.Token, run.HasToken = b.Token, true
 		}
-		for k, v := range b.positions {
+		for k, v := range b.Positions {
 			pos[k] = v
 		}
 	}
@@ -163,7 +163,7 @@ func rows(n int, size int64) batchRecord {
 	}
 	col := b.NewArray()
 	defer col.Release()
-	return batchRecord{rec: array.NewRecordBatch(pipelineSchema, []arrow.Array{col}, int64(n)), size: size, kind: opInsert}
+	return batchRecord{Rec: array.NewRecordBatch(pipelineSchema, []arrow.Array{col}, int64(n)), Size: size, Kind: opInsert}
 }
 
 // pipelineSchema is the one schema of the rows: a buffer ends where the schema changes (by pointer, as the
@@ -201,7 +201,7 @@ func TestPipelineCommitsInSequenceOrder(t *testing.T) {
 		if runs, want := env.committedRuns(), [][]int64{{1, 2, 3}}; !slices.EqualFunc(runs, want, slices.Equal) {
 			t.Fatalf("runs %v, want %v", runs, want)
 		}
-		if s := p.state(); s.committed != 3 || s.uncommittedBatches != 0 || s.bufferedBytes != 0 {
+		if s := p.state(); s.Committed != 3 || s.UncommittedBatches != 0 || s.BufferedBytes != 0 {
 			t.Fatalf("state after the commit: %+v", s)
 		}
 		if err := p.flush(t.Context()); err != nil {
@@ -248,8 +248,8 @@ func TestPipelineCheckpointsEndRuns(t *testing.T) {
 			t.Fatal("Flush waits for rows after the last checkpoint")
 		}
 		s, err := p.shutdown(t.Context(), true)
-		if err != nil || s.flushErr != nil {
-			t.Fatal(err, s.flushErr)
+		if err != nil || s.FlushErr != nil {
+			t.Fatal(err, s.FlushErr)
 		}
 		if runs, want := env.committedRuns(), [][]int64{{1}, {2}}; !slices.EqualFunc(runs, want, slices.Equal) {
 			t.Fatalf("runs %v, want %v", runs, want)
@@ -257,8 +257,8 @@ func TestPipelineCheckpointsEndRuns(t *testing.T) {
 		if !slices.Equal(env.tokens, []string{"a", "b"}) {
 			t.Fatalf("tokens %q, want a and b", env.tokens)
 		}
-		if st := p.state(); st.discarded != 15 {
-			t.Fatalf("discarded %d rows, want the 15 after the token", st.discarded)
+		if st := p.state(); st.Discarded != 15 {
+			t.Fatalf("discarded %d rows, want the 15 after the token", st.Discarded)
 		}
 	})
 }
@@ -275,7 +275,7 @@ func TestPipelineMemoryBudget(t *testing.T) {
 		accepted := make(chan error, 1)
 		go func() { accepted <- p.accept(ctx, rows(10, 600)) }()
 		synctest.Wait()
-		if s := p.state(); s.uncommittedBatches != 1 || s.bufferedRows != 0 {
+		if s := p.state(); s.UncommittedBatches != 1 || s.BufferedRows != 0 {
 			t.Fatalf("the full budget did not seal the open buffer: %+v", s)
 		}
 		select {
@@ -287,8 +287,8 @@ func TestPipelineMemoryBudget(t *testing.T) {
 		if err := <-accepted; !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v, want context.Canceled", err)
 		}
-		if s := p.state(); s.rowsAccepted != 10 {
-			t.Fatalf("%d rows accepted, want the first call's 10", s.rowsAccepted)
+		if s := p.state(); s.RowsAccepted != 10 {
+			t.Fatalf("%d rows accepted, want the first call's 10", s.RowsAccepted)
 		}
 		go func() { accepted <- p.accept(t.Context(), rows(10, 600)) }()
 		synctest.Wait()
@@ -299,7 +299,7 @@ func TestPipelineMemoryBudget(t *testing.T) {
 		if err := p.flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if s := p.state(); s.bufferedBytes != 0 || s.committed != 2 {
+		if s := p.state(); s.BufferedBytes != 0 || s.Committed != 2 {
 			t.Fatalf("after flush: %+v", s)
 		}
 	})
@@ -328,8 +328,8 @@ func TestPipelineFileMetadataBudget(t *testing.T) {
 					mustAccept(t, p, rows(2, 10))
 				}
 				synctest.Wait()
-				if s := p.state(); s.bufferedBytes != 910 {
-					t.Fatalf("buffered %d bytes, want the open rows' 10 and batch 1's file metadata 900", s.bufferedBytes)
+				if s := p.state(); s.BufferedBytes != 910 {
+					t.Fatalf("buffered %d bytes, want the open rows' 10 and batch 1's file metadata 900", s.BufferedBytes)
 				}
 				accepted := make(chan error, 1)
 				go func() { accepted <- p.accept(t.Context(), rows(2, 200)) }()
@@ -361,7 +361,7 @@ func TestPipelineFileMetadataBudget(t *testing.T) {
 				default:
 					t.Fatal("a call waits on the metadata of a batch only a checkpoint can commit")
 				}
-				if s := p.state(); s.uncommittedBatches != 1 || s.bufferedBytes != 900+800 {
+				if s := p.state(); s.UncommittedBatches != 1 || s.BufferedBytes != 900+800 {
 					t.Fatalf("state: %+v, want batch 3 uncommitted holding 900 and 800 bytes open", s)
 				}
 			})
@@ -428,7 +428,7 @@ func TestPipelineFailedCommitStops(t *testing.T) {
 			}
 		}
 		s, err := p.shutdown(t.Context(), true)
-		if err != nil || !errors.Is(s.failed, boom) {
+		if err != nil || !errors.Is(s.Failed, boom) {
 			t.Fatalf("shutdown: %v, %+v", err, s)
 		}
 	})
@@ -447,11 +447,11 @@ func TestPipelineCloseByDeadline(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		s, err := p.shutdown(ctx, true)
-		if err != nil || !errors.Is(s.flushErr, context.DeadlineExceeded) {
+		if err != nil || !errors.Is(s.FlushErr, context.DeadlineExceeded) {
 			t.Fatalf("shutdown: %v, %+v", err, s)
 		}
-		if s.lost.inFlight != 1 || s.lost.inFlightRows != 10 {
-			t.Fatalf("lost %+v, want one batch of 10 rows in flight", s.lost)
+		if s.Lost.InFlight != 1 || s.Lost.InFlightRows != 10 {
+			t.Fatalf("lost %+v, want one batch of 10 rows in flight", s.Lost)
 		}
 		gate <- nil // the commit lands after Close returned
 		<-p.stopped()
@@ -485,7 +485,7 @@ func TestPipelineIntervalSeals(t *testing.T) {
 		if runs := env.committedRuns(); len(runs) != 1 {
 			t.Fatalf("runs %v, want one run a second after the first row", runs)
 		}
-		if s := p.state(); s.rowsAccepted != 6 || s.committed != 1 {
+		if s := p.state(); s.RowsAccepted != 6 || s.Committed != 1 {
 			t.Fatalf("state %+v", s)
 		}
 		if _, err := p.shutdown(t.Context(), true); err != nil {
@@ -511,8 +511,8 @@ func TestPipelineFailedEncodingStops(t *testing.T) {
 			t.Fatalf("committed %v past a failed encoding", runs)
 		}
 		s, _ := p.shutdown(t.Context(), false)
-		if s.lost.batches != 2 || p.state().discarded != 20 {
-			t.Fatalf("lost %+v, discarded %d", s.lost, p.state().discarded)
+		if s.Lost.Batches != 2 || p.state().Discarded != 20 {
+			t.Fatalf("lost %+v, discarded %d", s.Lost, p.state().Discarded)
 		}
 	})
 }
@@ -520,7 +520,7 @@ func TestPipelineFailedEncodingStops(t *testing.T) {
 // rowsFrom is rows(n, size) of a source partition.
 func rowsFrom(src string, n int, size int64) batchRecord {
 	r := rows(n, size)
-	r.source = src
+	r.Source = src
 	return r
 }
 
@@ -540,7 +540,7 @@ func TestPipelinePositionsCoverTheirPartition(t *testing.T) {
 		if err := p.flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if s := p.state(); s.committed != 1 || s.bufferedRows != 5 {
+		if s := p.state(); s.Committed != 1 || s.BufferedRows != 5 {
 			t.Fatalf("after the first flush: %+v, want batch 1 committed and b's 4 and a's last row open", s)
 		}
 		if got := env.positions[0]; len(got) != 1 || got["a"] != "a@5" {
@@ -550,7 +550,7 @@ func TestPipelinePositionsCoverTheirPartition(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustFlush(t, p)
-		if s := p.state(); s.committed != 2 || s.bufferedRows != 0 {
+		if s := p.state(); s.Committed != 2 || s.BufferedRows != 0 {
 			t.Fatalf("after the second flush: %+v", s)
 		}
 		if got := env.positions[1]; len(got) != 2 || got["a"] != "a@6" || got["b"] != "b@4" {
@@ -577,10 +577,10 @@ func mustFlush(t *testing.T, p *pipeline) {
 // A run may end only where every row before it is covered: a batch sealed without a checkpoint (the memory
 // limit came first) waits until later checkpoints cover each of its partitions.
 func TestCoveredEnd(t *testing.T) {
-	fallback := &batch{uncovered: map[string]struct{}{"a": {}, "b": {}}}
-	posA := &batch{positions: map[string]string{"a": "1"}}
-	posB := &batch{positions: map[string]string{"b": "1"}}
-	token := &batch{hasToken: true}
+	fallback := &batch{Uncovered: map[string]struct{}{"a": {}, "b": {}}}
+	posA := &batch{Positions: map[string]string{"a": "1"}}
+	posB := &batch{Positions: map[string]string{"b": "1"}}
+	token := &batch{HasToken: true}
 	for _, c := range []struct {
 		name string
 		q    []*batch
@@ -642,7 +642,7 @@ func TestPipelineAbortSource(t *testing.T) {
 		if err := <-aborted; err != nil {
 			t.Fatal(err)
 		}
-		if s := p.state(); s.committed != 2 || s.bufferedRows != 0 || s.discarded != 1 || s.bufferedBytes != 0 {
+		if s := p.state(); s.Committed != 2 || s.BufferedRows != 0 || s.Discarded != 1 || s.BufferedBytes != 0 {
 			t.Fatalf("after Abort: %+v, want batches 1 and 2 committed and a's last row dropped", s)
 		}
 		if got := env.positions[1]; len(got) != 2 || got["a"] != "a@5" || got["b"] != "b@4" {
@@ -670,7 +670,7 @@ func TestPipelineFlushPolicyLeavesUncheckpointedRowsAbortable(t *testing.T) {
 		if err != nil || dropped != 12 {
 			t.Fatalf("Abort past the rows policy: dropped %d, %v; want b's 12 rows dropped", dropped, err)
 		}
-		if s := p.state(); s.bufferedRows != 0 || s.uncommittedBatches != 0 || s.discarded != 17 || len(env.committedRuns()) != 0 {
+		if s := p.state(); s.BufferedRows != 0 || s.UncommittedBatches != 0 || s.Discarded != 17 || len(env.committedRuns()) != 0 {
 			t.Fatalf("after the aborts: %+v, runs %v", s, env.committedRuns())
 		}
 		// A due buffer goes with its first checkpoint, without waiting for another interval.
@@ -703,7 +703,7 @@ func TestPipelineAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 		mustAccept(t, p, rowsFrom("a", 2, 20))
 		mustAccept(t, p, rowsFrom("a", 1, 20)) // past the limit: seals a's 5 rows (1), b's 4 (2) and c's 1 (3)
 		synctest.Wait()
-		if s := p.state(); s.uncommittedBatches != 3 || s.uncommittedRows != 10 || s.bufferedRows != 1 {
+		if s := p.state(); s.UncommittedBatches != 3 || s.UncommittedRows != 10 || s.BufferedRows != 1 {
 			env.release(1, nil)
 			t.Fatalf("after the memory seal: %+v, want a batch per partition and a's last row open", s)
 		}
@@ -714,8 +714,8 @@ func TestPipelineAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 		}
 		env.release(1, nil)
 		synctest.Wait()
-		if s := p.state(); s.uncommittedBatches != 1 || s.uncommittedRows != 4 || s.discarded != 7 ||
-			s.bufferedBytes != 0 || s.bufferedRows != 0 {
+		if s := p.state(); s.UncommittedBatches != 1 || s.UncommittedRows != 4 || s.Discarded != 7 ||
+			s.BufferedBytes != 0 || s.BufferedRows != 0 {
 			t.Fatalf("after the aborts: %+v, want b's batch left, a's 6 rows and c's 1 dropped, no memory held", s)
 		}
 		if err := p.checkpointPositions(map[string]string{"b": "b@4"}); err != nil {
@@ -730,30 +730,30 @@ func TestPipelineAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 		shared := false
 		p.cfg.sharedKeys = func(*batch) bool { return shared }
 		upsert := rowsFrom("d", 5, 30)
-		upsert.kind, upsert.undo = opUpsert, []*changes.Undo{{}}
+		upsert.Kind, upsert.Undo = opUpsert, []*changes.Undo{{}}
 		mustAccept(t, p, upsert)
 		mustAccept(t, p, rowsFrom("e", 5, 30))
 		mustAccept(t, p, rowsFrom("e", 1, 50)) // past the limit
 		synctest.Wait()
 		dropped, undos, err := p.abortSource(t.Context(), "d")
-		if err != nil || dropped != 5 || len(undos) != 1 || undos[0] != upsert.undo[0] {
+		if err != nil || dropped != 5 || len(undos) != 1 || undos[0] != upsert.Undo[0] {
 			t.Fatalf("Abort of keyed rows split from another partition's: dropped %d, undos %v, %v; want 5 and d's undo",
 				dropped, undos, err)
 		}
-		if s := p.state(); s.uncommittedBatches != 1 || s.uncommittedRows != 5 || s.bufferedRows != 1 || s.discarded != 12 {
+		if s := p.state(); s.UncommittedBatches != 1 || s.UncommittedRows != 5 || s.BufferedRows != 1 || s.Discarded != 12 {
 			t.Fatalf("after the keyed abort: %+v, want e's batch and e's last row left", s)
 		}
 		// A key with rows of both partitions: one batch, in the order accepted; its rows cannot be dropped alone.
 		shared = true
 		upsert = rowsFrom("d", 5, 30)
-		upsert.kind = opUpsert
+		upsert.Kind = opUpsert
 		mustAccept(t, p, upsert)
 		mustAccept(t, p, rowsFrom("e", 5, 50)) // past the limit
 		synctest.Wait()
 		if _, _, err := p.abortSource(t.Context(), "d"); !errors.Is(err, ErrPartitionUncovered) {
 			t.Fatalf("Abort of keyed rows sealed with another partition's: %v, want ErrPartitionUncovered", err)
 		}
-		if s := p.state(); s.uncommittedBatches != 2 || s.uncommittedRows != 11 || s.discarded != 12 {
+		if s := p.state(); s.UncommittedBatches != 2 || s.UncommittedRows != 11 || s.Discarded != 12 {
 			t.Fatalf("after the refused abort: %+v, want the keyed batch kept", s)
 		}
 	})

@@ -67,12 +67,12 @@ func (p *pipeline) cutForRound(seal bool) (int64, bool) {
 		// Batches in bulk files still open commit only once a file closes: a timed round takes what may
 		// commit now, instead of waiting for files the round does not close.
 		n := 0
-		for n < len(p.queue) && p.queue[n].staged {
+		for n < len(p.queue) && p.queue[n].Staged {
 			n++
 		}
 		target = p.committed
 		if n = p.runEndLocked(n); n > 0 {
-			target = p.queue[n-1].seq
+			target = p.queue[n-1].Seq
 		}
 	}
 	return target, target > p.committed
@@ -89,7 +89,7 @@ func (p *pipeline) waitStaged(target int64) bool {
 		}
 		ready := true
 		for _, b := range p.queue {
-			if b.seq <= target && !b.staged {
+			if b.Seq <= target && !b.Staged {
 				ready = false
 				break
 			}

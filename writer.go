@@ -293,7 +293,7 @@ func (w *Writer) write(ctx context.Context, source string, rec arrow.RecordBatch
 	if err != nil {
 		return err
 	}
-	r.source = source
+	r.Source = source
 	return w.accept(ctx, r)
 }
 
@@ -301,13 +301,13 @@ func (w *Writer) write(ctx context.Context, source string, rec arrow.RecordBatch
 // other (an empty batch with an unknown column is an error), but there is nothing to keep. The record is the
 // pipeline's once accepted, unless it is a view, which the pipeline copies and which is released here.
 func (w *Writer) accept(ctx context.Context, r batchRecord) error {
-	if r.rec.NumRows() == 0 {
-		r.rec.Release()
+	if r.Rec.NumRows() == 0 {
+		r.Rec.Release()
 		return nil
 	}
 	err := w.pipe.accept(ctx, r)
-	if err != nil || r.view {
-		r.rec.Release()
+	if err != nil || r.View {
+		r.Rec.Release()
 	}
 	return err
 }
@@ -330,13 +330,13 @@ func (w *Writer) Stats() Stats {
 	p := w.pipe.state()
 	files, bytes := w.files.Stats()
 	return Stats{
-		RowsAccepted: p.rowsAccepted, BytesAccepted: p.bytesAccepted, Batches: p.batches, DiscardedRows: p.discarded,
-		BufferedRows: p.bufferedRows, BufferedBytes: p.bufferedBytes,
-		UncommittedBatches: p.uncommittedBatches, UncommittedRows: p.uncommittedRows, LastCommittedSeq: p.committed,
+		RowsAccepted: p.RowsAccepted, BytesAccepted: p.BytesAccepted, Batches: p.Batches, DiscardedRows: p.Discarded,
+		BufferedRows: p.BufferedRows, BufferedBytes: p.BufferedBytes,
+		UncommittedBatches: p.UncommittedBatches, UncommittedRows: p.UncommittedRows, LastCommittedSeq: p.Committed,
 		RowsCommitted: w.runs.rows.Load(), FilesWritten: files, BytesWritten: bytes,
 		Commits: w.runs.commits.Load(), Retries: w.runs.retries.Load(), Conflicts: w.runs.conflicts.Load(),
 		DeleteFiles: w.runs.deleteFiles.Load(), FilesRewritten: w.runs.rewritten.Load(), Epoch: w.env.epoch,
-		ChangesSkipped: w.changes.skipped.Load(), OldestUncommitted: p.oldest, LastCommit: w.runs.lastCommit(),
+		ChangesSkipped: w.changes.skipped.Load(), OldestUncommitted: p.Oldest, LastCommit: w.runs.lastCommit(),
 		KeyIndexBytes:        w.keys.indexBytes(),
 		KeyIndexSpilledBytes: w.keys.spilledBytes(),
 	}

@@ -60,7 +60,7 @@ func (w *Writer) Apply(ctx context.Context, rec arrow.RecordBatch) error {
 
 // apply is Apply of a source partition's changes.
 func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch) error {
-	if err := w.pipe.usable(); err != nil {
+	if err := w.pipe.Usable(); err != nil {
 		return err
 	}
 	tbl, conf := w.view.get()
@@ -157,7 +157,7 @@ func (w *Writer) acceptChanges(ctx context.Context, source string, del, ups keye
 			continue
 		}
 		br := batchRecord{Rec: r.rec, Kind: r.kind, Source: source, Sel: r.sel}
-		if len(r.hashes) == int(br.rows()) {
+		if len(r.hashes) == int(br.NumRows()) {
 			br.Hashes = r.hashes
 		}
 		// The hashes and the selection are held with the rows until the batch is encoded: the memory limit
@@ -174,7 +174,7 @@ func (w *Writer) acceptChanges(ctx context.Context, source string, del, ups keye
 	if len(recs) == 0 {
 		return nil
 	}
-	if err := w.pipe.accept(ctx, recs...); err != nil {
+	if err := w.pipe.Accept(ctx, recs...); err != nil {
 		arrowx.ReleaseRecords(del.rec, ups.rec)
 		return err
 	}

@@ -37,10 +37,10 @@ type CompactResult struct {
 // new table (iceberg-go's own rewrite would refuse concurrent equality deletes), up to 10 attempts within the
 // commit timeout. A writer whose ID a newer process took over gets ErrFenced and stops, having committed nothing.
 func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
-	if err := w.pipe.usable(); err != nil {
+	if err := w.pipe.Usable(); err != nil {
 		return CompactResult{}, err
 	}
-	defer w.pipe.enterQueue()()
+	defer w.pipe.EnterQueue()()
 	start := time.Now()
 	res, err := w.compactLocked(ctx, false)
 	err = w.env.red.Error(err) // reads and writes data files: storage errors may quote presigned URLs

@@ -166,8 +166,8 @@ func (w *Writer) compactBackground(ctx context.Context, smallOnly bool) (Compact
 	}
 	// The commit: in the queue, between two runs, and never cut off half-way by stop.
 	commitCtx := context.WithoutCancel(ctx)
-	defer w.pipe.enterQueue()()
-	if err := w.pipe.usable(); err != nil {
+	defer w.pipe.EnterQueue()()
+	if err := w.pipe.Usable(); err != nil {
 		p.removeNew(ctx)
 		return CompactResult{}, err
 	}

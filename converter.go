@@ -76,8 +76,8 @@ func (w *Writer) convertPass(ctx context.Context) (res ConvertResult, overlap er
 	}
 	// The commit: in the queue, between two runs, and never cut off half-way by stop.
 	commitCtx := context.WithoutCancel(ctx)
-	defer w.pipe.enterQueue()()
-	if err := w.pipe.usable(); err != nil {
+	defer w.pipe.EnterQueue()()
+	if err := w.pipe.Usable(); err != nil {
 		removeNew()
 		return ConvertResult{}, nil, err
 	}

@@ -43,10 +43,10 @@ type ConvertResult struct {
 // commit queue, as Compact does. The maintainer runs a conversion every WithDeleteConversionEvery commits, off the
 // commit path: it reads and writes while the writer's flushes go on, and takes the queue only for its commit.
 func (w *Writer) ConvertEqualityDeletes(ctx context.Context) (ConvertResult, error) {
-	if err := w.pipe.usable(); err != nil {
+	if err := w.pipe.Usable(); err != nil {
 		return ConvertResult{}, err
 	}
-	defer w.pipe.enterQueue()()
+	defer w.pipe.EnterQueue()()
 	res, err := w.convertLocked(ctx)
 	return res, err
 }

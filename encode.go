@@ -3,6 +3,8 @@ package iceberg
 import (
 	"context"
 
+	"github.com/icewriter/iceberg/internal/pipeline"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
 	"github.com/icewriter/iceberg/internal/encode"
@@ -15,14 +17,14 @@ import (
 // (and the keys of the batch's new data files go to the index: keyStage.fileKeys), in copy-on-write mode they go to
 // the committer, which rewrites the files holding them, and otherwise they are written here as equality delete
 // files.
-func (w *Writer) encode(ctx context.Context, b *batch, slots encodeSlots) error {
+func (w *Writer) encode(ctx context.Context, b *batch, slots pipeline.Slots) error {
 	tbl, conf := w.view.get()
 	schema := b.In.Schema
 	if schema == nil {
 		schema = conf.target
 	}
-	if b.bulk.Closer {
-		return w.files.CloseGen(ctx, tbl, &b.bulk)
+	if b.Bulk.Closer {
+		return w.files.CloseGen(ctx, tbl, &b.Bulk)
 	}
 	var files, deletes []ice.DataFile
 	var res *resolved
@@ -54,14 +56,14 @@ func (w *Writer) encode(ctx context.Context, b *batch, slots encodeSlots) error 
 		schema, err = w.keys.encodeRowIDs(tbl, schema, b, res)
 	}
 	if err == nil && len(b.In.Recs) > 0 {
-		eb := &encode.Batch[*batch]{Recs: b.In.Recs, Seq: b.Seq, Self: b, Bulk: &b.bulk}
+		eb := &encode.Batch[*batch]{Recs: b.In.Recs, Seq: b.Seq, Self: b, Bulk: &b.Bulk}
 		if carries() {
 			err = w.files.WriteBulk(ctx, tbl, schema, eb) // its files come when they close
 		} else {
 			// Only the commit reads an inserts-only batch's files (a key index reads them too): packed until then.
 			parts, release := 1, func() {}
 			if tbl.Spec().IsUnpartitioned() && !w.files.Bulk() {
-				parts, release = slots.parts(recordsSize(b.In.Recs))
+				parts, release = slots.Parts(recordsSize(b.In.Recs))
 			}
 			var out encode.Written
 			out, err = w.files.Write(ctx, tbl, schema, eb, b.writeOptions(), !b.In.Keyed && !indexed, parts)

@@ -67,7 +67,8 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 	}
 	out := make([]*batch, parts)
 	for j := range out {
-		out[j] = &batch{FirstAt: b.FirstAt, In: batchRows{Schema: b.In.Schema}, Uncovered: b.Uncovered}
+		out[j] = &batch{}
+		out[j].FirstAt, out[j].In.Schema, out[j].Uncovered = b.FirstAt, b.In.Schema, b.Uncovered
 	}
 	ctx := context.Background()
 	var given int64 // bytes handed to parts (the last takes the rest, so the memory counted stays the same)
@@ -89,7 +90,7 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 				return nil // the batch is written whole
 			}
 			size := b.In.Sizes[i] * int64(len(idx)) / rec.NumRows()
-			out[j].push(batchRecord{Rec: part, Kind: b.In.Kinds[i], Source: b.In.Sources[i], Size: size})
+			out[j].Push(batchRecord{Rec: part, Kind: b.In.Kinds[i], Source: b.In.Sources[i], Size: size})
 			out[j].Rows += part.NumRows()
 			out[j].Bytes += size
 			given += size

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/icewriter/iceberg/internal/pipeline"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -99,8 +101,9 @@ func (e *stageEnv) encode(k *keyStage, kind opKind, ids []int64, name string) *b
 	} else {
 		rec = array.NewRecordBatch(e.target, rows.Columns(), rows.NumRows())
 	}
-	b := &batch{Seq: e.seq, Rows: rec.NumRows(), In: batchRows{Recs: []arrow.RecordBatch{rec}, Kinds: []opKind{kind},
-		Keyed: kind != opInsert, Schema: e.target}}
+	b := &batch{}
+	b.Seq, b.Rows = e.seq, rec.NumRows()
+	b.In = pipeline.Rows{Recs: []arrow.RecordBatch{rec}, Kinds: []opKind{kind}, Keyed: kind != opInsert, Schema: e.target}
 	indexed := k.indexed()
 	res, err := k.resolve(e.ctx, b, memory.DefaultAllocator)
 	if err != nil {

@@ -361,7 +361,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	ks := k.spec
 	total := 0
 	for i := range b.In.Recs {
-		total += int(b.recRows(i))
+		total += int(b.RecRows(i))
 	}
 	// A key of one integer column (an id) is every row's integer, ints; any other key is every row's encoded
 	// key, row ord's at keys[offs[ord]:offs[ord+1]]. kinds is each row's operation.
@@ -376,7 +376,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	keyedRows := 0
 	ikey := make([]byte, 0, 9) // an integer key encoded as keyenc.Encoder does (so that its hash is the same)
 	for i, rec := range b.In.Recs {
-		n, sel := int(b.recRows(i)), b.sel(i)
+		n, sel := int(b.RecRows(i)), b.Sel(i)
 		// A record an Apply call hashed (with the same function) brings its hashes: only a key that is not one
 		// integer column still needs its bytes, to check keys sharing a hash.
 		carried := i < len(b.In.Hashes) && len(b.In.Hashes[i]) == n
@@ -455,7 +455,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	}
 	ord := 0
 	for i, rec := range b.In.Recs {
-		n, sel := int(b.recRows(i)), b.sel(i)
+		n, sel := int(b.RecRows(i)), b.Sel(i)
 		if b.In.Kinds[i] == opDelete {
 			rec.Retain()
 			r.deletes = append(r.deletes, rec)
@@ -529,7 +529,7 @@ func distinctKeys(ctx context.Context, mem memory.Allocator, ks *keySpec, delete
 	pos := make([]int32, len(distinct))
 	rows := make([]int32, len(b.In.Recs)) // each record's rows, read once: the walk below asks once per key
 	for i := range rows {
-		rows[i] = int32(b.recRows(i))
+		rows[i] = int32(b.RecRows(i))
 	}
 	var ord, at int32 // the first ordinal of b's record i, and of its keys in deletes
 	i := 0
@@ -573,7 +573,7 @@ func (k *keyStage) sourcesShareKeys(b *batch) bool {
 	owner := map[uint64]string{}
 	var buf []byte
 	for i, rec := range b.In.Recs {
-		n, sel, src := int(b.recRows(i)), b.sel(i), b.In.Sources[i]
+		n, sel, src := int(b.RecRows(i)), b.Sel(i), b.In.Sources[i]
 		seen := func(h uint64) bool {
 			if o, ok := owner[h]; ok {
 				return o != src
@@ -617,7 +617,7 @@ func intKeys(b *batch, ks *keySpec, total int) []int64 {
 	out := make([]int64, 0, total)
 	for i, rec := range b.In.Recs {
 		col := keyColumns(rec, ks, b.In.Kinds[i] == opDelete)[0]
-		sel := b.sel(i)
+		sel := b.Sel(i)
 		if sel == nil {
 			vs, ok := keyenc.IntValues(col)
 			if !ok {

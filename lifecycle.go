@@ -7,7 +7,7 @@ import (
 
 // Flush returns when everything accepted before the call is committed (with WithCheckpoints: everything up to
 // the last checkpoint), or with the error that prevented it. ctx bounds the wait, never an in-flight commit.
-func (w *Writer) Flush(ctx context.Context) error { return w.pipe.flush(ctx) }
+func (w *Writer) Flush(ctx context.Context) error { return w.pipe.Flush(ctx) }
 
 // Close flushes as Flush does, stops the writer's goroutines and frees its memory. With WithCheckpoints, rows
 // after the last checkpoint are discarded (Stats counts them). Later calls return ErrClosed.
@@ -19,7 +19,7 @@ func (w *Writer) Flush(ctx context.Context) error { return w.pipe.flush(ctx) }
 // half-way by the caller's deadline: if it lands, WithOnCommit reports it, and LastCheckpoint tells either way.
 func (w *Writer) Close(ctx context.Context) error {
 	defer w.own.stop(ctx)
-	s, err := w.pipe.shutdown(ctx, true)
+	s, err := w.pipe.Shutdown(ctx, true)
 	w.compactor.stop()
 	w.files.DropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
 	w.keys.drop("", nil)                  // a Router's other tables may have the index's bytes
@@ -49,7 +49,7 @@ func (w *Writer) Close(ctx context.Context) error {
 // and the error wraps ctx's error and says so (batches still encoding are simply cancelled).
 func (w *Writer) Abort(ctx context.Context) error {
 	defer w.own.stop(ctx)
-	s, err := w.pipe.shutdown(ctx, false)
+	s, err := w.pipe.Shutdown(ctx, false)
 	w.compactor.stop()
 	w.files.DropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
 	w.keys.drop("", nil)                  // a Router's other tables may have the index's bytes

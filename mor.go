@@ -48,7 +48,7 @@ func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
 
 // upsert is Upsert of a source partition's rows.
 func (w *Writer) upsert(ctx context.Context, source string, rec arrow.RecordBatch) error {
-	if err := w.pipe.usable(); err != nil {
+	if err := w.pipe.Usable(); err != nil {
 		return err
 	}
 	tbl, conf := w.view.get()
@@ -81,7 +81,7 @@ func (w *Writer) Delete(ctx context.Context, keys arrow.RecordBatch) error {
 
 // delete is Delete of a source partition's keys.
 func (w *Writer) delete(ctx context.Context, source string, keys arrow.RecordBatch) error {
-	if err := w.pipe.usable(); err != nil {
+	if err := w.pipe.Usable(); err != nil {
 		return err
 	}
 	tbl, conf := w.view.get()

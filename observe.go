@@ -85,15 +85,6 @@ func (w *Writer) waitedHook() func(d time.Duration, memory bool, rows, size int6
 	}
 }
 
-// recRows counts the rows of one call's records.
-func recRows(recs []batchRecord) int64 {
-	var n int64
-	for _, r := range recs {
-		n += r.rows()
-	}
-	return n
-}
-
 // commitInfo is what WithOnCommit and HookCommitted get about a committed run of n batches.
 func (w *Writer) commitInfo(run *Run, n int, res *CommitResult) CommitInfo {
 	ci := CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: run.files(), Bytes: run.Bytes,

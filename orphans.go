@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/icewriter/iceberg/internal/pipeline"
+
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	iceio "github.com/apache/iceberg-go/io"
@@ -390,7 +392,7 @@ func (o *ownFiles) stop(ctx context.Context) {
 		return
 	}
 	o.sweep.cancel()
-	waitOr(ctx, o.sweep.done)
+	pipeline.WaitOr(ctx, o.sweep.done)
 }
 
 // sweepOrphans deletes the files this writer ID wrote in an earlier epoch that no snapshot of tbl (the table

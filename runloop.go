@@ -248,7 +248,7 @@ func (w *Writer) Checkpoint(ctx context.Context, token string) error {
 	if len(token) > defaultMaxTokenBytes {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrTokenTooLarge, len(token), defaultMaxTokenBytes)
 	}
-	return w.pipe.checkpoint(token)
+	return w.pipe.Checkpoint(token)
 }
 
 // LastCheckpoint returns the newest token committed by this writer's ID on the table's current branch history.

@@ -21,8 +21,10 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/icewriter/iceberg/internal/arrowx"
 	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/encode"
+	"github.com/icewriter/iceberg/internal/pipeline"
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
@@ -38,7 +40,7 @@ type Writer struct {
 	changes *changeStage
 
 	// pipe moves batches from the calls to the committer: buffer, budgets, queue, encoders, commit loop.
-	pipe  *pipeline
+	pipe  *pipeline.Pipeline[*batch]
 	files *encode.Encoder[*batch] // writes batches as data files
 	runs  *runStage               // forms each run and hands it to the Committer
 	cbs   *callbacks              // WithOnCommit and WithHooks, delivered outside the commit loop
@@ -184,7 +186,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	}
 	w.files = &encode.Encoder[*batch]{Mem: env.mem, TargetFileSize: o.files.targetFileSize, RowGroupRows: o.files.rowGroupRows,
 		KeyNames: w.keys.names(), Names: w.own.names.next,
-		Log: env.log, Limits: o.files.fanout.WithDefaults(), CoalesceRows: gatherRows}
+		Log: env.log, Limits: o.files.fanout.WithDefaults(), CoalesceRows: arrowx.RecordRows}
 	w.keys.files = w.own.names
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short
@@ -198,19 +200,19 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	}
 	w.compactor = newCompactor(w.env.log, w.env.ident, o.maint.deleteRatio)
 	w.maint = w.newMaintainer(&o)
-	w.pipe = newPipeline(ctx, w, pipelineConfig{
-		flushRows: int64(o.flush.rows), flushBytes: o.flush.bytes, flushInterval: o.flush.interval,
-		rowBudget: rowBudget(&o), maxUncommitted: o.flush.maxUncommitted, maxInFlight: o.flush.maxInFlight,
-		checkpoints: o.flush.checkpoints, posOrder: o.flush.posOrder, commitTimeout: o.commit.timeout, mem: env.mem, lastToken: lastToken,
-		shared: o.shared, runHeldCap: fanoutShare(rowBudget(&o)),
-		split:      func(b *batch) []*batch { return w.splitFanout(b, fanoutShare(rowBudget(&o))) },
-		sharedKeys: w.keys.sourcesShareKeys,
-		sealed:     w.sealedHook(), encoded: w.encodedHook(), waited: w.waitedHook(),
+	w.pipe = pipeline.New[*batch](ctx, pipeEnv{w}, pipeline.Config[*batch]{
+		FlushRows: int64(o.flush.rows), FlushBytes: o.flush.bytes, FlushInterval: o.flush.interval,
+		RowBudget: rowBudget(&o), MaxUncommitted: o.flush.maxUncommitted, MaxInFlight: o.flush.maxInFlight,
+		Checkpoints: o.flush.checkpoints, PosOrder: o.flush.posOrder, CommitTimeout: o.commit.timeout, Mem: env.mem, LastToken: lastToken,
+		Shared: sharedRows(o.shared), RunHeldCap: fanoutShare(rowBudget(&o)),
+		Split:      func(b *batch) []*batch { return w.splitFanout(b, fanoutShare(rowBudget(&o))) },
+		SharedKeys: w.keys.sourcesShareKeys,
+		Sealed:     w.sealedHook(), Encoded: w.encodedHook(), Waited: w.waitedHook(),
 	}, committed)
-	w.pipe.start()
+	w.pipe.Start()
 	if o.commit.committer == nil {
 		// A committer of the caller's own may not refuse a fenced epoch's runs (see sweepOrphans).
-		w.own.startSweep(w.pipe.ctx, tbl)
+		w.own.startSweep(w.pipe.Context(), tbl)
 	}
 	if w.cbs.wants(hookNewWriter) {
 		w.cbs.hooks.dispatch(writerOpened{w}) // before NewWriter returns: before any other event of the writer
@@ -279,7 +281,7 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 
 // write is Write of a source partition's rows.
 func (w *Writer) write(ctx context.Context, source string, rec arrow.RecordBatch) error {
-	if err := w.pipe.usable(); err != nil {
+	if err := w.pipe.Usable(); err != nil {
 		return err
 	}
 	conf := w.view.conformer()
@@ -305,7 +307,7 @@ func (w *Writer) accept(ctx context.Context, r batchRecord) error {
 		r.Rec.Release()
 		return nil
 	}
-	err := w.pipe.accept(ctx, r)
+	err := w.pipe.Accept(ctx, r)
 	if err != nil || r.View {
 		r.Rec.Release()
 	}
@@ -327,7 +329,7 @@ func (w *Writer) failure(err error) error { return w.env.failure(err) }
 
 // Stats reports counters: rows, bytes, files, commits, retries, conflicts, buffered and uncommitted amounts.
 func (w *Writer) Stats() Stats {
-	p := w.pipe.state()
+	p := w.pipe.State()
 	files, bytes := w.files.Stats()
 	return Stats{
 		RowsAccepted: p.RowsAccepted, BytesAccepted: p.BytesAccepted, Batches: p.Batches, DiscardedRows: p.Discarded,

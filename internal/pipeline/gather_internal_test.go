@@ -1,4 +1,4 @@
-package iceberg
+package pipeline
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func TestGatherCopiesEveryType(t *testing.T) {
 		{Name: "llist", Type: arrow.LargeListOf(arrow.PrimitiveTypes.Int64), Nullable: true},
 		{Name: "m", Type: arrow.MapOf(arrow.BinaryTypes.String, entry), Nullable: true},
 	}, nil)
-	if !gatherable(schema) {
+	if !Gatherable(schema) {
 		t.Fatal("every type of the schema should be gatherable")
 	}
 	const rows = 40
@@ -66,12 +66,12 @@ func TestGatherCopiesEveryType(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Release()
-	g := newGather(mem, batchRecord{Rec: rec})
+	g := newGather(mem, Record{Rec: rec})
 	var parts []arrow.RecordBatch
 	for lo := int64(0); lo < rows; {
 		hi := min(rows, lo+1+lo%4)
 		part := rec.NewSlice(lo, hi)
-		g.add(batchRecord{Rec: part, Size: recordViewSize(part)})
+		g.add(Record{Rec: part, Size: recordViewSize(part)})
 		parts = append(parts, part)
 		lo = hi
 	}

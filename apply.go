@@ -60,7 +60,7 @@ func (w *Writer) Apply(ctx context.Context, rec arrow.RecordBatch) error {
 
 // apply is Apply of a source partition's changes.
 func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch) error {
-	if err := w.pipe.usable(); err != nil {
+	if err := w.pipe.Usable(); err != nil {
 		return err
 	}
 	tbl, conf := w.view.get()
@@ -156,17 +156,17 @@ func (w *Writer) acceptChanges(ctx context.Context, source string, del, ups keye
 		if r.rec == nil {
 			continue
 		}
-		br := batchRecord{rec: r.rec, kind: r.kind, source: source, sel: r.sel}
-		if len(r.hashes) == int(br.rows()) {
-			br.hashes = r.hashes
+		br := batchRecord{Rec: r.rec, Kind: r.kind, Source: source, Sel: r.sel}
+		if len(r.hashes) == int(br.NumRows()) {
+			br.Hashes = r.hashes
 		}
 		// The hashes and the selection are held with the rows until the batch is encoded: the memory limit
 		// counts them.
-		br.size = r.size + 8*int64(len(br.hashes)) + 4*int64(len(br.sel))
+		br.Size = r.size + 8*int64(len(br.Hashes)) + 4*int64(len(br.Sel))
 		if undo != nil {
-			br.undo = []*changes.Undo{undo.Del}
+			br.Undo = []*changes.Undo{undo.Del}
 			if r.kind == opUpsert {
-				br.undo = []*changes.Undo{undo.Ups}
+				br.Undo = []*changes.Undo{undo.Ups}
 			}
 		}
 		recs = append(recs, br)
@@ -174,7 +174,7 @@ func (w *Writer) acceptChanges(ctx context.Context, source string, del, ups keye
 	if len(recs) == 0 {
 		return nil
 	}
-	if err := w.pipe.accept(ctx, recs...); err != nil {
+	if err := w.pipe.Accept(ctx, recs...); err != nil {
 		arrowx.ReleaseRecords(del.rec, ups.rec)
 		return err
 	}

@@ -205,26 +205,25 @@ func TestApplyKeyHashes(t *testing.T) {
 			if err := w.Apply(ctx, rec); err != nil {
 				t.Fatal(err)
 			}
-			w.pipe.mu.Lock()
-			o := w.pipe.buf.open
 			carried := 0
-			for i, r := range o.in.recs {
-				hs := o.in.hashes[i]
-				if hs == nil {
-					continue
-				}
-				carried++
-				enc, err := keyenc.NewEncoder(keyColumns(r, w.keys.spec, o.in.kinds[i] == opDelete))
-				if err != nil {
-					t.Fatal(err)
-				}
-				for row := 0; row < int(r.NumRows()); row++ {
-					if want := resolveHash(enc.AppendKey(nil, row)); hs[row] != want {
-						t.Errorf("record %d (%v) row %d: hash %x handed on, the key stage's is %x", i, o.in.kinds[i], row, hs[row], want)
+			w.pipe.InspectOpen(func(o *batch) {
+				for i, r := range o.In.Recs {
+					hs := o.In.Hashes[i]
+					if hs == nil {
+						continue
+					}
+					carried++
+					enc, err := keyenc.NewEncoder(keyColumns(r, w.keys.spec, o.In.Kinds[i] == opDelete))
+					if err != nil {
+						t.Fatal(err)
+					}
+					for row := 0; row < int(r.NumRows()); row++ {
+						if want := resolveHash(enc.AppendKey(nil, row)); hs[row] != want {
+							t.Errorf("record %d (%v) row %d: hash %x handed on, the key stage's is %x", i, o.In.Kinds[i], row, hs[row], want)
+						}
 					}
 				}
-			}
-			w.pipe.mu.Unlock()
+			})
 			if carried != 2 {
 				t.Fatalf("%d records brought their hashes, want Apply's 2 (deletes, upserts)", carried)
 			}
@@ -287,9 +286,9 @@ func TestApplyKeepsLargeCallsUncopied(t *testing.T) {
 		return n
 	}
 	openBytes := func() int64 {
-		w.pipe.mu.Lock()
-		defer w.pipe.mu.Unlock()
-		return w.pipe.buf.open.bytes
+		var n int64
+		w.pipe.InspectOpen(func(o *batch) { n = o.Bytes })
+		return n
 	}
 
 	whole := changes(0, 1000)

@@ -1,62 +1,30 @@
 package iceberg
 
 import (
-	"time"
+	"github.com/icewriter/iceberg/internal/pipeline"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
-	"github.com/icewriter/iceberg/internal/changes"
 	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/internal/keyindex"
 )
 
-// batch is a sealed buffer on its way to the catalog: a header the pipeline owns (its sequence number, counters,
-// checkpoints and place in the queue) and one part per stage, each written by that stage only: the rows the
-// pipeline accepted (in), the files the encoder wrote (enc), what the key stage derived for the commit (keys)
-// and a Router's bulk phase (bulk).
+// batch is a sealed buffer on its way to the catalog: the header the pipeline owns (pipeline.Header: sequence
+// number, counters, checkpoints, the rows accepted, the bulk span) and one part per stage, each written by that
+// stage only: the files the encoder wrote (enc) and what the key stage derived for the commit (keys).
 type batch struct {
-	seq   int64
-	rows  int64
-	bytes int64
-	// firstAt is when the batch's first row was accepted (lag reports).
-	firstAt  time.Time
-	token    string
-	hasToken bool
-	// positions are the source positions (partition -> position) the batch's checkpoints recorded, the newest
-	// per partition; with WithCheckpoints they cover every row of those partitions in the batch and before it.
-	positions map[string]string
-	// posSince is when the batch's oldest checkpoint of each partition in positions was marked (PositionLags).
-	posSince map[string]time.Time
-	// uncovered (WithCheckpoints) lists the partitions of a batch sealed without a checkpoint (the memory limit
-	// was reached first): a run may end after it only once later checkpoints cover them.
-	uncovered map[string]struct{}
-	staged    bool // its files are written: the commit loop may take it
-	handed    bool // given to the committer: its files may be referenced, so they are never deleted
-	// solo: a batch of one partition's uncovered rows (sealLocked splits such rows by partition: bySource),
-	// which Source.Abort may drop while no commit took it; dropped: it did, and the batch left the queue (its
-	// encoder, if still running, deletes what it wrote).
-	solo, dropped bool
-	segIdx        int // the segment of the run the batch went into
-
-	in   batchRows           // the pipeline's: the rows accepted
-	enc  batchFiles          // the encoder's: the files written
-	keys batchKeys           // the key stage's: what upserts and deletes become at the commit
-	bulk encode.Bulk[*batch] // a Router's bulk phase (the encoder's bulk files)
+	pipeline.Header[*batch]
+	enc  batchFiles // the encoder's: the files written
+	keys batchKeys  // the key stage's: what upserts and deletes become at the commit
 }
 
-// batchRows are the records of a batch, one entry per record in each slice, as the pipeline accepted them; the
-// encoder replaces recs (and clears hashes and sels) with the rows a keyed batch keeps (keyStage.resolve).
-type batchRows struct {
-	recs    []arrow.RecordBatch
-	kinds   []opKind          // per record: insert, upsert or delete
-	sources []string          // per record: its source partition
-	sizes   []int64           // per record: the bytes the memory limit counts
-	undos   [][]*changes.Undo // per record: the versions to restore if it is dropped (open or solo batches only)
-	hashes  [][]uint64        // per record: its rows' key hashes (resolveHash) when its call computed them, else nil
-	sels    [][]int32         // per record: the rows of it the batch holds (batchRecord.sel), nil: all
-	schema  *arrow.Schema     // the table schema the inserted and upserted records were conformed to
-	keyed   bool              // holds an upsert or a delete
-}
+// batchRecord is one call's owned, validated record on its way into the open buffer.
+type batchRecord = pipeline.Record
+
+// Head, Held and FilePaths make batch a pipeline.Batch.
+func (b *batch) Head() *pipeline.Header[*batch] { return &b.Header }
+func (b *batch) Held() (held, runHeld int64)    { return b.enc.held, b.enc.runHeld }
+func (b *batch) FilePaths() []string            { return b.filePaths() }
 
 // batchFiles are what the encoder wrote for a batch, for the commit.
 type batchFiles struct {

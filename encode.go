@@ -3,6 +3,8 @@ package iceberg
 import (
 	"context"
 
+	"github.com/icewriter/iceberg/internal/pipeline"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
 	"github.com/icewriter/iceberg/internal/encode"
@@ -15,14 +17,14 @@ import (
 // (and the keys of the batch's new data files go to the index: keyStage.fileKeys), in copy-on-write mode they go to
 // the committer, which rewrites the files holding them, and otherwise they are written here as equality delete
 // files.
-func (w *Writer) encode(ctx context.Context, b *batch, slots encodeSlots) error {
+func (w *Writer) encode(ctx context.Context, b *batch, slots pipeline.Slots) error {
 	tbl, conf := w.view.get()
-	schema := b.in.schema
+	schema := b.In.Schema
 	if schema == nil {
 		schema = conf.target
 	}
-	if b.bulk.Closer {
-		return w.files.CloseGen(ctx, tbl, &b.bulk)
+	if b.Bulk.Closer {
+		return w.files.CloseGen(ctx, tbl, &b.Bulk)
 	}
 	var files, deletes []ice.DataFile
 	var res *resolved
@@ -33,10 +35,10 @@ func (w *Writer) encode(ctx context.Context, b *batch, slots encodeSlots) error 
 	if w.keys.spec != nil {
 		res, err = w.keys.resolve(ctx, b, w.env.mem)
 		if err == nil {
-			for _, r := range b.in.recs {
+			for _, r := range b.In.Recs {
 				r.Release()
 			}
-			b.in.recs, b.in.hashes, b.in.sels = res.data, nil, nil
+			b.In.Recs, b.In.Hashes, b.In.Sels = res.data, nil, nil
 			// The deletes are staged, or written as equality delete files, while the data files are written: in
 			// BenchmarkApply the delete file took an eighth of the batch's encoding, on one core of two.
 			delDone = make(chan struct{})
@@ -48,27 +50,27 @@ func (w *Writer) encode(ctx context.Context, b *batch, slots encodeSlots) error 
 	}
 	var packed *encode.PackedFiles
 	// carries: the batch goes into an open bulk file (a Router's bulk phase).
-	carries := func() bool { return w.files.Carries(tbl, !b.in.keyed && b.uncovered == nil) }
+	carries := func() bool { return w.files.Carries(tbl, !b.In.Keyed && b.Uncovered == nil) }
 	if err == nil && indexed && !carries() {
 		// Format version 3: the upserted rows' _row_id goes into the files now, not in a rewrite at commit.
 		schema, err = w.keys.encodeRowIDs(tbl, schema, b, res)
 	}
-	if err == nil && len(b.in.recs) > 0 {
-		eb := &encode.Batch[*batch]{Recs: b.in.recs, Seq: b.seq, Self: b, Bulk: &b.bulk}
+	if err == nil && len(b.In.Recs) > 0 {
+		eb := &encode.Batch[*batch]{Recs: b.In.Recs, Seq: b.Seq, Self: b, Bulk: &b.Bulk}
 		if carries() {
 			err = w.files.WriteBulk(ctx, tbl, schema, eb) // its files come when they close
 		} else {
 			// Only the commit reads an inserts-only batch's files (a key index reads them too): packed until then.
 			parts, release := 1, func() {}
 			if tbl.Spec().IsUnpartitioned() && !w.files.Bulk() {
-				parts, release = slots.parts(recordsSize(b.in.recs))
+				parts, release = slots.Parts(recordsSize(b.In.Recs))
 			}
 			var out encode.Written
-			out, err = w.files.Write(ctx, tbl, schema, eb, b.writeOptions(), !b.in.keyed && !indexed, parts)
+			out, err = w.files.Write(ctx, tbl, schema, eb, b.writeOptions(), !b.In.Keyed && !indexed, parts)
 			files, packed, b.enc.rowMap = out.Files, out.Packed, rowMapOf(out.Rows)
 			release()
 		}
-		b.in.recs = eb.Recs
+		b.In.Recs = eb.Recs
 	}
 	if delDone != nil {
 		<-delDone

@@ -4,13 +4,15 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/icewriter/iceberg/internal/pipeline"
+
 	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/conform"
 )
 
 var (
 	// ErrClosed is returned by every call after Close or Abort.
-	ErrClosed = errors.New("iceberg: writer closed")
+	ErrClosed = pipeline.ErrClosed
 	// ErrWriterFailed wraps the permanent error after which the writer stopped (fail-stop): nothing accepted after
 	// the failed run is committed. Recreate the writer and replay from LastCheckpoint.
 	ErrWriterFailed = errors.New("iceberg: writer failed")
@@ -37,7 +39,7 @@ var (
 	// position that comes before the partition's last one known to the writer, by WithPositionOrder: the newest
 	// the writer was given for the partition, or the one Resume read (Resume replaces it). The error names the
 	// partition and both positions; nothing of the call is recorded and the writer stays usable.
-	ErrPositionBackwards = errors.New("iceberg: source position goes backwards")
+	ErrPositionBackwards = pipeline.ErrPositionBackwards
 	// ErrEqualityDeletesRefused means an upsert or delete needed equality deletes, which
 	// WithDeleteFiles(NoEqualityDeletesOrFail) refuses: the key index does not cover the table (it is off or
 	// over its budget, or another writer changed the table since the index was built).

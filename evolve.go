@@ -317,7 +317,7 @@ func (w *Writer) relax(ctx context.Context, conf *conformer, path []string) (*co
 // ErrNotSupported when initial is set and the table's format version is below 3 (which has no initial-default:
 // the rows written before would read null); ErrClosed once the writer is closed; the commit's error otherwise.
 func (w *Writer) AddColumn(ctx context.Context, f arrow.Field, initial ice.Literal) error {
-	if err := w.pipe.usable(); err != nil {
+	if err := w.pipe.Usable(); err != nil {
 		return err
 	}
 	typ, err := newColumnType(f)
@@ -392,7 +392,7 @@ var errEvolve = conform.ErrEvolve
 // again, so a retry commits only the changes still missing, and a fenced writer changes nothing. Errors are
 // never classified by their text.
 func (w *Writer) evolveSchema(ctx context.Context, plan func(*ice.Schema) ([]schemaChange, error)) error {
-	defer w.pipe.enterQueue()()
+	defer w.pipe.EnterQueue()()
 	changes, err := plan(w.Table().Schema())
 	if err != nil || len(changes) == 0 {
 		return err // the commit loop installed a table that has them

@@ -65,8 +65,7 @@ func WithCommitterWrapForTest(wrap func(Committer) Committer) Option {
 // commit queue: the maintenance after a commit (which starts a pass) runs in it, and may still run when the
 // commit's Flush has returned.
 func BackgroundPassDoneForTest(w *Writer) <-chan struct{} {
-	w.pipe.commitMu.Lock()
-	defer w.pipe.commitMu.Unlock()
+	defer w.pipe.EnterQueue()()
 	return w.maint.PassDone()
 }
 
@@ -85,13 +84,13 @@ func WithRowIDsAtCommitForTest() Option { return func(o *options) { o.keyed.rowI
 // SelectedRowsForTest counts the rows the writer's open buffer holds by selection: rows of Apply calls' records
 // kept uncopied (batchRecord.sel).
 func SelectedRowsForTest(w *Writer) int {
-	w.pipe.mu.Lock()
-	defer w.pipe.mu.Unlock()
 	n := 0
-	if o := w.pipe.buf.open; o != nil {
-		for _, sel := range o.in.sels {
-			n += len(sel)
+	w.pipe.InspectOpen(func(o *batch) {
+		if o != nil {
+			for _, sel := range o.In.Sels {
+				n += len(sel)
+			}
 		}
-	}
+	})
 	return n
 }

@@ -24,11 +24,11 @@ func fanoutShare(rowBudget int64) int64 { return rowBudget / 8 }
 // only reads the batch's records and the view's table.
 func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 	tbl := w.view.table()
-	if tbl == nil || tbl.Spec().IsUnpartitioned() || b.in.keyed || len(b.in.recs) == 0 || b.in.schema == nil {
+	if tbl == nil || tbl.Spec().IsUnpartitioned() || b.In.Keyed || len(b.In.Recs) == 0 || b.In.Schema == nil {
 		return nil
 	}
-	meta := fileMetaBytes(b.in.schema)
-	if b.rows*meta <= share {
+	meta := fileMetaBytes(b.In.Schema)
+	if b.Rows*meta <= share {
 		return nil // even a partition per row fits
 	}
 	if n := w.files.LastParts(); n > 0 && 4*n*meta < share {
@@ -36,9 +36,9 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 	}
 	spec, sc := tbl.Spec(), tbl.Schema()
 	ids := map[string]int32{}
-	groups := make([][]int32, len(b.in.recs)) // per record, each row's partition
+	groups := make([][]int32, len(b.In.Recs)) // per record, each row's partition
 	var key []byte
-	for i, rec := range b.in.recs {
+	for i, rec := range b.In.Recs {
 		keyers, ok := encode.PartitionKeyers(spec, sc, rec)
 		if !ok {
 			return nil
@@ -60,18 +60,19 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 		}
 		groups[i] = g
 	}
-	w.files.WarnFanout(tbl, len(ids), b.rows)
+	w.files.WarnFanout(tbl, len(ids), b.Rows)
 	parts := int((int64(len(ids))*meta + share - 1) / share)
 	if parts < 2 {
 		return nil
 	}
 	out := make([]*batch, parts)
 	for j := range out {
-		out[j] = &batch{firstAt: b.firstAt, in: batchRows{schema: b.in.schema}, uncovered: b.uncovered}
+		out[j] = &batch{}
+		out[j].FirstAt, out[j].In.Schema, out[j].Uncovered = b.FirstAt, b.In.Schema, b.Uncovered
 	}
 	ctx := context.Background()
 	var given int64 // bytes handed to parts (the last takes the rest, so the memory counted stays the same)
-	for i, rec := range b.in.recs {
+	for i, rec := range b.In.Recs {
 		rows := make([][]int32, parts)
 		for r, id := range groups[i] {
 			j := int(id) % parts
@@ -84,25 +85,25 @@ func (w *Writer) splitFanout(b *batch, share int64) []*batch {
 			part, err := encode.TakeRecordRows(ctx, w.env.mem, rec, idx)
 			if err != nil {
 				for _, o := range out {
-					releaseAll(o.in.recs)
+					releaseAll(o.In.Recs)
 				}
 				return nil // the batch is written whole
 			}
-			size := b.in.sizes[i] * int64(len(idx)) / rec.NumRows()
-			out[j].push(batchRecord{rec: part, kind: b.in.kinds[i], source: b.in.sources[i], size: size})
-			out[j].rows += part.NumRows()
-			out[j].bytes += size
+			size := b.In.Sizes[i] * int64(len(idx)) / rec.NumRows()
+			out[j].Push(batchRecord{Rec: part, Kind: b.In.Kinds[i], Source: b.In.Sources[i], Size: size})
+			out[j].Rows += part.NumRows()
+			out[j].Bytes += size
 			given += size
 		}
 	}
 	last := out[parts-1]
-	last.bytes += b.bytes - given
-	last.token, last.hasToken, last.positions, last.posSince = b.token, b.hasToken, b.positions, b.posSince
-	releaseAll(b.in.recs)
-	b.in.recs = nil
+	last.Bytes += b.Bytes - given
+	last.Token, last.HasToken, last.Positions, last.PosSince = b.Token, b.HasToken, b.Positions, b.PosSince
+	releaseAll(b.In.Recs)
+	b.In.Recs = nil
 	kept := out[:0]
 	for _, o := range out {
-		if len(o.in.recs) > 0 || o == last {
+		if len(o.In.Recs) > 0 || o == last {
 			kept = append(kept, o)
 		}
 	}

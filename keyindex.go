@@ -405,7 +405,7 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 			if len(b.keys.keyRecs) == 0 {
 				continue
 			}
-			seg := &run.Segments[b.segIdx]
+			seg := &run.Segments[b.SegIdx]
 			if len(b.keys.rowIDs) > 0 {
 				// The ids the encoder wrote cannot be checked (a batch ahead may have deleted a key and this one
 				// inserted it anew): write the files again without them, as if the index had been off then.
@@ -431,7 +431,7 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	var buf []byte       // a key
 	var locs []store.Loc // its rows
 	for _, b := range batches {
-		seg := &run.Segments[b.segIdx]
+		seg := &run.Segments[b.SegIdx]
 		seg.FallbackKeys = append(seg.FallbackKeys, b.keys.keyRecs...)
 		// carried: the _row_id of each key's replaced row, where the index knows it (format version 3).
 		var carried map[string]int64

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/icewriter/iceberg/internal/pipeline"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -99,15 +101,16 @@ func (e *stageEnv) encode(k *keyStage, kind opKind, ids []int64, name string) *b
 	} else {
 		rec = array.NewRecordBatch(e.target, rows.Columns(), rows.NumRows())
 	}
-	b := &batch{seq: e.seq, rows: rec.NumRows(), in: batchRows{recs: []arrow.RecordBatch{rec}, kinds: []opKind{kind},
-		keyed: kind != opInsert, schema: e.target}}
+	b := &batch{}
+	b.Seq, b.Rows = e.seq, rec.NumRows()
+	b.In = pipeline.Rows{Recs: []arrow.RecordBatch{rec}, Kinds: []opKind{kind}, Keyed: kind != opInsert, Schema: e.target}
 	indexed := k.indexed()
 	res, err := k.resolve(e.ctx, b, memory.DefaultAllocator)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	rec.Release()
-	b.in.recs = res.data
+	b.In.Recs = res.data
 	if b.enc.deletes, err = k.stageDeletes(e.ctx, e.tbl, b, res.deletes, indexed); err != nil {
 		e.t.Fatal(err)
 	}
@@ -118,7 +121,7 @@ func (e *stageEnv) encode(k *keyStage, kind opKind, ids []int64, name string) *b
 		}
 	}
 	recs := func(yield func(arrow.RecordBatch, error) bool) {
-		for _, r := range b.in.recs {
+		for _, r := range b.In.Recs {
 			if !yield(r, nil) {
 				return
 			}
@@ -130,14 +133,14 @@ func (e *stageEnv) encode(k *keyStage, kind opKind, ids []int64, name string) *b
 		}
 		b.enc.files = append(b.enc.files, df)
 	}
-	b.in.recs = nil
+	b.In.Recs = nil
 	if indexed {
 		if b.keys.fileKeys, err = k.readKeys(e.ctx, e.tbl, b.enc.files); err != nil {
 			e.t.Fatal(err)
 		}
 	}
 	b.enc.written, b.enc.keyedSet = res.keySets()
-	b.staged = true
+	b.Staged = true
 	e.ops[b] = func() {
 		for _, id := range ids {
 			switch kind {
@@ -165,10 +168,10 @@ func (e *stageEnv) commit(k *keyStage, b *batch) (*Run, *CommitResult) {
 // changes the table between placing a run and committing it.
 func (e *stageEnv) commitOn(k *keyStage, b *batch, placeOn *table.Table) (*Run, *CommitResult) {
 	e.t.Helper()
-	run := &Run{Table: e.ident, Branch: e.o.branch, WriterID: e.o.writerID, Epoch: 1, FirstSeq: b.seq, LastSeq: b.seq,
-		BaseSnapshotID: commit.HeadID(placeOn.Metadata(), e.o.branch), Rows: b.rows, formatVersion: placeOn.Metadata().Version(),
+	run := &Run{Table: e.ident, Branch: e.o.branch, WriterID: e.o.writerID, Epoch: 1, FirstSeq: b.Seq, LastSeq: b.Seq,
+		BaseSnapshotID: commit.HeadID(placeOn.Metadata(), e.o.branch), Rows: b.Rows, formatVersion: placeOn.Metadata().Version(),
 		spec: placeOn.Spec(), schema: placeOn.Schema(),
-		Segments: []Segment{{DataFiles: b.enc.files, DeleteFiles: b.enc.deletes, DeleteKeys: b.keys.cowKeys, LastSeq: b.seq, Rows: b.rows}}}
+		Segments: []Segment{{DataFiles: b.enc.files, DeleteFiles: b.enc.deletes, DeleteKeys: b.keys.cowKeys, LastSeq: b.Seq, Rows: b.Rows}}}
 	dvs, err := k.apply(e.ctx, placeOn, run, []*batch{b})
 	if err != nil {
 		e.t.Fatal(err)

@@ -360,8 +360,8 @@ var resolveHash = keyenc.Hash
 func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) (*resolved, error) {
 	ks := k.spec
 	total := 0
-	for i := range b.in.recs {
-		total += int(b.recRows(i))
+	for i := range b.In.Recs {
+		total += int(b.RecRows(i))
 	}
 	// A key of one integer column (an id) is every row's integer, ints; any other key is every row's encoded
 	// key, row ord's at keys[offs[ord]:offs[ord+1]]. kinds is each row's operation.
@@ -375,13 +375,13 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	kinds := make([]opKind, 0, total)
 	keyedRows := 0
 	ikey := make([]byte, 0, 9) // an integer key encoded as keyenc.Encoder does (so that its hash is the same)
-	for i, rec := range b.in.recs {
-		n, sel := int(b.recRows(i)), b.sel(i)
+	for i, rec := range b.In.Recs {
+		n, sel := int(b.RecRows(i)), b.Sel(i)
 		// A record an Apply call hashed (with the same function) brings its hashes: only a key that is not one
 		// integer column still needs its bytes, to check keys sharing a hash.
-		carried := i < len(b.in.hashes) && len(b.in.hashes[i]) == n
+		carried := i < len(b.In.Hashes) && len(b.In.Hashes[i]) == n
 		if carried {
-			hashes = append(hashes, b.in.hashes[i]...)
+			hashes = append(hashes, b.In.Hashes[i]...)
 		}
 		if ints != nil {
 			if !carried {
@@ -391,7 +391,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 				}
 			}
 		} else {
-			enc, err := keyenc.NewEncoder(keyColumns(rec, ks, b.in.kinds[i] == opDelete))
+			enc, err := keyenc.NewEncoder(keyColumns(rec, ks, b.In.Kinds[i] == opDelete))
 			if err != nil {
 				return nil, err
 			}
@@ -409,9 +409,9 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 			}
 		}
 		for range n {
-			kinds = append(kinds, b.in.kinds[i])
+			kinds = append(kinds, b.In.Kinds[i])
 		}
-		if b.in.kinds[i] != opInsert {
+		if b.In.Kinds[i] != opInsert {
 			keyedRows += n
 		}
 	}
@@ -425,7 +425,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	dropped := make([]bool, total)
 	r := &resolved{ints: ints, keys: keys, offs: offs, kinds: kinds, dropped: dropped}
 	var distinct []int32 // the last row upserting or deleting each key, from the last row to the first
-	if b.in.keyed {
+	if b.In.Keyed {
 		// lasts is an open-addressing table of the last row that upserts or deletes each key (slot: ordinal+1, 0
 		// empty), probed from the key's hash and checked against the hash, then the key's bytes: keys sharing a
 		// hash only probe further. A Go map keyed by the hash took about twice as long per row (BenchmarkApply).
@@ -454,15 +454,15 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 		return nil, err
 	}
 	ord := 0
-	for i, rec := range b.in.recs {
-		n, sel := int(b.recRows(i)), b.sel(i)
-		if b.in.kinds[i] == opDelete {
+	for i, rec := range b.In.Recs {
+		n, sel := int(b.RecRows(i)), b.Sel(i)
+		if b.In.Kinds[i] == opDelete {
 			rec.Retain()
 			r.deletes = append(r.deletes, rec)
 			ord += n
 			continue
 		}
-		if b.in.kinds[i] == opUpsert {
+		if b.In.Kinds[i] == opUpsert {
 			kc := keyColumns(rec, ks, false)
 			keyRec := array.NewRecordBatch(ks.arraysSchema(kc), kc, rec.NumRows())
 			if sel != nil {
@@ -501,7 +501,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 	// them took a third of resolve's time, on the critical path). hashes, kinds, dropped and distinct are not
 	// changed after this point.
 	r.sets = make(chan struct{})
-	keyed := b.in.keyed
+	keyed := b.In.Keyed
 	go func() {
 		defer close(r.sets)
 		if keyed {
@@ -527,9 +527,9 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 func distinctKeys(ctx context.Context, mem memory.Allocator, ks *keySpec, deletes []arrow.RecordBatch, b *batch, distinct []int32) (arrow.RecordBatch, error) {
 	// pos maps the ordinals to positions in the concatenation of deletes, walking the records of b in order.
 	pos := make([]int32, len(distinct))
-	rows := make([]int32, len(b.in.recs)) // each record's rows, read once: the walk below asks once per key
+	rows := make([]int32, len(b.In.Recs)) // each record's rows, read once: the walk below asks once per key
 	for i := range rows {
-		rows[i] = int32(b.recRows(i))
+		rows[i] = int32(b.RecRows(i))
 	}
 	var ord, at int32 // the first ordinal of b's record i, and of its keys in deletes
 	i := 0
@@ -537,7 +537,7 @@ func distinctKeys(ctx context.Context, mem memory.Allocator, ks *keySpec, delete
 		o := distinct[len(distinct)-1-j]
 		for ; o >= ord+rows[i]; i++ {
 			ord += rows[i]
-			if b.in.kinds[i] != opInsert {
+			if b.In.Kinds[i] != opInsert {
 				at += rows[i]
 			}
 		}
@@ -572,8 +572,8 @@ func (k *keyStage) sourcesShareKeys(b *batch) bool {
 	}
 	owner := map[uint64]string{}
 	var buf []byte
-	for i, rec := range b.in.recs {
-		n, sel, src := int(b.recRows(i)), b.sel(i), b.in.sources[i]
+	for i, rec := range b.In.Recs {
+		n, sel, src := int(b.RecRows(i)), b.Sel(i), b.In.Sources[i]
 		seen := func(h uint64) bool {
 			if o, ok := owner[h]; ok {
 				return o != src
@@ -581,15 +581,15 @@ func (k *keyStage) sourcesShareKeys(b *batch) bool {
 			owner[h] = src
 			return false
 		}
-		if i < len(b.in.hashes) && len(b.in.hashes[i]) == n {
-			for _, h := range b.in.hashes[i] {
+		if i < len(b.In.Hashes) && len(b.In.Hashes[i]) == n {
+			for _, h := range b.In.Hashes[i] {
 				if seen(h) {
 					return true
 				}
 			}
 			continue
 		}
-		enc, err := keyenc.NewEncoder(keyColumns(rec, k.spec, b.in.kinds[i] == opDelete))
+		enc, err := keyenc.NewEncoder(keyColumns(rec, k.spec, b.In.Kinds[i] == opDelete))
 		if err != nil {
 			return true
 		}
@@ -615,9 +615,9 @@ func intKeys(b *batch, ks *keySpec, total int) []int64 {
 		return nil
 	}
 	out := make([]int64, 0, total)
-	for i, rec := range b.in.recs {
-		col := keyColumns(rec, ks, b.in.kinds[i] == opDelete)[0]
-		sel := b.sel(i)
+	for i, rec := range b.In.Recs {
+		col := keyColumns(rec, ks, b.In.Kinds[i] == opDelete)[0]
+		sel := b.Sel(i)
 		if sel == nil {
 			vs, ok := keyenc.IntValues(col)
 			if !ok {

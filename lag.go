@@ -1,78 +1,20 @@
 package iceberg
 
 import (
-	"slices"
-	"strings"
 	"time"
+
+	"github.com/icewriter/iceberg/internal/pipeline"
 )
 
 // PositionLag is how far a source partition's committed position trails the positions the writer accepted for
-// it (Source.Checkpoint, CheckpointPositions).
-type PositionLag struct {
-	Partition string
-	Accepted  string // the newest position checkpointed
-	Committed string // the newest position this writer committed ("": none since NewWriter)
-	// Since is when the oldest checkpoint of the partition not committed yet was made, zero when every one is
-	// (Committed is Accepted): time.Since(Since) is how long the table's position has trailed the source's.
-	Since time.Time
-}
+// it (Source.Checkpoint, CheckpointPositions): Partition, Accepted (the newest position checkpointed),
+// Committed (the newest this writer committed, "" for none since NewWriter) and Since, when the oldest
+// checkpoint of the partition not committed yet was made (zero when Committed is Accepted).
+type PositionLag = pipeline.PositionLag
 
 // PositionLags reports, for each source partition the writer has accepted positions for, how far its committed
 // position trails, sorted by partition. A writer without source positions returns none.
-func (w *Writer) PositionLags() []PositionLag { return w.pipe.positionLags() }
-
-func (p *pipeline) positionLags() []PositionLag {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.buf.lastPos) == 0 {
-		return nil
-	}
-	byPart := make(map[string]*PositionLag, len(p.buf.lastPos))
-	out := make([]PositionLag, 0, len(p.buf.lastPos))
-	for part, pos := range p.buf.lastPos {
-		out = append(out, PositionLag{Partition: part, Accepted: pos, Committed: p.pos.committed[part]})
-	}
-	for i := range out {
-		byPart[out[i].Partition] = &out[i]
-	}
-	pending := func(part string, when time.Time) {
-		if l := byPart[part]; l != nil && (l.Since.IsZero() || when.Before(l.Since)) {
-			l.Since = when
-		}
-	}
-	for _, b := range p.queue {
-		for part, when := range b.posSince {
-			pending(part, when)
-		}
-	}
-	for _, m := range p.buf.marks {
-		if !m.token {
-			pending(m.source, m.when)
-		}
-	}
-	slices.SortFunc(out, func(a, b PositionLag) int { return strings.Compare(a.Partition, b.Partition) })
-	return out
-}
-
-// positionsCommittedLocked records the positions of the batches just committed, in sequence order.
-func (p *pipeline) positionsCommittedLocked(batches []*batch) {
-	for _, b := range batches {
-		for part, pos := range b.positions {
-			if p.pos.committed == nil {
-				p.pos.committed = map[string]string{}
-			}
-			p.pos.committed[part] = pos
-		}
-	}
-}
-
-// older returns the earlier of t and the first row of b, a batch or buffer, when b holds rows.
-func older(t time.Time, b *batch) time.Time {
-	if b.rows > 0 && (t.IsZero() || b.firstAt.Before(t)) {
-		return b.firstAt
-	}
-	return t
-}
+func (w *Writer) PositionLags() []PositionLag { return w.pipe.PositionLags() }
 
 // lastCommit is when the latest commit returned (zero: none yet).
 func (r *runStage) lastCommit() time.Time {

@@ -7,7 +7,7 @@ import (
 
 // Flush returns when everything accepted before the call is committed (with WithCheckpoints: everything up to
 // the last checkpoint), or with the error that prevented it. ctx bounds the wait, never an in-flight commit.
-func (w *Writer) Flush(ctx context.Context) error { return w.pipe.flush(ctx) }
+func (w *Writer) Flush(ctx context.Context) error { return w.pipe.Flush(ctx) }
 
 // Close flushes as Flush does, stops the writer's goroutines and frees its memory. With WithCheckpoints, rows
 // after the last checkpoint are discarded (Stats counts them). Later calls return ErrClosed.
@@ -19,7 +19,7 @@ func (w *Writer) Flush(ctx context.Context) error { return w.pipe.flush(ctx) }
 // half-way by the caller's deadline: if it lands, WithOnCommit reports it, and LastCheckpoint tells either way.
 func (w *Writer) Close(ctx context.Context) error {
 	defer w.own.stop(ctx)
-	s, err := w.pipe.shutdown(ctx, true)
+	s, err := w.pipe.Shutdown(ctx, true)
 	w.maint.Stop()
 	w.files.DropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
 	w.keys.drop("", nil)                  // a Router's other tables may have the index's bytes
@@ -27,19 +27,19 @@ func (w *Writer) Close(ctx context.Context) error {
 	switch {
 	case err != nil:
 		return err
-	case s.failed != nil:
+	case s.Failed != nil:
 		_ = w.cbs.wait(ctx) // the callbacks of the commits before the failure, as far as ctx allows
-		return s.failed
-	case s.flushErr == nil && (s.stopErr == nil || s.lost.batches == 0):
+		return s.Failed
+	case s.FlushErr == nil && (s.StopErr == nil || s.Lost.Batches == 0):
 		// Everything was committed; what ctx cut short is the goroutines' end (a maintenance commit, say),
 		// which finishes in the background. The callbacks of the commits are waited for as far as ctx allows.
 		return w.cbs.wait(ctx)
 	case ctx.Err() != nil:
-		return fmt.Errorf("iceberg: close: %w: %s", ctx.Err(), s.lost)
-	case s.flushErr != nil:
-		return s.flushErr
+		return fmt.Errorf("iceberg: close: %w: %s", ctx.Err(), s.Lost)
+	case s.FlushErr != nil:
+		return s.FlushErr
 	}
-	return s.stopErr
+	return s.StopErr
 }
 
 // Abort discards everything not yet committed (e.g. when a source partition is revoked), waits for a commit
@@ -49,7 +49,7 @@ func (w *Writer) Close(ctx context.Context) error {
 // and the error wraps ctx's error and says so (batches still encoding are simply cancelled).
 func (w *Writer) Abort(ctx context.Context) error {
 	defer w.own.stop(ctx)
-	s, err := w.pipe.shutdown(ctx, false)
+	s, err := w.pipe.Shutdown(ctx, false)
 	w.maint.Stop()
 	w.files.DropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
 	w.keys.drop("", nil)                  // a Router's other tables may have the index's bytes
@@ -57,9 +57,9 @@ func (w *Writer) Abort(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.stopErr != nil && s.lost.inFlight > 0 {
+	if s.StopErr != nil && s.Lost.InFlight > 0 {
 		// Only a commit that may still land makes Abort's outcome differ from what was asked.
-		return fmt.Errorf("iceberg: abort: %w: %s", s.stopErr, s.lost)
+		return fmt.Errorf("iceberg: abort: %w: %s", s.StopErr, s.Lost)
 	}
 	// Callbacks of earlier commits are waited for as far as ctx allows; ones still running then are delivered
 	// later, which changes nothing Abort was asked for.

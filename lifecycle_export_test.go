@@ -3,16 +3,13 @@ package iceberg
 import "context"
 
 // Stopped returns a channel closed once the writer's commit loop and encoders have all returned.
-func Stopped(w *Writer) <-chan struct{} { return w.pipe.stopped() }
+func Stopped(w *Writer) <-chan struct{} { return w.pipe.Stopped() }
 
 // WaitFor waits until cond holds, checked again at every state change of the writer's pipeline (a batch
 // sealed, staged or committed, a failure, Close), or until ctx ends: a wait on events, not a poll.
 func WaitFor(ctx context.Context, w *Writer, cond func() bool) error {
-	p := w.pipe
 	for {
-		p.mu.Lock()
-		ch := p.changed // taken before cond runs: a change after it is not missed
-		p.mu.Unlock()
+		ch := w.pipe.Changed() // taken before cond runs: a change after it is not missed
 		if cond() {
 			return nil
 		}
@@ -25,22 +22,7 @@ func WaitFor(ctx context.Context, w *Writer, cond func() bool) error {
 }
 
 // Staged reports whether every batch sealed so far is encoded and staged for a commit.
-func Staged(w *Writer) bool {
-	p := w.pipe
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, b := range p.queue {
-		if !b.staged {
-			return false
-		}
-	}
-	return true
-}
+func Staged(w *Writer) bool { return w.pipe.AllStaged() }
 
 // Closing reports whether Close or Abort has begun (the writer takes no more calls).
-func Closing(w *Writer) bool {
-	p := w.pipe
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.life.closed
-}
+func Closing(w *Writer) bool { return w.pipe.Closing() }

@@ -57,8 +57,8 @@ func (w *Writer) newMaintainer(o *options) *maintain.Maintainer {
 		TargetFileSize: w.files.TargetFileSize, RowGroupRows: w.files.RowGroupRows, KeyNames: w.keys.names(),
 		Parallel: w.keys.parallel, FileUUID: w.own.names.next, MaxBuilds: maxBuildAttempts,
 		Table: w.Table, Commit: w.commitTx,
-		EnterQueue: func() func() { return w.pipe.enterQueue() },
-		Usable:     func() error { return w.pipe.usable() },
+		EnterQueue: func() func() { return w.pipe.EnterQueue() },
+		Usable:     func() error { return w.pipe.Usable() },
 		Closed:     ErrClosed,
 		RemovePaths: func(ctx context.Context, tbl *table.Table, paths []string) {
 			removePaths(ctx, w.env.log, tbl, paths)

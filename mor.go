@@ -48,7 +48,7 @@ func (w *Writer) Upsert(ctx context.Context, rec arrow.RecordBatch) error {
 
 // upsert is Upsert of a source partition's rows.
 func (w *Writer) upsert(ctx context.Context, source string, rec arrow.RecordBatch) error {
-	if err := w.pipe.usable(); err != nil {
+	if err := w.pipe.Usable(); err != nil {
 		return err
 	}
 	tbl, conf := w.view.get()
@@ -66,11 +66,11 @@ func (w *Writer) upsert(ctx context.Context, source string, rec arrow.RecordBatc
 	if err != nil {
 		return err
 	}
-	if err := checkKeyNulls(keyColumns(r.rec, ks, false), ks); err != nil {
-		r.rec.Release()
+	if err := checkKeyNulls(keyColumns(r.Rec, ks, false), ks); err != nil {
+		r.Rec.Release()
 		return err
 	}
-	r.source = source
+	r.Source = source
 	return w.accept(ctx, r)
 }
 
@@ -81,7 +81,7 @@ func (w *Writer) Delete(ctx context.Context, keys arrow.RecordBatch) error {
 
 // delete is Delete of a source partition's keys.
 func (w *Writer) delete(ctx context.Context, source string, keys arrow.RecordBatch) error {
-	if err := w.pipe.usable(); err != nil {
+	if err := w.pipe.Usable(); err != nil {
 		return err
 	}
 	tbl, conf := w.view.get()
@@ -118,7 +118,7 @@ func (w *Writer) delete(ctx context.Context, source string, keys arrow.RecordBat
 	}
 	owned := array.NewRecordBatch(ks.arraysSchema(cols), cols, keys.NumRows())
 	release()
-	return w.accept(ctx, batchRecord{rec: owned, size: size, kind: opDelete, source: source})
+	return w.accept(ctx, batchRecord{Rec: owned, Size: size, Kind: opDelete, Source: source})
 }
 
 func checkKeyNulls(cols []arrow.Array, ks *keySpec) error {

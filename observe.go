@@ -46,8 +46,8 @@ func (w *Writer) sealedHook() func(b *batch) {
 	}
 	return func(b *batch) {
 		now := time.Now()
-		w.cbs.emit(BatchSealed{Table: w.env.ident, WriterID: w.env.id, Seq: b.seq, Rows: b.rows, Bytes: b.bytes,
-			Open: now.Sub(b.firstAt), At: now})
+		w.cbs.emit(BatchSealed{Table: w.env.ident, WriterID: w.env.id, Seq: b.Seq, Rows: b.Rows, Bytes: b.Bytes,
+			Open: now.Sub(b.FirstAt), At: now})
 	}
 }
 
@@ -60,11 +60,11 @@ func (w *Writer) encodedHook() func(b *batch, start time.Time) {
 		now := time.Now()
 		files, err := b.dataFiles(nil)
 		if err != nil {
-			w.env.log.Error("iceberg: no FileWritten events for a batch", "table", w.env.ident, "seq", b.seq, "err", err)
+			w.env.log.Error("iceberg: no FileWritten events for a batch", "table", w.env.ident, "seq", b.Seq, "err", err)
 			return
 		}
 		for i, f := range append(files, b.enc.deletes...) {
-			w.cbs.emit(FileWritten{Table: w.env.ident, WriterID: w.env.id, Seq: b.seq, Path: f.FilePath(), Index: i,
+			w.cbs.emit(FileWritten{Table: w.env.ident, WriterID: w.env.id, Seq: b.Seq, Path: f.FilePath(), Index: i,
 				Deletes: i >= len(files), Rows: f.Count(), Bytes: f.FileSizeBytes(), Encode: now.Sub(start), At: now})
 		}
 	}
@@ -83,15 +83,6 @@ func (w *Writer) waitedHook() func(d time.Duration, memory bool, rows, size int6
 		w.cbs.emit(BackpressureWait{Table: w.env.ident, WriterID: w.env.id, Reason: reason, Duration: d,
 			Rows: rows, Bytes: size})
 	}
-}
-
-// recRows counts the rows of one call's records.
-func recRows(recs []batchRecord) int64 {
-	var n int64
-	for _, r := range recs {
-		n += r.rows()
-	}
-	return n
 }
 
 // commitInfo is what WithOnCommit and HookCommitted get about a committed run of n batches.

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/icewriter/iceberg/internal/maintain"
+	"github.com/icewriter/iceberg/internal/pipeline"
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
@@ -158,7 +159,7 @@ func (o *ownFiles) stop(ctx context.Context) {
 		return
 	}
 	o.sweep.cancel()
-	waitOr(ctx, o.sweep.done)
+	pipeline.WaitOr(ctx, o.sweep.done)
 }
 
 // sweepOrphans deletes the files this writer ID wrote in an earlier epoch that no snapshot of tbl (the table

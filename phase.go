@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
-	"time"
+
+	"github.com/icewriter/iceberg/internal/pipeline"
 )
 
 // Phase is how a Router writes a table: a bulk phase for an initial load (a database snapshot), then a live
@@ -46,53 +47,14 @@ const DefaultBulkTargetFileSize = 512 << 20
 // ErrBulkPhase is returned by Upsert, Delete and Apply on a table in its bulk phase (append only).
 var ErrBulkPhase = errors.New("iceberg: table in its bulk phase (append only): switch it to PhaseLive first")
 
-// sealPolicy is the pipeline's seal policy: rows, bytes, interval since the first row (0: none).
-type sealPolicy struct {
-	rows, bytes int64
-	interval    time.Duration
-}
-
-// setPolicy replaces the seal policy and returns the one it replaced. The open buffer is sealed at once when the
-// new policy would have sealed it; it gets an interval timer when it has none.
-func (p *pipeline) setPolicy(sp sealPolicy) sealPolicy {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	old := sealPolicy{rows: p.cfg.flushRows, bytes: p.cfg.flushBytes, interval: p.cfg.flushInterval}
-	p.cfg.flushRows, p.cfg.flushBytes, p.cfg.flushInterval = sp.rows, sp.bytes, sp.interval
-	if p.buf.open == nil || p.life.closed {
-		return old
-	}
-	if p.buf.open.rows >= sp.rows || p.buf.open.bytes >= sp.bytes {
-		p.sealLocked()
-	} else if p.buf.timer == nil {
-		p.startTimerLocked()
-	}
-	return old
-}
-
-// setCarry turns bulk files across batches on or off (bulkfile.go). The caller has flushed before turning it
-// off, so no file is open.
-func (p *pipeline) setCarry(on bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.bulk.carry = on
-}
-
-// queued reports whether the pipeline holds sealed batches not yet committed.
-func (p *pipeline) queued() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.queue) > 0
-}
-
 // enterBulk puts the writer in the bulk phase and returns its live seal policy, for leaveBulk. batchBytes is the
 // bulk phase's batch size. The key index goes off (no rows of the load are indexed); the commit in flight, if
 // any, ends first.
-func (w *Writer) enterBulk(fileSize, batchBytes int64) sealPolicy {
+func (w *Writer) enterBulk(fileSize, batchBytes int64) pipeline.SealPolicy {
 	w.files.SetBulk(fileSize)
-	w.pipe.setCarry(true)
-	live := w.pipe.setPolicy(sealPolicy{rows: math.MaxInt64, bytes: batchBytes})
-	defer w.pipe.enterQueue()()
+	w.pipe.SetCarry(true)
+	live := w.pipe.SetPolicy(pipeline.SealPolicy{Rows: math.MaxInt64, Bytes: batchBytes})
+	defer w.pipe.EnterQueue()()
 	w.keys.drop("", nil) // a batch encoded for the index gets its equality deletes from apply
 	return live
 }
@@ -102,12 +64,12 @@ func (w *Writer) enterBulk(fileSize, batchBytes int64) sealPolicy {
 // bulk phase sealed (no seal can happen meanwhile: the bulk policy has no timer). A batch still queued (with
 // WithCheckpoints, rows no checkpoint covers) was encoded without the index: the index then stays off, and
 // upserts and deletes use equality deletes.
-func (w *Writer) leaveBulk(ctx context.Context, live sealPolicy) error {
+func (w *Writer) leaveBulk(ctx context.Context, live pipeline.SealPolicy) error {
 	w.files.SetBulk(0)
-	w.pipe.setCarry(false)
-	defer w.pipe.setPolicy(live)
-	defer w.pipe.enterQueue()()
-	if w.pipe.queued() {
+	w.pipe.SetCarry(false)
+	defer w.pipe.SetPolicy(live)
+	defer w.pipe.EnterQueue()()
+	if w.pipe.Queued() {
 		w.env.log.Info("iceberg: key index stays off after the bulk phase: batches encoded without it are not committed yet",
 			"table", w.env.ident)
 		return nil

@@ -2,11 +2,12 @@ package iceberg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/icewriter/iceberg/internal/pipeline"
 
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -68,15 +69,15 @@ const (
 func checkPosition(partition, position string) error {
 	switch {
 	case len(partition) > maxPositionPartitionBytes:
-		return fmt.Errorf("%w: partition %s: key of %d bytes, at most %d", ErrInvalidPosition, quoteShort(partition),
+		return fmt.Errorf("%w: partition %s: key of %d bytes, at most %d", ErrInvalidPosition, pipeline.Quote(partition),
 			len(partition), maxPositionPartitionBytes)
 	case len(position) > maxPositionBytes:
-		return fmt.Errorf("%w: partition %s: position of %d bytes, at most %d", ErrInvalidPosition, quoteShort(partition),
+		return fmt.Errorf("%w: partition %s: position of %d bytes, at most %d", ErrInvalidPosition, pipeline.Quote(partition),
 			len(position), maxPositionBytes)
 	case !utf8.ValidString(partition):
-		return fmt.Errorf("%w: partition %s: key is not valid UTF-8", ErrInvalidPosition, quoteShort(partition))
+		return fmt.Errorf("%w: partition %s: key is not valid UTF-8", ErrInvalidPosition, pipeline.Quote(partition))
 	case !utf8.ValidString(position):
-		return fmt.Errorf("%w: partition %s: position is not valid UTF-8", ErrInvalidPosition, quoteShort(partition))
+		return fmt.Errorf("%w: partition %s: position is not valid UTF-8", ErrInvalidPosition, pipeline.Quote(partition))
 	}
 	return nil
 }
@@ -88,34 +89,6 @@ func decimalPositionOrder(_, a, b string) (int, bool) {
 		return 0, false
 	}
 	return ComparePositions(a, b), true
-}
-
-// checkPositionOrder returns ErrPositionBackwards, naming the partitions in order, for the positions that come
-// before their partition's last known one (last) by order.
-func checkPositionOrder(order func(partition, a, b string) (int, bool), positions, last map[string]string) error {
-	var errs []error
-	for _, p := range slices.Sorted(maps.Keys(positions)) {
-		prev, ok := last[p]
-		if !ok {
-			continue
-		}
-		if c, ok := order(p, positions[p], prev); ok && c < 0 {
-			errs = append(errs, fmt.Errorf("%w: partition %s: position %s comes before %s, the partition's last "+
-				"position in this writer (checkpointed or resumed); checkpoint positions in source order, resume "+
-				"the partition (Source.Resume) to start it over from the table's position, or set WithPositionOrder "+
-				"if these positions do not order as decimal numbers", ErrPositionBackwards, quoteShort(p),
-				quoteShort(positions[p]), quoteShort(prev)))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// quoteShort quotes s for an error message, cut to its first 64 bytes.
-func quoteShort(s string) string {
-	if len(s) <= 64 {
-		return fmt.Sprintf("%q", s)
-	}
-	return fmt.Sprintf("%q...", s[:64])
 }
 
 // stagePositions is an attempt's share of a run's positions: it merges the run's positions into those of the
@@ -168,7 +141,7 @@ func checkPositionBases(run *Run, head map[string]string) error {
 	for _, p := range slices.Sorted(maps.Keys(run.PositionBases)) {
 		if want, got := run.PositionBases[p], head[p]; got != want {
 			return fmt.Errorf("%w: partition %s is at %s on the table, this writer (%s) resumed or last committed "+
-				"it at %s", ErrPositionMoved, quoteShort(p), quotePosition(got), run.WriterID, quotePosition(want))
+				"it at %s", ErrPositionMoved, pipeline.Quote(p), quotePosition(got), run.WriterID, quotePosition(want))
 		}
 	}
 	return nil
@@ -179,7 +152,7 @@ func quotePosition(p string) string {
 	if p == "" {
 		return "no position"
 	}
-	return quoteShort(p)
+	return pipeline.Quote(p)
 }
 
 // positionsMirrorProp is the mirror property the attempt sets beside its snapshot (pending, the branch head

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/icewriter/iceberg/internal/pipeline"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -211,11 +213,12 @@ func TestResolveDistinctKeys(t *testing.T) {
 				defer rec.Release()
 				return array.NewRecordBatch(spec.schema, rec.Columns()[:len(key)], rec.NumRows())
 			}
-			b := &batch{in: batchRows{keyed: true,
-				recs: []arrow.RecordBatch{namedRows([]int64{1, 2, 3}, name("a")), keys(2),
+			b := &batch{}
+			b.In = pipeline.Rows{Keyed: true,
+				Recs: []arrow.RecordBatch{namedRows([]int64{1, 2, 3}, name("a")), keys(2),
 					namedRows([]int64{1, 4}, name("b")), namedRows([]int64{5}, name("c")), namedRows([]int64{1}, name("d"))},
-				kinds: []opKind{opUpsert, opDelete, opUpsert, opInsert, opUpsert}}}
-			defer arrowx.ReleaseRecords(b.in.recs...)
+				Kinds: []opKind{opUpsert, opDelete, opUpsert, opInsert, opUpsert}}
+			defer arrowx.ReleaseRecords(b.In.Recs...)
 			r, err := (&keyStage{spec: spec}).resolve(context.Background(), b, mem)
 			if err != nil {
 				t.Fatal(err)
@@ -253,7 +256,7 @@ func TestSourcesShareKeys(t *testing.T) {
 	batchOf := func(parts ...any) *batch {
 		b := &batch{}
 		for i := 0; i < len(parts); i += 3 {
-			b.push(batchRecord{rec: namedRows(parts[i+2].([]int64), "x"), kind: parts[i+1].(opKind), source: parts[i].(string)})
+			b.Push(batchRecord{Rec: namedRows(parts[i+2].([]int64), "x"), Kind: parts[i+1].(opKind), Source: parts[i].(string)})
 		}
 		return b
 	}

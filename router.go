@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/pipeline"
 )
 
 // Router writes into many tables of one catalog through one entry point, as a CDC pipeline that writes every
@@ -62,8 +63,8 @@ type routedTable struct {
 	// callMu is held shared by every call on the table and exclusively by SetPhase, so that a phase change
 	// sees no call in flight.
 	callMu sync.RWMutex
-	phase  atomic.Int32 // Phase
-	live   sealPolicy   // the live phase's seal policy, kept while the table is in its bulk phase
+	phase  atomic.Int32        // Phase
+	live   pipeline.SealPolicy // the live phase's seal policy, kept while the table is in its bulk phase
 }
 
 // TableConfig is what the router needs to know about a table it opens, besides the options every table gets.
@@ -190,13 +191,13 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 		r.rounds.events = r.events
 	}
 	if r.rounds != nil {
-		shared.gated, shared.wantRound = true, make(chan struct{}, 1)
+		wantRound := shared.rows.Gate()
 		interval := o.flush.interval
 		if interval <= 0 {
 			interval = time.Second
 		}
 		r.roundReqs, r.roundsStop, r.roundsDone = make(chan roundRequest), make(chan struct{}), make(chan struct{})
-		go r.roundLoop(interval, shared.wantRound, r.roundsStop, r.roundsDone)
+		go r.roundLoop(interval, wantRound, r.roundsStop, r.roundsDone)
 	}
 	return r, nil
 }
@@ -246,7 +247,7 @@ func (r *Router) tableOnce(ctx context.Context, key string, ident table.Identifi
 			delete(r.tables, key)
 			r.mu.Unlock()
 		} else if phase == PhaseBulk {
-			t.live = t.w.enterBulk(r.opts.bulkSize, r.shared.limit/2)
+			t.live = t.w.enterBulk(r.opts.bulkSize, r.shared.rows.Limit()/2)
 			t.phase.Store(int32(PhaseBulk))
 		}
 		close(t.ready)
@@ -489,7 +490,7 @@ func (r *Router) stop(ctx context.Context, flush bool, f func(*Writer) error) er
 	}
 	err := r.each(f)
 	for _, t := range r.opened() {
-		r.shared.leave(t.w.pipe)
+		r.shared.rows.Leave(t.w.pipe)
 	}
 	if r.rounds != nil {
 		close(r.roundsStop)
@@ -545,7 +546,7 @@ type TableStats struct {
 
 // Stats reports every open table's counters and their sum.
 func (r *Router) Stats() RouterStats {
-	s := RouterStats{MemoryUsed: r.shared.inUse(), MemoryBudget: r.shared.limit,
+	s := RouterStats{MemoryUsed: r.shared.rows.InUse(), MemoryBudget: r.shared.rows.Limit(),
 		KeyIndexUsed: r.shared.index.used.Load(), KeyIndexBudget: r.shared.index.limit}
 	if r.rounds != nil {
 		s.MultiTableCommits, s.AtomicCommits = r.rounds.multi.Load(), !r.rounds.unsupported()
@@ -632,7 +633,7 @@ func (r *Router) SetPhase(ctx context.Context, ident table.Identifier, phase Pha
 		return nil
 	}
 	if phase == PhaseBulk {
-		t.live = t.w.enterBulk(r.opts.bulkSize, r.shared.limit/2)
+		t.live = t.w.enterBulk(r.opts.bulkSize, r.shared.rows.Limit()/2)
 		t.phase.Store(int32(PhaseBulk))
 		return nil
 	}

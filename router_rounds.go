@@ -15,6 +15,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/icewriter/iceberg/internal/commit"
+	"github.com/icewriter/iceberg/internal/pipeline"
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
@@ -39,91 +40,6 @@ import (
 
 // roundRunKey marks the context of a gated pipeline's run commit: its CommitTable joins the router's round.
 type roundRunKey = commit.RoundRunKey
-
-// gatedLocked reports whether the pipeline commits in a router's rounds.
-func (p *pipeline) gatedLocked() bool { return p.cfg.shared != nil && p.cfg.shared.gated }
-
-// runCtx is the context of a run's commit: the pipeline's own, marked when the run joins a round.
-func (p *pipeline) runCtx() context.Context {
-	if p.gatedLocked() {
-		return context.WithValue(p.ctx, roundRunKey{}, true)
-	}
-	return p.ctx
-}
-
-// cutForRound seals the open buffer (unless seal is false: a table in its bulk phase on a timed round keeps
-// filling its batch) and returns the sequence number the round commits up to, and whether there is anything
-// to commit.
-func (p *pipeline) cutForRound(seal bool) (int64, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.life.closed || p.life.failed != nil {
-		return 0, false
-	}
-	target := p.sealedTargetLocked()
-	if seal {
-		target = p.flushTargetLocked()
-	} else if p.bulk.carry {
-		// Batches in bulk files still open commit only once a file closes: a timed round takes what may
-		// commit now, instead of waiting for files the round does not close.
-		n := 0
-		for n < len(p.queue) && p.queue[n].staged {
-			n++
-		}
-		target = p.committed
-		if n = p.runEndLocked(n); n > 0 {
-			target = p.queue[n-1].seq
-		}
-	}
-	return target, target > p.committed
-}
-
-// waitStaged waits until every batch up to target is encoded and uploaded, and reports whether they all are
-// (false: the pipeline failed or closed meanwhile, and commits nothing more of them).
-func (p *pipeline) waitStaged(target int64) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for {
-		if p.life.failed != nil || p.life.closed {
-			return false
-		}
-		ready := true
-		for _, b := range p.queue {
-			if b.seq <= target && !b.staged {
-				ready = false
-				break
-			}
-		}
-		if ready {
-			return true
-		}
-		_ = p.waitLocked(context.Background())
-	}
-}
-
-// releaseTo lets the commit loop commit up to target.
-func (p *pipeline) releaseTo(target int64) {
-	p.mu.Lock()
-	p.released = max(p.released, target)
-	p.mu.Unlock()
-	p.kickLoop()
-}
-
-// roundDone reports whether the pipeline will commit nothing more up to target (it did, or it stopped), and
-// otherwise returns the channel its next change closes.
-func (p *pipeline) roundDone(target int64) (bool, <-chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.done:
-		return true, nil
-	default:
-	}
-	if p.committed >= target || p.life.failed != nil {
-		return true, nil
-	}
-	return false, p.changed
-}
 
 // rounds is the router's commit rounds' state: the run commits that joined the round in progress.
 type rounds struct {
@@ -212,7 +128,7 @@ func (c *roundCatalog) CommitTable(ctx context.Context, ident table.Identifier, 
 // member is a table of a round: its pipeline and the sequence number the round commits up to.
 type member struct {
 	ident  table.Identifier
-	p      *pipeline
+	p      *pipeline.Pipeline[*batch]
 	target int64
 }
 
@@ -242,7 +158,7 @@ func (rd *rounds) gather(members []member) ([]*arrival, bool) {
 		rd.mu.Unlock()
 		waiting, open := false, false
 		for _, m := range members {
-			done, ch := m.p.roundDone(m.target)
+			done, ch := m.p.RoundDone(m.target)
 			if done {
 				continue
 			}
@@ -400,14 +316,14 @@ func (r *Router) runRound(asked bool) {
 	r.cutMu.Lock()
 	var members []member
 	for _, t := range r.opened() {
-		if target, ok := t.w.pipe.cutForRound(asked || Phase(t.phase.Load()) != PhaseBulk); ok {
+		if target, ok := t.w.pipe.CutForRound(asked || Phase(t.phase.Load()) != PhaseBulk); ok {
 			members = append(members, member{ident: t.ident, p: t.w.pipe, target: target})
 		}
 	}
 	r.cutMu.Unlock()
 	ready := members[:0]
 	for _, m := range members {
-		if m.p.waitStaged(m.target) {
+		if m.p.WaitStaged(m.target) {
 			ready = append(ready, m)
 		}
 	}
@@ -416,7 +332,7 @@ func (r *Router) runRound(asked bool) {
 	}
 	r.rounds.begin()
 	for _, m := range ready {
-		m.p.releaseTo(m.target)
+		m.p.ReleaseTo(m.target)
 	}
 	r.rounds.drive(ctx, ready)
 	r.rounds.end(ctx)

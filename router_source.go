@@ -125,7 +125,7 @@ func (s *RouterSource) Checkpoint(ctx context.Context, position string) error {
 	pos := map[string]string{s.name: position}
 	// A position that goes backwards in any table is refused in all of them before any records it.
 	for _, w := range rs.routed {
-		if err := w.pipe.checkOrder(pos); errors.Is(err, ErrPositionBackwards) {
+		if err := w.pipe.CheckOrder(pos); errors.Is(err, ErrPositionBackwards) {
 			return fmt.Errorf("table %v: %w", w.env.ident, err)
 		}
 	}

@@ -34,7 +34,7 @@ import (
 // row needs an id) and records the ids written in b.rowIDs, and the Iceberg schema WriteRecords must write the
 // column with in b.lineage (batch.writeOptions).
 func (k *keyStage) encodeRowIDs(tbl *table.Table, schema *arrow.Schema, b *batch, res *resolved) (*arrow.Schema, error) {
-	if k.atCommit || tbl.Metadata().Version() < 3 || res == nil || len(res.deletes) == 0 || len(b.in.recs) == 0 {
+	if k.atCommit || tbl.Metadata().Version() < 3 || res == nil || len(res.deletes) == 0 || len(b.In.Recs) == 0 {
 		return schema, nil
 	}
 	guess, err := k.knownRowIDs(res.deletes)
@@ -43,7 +43,7 @@ func (k *keyStage) encodeRowIDs(tbl *table.Table, schema *arrow.Schema, b *batch
 	}
 	keys := res.dataKeys()
 	var rows int64
-	for _, r := range b.in.recs {
+	for _, r := range b.In.Recs {
 		rows += r.NumRows()
 	}
 	if int64(keys.Len()) != rows {
@@ -79,9 +79,9 @@ func (k *keyStage) encodeRowIDs(tbl *table.Table, schema *arrow.Schema, b *batch
 	fields := append(slices.Clip(schema.Fields()), idField)
 	md := schema.Metadata()
 	out := arrow.NewSchema(fields, &md)
-	recs := make([]arrow.RecordBatch, len(b.in.recs))
+	recs := make([]arrow.RecordBatch, len(b.In.Recs))
 	row := 0
-	for i, r := range b.in.recs {
+	for i, r := range b.In.Recs {
 		ib := array.NewInt64Builder(memory.DefaultAllocator)
 		ib.Reserve(int(r.NumRows()))
 		for j := 0; j < int(r.NumRows()); j++ {
@@ -97,9 +97,9 @@ func (k *keyStage) encodeRowIDs(tbl *table.Table, schema *arrow.Schema, b *batch
 		recs[i] = array.NewRecordBatch(out, append(r.Columns()[:r.NumCols():r.NumCols()], col), r.NumRows())
 		col.Release()
 	}
-	for i, r := range b.in.recs {
+	for i, r := range b.In.Recs {
 		r.Release()
-		b.in.recs[i] = recs[i]
+		b.In.Recs[i] = recs[i]
 	}
 	b.keys.rowIDs, b.keys.lineage = written, lineage
 	return out, nil

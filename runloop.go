@@ -158,7 +158,7 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) (*Run, error) {
 	n := len(batches)
 	run := &Run{
 		Table: e.ident, Branch: e.branch, WriterID: e.id, StableID: e.stableID, Epoch: e.epoch,
-		FirstSeq: batches[0].seq, LastSeq: batches[n-1].seq,
+		FirstSeq: batches[0].Seq, LastSeq: batches[n-1].Seq,
 		BaseSnapshotID: commit.HeadID(tbl.Metadata(), e.branch),
 		formatVersion:  tbl.Metadata().Version(), spec: tbl.Spec(), schema: tbl.Schema(), formed: time.Now(),
 	}
@@ -181,20 +181,20 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) (*Run, error) {
 		}
 		seg.DeleteFiles = append(seg.DeleteFiles, b.enc.deletes...)
 		seg.DeleteKeys = append(seg.DeleteKeys, b.keys.cowKeys...)
-		b.segIdx = len(run.Segments) - 1
-		seg.LastSeq = b.seq
-		seg.Rows += b.rows
+		b.SegIdx = len(run.Segments) - 1
+		seg.LastSeq = b.Seq
+		seg.Rows += b.Rows
 		if len(b.enc.written) > 0 {
 			segWritten = append(segWritten, b.enc.written)
 		}
-		run.Rows += b.rows
-		run.Bytes += b.bytes
-		if b.hasToken {
-			run.Token, run.HasToken = b.token, true
-			seg.Token, seg.HasToken = b.token, true
+		run.Rows += b.Rows
+		run.Bytes += b.Bytes
+		if b.HasToken {
+			run.Token, run.HasToken = b.Token, true
+			seg.Token, seg.HasToken = b.Token, true
 		}
 		// Batches come in sequence order: a later batch's position of a partition replaces an earlier one's.
-		for p, v := range b.positions {
+		for p, v := range b.Positions {
 			if run.Positions == nil {
 				run.Positions = map[string]string{}
 			}
@@ -248,7 +248,7 @@ func (w *Writer) Checkpoint(ctx context.Context, token string) error {
 	if len(token) > defaultMaxTokenBytes {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrTokenTooLarge, len(token), defaultMaxTokenBytes)
 	}
-	return w.pipe.checkpoint(token)
+	return w.pipe.Checkpoint(token)
 }
 
 // LastCheckpoint returns the newest token committed by this writer's ID on the table's current branch history.

@@ -2,7 +2,8 @@ package iceberg
 
 import (
 	"context"
-	"errors"
+
+	"github.com/icewriter/iceberg/internal/pipeline"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -12,7 +13,7 @@ import (
 // change of the table's schema) reached between checkpoints seals such rows in a batch per partition, except
 // when two partitions upserted, deleted or applied changes to one key in that stretch, whose order must stay the
 // order accepted. Those cannot be dropped alone: abort the writer instead.
-var ErrPartitionUncovered = errors.New("iceberg: rows of the partition were sealed without a checkpoint")
+var ErrPartitionUncovered = pipeline.ErrPartitionUncovered
 
 // Source is one partition of an ordered source: a Kafka topic-partition, a Postgres replication slot, a Kinesis
 // shard. Rows written through it are its rows; Checkpoint records the partition's position with them, and
@@ -80,7 +81,7 @@ func (s *Source) Checkpoint(ctx context.Context, position string) error {
 // With a version column (ChangeColumns.Version), the versions of the dropped changes are forgotten: each key
 // they changed goes back to the version it had before them, unless a change that stays has changed it since.
 func (s *Source) Abort(ctx context.Context) error {
-	dropped, undos, err := s.w.pipe.abortSource(ctx, s.name)
+	dropped, undos, err := s.w.pipe.AbortSource(ctx, s.name)
 	s.w.changes.restore(ctx, undos)
 	if dropped > 0 {
 		s.w.env.log.Info("iceberg: partition aborted", "table", s.w.env.ident, "writer", s.w.env.id, "partition", s.name,
@@ -102,7 +103,7 @@ func (w *Writer) CheckpointPositions(ctx context.Context, positions map[string]s
 			return err
 		}
 	}
-	return w.pipe.checkpointPositions(positions)
+	return w.pipe.CheckpointPositions(positions)
 }
 
 // Resume returns the partition's committed position on the table, as Position does, and makes it the position
@@ -137,7 +138,7 @@ func (w *Writer) ResumePositions(ctx context.Context, partitions ...string) (map
 		}
 	}
 	w.runs.rebase(bases)
-	w.pipe.resumed(bases)
+	w.pipe.Resumed(bases)
 	return out, nil
 }
 

@@ -36,7 +36,7 @@ func (w *Writer) commitTx(ctx context.Context, op *commit.Op) (commit.Result, er
 	}
 	res, err := w.env.txn().Commit(ctx, op)
 	if errors.Is(err, ErrFenced) {
-		w.pipe.fail(err)
+		w.pipe.Fail(err)
 	}
 	if err != nil {
 		return res, err

@@ -21,9 +21,11 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/icewriter/iceberg/internal/arrowx"
 	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/internal/maintain"
+	"github.com/icewriter/iceberg/internal/pipeline"
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
@@ -39,7 +41,7 @@ type Writer struct {
 	changes *changeStage
 
 	// pipe moves batches from the calls to the committer: buffer, budgets, queue, encoders, commit loop.
-	pipe  *pipeline
+	pipe  *pipeline.Pipeline[*batch]
 	files *encode.Encoder[*batch] // writes batches as data files
 	runs  *runStage               // forms each run and hands it to the Committer
 	cbs   *callbacks              // WithOnCommit and WithHooks, delivered outside the commit loop
@@ -185,7 +187,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	}
 	w.files = &encode.Encoder[*batch]{Mem: env.mem, TargetFileSize: o.files.targetFileSize, RowGroupRows: o.files.rowGroupRows,
 		KeyNames: w.keys.names(), Names: w.own.names.next,
-		Log: env.log, Limits: o.files.fanout.WithDefaults(), CoalesceRows: gatherRows}
+		Log: env.log, Limits: o.files.fanout.WithDefaults(), CoalesceRows: arrowx.RecordRows}
 	w.keys.files = w.own.names
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short
@@ -198,19 +200,19 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		w.runs.committer = o.commit.wrapCommitter(w.runs.committer)
 	}
 	w.maint = w.newMaintainer(&o)
-	w.pipe = newPipeline(ctx, w, pipelineConfig{
-		flushRows: int64(o.flush.rows), flushBytes: o.flush.bytes, flushInterval: o.flush.interval,
-		rowBudget: rowBudget(&o), maxUncommitted: o.flush.maxUncommitted, maxInFlight: o.flush.maxInFlight,
-		checkpoints: o.flush.checkpoints, posOrder: o.flush.posOrder, commitTimeout: o.commit.timeout, mem: env.mem, lastToken: lastToken,
-		shared: o.shared, runHeldCap: fanoutShare(rowBudget(&o)),
-		split:      func(b *batch) []*batch { return w.splitFanout(b, fanoutShare(rowBudget(&o))) },
-		sharedKeys: w.keys.sourcesShareKeys,
-		sealed:     w.sealedHook(), encoded: w.encodedHook(), waited: w.waitedHook(),
+	w.pipe = pipeline.New[*batch](ctx, pipeEnv{w}, pipeline.Config[*batch]{
+		FlushRows: int64(o.flush.rows), FlushBytes: o.flush.bytes, FlushInterval: o.flush.interval,
+		RowBudget: rowBudget(&o), MaxUncommitted: o.flush.maxUncommitted, MaxInFlight: o.flush.maxInFlight,
+		Checkpoints: o.flush.checkpoints, PosOrder: o.flush.posOrder, CommitTimeout: o.commit.timeout, Mem: env.mem, LastToken: lastToken,
+		Shared: sharedRows(o.shared), RunHeldCap: fanoutShare(rowBudget(&o)),
+		Split:      func(b *batch) []*batch { return w.splitFanout(b, fanoutShare(rowBudget(&o))) },
+		SharedKeys: w.keys.sourcesShareKeys,
+		Sealed:     w.sealedHook(), Encoded: w.encodedHook(), Waited: w.waitedHook(),
 	}, committed)
-	w.pipe.start()
+	w.pipe.Start()
 	if o.commit.committer == nil {
 		// A committer of the caller's own may not refuse a fenced epoch's runs (see sweepOrphans).
-		w.own.startSweep(w.pipe.ctx, tbl)
+		w.own.startSweep(w.pipe.Context(), tbl)
 	}
 	if w.cbs.wants(hookNewWriter) {
 		w.cbs.hooks.dispatch(writerOpened{w}) // before NewWriter returns: before any other event of the writer
@@ -279,7 +281,7 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 
 // write is Write of a source partition's rows.
 func (w *Writer) write(ctx context.Context, source string, rec arrow.RecordBatch) error {
-	if err := w.pipe.usable(); err != nil {
+	if err := w.pipe.Usable(); err != nil {
 		return err
 	}
 	conf := w.view.conformer()
@@ -293,7 +295,7 @@ func (w *Writer) write(ctx context.Context, source string, rec arrow.RecordBatch
 	if err != nil {
 		return err
 	}
-	r.source = source
+	r.Source = source
 	return w.accept(ctx, r)
 }
 
@@ -301,13 +303,13 @@ func (w *Writer) write(ctx context.Context, source string, rec arrow.RecordBatch
 // other (an empty batch with an unknown column is an error), but there is nothing to keep. The record is the
 // pipeline's once accepted, unless it is a view, which the pipeline copies and which is released here.
 func (w *Writer) accept(ctx context.Context, r batchRecord) error {
-	if r.rec.NumRows() == 0 {
-		r.rec.Release()
+	if r.Rec.NumRows() == 0 {
+		r.Rec.Release()
 		return nil
 	}
-	err := w.pipe.accept(ctx, r)
-	if err != nil || r.view {
-		r.rec.Release()
+	err := w.pipe.Accept(ctx, r)
+	if err != nil || r.View {
+		r.Rec.Release()
 	}
 	return err
 }
@@ -327,16 +329,16 @@ func (w *Writer) failure(err error) error { return w.env.failure(err) }
 
 // Stats reports counters: rows, bytes, files, commits, retries, conflicts, buffered and uncommitted amounts.
 func (w *Writer) Stats() Stats {
-	p := w.pipe.state()
+	p := w.pipe.State()
 	files, bytes := w.files.Stats()
 	return Stats{
-		RowsAccepted: p.rowsAccepted, BytesAccepted: p.bytesAccepted, Batches: p.batches, DiscardedRows: p.discarded,
-		BufferedRows: p.bufferedRows, BufferedBytes: p.bufferedBytes,
-		UncommittedBatches: p.uncommittedBatches, UncommittedRows: p.uncommittedRows, LastCommittedSeq: p.committed,
+		RowsAccepted: p.RowsAccepted, BytesAccepted: p.BytesAccepted, Batches: p.Batches, DiscardedRows: p.Discarded,
+		BufferedRows: p.BufferedRows, BufferedBytes: p.BufferedBytes,
+		UncommittedBatches: p.UncommittedBatches, UncommittedRows: p.UncommittedRows, LastCommittedSeq: p.Committed,
 		RowsCommitted: w.runs.rows.Load(), FilesWritten: files, BytesWritten: bytes,
 		Commits: w.runs.commits.Load(), Retries: w.runs.retries.Load(), Conflicts: w.runs.conflicts.Load(),
 		DeleteFiles: w.runs.deleteFiles.Load(), FilesRewritten: w.runs.rewritten.Load(), Epoch: w.env.epoch,
-		ChangesSkipped: w.changes.skipped.Load(), OldestUncommitted: p.oldest, LastCommit: w.runs.lastCommit(),
+		ChangesSkipped: w.changes.skipped.Load(), OldestUncommitted: p.Oldest, LastCommit: w.runs.lastCommit(),
 		KeyIndexBytes:        w.keys.indexBytes(),
 		KeyIndexSpilledBytes: w.keys.spilledBytes(),
 	}

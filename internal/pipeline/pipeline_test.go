@@ -1,4 +1,4 @@
-package iceberg
+package pipeline
 
 import (
 	"context"
@@ -14,10 +14,24 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/icewriter/iceberg/internal/changes"
+	"github.com/icewriter/iceberg/internal/encode"
 )
 
 // The pipeline driven by a fake env inside a synctest bubble: encodings and commits finish when the test says
 // so, time moves only when every goroutine waits, and synctest.Wait replaces every sleep.
+
+// testBatch is a batch of the fake env: the header, and the file metadata its fake encoding left it holding.
+type testBatch struct {
+	Header[*testBatch]
+	held int64
+}
+
+func (b *testBatch) Head() *Header[*testBatch] { return &b.Header }
+func (b *testBatch) Held() (int64, int64)      { return b.held, b.held }
+func (b *testBatch) FilePaths() []string       { return nil }
+
+// errWriterFailed stands for the writer's ErrWriterFailed.
+var errWriterFailed = errors.New("writer failed")
 
 // fakeEnv records what the pipeline asks of it. An encoding or commit with a gate waits for it.
 type fakeEnv struct {
@@ -49,9 +63,9 @@ func (e *fakeEnv) release(seq int64, err error) {
 	ch <- err
 }
 
-func (e *fakeEnv) encode(ctx context.Context, b *batch, _ encodeSlots) error {
+func (e *fakeEnv) Encode(ctx context.Context, b *testBatch, _ Slots) error {
 	e.mu.Lock()
-	ch := e.encodeGate[b.seq]
+	ch := e.encodeGate[b.Seq]
 	e.mu.Unlock()
 	if ch != nil {
 		select {
@@ -63,58 +77,59 @@ func (e *fakeEnv) encode(ctx context.Context, b *batch, _ encodeSlots) error {
 			return ctx.Err()
 		}
 	}
-	b.enc.files = nil // a fake encoding writes no file
-	b.enc.held = e.held
+	b.held = e.held // a fake encoding writes no file
 	return nil
 }
 
-func (e *fakeEnv) commit(ctx context.Context, batches []*batch) (*Run, *CommitResult, error) {
+func (e *fakeEnv) Commit(ctx context.Context, batches []*testBatch) (func(context.Context, int64), error) {
 	if e.commitGate != nil {
 		select {
 		case err := <-e.commitGate:
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
-	run := &Run{FirstSeq: batches[0].seq, LastSeq: batches[len(batches)-1].seq}
 	var seqs []int64
+	var token string
 	pos := map[string]string{}
 	for _, b := range batches {
-		seqs = append(seqs, b.seq)
-		if b.hasToken {
-			run.Token, run.HasToken = b.token, true
+		seqs = append(seqs, b.Seq)
+		if b.HasToken {
+			token = b.Token
 		}
-		for k, v := range b.positions {
+		for k, v := range b.Positions {
 			pos[k] = v
 		}
 	}
 	e.mu.Lock()
 	e.runs = append(e.runs, seqs)
-	e.tokens = append(e.tokens, run.Token)
+	e.tokens = append(e.tokens, token)
 	e.positions = append(e.positions, pos)
 	e.mu.Unlock()
-	return run, &CommitResult{Attempts: 1}, nil
+	return func(context.Context, int64) {}, nil
 }
 
-func (e *fakeEnv) committed(context.Context, *Run, []*batch, *CommitResult, int64) {}
+func (e *fakeEnv) NewBatch() *testBatch { return &testBatch{} }
 
-func (e *fakeEnv) failure(err error) error {
+func (e *fakeEnv) BulkClosed(encode.ClosedSpan[*testBatch]) {}
+
+func (e *fakeEnv) Failure(err error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.failedWith = err
-	return fmt.Errorf("%w: %w", ErrWriterFailed, err)
+	return fmt.Errorf("%w: %w", errWriterFailed, err)
 }
 
-func (e *fakeEnv) removeFiles(_ context.Context, paths []string) {
+func (e *fakeEnv) RemoveFiles(_ context.Context, paths []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.removed = append(e.removed, paths...)
 }
 
-func (e *fakeEnv) loopDone() {
+func (e *fakeEnv) LoopDone() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.loopEnded = true
@@ -128,34 +143,34 @@ func (e *fakeEnv) committedRuns() [][]int64 {
 
 // testPipeline starts a pipeline on env with cfg's zero fields defaulted: rows seal at 1,000, bytes never,
 // no interval, memory and the uncommitted bound are not reached.
-func testPipeline(t *testing.T, env *fakeEnv, cfg pipelineConfig) *pipeline {
+func testPipeline(t *testing.T, env *fakeEnv, cfg Config[*testBatch]) *Pipeline[*testBatch] {
 	t.Helper()
-	if cfg.flushRows == 0 {
-		cfg.flushRows = 1000
+	if cfg.FlushRows == 0 {
+		cfg.FlushRows = 1000
 	}
-	if cfg.flushBytes == 0 {
-		cfg.flushBytes = 1 << 40
+	if cfg.FlushBytes == 0 {
+		cfg.FlushBytes = 1 << 40
 	}
-	if cfg.rowBudget == 0 {
-		cfg.rowBudget = 1 << 40
+	if cfg.RowBudget == 0 {
+		cfg.RowBudget = 1 << 40
 	}
-	if cfg.maxUncommitted == 0 {
-		cfg.maxUncommitted = 1000
+	if cfg.MaxUncommitted == 0 {
+		cfg.MaxUncommitted = 1000
 	}
-	if cfg.maxInFlight == 0 {
-		cfg.maxInFlight = 4
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = 4
 	}
-	if cfg.commitTimeout == 0 {
-		cfg.commitTimeout = time.Minute
+	if cfg.CommitTimeout == 0 {
+		cfg.CommitTimeout = time.Minute
 	}
-	p := newPipeline(t.Context(), env, cfg, 0)
-	p.start()
-	t.Cleanup(func() { _, _ = p.shutdown(context.Background(), false) }) // ErrClosed when the test closed it
+	p := New[*testBatch](t.Context(), env, cfg, 0)
+	p.Start()
+	t.Cleanup(func() { _, _ = p.Shutdown(context.Background(), false) }) // ErrClosed when the test closed it
 	return p
 }
 
 // rows makes an owned insert of n rows counted as size bytes.
-func rows(n int, size int64) batchRecord {
+func rows(n int, size int64) Record {
 	b := array.NewInt64Builder(memory.NewGoAllocator())
 	defer b.Release()
 	for i := range n {
@@ -163,16 +178,16 @@ func rows(n int, size int64) batchRecord {
 	}
 	col := b.NewArray()
 	defer col.Release()
-	return batchRecord{rec: array.NewRecordBatch(pipelineSchema, []arrow.Array{col}, int64(n)), size: size, kind: opInsert}
+	return Record{Rec: array.NewRecordBatch(pipelineSchema, []arrow.Array{col}, int64(n)), Size: size, Kind: changes.Insert}
 }
 
 // pipelineSchema is the one schema of the rows: a buffer ends where the schema changes (by pointer, as the
 // conformer hands out one schema per table schema).
 var pipelineSchema = arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
 
-func mustAccept(t *testing.T, p *pipeline, r batchRecord) {
+func mustAccept(t *testing.T, p *Pipeline[*testBatch], r Record) {
 	t.Helper()
-	if err := p.accept(t.Context(), r); err != nil {
+	if err := p.Accept(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -183,7 +198,7 @@ func TestPipelineCommitsInSequenceOrder(t *testing.T) {
 		env := newFakeEnv()
 		env.holdEncode(1)
 		env.holdEncode(2)
-		p := testPipeline(t, env, pipelineConfig{flushRows: 10})
+		p := testPipeline(t, env, Config[*testBatch]{FlushRows: 10})
 		for range 3 {
 			mustAccept(t, p, rows(10, 100)) // each call seals a batch of its own
 		}
@@ -201,13 +216,13 @@ func TestPipelineCommitsInSequenceOrder(t *testing.T) {
 		if runs, want := env.committedRuns(), [][]int64{{1, 2, 3}}; !slices.EqualFunc(runs, want, slices.Equal) {
 			t.Fatalf("runs %v, want %v", runs, want)
 		}
-		if s := p.state(); s.committed != 3 || s.uncommittedBatches != 0 || s.bufferedBytes != 0 {
+		if s := p.State(); s.Committed != 3 || s.UncommittedBatches != 0 || s.BufferedBytes != 0 {
 			t.Fatalf("state after the commit: %+v", s)
 		}
-		if err := p.flush(t.Context()); err != nil {
+		if err := p.Flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.shutdown(t.Context(), true); err != nil {
+		if _, err := p.Shutdown(t.Context(), true); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -220,15 +235,15 @@ func TestPipelineCheckpointsEndRuns(t *testing.T) {
 		env := newFakeEnv()
 		gate := make(chan error)
 		env.commitGate = gate
-		p := testPipeline(t, env, pipelineConfig{flushRows: 10, checkpoints: true})
+		p := testPipeline(t, env, Config[*testBatch]{FlushRows: 10, Checkpoints: true})
 		mustAccept(t, p, rows(10, 100))           // past the policy, but no checkpoint to cut at: stays open
-		if err := p.checkpoint("a"); err != nil { // the due buffer is sealed at it: batch 1
+		if err := p.Checkpoint("a"); err != nil { // the due buffer is sealed at it: batch 1
 			t.Fatal(err)
 		}
 		synctest.Wait()
 		gate <- nil // the first run: batch 1
 		synctest.Wait()
-		if err := p.checkpoint("b"); err != nil { // a mark in the empty open buffer
+		if err := p.Checkpoint("b"); err != nil { // a mark in the empty open buffer
 			t.Fatal(err)
 		}
 		mustAccept(t, p, rows(10, 100)) // trips the policy: batch 2 is the token alone, the 10 rows stay open
@@ -237,7 +252,7 @@ func TestPipelineCheckpointsEndRuns(t *testing.T) {
 		synctest.Wait()
 		mustAccept(t, p, rows(5, 50)) // 15 rows open: no checkpoint covers them, so they stay open
 		flushed := make(chan error, 1)
-		go func() { flushed <- p.flush(t.Context()) }()
+		go func() { flushed <- p.Flush(t.Context()) }()
 		synctest.Wait()
 		select {
 		case err := <-flushed:
@@ -247,9 +262,9 @@ func TestPipelineCheckpointsEndRuns(t *testing.T) {
 		default:
 			t.Fatal("Flush waits for rows after the last checkpoint")
 		}
-		s, err := p.shutdown(t.Context(), true)
-		if err != nil || s.flushErr != nil {
-			t.Fatal(err, s.flushErr)
+		s, err := p.Shutdown(t.Context(), true)
+		if err != nil || s.FlushErr != nil {
+			t.Fatal(err, s.FlushErr)
 		}
 		if runs, want := env.committedRuns(), [][]int64{{1}, {2}}; !slices.EqualFunc(runs, want, slices.Equal) {
 			t.Fatalf("runs %v, want %v", runs, want)
@@ -257,8 +272,8 @@ func TestPipelineCheckpointsEndRuns(t *testing.T) {
 		if !slices.Equal(env.tokens, []string{"a", "b"}) {
 			t.Fatalf("tokens %q, want a and b", env.tokens)
 		}
-		if st := p.state(); st.discarded != 15 {
-			t.Fatalf("discarded %d rows, want the 15 after the token", st.discarded)
+		if st := p.State(); st.Discarded != 15 {
+			t.Fatalf("discarded %d rows, want the 15 after the token", st.Discarded)
 		}
 	})
 }
@@ -269,13 +284,13 @@ func TestPipelineMemoryBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := newFakeEnv()
 		env.holdEncode(1)
-		p := testPipeline(t, env, pipelineConfig{rowBudget: 1000})
+		p := testPipeline(t, env, Config[*testBatch]{RowBudget: 1000})
 		mustAccept(t, p, rows(10, 600)) // open, not sealed by any policy
 		ctx, cancel := context.WithCancel(t.Context())
 		accepted := make(chan error, 1)
-		go func() { accepted <- p.accept(ctx, rows(10, 600)) }()
+		go func() { accepted <- p.Accept(ctx, rows(10, 600)) }()
 		synctest.Wait()
-		if s := p.state(); s.uncommittedBatches != 1 || s.bufferedRows != 0 {
+		if s := p.State(); s.UncommittedBatches != 1 || s.BufferedRows != 0 {
 			t.Fatalf("the full budget did not seal the open buffer: %+v", s)
 		}
 		select {
@@ -287,19 +302,19 @@ func TestPipelineMemoryBudget(t *testing.T) {
 		if err := <-accepted; !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v, want context.Canceled", err)
 		}
-		if s := p.state(); s.rowsAccepted != 10 {
-			t.Fatalf("%d rows accepted, want the first call's 10", s.rowsAccepted)
+		if s := p.State(); s.RowsAccepted != 10 {
+			t.Fatalf("%d rows accepted, want the first call's 10", s.RowsAccepted)
 		}
-		go func() { accepted <- p.accept(t.Context(), rows(10, 600)) }()
+		go func() { accepted <- p.Accept(t.Context(), rows(10, 600)) }()
 		synctest.Wait()
 		env.release(1, nil) // encoding frees the first call's memory
 		if err := <-accepted; err != nil {
 			t.Fatal(err)
 		}
-		if err := p.flush(t.Context()); err != nil {
+		if err := p.Flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if s := p.state(); s.bufferedBytes != 0 || s.committed != 2 {
+		if s := p.State(); s.BufferedBytes != 0 || s.Committed != 2 {
 			t.Fatalf("after flush: %+v", s)
 		}
 	})
@@ -316,11 +331,11 @@ func TestPipelineFileMetadataBudget(t *testing.T) {
 				env.held = 900
 				gate := make(chan error, 1)
 				env.commitGate = gate
-				p := testPipeline(t, env, pipelineConfig{flushRows: 10, rowBudget: 1000, checkpoints: checkpoints})
+				p := testPipeline(t, env, Config[*testBatch]{FlushRows: 10, RowBudget: 1000, Checkpoints: checkpoints})
 				mustAccept(t, p, rows(10, 10)) // batch 1: encoded at once, holding 900 until its commit
 				if checkpoints {
 					// The policy waits for a checkpoint to cut at: batch 1 is sealed with token a, and may commit.
-					if err := p.checkpoint("a"); err != nil {
+					if err := p.Checkpoint("a"); err != nil {
 						t.Fatal(err)
 					}
 					mustAccept(t, p, rows(10, 10)) // stays open: no checkpoint covers it
@@ -328,11 +343,11 @@ func TestPipelineFileMetadataBudget(t *testing.T) {
 					mustAccept(t, p, rows(2, 10))
 				}
 				synctest.Wait()
-				if s := p.state(); s.bufferedBytes != 910 {
-					t.Fatalf("buffered %d bytes, want the open rows' 10 and batch 1's file metadata 900", s.bufferedBytes)
+				if s := p.State(); s.BufferedBytes != 910 {
+					t.Fatalf("buffered %d bytes, want the open rows' 10 and batch 1's file metadata 900", s.BufferedBytes)
 				}
 				accepted := make(chan error, 1)
-				go func() { accepted <- p.accept(t.Context(), rows(2, 200)) }()
+				go func() { accepted <- p.Accept(t.Context(), rows(2, 200)) }()
 				synctest.Wait()
 				select {
 				case err := <-accepted:
@@ -351,7 +366,7 @@ func TestPipelineFileMetadataBudget(t *testing.T) {
 				// that may make a checkpoint.
 				synctest.Wait()
 				done := make(chan error, 1)
-				go func() { done <- p.accept(t.Context(), rows(2, 800)) }()
+				go func() { done <- p.Accept(t.Context(), rows(2, 800)) }()
 				synctest.Wait()
 				select {
 				case err := <-done:
@@ -361,7 +376,7 @@ func TestPipelineFileMetadataBudget(t *testing.T) {
 				default:
 					t.Fatal("a call waits on the metadata of a batch only a checkpoint can commit")
 				}
-				if s := p.state(); s.uncommittedBatches != 1 || s.bufferedBytes != 900+800 {
+				if s := p.State(); s.UncommittedBatches != 1 || s.BufferedBytes != 900+800 {
 					t.Fatalf("state: %+v, want batch 3 uncommitted holding 900 and 800 bytes open", s)
 				}
 			})
@@ -376,11 +391,11 @@ func TestPipelineUncommittedBound(t *testing.T) {
 		gate := make(chan error)
 		env.commitGate = gate
 		env.holdEncode(1)
-		p := testPipeline(t, env, pipelineConfig{flushRows: 10, maxUncommitted: 2})
+		p := testPipeline(t, env, Config[*testBatch]{FlushRows: 10, MaxUncommitted: 2})
 		mustAccept(t, p, rows(10, 100))
 		mustAccept(t, p, rows(10, 100))
 		accepted := make(chan error, 1)
-		go func() { accepted <- p.accept(t.Context(), rows(10, 100)) }()
+		go func() { accepted <- p.Accept(t.Context(), rows(10, 100)) }()
 		synctest.Wait()
 		select {
 		case err := <-accepted:
@@ -394,7 +409,7 @@ func TestPipelineUncommittedBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		gate <- nil // the third batch's run
-		if err := p.flush(t.Context()); err != nil {
+		if err := p.Flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		if runs, want := env.committedRuns(), [][]int64{{1, 2}, {3}}; !slices.EqualFunc(runs, want, slices.Equal) {
@@ -409,7 +424,7 @@ func TestPipelineFailedCommitStops(t *testing.T) {
 		env := newFakeEnv()
 		gate := make(chan error, 2)
 		env.commitGate = gate
-		p := testPipeline(t, env, pipelineConfig{flushRows: 10})
+		p := testPipeline(t, env, Config[*testBatch]{FlushRows: 10})
 		env.holdEncode(2)
 		mustAccept(t, p, rows(10, 100))
 		mustAccept(t, p, rows(10, 100))
@@ -422,13 +437,13 @@ func TestPipelineFailedCommitStops(t *testing.T) {
 		if runs := env.committedRuns(); len(runs) != 0 {
 			t.Fatalf("committed %v after a failed run", runs)
 		}
-		for _, err := range []error{p.flush(t.Context()), p.accept(t.Context(), rows(1, 1)), p.checkpoint("x")} {
-			if !errors.Is(err, ErrWriterFailed) || !errors.Is(err, boom) {
+		for _, err := range []error{p.Flush(t.Context()), p.Accept(t.Context(), rows(1, 1)), p.Checkpoint("x")} {
+			if !errors.Is(err, errWriterFailed) || !errors.Is(err, boom) {
 				t.Fatalf("got %v, want the failure", err)
 			}
 		}
-		s, err := p.shutdown(t.Context(), true)
-		if err != nil || !errors.Is(s.failed, boom) {
+		s, err := p.Shutdown(t.Context(), true)
+		if err != nil || !errors.Is(s.Failed, boom) {
 			t.Fatalf("shutdown: %v, %+v", err, s)
 		}
 	})
@@ -441,27 +456,27 @@ func TestPipelineCloseByDeadline(t *testing.T) {
 		env := newFakeEnv()
 		gate := make(chan error)
 		env.commitGate = gate
-		p := testPipeline(t, env, pipelineConfig{flushRows: 10, commitTimeout: time.Hour})
+		p := testPipeline(t, env, Config[*testBatch]{FlushRows: 10, CommitTimeout: time.Hour})
 		mustAccept(t, p, rows(10, 100))
 		synctest.Wait() // the commit is in flight
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		s, err := p.shutdown(ctx, true)
-		if err != nil || !errors.Is(s.flushErr, context.DeadlineExceeded) {
+		s, err := p.Shutdown(ctx, true)
+		if err != nil || !errors.Is(s.FlushErr, context.DeadlineExceeded) {
 			t.Fatalf("shutdown: %v, %+v", err, s)
 		}
-		if s.lost.inFlight != 1 || s.lost.inFlightRows != 10 {
-			t.Fatalf("lost %+v, want one batch of 10 rows in flight", s.lost)
+		if s.Lost.InFlight != 1 || s.Lost.InFlightRows != 10 {
+			t.Fatalf("lost %+v, want one batch of 10 rows in flight", s.Lost)
 		}
 		gate <- nil // the commit lands after Close returned
-		<-p.stopped()
+		<-p.Stopped()
 		if runs := env.committedRuns(); len(runs) != 1 {
 			t.Fatalf("runs %v, want the one in flight", runs)
 		}
 		if !env.loopEnded {
 			t.Fatal("the loop did not end")
 		}
-		if _, err := p.shutdown(t.Context(), true); !errors.Is(err, ErrClosed) {
+		if _, err := p.Shutdown(t.Context(), true); !errors.Is(err, ErrClosed) {
 			t.Fatalf("second shutdown: %v", err)
 		}
 	})
@@ -471,7 +486,7 @@ func TestPipelineCloseByDeadline(t *testing.T) {
 func TestPipelineIntervalSeals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := newFakeEnv()
-		p := testPipeline(t, env, pipelineConfig{flushInterval: time.Second})
+		p := testPipeline(t, env, Config[*testBatch]{FlushInterval: time.Second})
 		start := time.Now()
 		mustAccept(t, p, rows(3, 30))
 		time.Sleep(500 * time.Millisecond) // the bubble's clock: no real wait
@@ -485,10 +500,10 @@ func TestPipelineIntervalSeals(t *testing.T) {
 		if runs := env.committedRuns(); len(runs) != 1 {
 			t.Fatalf("runs %v, want one run a second after the first row", runs)
 		}
-		if s := p.state(); s.rowsAccepted != 6 || s.committed != 1 {
+		if s := p.State(); s.RowsAccepted != 6 || s.Committed != 1 {
 			t.Fatalf("state %+v", s)
 		}
-		if _, err := p.shutdown(t.Context(), true); err != nil {
+		if _, err := p.Shutdown(t.Context(), true); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -499,28 +514,28 @@ func TestPipelineFailedEncodingStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := newFakeEnv()
 		env.holdEncode(1)
-		p := testPipeline(t, env, pipelineConfig{flushRows: 10})
+		p := testPipeline(t, env, Config[*testBatch]{FlushRows: 10})
 		mustAccept(t, p, rows(10, 100))
 		mustAccept(t, p, rows(10, 100))
 		env.release(1, errors.New("disk full"))
 		synctest.Wait()
-		if err := p.flush(t.Context()); !errors.Is(err, ErrWriterFailed) {
+		if err := p.Flush(t.Context()); !errors.Is(err, errWriterFailed) {
 			t.Fatalf("flush after a failed encoding: %v", err)
 		}
 		if runs := env.committedRuns(); len(runs) != 0 {
 			t.Fatalf("committed %v past a failed encoding", runs)
 		}
-		s, _ := p.shutdown(t.Context(), false)
-		if s.lost.batches != 2 || p.state().discarded != 20 {
-			t.Fatalf("lost %+v, discarded %d", s.lost, p.state().discarded)
+		s, _ := p.Shutdown(t.Context(), false)
+		if s.Lost.Batches != 2 || p.State().Discarded != 20 {
+			t.Fatalf("lost %+v, discarded %d", s.Lost, p.State().Discarded)
 		}
 	})
 }
 
 // rowsFrom is rows(n, size) of a source partition.
-func rowsFrom(src string, n int, size int64) batchRecord {
+func rowsFrom(src string, n int, size int64) Record {
 	r := rows(n, size)
-	r.source = src
+	r.Source = src
 	return r
 }
 
@@ -529,35 +544,35 @@ func rowsFrom(src string, n int, size int64) batchRecord {
 func TestPipelinePositionsCoverTheirPartition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := newFakeEnv()
-		p := testPipeline(t, env, pipelineConfig{checkpoints: true})
+		p := testPipeline(t, env, Config[*testBatch]{Checkpoints: true})
 		mustAccept(t, p, rowsFrom("a", 3, 30))
 		mustAccept(t, p, rowsFrom("b", 4, 40))
 		mustAccept(t, p, rowsFrom("a", 2, 20))
-		if err := p.checkpointPositions(map[string]string{"a": "a@5"}); err != nil {
+		if err := p.CheckpointPositions(map[string]string{"a": "a@5"}); err != nil {
 			t.Fatal(err)
 		}
 		mustAccept(t, p, rowsFrom("a", 1, 10)) // after a's position
-		if err := p.flush(t.Context()); err != nil {
+		if err := p.Flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if s := p.state(); s.committed != 1 || s.bufferedRows != 5 {
+		if s := p.State(); s.Committed != 1 || s.BufferedRows != 5 {
 			t.Fatalf("after the first flush: %+v, want batch 1 committed and b's 4 and a's last row open", s)
 		}
 		if got := env.positions[0]; len(got) != 1 || got["a"] != "a@5" {
 			t.Fatalf("positions %v, want a@5", got)
 		}
-		if err := p.checkpointPositions(map[string]string{"a": "a@6", "b": "b@4"}); err != nil {
+		if err := p.CheckpointPositions(map[string]string{"a": "a@6", "b": "b@4"}); err != nil {
 			t.Fatal(err)
 		}
 		mustFlush(t, p)
-		if s := p.state(); s.committed != 2 || s.bufferedRows != 0 {
+		if s := p.State(); s.Committed != 2 || s.BufferedRows != 0 {
 			t.Fatalf("after the second flush: %+v", s)
 		}
 		if got := env.positions[1]; len(got) != 2 || got["a"] != "a@6" || got["b"] != "b@4" {
 			t.Fatalf("positions %v, want a@6 and b@4", got)
 		}
 		// Idle: no new rows and the same positions, so nothing is sealed.
-		if err := p.checkpointPositions(map[string]string{"a": "a@6", "b": "b@4"}); err != nil {
+		if err := p.CheckpointPositions(map[string]string{"a": "a@6", "b": "b@4"}); err != nil {
 			t.Fatal(err)
 		}
 		mustFlush(t, p)
@@ -567,9 +582,9 @@ func TestPipelinePositionsCoverTheirPartition(t *testing.T) {
 	})
 }
 
-func mustFlush(t *testing.T, p *pipeline) {
+func mustFlush(t *testing.T, p *Pipeline[*testBatch]) {
 	t.Helper()
-	if err := p.flush(t.Context()); err != nil {
+	if err := p.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -577,27 +592,27 @@ func mustFlush(t *testing.T, p *pipeline) {
 // A run may end only where every row before it is covered: a batch sealed without a checkpoint (the memory
 // limit came first) waits until later checkpoints cover each of its partitions.
 func TestCoveredEnd(t *testing.T) {
-	fallback := &batch{uncovered: map[string]struct{}{"a": {}, "b": {}}}
-	posA := &batch{positions: map[string]string{"a": "1"}}
-	posB := &batch{positions: map[string]string{"b": "1"}}
-	token := &batch{hasToken: true}
+	fallback := &testBatch{Header: Header[*testBatch]{Uncovered: map[string]struct{}{"a": {}, "b": {}}}}
+	posA := &testBatch{Header: Header[*testBatch]{Positions: map[string]string{"a": "1"}}}
+	posB := &testBatch{Header: Header[*testBatch]{Positions: map[string]string{"b": "1"}}}
+	token := &testBatch{Header: Header[*testBatch]{HasToken: true}}
 	for _, c := range []struct {
 		name string
-		q    []*batch
+		q    []*testBatch
 		want int
 	}{
-		{"nothing marked", []*batch{fallback}, 0},
-		{"one partition covered", []*batch{fallback, posA}, 0},
-		{"both covered", []*batch{fallback, posA, posB}, 3},
-		{"a token covers all", []*batch{fallback, token}, 2},
-		{"covered, then uncovered again", []*batch{posA, fallback, posB}, 1},
+		{"nothing marked", []*testBatch{fallback}, 0},
+		{"one partition covered", []*testBatch{fallback, posA}, 0},
+		{"both covered", []*testBatch{fallback, posA, posB}, 3},
+		{"a token covers all", []*testBatch{fallback, token}, 2},
+		{"covered, then uncovered again", []*testBatch{posA, fallback, posB}, 1},
 	} {
 		if got := coveredEnd(c.q, len(c.q)); got != c.want {
 			t.Errorf("%s: coveredEnd = %d, want %d", c.name, got, c.want)
 		}
 	} // Source.Abort may wait for a partition's sealed rows only where a checkpoint covers them.
-	if coversLater([]*batch{fallback, posB}, "a") || !coversLater([]*batch{fallback, posA}, "a") ||
-		!coversLater([]*batch{fallback, token}, "a") || !coversLater([]*batch{posB}, "a") {
+	if coversLater([]*testBatch{fallback, posB}, "a") || !coversLater([]*testBatch{fallback, posA}, "a") ||
+		!coversLater([]*testBatch{fallback, token}, "a") || !coversLater([]*testBatch{posB}, "a") {
 		t.Error("coversLater: a partition's uncovered rows are covered by its later position or a token only")
 	}
 }
@@ -609,9 +624,9 @@ func TestPipelineAbortSource(t *testing.T) {
 		env := newFakeEnv()
 		gate := make(chan error)
 		env.commitGate = gate
-		p := testPipeline(t, env, pipelineConfig{checkpoints: true})
+		p := testPipeline(t, env, Config[*testBatch]{Checkpoints: true})
 		mustAccept(t, p, rowsFrom("a", 3, 30))
-		if err := p.checkpointPositions(map[string]string{"a": "a@3"}); err != nil {
+		if err := p.CheckpointPositions(map[string]string{"a": "a@3"}); err != nil {
 			t.Fatal(err)
 		}
 		p.mu.Lock()
@@ -620,13 +635,13 @@ func TestPipelineAbortSource(t *testing.T) {
 		synctest.Wait() // its commit waits at the gate
 		mustAccept(t, p, rowsFrom("b", 4, 40))
 		mustAccept(t, p, rowsFrom("a", 2, 20))
-		if err := p.checkpointPositions(map[string]string{"a": "a@5", "b": "b@4"}); err != nil {
+		if err := p.CheckpointPositions(map[string]string{"a": "a@5", "b": "b@4"}); err != nil {
 			t.Fatal(err)
 		}
 		mustAccept(t, p, rowsFrom("a", 1, 10))
 		aborted := make(chan error, 1)
 		go func() {
-			_, _, err := p.abortSource(t.Context(), "a")
+			_, _, err := p.AbortSource(t.Context(), "a")
 			aborted <- err
 		}()
 		synctest.Wait()
@@ -642,7 +657,7 @@ func TestPipelineAbortSource(t *testing.T) {
 		if err := <-aborted; err != nil {
 			t.Fatal(err)
 		}
-		if s := p.state(); s.committed != 2 || s.bufferedRows != 0 || s.discarded != 1 || s.bufferedBytes != 0 {
+		if s := p.State(); s.Committed != 2 || s.BufferedRows != 0 || s.Discarded != 1 || s.BufferedBytes != 0 {
 			t.Fatalf("after Abort: %+v, want batches 1 and 2 committed and a's last row dropped", s)
 		}
 		if got := env.positions[1]; len(got) != 2 || got["a"] != "a@5" || got["b"] != "b@4" {
@@ -656,28 +671,28 @@ func TestPipelineAbortSource(t *testing.T) {
 func TestPipelineFlushPolicyLeavesUncheckpointedRowsAbortable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := newFakeEnv()
-		p := testPipeline(t, env, pipelineConfig{checkpoints: true, flushInterval: time.Second, flushRows: 10})
+		p := testPipeline(t, env, Config[*testBatch]{Checkpoints: true, FlushInterval: time.Second, FlushRows: 10})
 		mustAccept(t, p, rowsFrom("a", 5, 50))
 		time.Sleep(2 * time.Second) // the bubble's clock: the interval passes
 		synctest.Wait()
 		mustAccept(t, p, rowsFrom("b", 12, 120)) // past the rows policy, no checkpoint either
 		synctest.Wait()
-		dropped, _, err := p.abortSource(t.Context(), "a")
+		dropped, _, err := p.AbortSource(t.Context(), "a")
 		if err != nil || dropped != 5 {
 			t.Fatalf("Abort after an interval: dropped %d, %v; want a's 5 rows dropped", dropped, err)
 		}
-		dropped, _, err = p.abortSource(t.Context(), "b")
+		dropped, _, err = p.AbortSource(t.Context(), "b")
 		if err != nil || dropped != 12 {
 			t.Fatalf("Abort past the rows policy: dropped %d, %v; want b's 12 rows dropped", dropped, err)
 		}
-		if s := p.state(); s.bufferedRows != 0 || s.uncommittedBatches != 0 || s.discarded != 17 || len(env.committedRuns()) != 0 {
+		if s := p.State(); s.BufferedRows != 0 || s.UncommittedBatches != 0 || s.Discarded != 17 || len(env.committedRuns()) != 0 {
 			t.Fatalf("after the aborts: %+v, runs %v", s, env.committedRuns())
 		}
 		// A due buffer goes with its first checkpoint, without waiting for another interval.
 		mustAccept(t, p, rowsFrom("a", 3, 30))
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		if err := p.checkpointPositions(map[string]string{"a": "a@3"}); err != nil {
+		if err := p.CheckpointPositions(map[string]string{"a": "a@3"}); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -695,7 +710,7 @@ func TestPipelineFlushPolicyLeavesUncheckpointedRowsAbortable(t *testing.T) {
 func TestPipelineAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := newFakeEnv()
-		p := testPipeline(t, env, pipelineConfig{checkpoints: true, rowBudget: 100})
+		p := testPipeline(t, env, Config[*testBatch]{Checkpoints: true, RowBudget: 100})
 		env.holdEncode(1) // a's batch: still encoding when it is dropped
 		mustAccept(t, p, rowsFrom("a", 3, 30))
 		mustAccept(t, p, rowsFrom("b", 4, 40))
@@ -703,22 +718,22 @@ func TestPipelineAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 		mustAccept(t, p, rowsFrom("a", 2, 20))
 		mustAccept(t, p, rowsFrom("a", 1, 20)) // past the limit: seals a's 5 rows (1), b's 4 (2) and c's 1 (3)
 		synctest.Wait()
-		if s := p.state(); s.uncommittedBatches != 3 || s.uncommittedRows != 10 || s.bufferedRows != 1 {
+		if s := p.State(); s.UncommittedBatches != 3 || s.UncommittedRows != 10 || s.BufferedRows != 1 {
 			env.release(1, nil)
 			t.Fatalf("after the memory seal: %+v, want a batch per partition and a's last row open", s)
 		}
 		for _, src := range []string{"a", "c"} {
-			if _, _, err := p.abortSource(t.Context(), src); err != nil {
+			if _, _, err := p.AbortSource(t.Context(), src); err != nil {
 				t.Fatalf("Abort %s: %v", src, err)
 			}
 		}
 		env.release(1, nil)
 		synctest.Wait()
-		if s := p.state(); s.uncommittedBatches != 1 || s.uncommittedRows != 4 || s.discarded != 7 ||
-			s.bufferedBytes != 0 || s.bufferedRows != 0 {
+		if s := p.State(); s.UncommittedBatches != 1 || s.UncommittedRows != 4 || s.Discarded != 7 ||
+			s.BufferedBytes != 0 || s.BufferedRows != 0 {
 			t.Fatalf("after the aborts: %+v, want b's batch left, a's 6 rows and c's 1 dropped, no memory held", s)
 		}
-		if err := p.checkpointPositions(map[string]string{"b": "b@4"}); err != nil {
+		if err := p.CheckpointPositions(map[string]string{"b": "b@4"}); err != nil {
 			t.Fatal(err)
 		}
 		mustFlush(t, p)
@@ -728,32 +743,32 @@ func TestPipelineAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
 		}
 		// Keyed rows of partitions with no key in common: a batch per partition, d's dropped with its versions.
 		shared := false
-		p.cfg.sharedKeys = func(*batch) bool { return shared }
+		p.cfg.SharedKeys = func(*testBatch) bool { return shared }
 		upsert := rowsFrom("d", 5, 30)
-		upsert.kind, upsert.undo = opUpsert, []*changes.Undo{{}}
+		upsert.Kind, upsert.Undo = changes.Upsert, []*changes.Undo{{}}
 		mustAccept(t, p, upsert)
 		mustAccept(t, p, rowsFrom("e", 5, 30))
 		mustAccept(t, p, rowsFrom("e", 1, 50)) // past the limit
 		synctest.Wait()
-		dropped, undos, err := p.abortSource(t.Context(), "d")
-		if err != nil || dropped != 5 || len(undos) != 1 || undos[0] != upsert.undo[0] {
+		dropped, undos, err := p.AbortSource(t.Context(), "d")
+		if err != nil || dropped != 5 || len(undos) != 1 || undos[0] != upsert.Undo[0] {
 			t.Fatalf("Abort of keyed rows split from another partition's: dropped %d, undos %v, %v; want 5 and d's undo",
 				dropped, undos, err)
 		}
-		if s := p.state(); s.uncommittedBatches != 1 || s.uncommittedRows != 5 || s.bufferedRows != 1 || s.discarded != 12 {
+		if s := p.State(); s.UncommittedBatches != 1 || s.UncommittedRows != 5 || s.BufferedRows != 1 || s.Discarded != 12 {
 			t.Fatalf("after the keyed abort: %+v, want e's batch and e's last row left", s)
 		}
 		// A key with rows of both partitions: one batch, in the order accepted; its rows cannot be dropped alone.
 		shared = true
 		upsert = rowsFrom("d", 5, 30)
-		upsert.kind = opUpsert
+		upsert.Kind = changes.Upsert
 		mustAccept(t, p, upsert)
 		mustAccept(t, p, rowsFrom("e", 5, 50)) // past the limit
 		synctest.Wait()
-		if _, _, err := p.abortSource(t.Context(), "d"); !errors.Is(err, ErrPartitionUncovered) {
+		if _, _, err := p.AbortSource(t.Context(), "d"); !errors.Is(err, ErrPartitionUncovered) {
 			t.Fatalf("Abort of keyed rows sealed with another partition's: %v, want ErrPartitionUncovered", err)
 		}
-		if s := p.state(); s.uncommittedBatches != 2 || s.uncommittedRows != 11 || s.discarded != 12 {
+		if s := p.State(); s.UncommittedBatches != 2 || s.UncommittedRows != 11 || s.Discarded != 12 {
 			t.Fatalf("after the refused abort: %+v, want the keyed batch kept", s)
 		}
 	})

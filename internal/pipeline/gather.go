@@ -1,4 +1,4 @@
-package iceberg
+package pipeline
 
 import (
 	"fmt"
@@ -11,13 +11,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// Small calls are gathered: a call of fewer than gatherMaxRows rows is conformed without a copy of its own and
+// Small calls are gathered: a call of fewer than GatherMaxRows rows is conformed without a copy of its own and
 // its rows are appended to builders shared with the calls before it, which are finished into one record every
 // gatherRows rows (or at a checkpoint, a seal, a change of source, kind or schema). One retained record per call
 // made a 1-row Write cost 30x a 1,000-row one: an allocation per buffer per call on the way in, and a Parquet
 // column write per call on the way out.
 const (
-	gatherMaxRows = 64
+	GatherMaxRows = 64
 	gatherRows    = arrowx.RecordRows
 )
 
@@ -25,45 +25,45 @@ const (
 type gather struct {
 	b      *array.RecordBuilder
 	schema *arrow.Schema
-	kind   opKind
+	kind   changes.Kind
 	source string
 	rows   int64
 	bytes  int64           // what the memory limit counts for the rows (arrowx.ViewSize of what was appended)
-	undo   []*changes.Undo // the undo of the calls gathered (batchRecord.undo)
+	undo   []*changes.Undo // the undo of the calls gathered (Record.undo)
 }
 
-func newGather(mem memory.Allocator, rec batchRecord) *gather {
-	return &gather{b: array.NewRecordBuilder(mem, rec.rec.Schema()), schema: rec.rec.Schema(), kind: rec.kind,
-		source: rec.source}
+func newGather(mem memory.Allocator, rec Record) *gather {
+	return &gather{b: array.NewRecordBuilder(mem, rec.Rec.Schema()), schema: rec.Rec.Schema(), kind: rec.Kind,
+		source: rec.Source}
 }
 
 // fits reports whether rec's rows may join the gather.
-func (g *gather) fits(rec batchRecord) bool {
-	return g.kind == rec.kind && g.source == rec.source && g.schema == rec.rec.Schema() && g.rows < gatherRows
+func (g *gather) fits(rec Record) bool {
+	return g.kind == rec.Kind && g.source == rec.Source && g.schema == rec.Rec.Schema() && g.rows < gatherRows
 }
 
 // add copies the rows of a view into the builders.
-func (g *gather) add(rec batchRecord) {
-	for i, col := range rec.rec.Columns() {
+func (g *gather) add(rec Record) {
+	for i, col := range rec.Rec.Columns() {
 		appendArray(g.b.Field(i), col)
 	}
-	g.rows += rec.rec.NumRows()
-	g.bytes += rec.size
-	g.undo = append(g.undo, rec.undo...)
+	g.rows += rec.Rec.NumRows()
+	g.bytes += rec.Size
+	g.undo = append(g.undo, rec.Undo...)
 }
 
 // finish turns the gathered rows into an owned record (the builders are released).
-func (g *gather) finish() batchRecord {
+func (g *gather) finish() Record {
 	rec := g.b.NewRecordBatch()
 	g.b.Release()
-	return batchRecord{rec: rec, size: g.bytes, kind: g.kind, source: g.source, undo: g.undo}
+	return Record{Rec: rec, Size: g.bytes, Kind: g.kind, Source: g.source, Undo: g.undo}
 }
 
 // release drops the gathered rows.
 func (g *gather) release() { g.b.Release() }
 
-// gatherable reports whether appendArray copies every column type of the schema.
-func gatherable(s *arrow.Schema) bool {
+// Gatherable reports whether appendArray copies every column type of the schema.
+func Gatherable(s *arrow.Schema) bool {
 	for _, f := range s.Fields() {
 		if !gatherableType(f.Type) {
 			return false

@@ -1,4 +1,4 @@
-package iceberg
+package pipeline
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func TestGatherCopiesEveryType(t *testing.T) {
 		{Name: "llist", Type: arrow.LargeListOf(arrow.PrimitiveTypes.Int64), Nullable: true},
 		{Name: "m", Type: arrow.MapOf(arrow.BinaryTypes.String, entry), Nullable: true},
 	}, nil)
-	if !gatherable(schema) {
+	if !Gatherable(schema) {
 		t.Fatal("every type of the schema should be gatherable")
 	}
 	const rows = 40
@@ -66,17 +66,17 @@ func TestGatherCopiesEveryType(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Release()
-	g := newGather(mem, batchRecord{rec: rec})
+	g := newGather(mem, Record{Rec: rec})
 	var parts []arrow.RecordBatch
 	for lo := int64(0); lo < rows; {
 		hi := min(rows, lo+1+lo%4)
 		part := rec.NewSlice(lo, hi)
-		g.add(batchRecord{rec: part, size: recordViewSize(part)})
+		g.add(Record{Rec: part, Size: recordViewSize(part)})
 		parts = append(parts, part)
 		lo = hi
 	}
 	got := g.finish()
-	defer got.rec.Release()
+	defer got.Rec.Release()
 	want, err := encode.ConcatRecords(mem, schema, parts)
 	if err != nil {
 		t.Fatal(err)
@@ -86,8 +86,8 @@ func TestGatherCopiesEveryType(t *testing.T) {
 		p.Release()
 	}
 	for i := range schema.NumFields() {
-		if !array.Equal(got.rec.Column(i), want.Column(i)) {
-			t.Errorf("column %s: gathered %v, want %v", schema.Field(i).Name, got.rec.Column(i), want.Column(i))
+		if !array.Equal(got.Rec.Column(i), want.Column(i)) {
+			t.Errorf("column %s: gathered %v, want %v", schema.Field(i).Name, got.Rec.Column(i), want.Column(i))
 		}
 	}
 	var wantSize int64
@@ -95,8 +95,8 @@ func TestGatherCopiesEveryType(t *testing.T) {
 		wantSize += arrowx.ArraySize(c.Data())
 	}
 	// The count is an estimate made slice by slice (offsets and validity of each): within 2x of the bytes held.
-	if got.size <= wantSize/2 || got.size > 2*wantSize {
-		t.Errorf("gathered rows counted as %d bytes; concatenated they hold %d", got.size, wantSize)
+	if got.Size <= wantSize/2 || got.Size > 2*wantSize {
+		t.Errorf("gathered rows counted as %d bytes; concatenated they hold %d", got.Size, wantSize)
 	}
 }
 

@@ -1,4 +1,4 @@
-package iceberg
+package pipeline
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// pipeline moves batches from the calls to the committer. It owns the open buffer and its seal policy (rows,
+// Pipeline moves batches from the calls to the committer. It owns the open buffer and its seal policy (rows,
 // bytes, interval since the first row), the memory and uncommitted budgets behind one ctx-aware wait, the queue
 // of sealed batches in sequence order, up to MaxInFlight encodings at once, and the ordered commit loop that
 // cuts each run from the head of the queue. What encoding a batch and committing a run do is its env's (the
@@ -25,9 +25,9 @@ import (
 // run's commit and its follow-up (callbacks queued, maintenance); Compact and schema evolution take it to run
 // inside the commit queue. Order: commitMu, then mu; the other stages' locks (the view's, the key stage's) are
 // never held while taking mu.
-type pipeline struct {
-	env pipelineEnv
-	cfg pipelineConfig
+type Pipeline[B Batch[B]] struct {
+	env Env[B]
+	cfg Config[B]
 
 	ctx      context.Context // the writer's own: commits run on it, never on a caller's
 	cancel   context.CancelFunc
@@ -38,11 +38,11 @@ type pipeline struct {
 
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced on every state change: a ctx-aware condition variable
-	buf       openBuffer
-	queue     []*batch // sealed, not yet committed, in sequence order
+	buf       openBuffer[B]
+	queue     []B // sealed, not yet committed, in sequence order
 	nextSeq   int64
 	committed int64 // last committed sequence number
-	released  int64 // a Router's commit rounds (sharedBudget.gated): the last sequence number a round released
+	released  int64 // a Router's commit rounds (Budget.gated): the last sequence number a round released
 	memUsed   int64
 	life      lifeState
 	bulk      bulkState
@@ -61,8 +61,8 @@ type encoders struct {
 }
 
 // openBuffer is the buffer rows are accepted into until a seal (guarded by pipeline.mu).
-type openBuffer struct {
-	open   *batch
+type openBuffer[B Batch[B]] struct {
+	open   B
 	gather *gather // the open buffer's growing tail of small calls (its rows are counted in open)
 	marks  []mark  // the checkpoints in the open buffer, in order
 	timer  *time.Timer
@@ -85,7 +85,7 @@ type lifeState struct {
 	stopping bool // Close/Abort: the loop starts no new run
 }
 
-// bulkState is a Router's bulk phase: batches are written into files kept open across batches (bulkfile.go); a
+// bulkState is a Router's bulk phase: batches are written into files kept open across batches (the encoder's bulk files); a
 // flush then seals a closer batch, which ends file generation fileGen. closerSeq is the newest closer's batch.
 type bulkState struct {
 	carry     bool
@@ -108,33 +108,33 @@ type pipelineCounts struct {
 	commits                                         int64 // runs committed by this pipeline
 }
 
-// batchRecord is one call's owned, validated record on its way into the open buffer.
-type batchRecord struct {
-	rec    arrow.RecordBatch
-	size   int64 // Arrow bytes, what the memory limit counts
-	kind   opKind
-	source string // the source partition the rows came from ("": none named)
+// Record is one call's owned, validated record on its way into the open buffer.
+type Record struct {
+	Rec    arrow.RecordBatch
+	Size   int64 // Arrow bytes, what the memory limit counts
+	Kind   changes.Kind
+	Source string // the source partition the rows came from ("": none named)
 	// view: rec shares the caller's buffers (a small call, conformView): the pipeline copies its rows into
 	// its gather and never keeps rec, which stays the caller's to release.
-	view bool
+	View bool
 	// undo: the versions Apply calls of a source recorded for these rows, restored if Source.Abort drops them
 	// (abortSource returns them); dropped once the rows are sealed in a batch no abort can drop (not solo).
-	undo []*changes.Undo
+	Undo []*changes.Undo
 	// hashes: the resolveHash of each row's key, when the call computed them (Apply); nil: the key stage hashes
 	// the rows itself.
-	hashes []uint64
+	Hashes []uint64
 	// sel: the rows of rec the call hands on (ascending), nil: all of them. An Apply call keeps the caller's
 	// record as it is (retained, not copied) and names the rows it upserts: the batch's resolve takes them, and
-	// only those no later change supersedes, once (keyStage.resolve). size then counts rec's whole buffers.
-	sel []int32
+	// only those no later change supersedes, once (the key stage's resolve). Size then counts rec's whole buffers.
+	Sel []int32
 }
 
-// rows is the number of rows the record hands on: those of sel, else all of rec's.
-func (r batchRecord) rows() int64 {
-	if r.sel != nil {
-		return int64(len(r.sel))
+// NumRows is the number of rows the record hands on: those of sel, else all of rec's.
+func (r Record) NumRows() int64 {
+	if r.Sel != nil {
+		return int64(len(r.Sel))
 	}
-	return r.rec.NumRows()
+	return r.Rec.NumRows()
 }
 
 // mark is a checkpoint in the open buffer, a row boundary after its first at records: a token covers every
@@ -147,100 +147,108 @@ type mark struct {
 	when   time.Time // a position's: when it was marked (PositionLags)
 }
 
-// pipelineConfig is the pipeline's share of the options.
-type pipelineConfig struct {
-	flushRows      int64
-	flushBytes     int64
-	flushInterval  time.Duration // 0: no interval policy
-	rowBudget      int64         // bytes of rows held before Write waits (the memory limit less the encoders' reserve)
-	maxUncommitted int           // sealed batches a commit may take before Write waits
-	maxInFlight    int           // encodings at once
-	checkpoints    bool          // WithCheckpoints: runs end at a token, rows after the newest are never committed
-	commitTimeout  time.Duration // how long a commit in flight outlives a Close that gave up waiting
-	mem            memory.Allocator
+// Config[B] is the pipeline's share of the options.
+type Config[B Batch[B]] struct {
+	FlushRows      int64
+	FlushBytes     int64
+	FlushInterval  time.Duration // 0: no interval policy
+	RowBudget      int64         // bytes of rows held before Write waits (the memory limit less the encoders' reserve)
+	MaxUncommitted int           // sealed batches a commit may take before Write waits
+	MaxInFlight    int           // encodings at once
+	Checkpoints    bool          // WithCheckpoints: runs end at a token, rows after the newest are never committed
+	CommitTimeout  time.Duration // how long a commit in flight outlives a Close that gave up waiting
+	Mem            memory.Allocator
 	// posOrder is WithPositionOrder's (nil: positions are not compared).
-	posOrder func(partition, a, b string) (int, bool)
+	PosOrder func(partition, a, b string) (int, bool)
 	// lastToken is the token committed last by the writer's ID, if any: the same token again with no rows is
 	// not a new checkpoint.
-	lastToken *string
+	LastToken *string
 	// shared is a Router's budget and encode pool, used in place of rowBudget and maxInFlight (nil: the
 	// writer's own).
-	shared *sharedBudget
+	Shared *Budget
 	// split cuts a sealed batch into batches of whole partitions when its files' metadata would exceed the
-	// fanout share (fanout_split.go), nil to keep it whole; runHeldCap bounds the file metadata one run takes
+	// fanout share, nil to keep it whole; runHeldCap bounds the file metadata one run takes
 	// (at least one batch; 0: no bound).
-	split      func(b *batch) []*batch
-	runHeldCap int64
-	// sharedKeys reports whether two partitions of a keyed batch change one key (keyStage.sourcesShareKeys);
+	Split      func(b B) []B
+	RunHeldCap int64
+	// sharedKeys reports whether two partitions of a keyed batch change one key (the key stage's);
 	// nil: they may, and such a batch is never split by partition (bySource).
-	sharedKeys func(b *batch) bool
+	SharedKeys func(b B) bool
 	// What the pipeline reports to the writer's hooks (nil when no hook wants it); each only queues an event.
-	sealed  func(b *batch)                                       // b was sealed (called with mu held)
-	encoded func(b *batch, start time.Time)                      // b's files were written
-	waited  func(d time.Duration, memory bool, rows, size int64) // a call waited d for room
+	Sealed  func(b B)                                            // b was sealed (called with mu held)
+	Encoded func(b B, start time.Time)                           // b's files were written
+	Waited  func(d time.Duration, memory bool, rows, size int64) // a call waited d for room
 }
 
-// pipelineEnv is what the pipeline asks of the writer.
-type pipelineEnv interface {
-	// encode writes a sealed batch's files on the encoders' context and fills in what the commit needs (files,
+// Env is what the pipeline asks of the writer.
+type Env[B any] interface {
+	// NewBatch returns an empty batch.
+	NewBatch() B
+	// Encode writes a sealed batch's files on the encoders' context and fills in what the commit needs (files,
 	// delete files, key sets), taking at most the extra encoder slots slots grants. The batch is the encoder's
-	// until encode returns; an error fails the writer.
-	encode(ctx context.Context, b *batch, slots encodeSlots) error
-	// commit commits the batches as one run on the writer's context and, when it succeeds, installs the
-	// table it left before returning (a Flush that returns sees it). The run is returned for reports.
-	commit(ctx context.Context, batches []*batch) (*Run, *CommitResult, error)
-	// committed follows a successful commit, still inside the commit queue: callbacks, maintenance. n counts
-	// the runs committed so far.
-	committed(ctx context.Context, run *Run, batches []*batch, res *CommitResult, n int64)
-	// failure is the error the writer keeps after err stopped it (masked, logged).
-	failure(err error) error
-	// removeFiles deletes files provably never committed, as far as ctx allows.
-	removeFiles(ctx context.Context, paths []string)
-	// loopDone runs when the commit loop exits: nothing is committed after it.
-	loopDone()
+	// until Encode returns; an error fails the writer.
+	Encode(ctx context.Context, b B, slots Slots) error
+	// BulkClosed hands a bulk file the encoding of a later batch closed to the batch whose rows it holds
+	// (c.Holder, staged before), for its commit. Called with the pipeline's lock held.
+	BulkClosed(c encode.ClosedSpan[B])
+	// Commit commits the batches as one run on the writer's context and, when it succeeds, installs the table
+	// it left before returning (a Flush that returns sees it). The follow-up it returns runs after the
+	// pipeline recorded the commit, still inside the commit queue (callbacks, maintenance); n counts the runs
+	// committed so far.
+	Commit(ctx context.Context, batches []B) (followUp func(ctx context.Context, n int64), err error)
+	// Failure is the error the writer keeps after err stopped it (masked, logged).
+	Failure(err error) error
+	// RemoveFiles deletes files provably never committed, as far as ctx allows.
+	RemoveFiles(ctx context.Context, paths []string)
+	// LoopDone runs when the commit loop exits: nothing is committed after it.
+	LoopDone()
 }
 
-// enterQueue takes the commit queue: no run of this writer commits until leave is called, and the runs after
+// EnterQueue takes the commit queue: no run of this writer commits until leave is called, and the runs after
 // it commit later. Compact, the maintainer's commits, schema evolution and a Router's phase changes commit this
 // way, between two runs; the commit loop takes it for each run.
-func (p *pipeline) enterQueue() (leave func()) {
+func (p *Pipeline[B]) EnterQueue() (leave func()) {
 	p.commitMu.Lock()
 	return p.commitMu.Unlock
 }
 
 // newPipeline makes a pipeline whose next batch gets sequence number committed+1; start starts its commit loop.
 // ctx's values are kept, its cancellation is not: the pipeline lives until Close or Abort.
-func newPipeline(ctx context.Context, env pipelineEnv, cfg pipelineConfig, committed int64) *pipeline {
-	p := &pipeline{
+func New[B Batch[B]](ctx context.Context, env Env[B], cfg Config[B], committed int64) *Pipeline[B] {
+	p := &Pipeline[B]{
 		env: env, cfg: cfg, kick: make(chan struct{}, 1), done: make(chan struct{}), changed: make(chan struct{}),
-		enc: encoders{sem: semaphore.NewWeighted(int64(cfg.maxInFlight))}, committed: committed, nextSeq: committed + 1,
-		buf: openBuffer{lastPos: map[string]string{}, dirtySrc: map[string]bool{}}, pos: positionState{known: map[string]string{}},
+		enc: encoders{sem: semaphore.NewWeighted(int64(cfg.MaxInFlight))}, committed: committed, nextSeq: committed + 1,
+		buf: openBuffer[B]{lastPos: map[string]string{}, dirtySrc: map[string]bool{}}, pos: positionState{known: map[string]string{}},
 	}
-	if cfg.lastToken != nil {
-		p.buf.lastToken, p.buf.hasLastToken = *cfg.lastToken, true
+	if cfg.LastToken != nil {
+		p.buf.lastToken, p.buf.hasLastToken = *cfg.LastToken, true
 	}
-	if p.cfg.mem == nil {
-		p.cfg.mem = memory.DefaultAllocator
+	if p.cfg.Mem == nil {
+		p.cfg.Mem = memory.DefaultAllocator
 	}
-	if cfg.shared != nil {
-		p.enc.sem = cfg.shared.sem
-		cfg.shared.join(p)
+	if cfg.Shared != nil {
+		p.enc.sem = cfg.Shared.sem
+		cfg.Shared.join(p)
 	}
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.enc.ctx, p.enc.cancel = context.WithCancel(p.ctx)
 	return p
 }
 
-func (p *pipeline) start() { go p.loop() }
+// Start starts the commit loop.
+func (p *Pipeline[B]) Start() { go p.loop() }
 
-// usable reports why the pipeline takes no calls, if it does not.
-func (p *pipeline) usable() error {
+// Context is the pipeline's own context: it ends when the pipeline stops.
+func (p *Pipeline[B]) Context() context.Context { return p.ctx }
+
+// Usable reports why the pipeline takes no calls, if it does not.
+func (p *Pipeline[B]) Usable() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.usableLocked()
 }
 
-func (p *pipeline) usableLocked() error {
+func (p *Pipeline[B]) usableLocked() error {
 	if p.life.closed {
 		return ErrClosed
 	}
@@ -251,13 +259,13 @@ func (p *pipeline) usableLocked() error {
 }
 
 // signalLocked wakes every waiter.
-func (p *pipeline) signalLocked() {
+func (p *Pipeline[B]) signalLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
 
 // waitLocked releases mu until the state changes or ctx ends.
-func (p *pipeline) waitLocked(ctx context.Context) error {
+func (p *Pipeline[B]) waitLocked(ctx context.Context) error {
 	ch, shared := p.changed, p.sharedChanged()
 	p.mu.Unlock()
 	defer p.mu.Lock()
@@ -271,20 +279,20 @@ func (p *pipeline) waitLocked(ctx context.Context) error {
 	}
 }
 
-// accept waits for room and adds owned records to the open buffer, all of them or (on an error) none: one call's
+// Accept waits for room and adds owned records to the open buffer, all of them or (on an error) none: one call's
 // records (Apply's deletes and upserts) are accepted together, in order.
-func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
+func (p *Pipeline[B]) Accept(ctx context.Context, recs ...Record) error {
 	var size int64
 	for _, r := range recs {
-		size += r.size
+		size += r.Size
 	}
 	var waitFrom time.Time // the first wait for room, reported after mu is released
 	var waitMem bool
-	if p.cfg.waited != nil {
-		rows := recRows(recs)
+	if p.cfg.Waited != nil {
+		rows := RecordRows(recs)
 		defer func() {
 			if !waitFrom.IsZero() {
-				p.cfg.waited(time.Since(waitFrom), waitMem, rows, size)
+				p.cfg.Waited(time.Since(waitFrom), waitMem, rows, size)
 			}
 		}()
 	}
@@ -301,21 +309,21 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 		// The file metadata of staged batches counts too, but only commits free it: no seal for it, a wait.
 		memFull := rowsFull
 		if held := p.heldLocked(); !memFull && held > 0 {
-			if s := p.cfg.shared; s != nil {
+			if s := p.cfg.Shared; s != nil {
 				memFull = s.full(held + size)
 			} else {
-				memFull = p.memUsed+held+size > p.cfg.rowBudget
+				memFull = p.memUsed+held+size > p.cfg.RowBudget
 			}
 		}
-		if !memFull && p.committableLocked()-p.pendingLocked() < p.cfg.maxUncommitted {
+		if !memFull && p.committableLocked()-p.pendingLocked() < p.cfg.MaxUncommitted {
 			break
 		}
-		if waitFrom.IsZero() && p.cfg.waited != nil {
+		if waitFrom.IsZero() && p.cfg.Waited != nil {
 			waitFrom, waitMem = time.Now(), memFull
 		}
 		if !rowsFull && p.gatedLocked() {
 			// Only a commit makes room now, and a Router's writer commits in rounds: ask for one.
-			p.cfg.shared.askRound()
+			p.cfg.Shared.AskRound()
 		}
 		if err := p.waitLocked(ctx); err != nil {
 			return err
@@ -332,11 +340,11 @@ func (p *pipeline) accept(ctx context.Context, recs ...batchRecord) error {
 // at the newest checkpoint; rows no checkpoint covers are sealed only when no encoding is under way whose end
 // would make room (they then wait in the queue for a checkpoint, holding files, not memory; inserts as a batch
 // per partition, which Source.Abort can still drop: bySource).
-func (p *pipeline) sealForMemoryLocked() bool {
-	if p.buf.open == nil || p.buf.open.bytes == 0 {
+func (p *Pipeline[B]) sealForMemoryLocked() bool {
+	if none(p.buf.open) || p.buf.open.Head().Bytes == 0 {
 		return false
 	}
-	if p.cfg.checkpoints && len(p.buf.marks) == 0 && p.memUsed > p.buf.open.bytes {
+	if p.cfg.Checkpoints && len(p.buf.marks) == 0 && p.memUsed > p.buf.open.Head().Bytes {
 		return false
 	}
 	p.sealLocked()
@@ -345,36 +353,36 @@ func (p *pipeline) sealForMemoryLocked() bool {
 
 // addLocked adds one record to the open buffer (a view's rows are copied into the gather) and seals the buffer
 // when the policy trips.
-func (p *pipeline) addLocked(rec batchRecord) {
-	if p.buf.open != nil && rec.kind != opDelete && p.buf.open.in.schema != nil && p.buf.open.in.schema != rec.rec.Schema() {
+func (p *Pipeline[B]) addLocked(rec Record) {
+	if !none(p.buf.open) && rec.Kind != changes.Delete && p.buf.open.Head().In.Schema != nil && p.buf.open.Head().In.Schema != rec.Rec.Schema() {
 		// The table's schema changed: a batch encodes against one schema, so the buffer ends here.
 		p.sealLocked()
 	}
 	b := p.openLocked()
-	if rec.kind != opDelete {
-		b.in.schema = rec.rec.Schema()
+	if rec.Kind != changes.Delete {
+		b.Head().In.Schema = rec.Rec.Schema()
 	}
-	if rec.view {
+	if rec.View {
 		if p.buf.gather != nil && !p.buf.gather.fits(rec) {
 			p.finishGatherLocked()
 		}
 		if p.buf.gather == nil {
-			p.buf.gather = newGather(p.cfg.mem, rec)
+			p.buf.gather = newGather(p.cfg.Mem, rec)
 		}
 		p.buf.gather.add(rec)
 	} else {
 		p.finishGatherLocked()
-		b.push(rec)
+		b.Head().Push(rec)
 	}
-	b.in.keyed = b.in.keyed || rec.kind != opInsert
-	b.rows += rec.rows()
-	b.bytes += rec.size
-	p.addMem(rec.size)
-	p.counts.rowsAccepted += rec.rows()
-	p.counts.bytesAccepted += rec.size
+	b.Head().In.Keyed = b.Head().In.Keyed || rec.Kind != changes.Insert
+	b.Head().Rows += rec.NumRows()
+	b.Head().Bytes += rec.Size
+	p.addMem(rec.Size)
+	p.counts.rowsAccepted += rec.NumRows()
+	p.counts.bytesAccepted += rec.Size
 	p.buf.dirty = true
-	p.buf.dirtySrc[rec.source] = true
-	if b.rows >= p.cfg.flushRows || b.bytes >= p.cfg.flushBytes {
+	p.buf.dirtySrc[rec.Source] = true
+	if b.Head().Rows >= p.cfg.FlushRows || b.Head().Bytes >= p.cfg.FlushBytes {
 		p.sealDueLocked()
 	}
 }
@@ -383,8 +391,8 @@ func (p *pipeline) addLocked(rec batchRecord) {
 // the open buffer it seals nothing: such a batch could not commit before a later checkpoint anyway, and sealed
 // its keyed rows could no longer be dropped alone (Source.Abort). The buffer is then due: the next checkpoint
 // seals it (sealMarkedLocked). The memory limit still seals it (sealForMemoryLocked).
-func (p *pipeline) sealDueLocked() {
-	if p.cfg.checkpoints && len(p.buf.marks) == 0 {
+func (p *Pipeline[B]) sealDueLocked() {
+	if p.cfg.Checkpoints && len(p.buf.marks) == 0 {
 		p.buf.due = true
 		return
 	}
@@ -393,28 +401,29 @@ func (p *pipeline) sealDueLocked() {
 
 // sealMarkedLocked follows a checkpoint: a buffer the flush policy found due while no checkpoint could cut it
 // is sealed at this one.
-func (p *pipeline) sealMarkedLocked() {
+func (p *Pipeline[B]) sealMarkedLocked() {
 	if p.buf.due && len(p.buf.marks) > 0 {
 		p.sealLocked()
 	}
 }
 
 // openLocked returns the open buffer, opening one (and its interval timer) if there is none.
-func (p *pipeline) openLocked() *batch {
-	if p.buf.open == nil {
-		p.buf.open = &batch{firstAt: time.Now()}
+func (p *Pipeline[B]) openLocked() B {
+	if none(p.buf.open) {
+		p.buf.open = p.env.NewBatch()
+		p.buf.open.Head().FirstAt = time.Now()
 		p.startTimerLocked()
 	}
 	return p.buf.open
 }
 
 // startTimerLocked arms the interval seal for the open buffer.
-func (p *pipeline) startTimerLocked() {
-	if p.cfg.flushInterval <= 0 {
+func (p *Pipeline[B]) startTimerLocked() {
+	if p.cfg.FlushInterval <= 0 {
 		return
 	}
 	b := p.buf.open
-	p.buf.timer = time.AfterFunc(p.cfg.flushInterval, func() {
+	p.buf.timer = time.AfterFunc(p.cfg.FlushInterval, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.buf.open == b && !p.life.closed {
@@ -424,60 +433,61 @@ func (p *pipeline) startTimerLocked() {
 }
 
 // finishGatherLocked turns the gather into a record of the open buffer.
-func (p *pipeline) finishGatherLocked() {
+func (p *Pipeline[B]) finishGatherLocked() {
 	if p.buf.gather == nil {
 		return
 	}
-	p.buf.open.push(p.buf.gather.finish())
+	p.buf.open.Head().Push(p.buf.gather.finish())
 	p.buf.gather = nil
 }
 
-// push appends an owned record to the batch's records (its counters are the caller's).
-func (b *batch) push(rec batchRecord) {
-	b.in.recs = append(b.in.recs, rec.rec)
-	b.in.kinds = append(b.in.kinds, rec.kind)
-	b.in.sources = append(b.in.sources, rec.source)
-	b.in.sizes = append(b.in.sizes, rec.size)
-	b.in.undos = append(b.in.undos, rec.undo)
-	b.in.hashes = append(b.in.hashes, rec.hashes)
-	b.in.sels = append(b.in.sels, rec.sel)
+// Push appends an owned record to the batch's records (its counters are the caller's).
+func (h *Header[B]) Push(rec Record) {
+	h.In.Recs = append(h.In.Recs, rec.Rec)
+	h.In.Kinds = append(h.In.Kinds, rec.Kind)
+	h.In.Sources = append(h.In.Sources, rec.Source)
+	h.In.Sizes = append(h.In.Sizes, rec.Size)
+	h.In.Undos = append(h.In.Undos, rec.Undo)
+	h.In.Hashes = append(h.In.Hashes, rec.Hashes)
+	h.In.Sels = append(h.In.Sels, rec.Sel)
 }
 
-// record returns record i of the batch as the batchRecord it was pushed as (its undo only while the batch is
+// record returns record i of the batch as the Record it was pushed as (its undo only while the batch is
 // open or solo: sealLocked drops the others').
-func (b *batch) record(i int) batchRecord {
-	r := batchRecord{rec: b.in.recs[i], kind: b.in.kinds[i], source: b.in.sources[i], size: b.in.sizes[i], hashes: b.in.hashes[i],
-		sel: b.in.sels[i]}
-	if i < len(b.in.undos) {
-		r.undo = b.in.undos[i]
+func (h *Header[B]) record(i int) Record {
+	r := Record{Rec: h.In.Recs[i], Kind: h.In.Kinds[i], Source: h.In.Sources[i], Size: h.In.Sizes[i], Hashes: h.In.Hashes[i],
+		Sel: h.In.Sels[i]}
+	if i < len(h.In.Undos) {
+		r.Undo = h.In.Undos[i]
 	}
 	return r
 }
 
-// recRows is the number of rows record i hands on (batchRecord.rows).
-func (b *batch) recRows(i int) int64 {
-	if i < len(b.in.sels) && b.in.sels[i] != nil {
-		return int64(len(b.in.sels[i]))
+// RecRows is the number of rows record i hands on (Record.rows).
+func (h *Header[B]) RecRows(i int) int64 {
+	if i < len(h.In.Sels) && h.In.Sels[i] != nil {
+		return int64(len(h.In.Sels[i]))
 	}
-	return b.in.recs[i].NumRows()
+	return h.In.Recs[i].NumRows()
 }
 
-// sel is record i's selection (batchRecord.sel), nil: all its rows.
-func (b *batch) sel(i int) []int32 {
-	if i < len(b.in.sels) {
-		return b.in.sels[i]
+// Sel is record i's selection (Record.sel), nil: all its rows.
+func (h *Header[B]) Sel(i int) []int32 {
+	if i < len(h.In.Sels) {
+		return h.In.Sels[i]
 	}
 	return nil
 }
 
-// heldLocked is the memory held by the file metadata of the batches a commit may take (batch.held): what the
+// heldLocked is the memory held by the file metadata of the batches a commit may take (Batch.Held): what the
 // commit loop frees without the caller. Batches that wait for a checkpoint are left out, as in
 // committableLocked: the caller's next checkpoint is what lets them go, so waiting on them would never end.
-func (p *pipeline) heldLocked() int64 {
+func (p *Pipeline[B]) heldLocked() int64 {
 	var n int64
 	for _, b := range p.queue[:p.committableLocked()] {
-		if b.staged { // an encoding's batch is its own until it returns
-			n += b.enc.held
+		if b.Head().Staged { // an encoding's batch is its own until it returns
+			held, _ := b.Held()
+			n += held
 		}
 	}
 	return n
@@ -485,10 +495,10 @@ func (p *pipeline) heldLocked() int64 {
 
 // pendingLocked counts the staged batches whose rows wait in a bulk file still open: only more rows (or a
 // flush) let them go, so they never make a call wait for room (they hold no rows, and no file metadata yet).
-func (p *pipeline) pendingLocked() int {
+func (p *Pipeline[B]) pendingLocked() int {
 	n := 0
 	for _, b := range p.queue {
-		if b.staged && b.bulk.Span != nil && !b.bulk.Span.Done {
+		if b.Head().Staged && b.Head().Bulk.Span != nil && !b.Head().Bulk.Span.Done {
 			n++
 		}
 	}
@@ -498,8 +508,8 @@ func (p *pipeline) pendingLocked() int {
 // committableLocked counts the sealed batches a commit may take. With WithCheckpoints, batches after the newest
 // checkpoint wait for the next one, which this very caller may be about to make: counting them would block
 // Write before it (they hold files, not rows; the memory limit bounds the rows).
-func (p *pipeline) committableLocked() int {
-	if !p.cfg.checkpoints {
+func (p *Pipeline[B]) committableLocked() int {
+	if !p.cfg.Checkpoints {
 		return len(p.queue)
 	}
 	return coveredEnd(p.queue, len(p.queue))
@@ -512,31 +522,31 @@ func (p *pipeline) committableLocked() int {
 // nothing a checkpoint must cover, and left queued it would keep a flush's queue non-empty, which leaveBulk reads
 // as rows encoded without the key index (a bulk load with checkpoints then left the index off, and every later
 // upsert became an equality delete).
-func coveredEnd(q []*batch, n int) int {
+func coveredEnd[B Batch[B]](q []B, n int) int {
 	end := 0
 	var pending map[string]struct{} // partitions with rows no checkpoint has covered yet
 	for i, b := range q[:n] {
-		if b.hasToken {
+		if b.Head().HasToken {
 			clear(pending)
 		}
-		for s := range b.positions {
+		for s := range b.Head().Positions {
 			delete(pending, s)
 		}
-		for s := range b.uncovered {
+		for s := range b.Head().Uncovered {
 			if pending == nil {
 				pending = map[string]struct{}{}
 			}
 			pending[s] = struct{}{}
 		}
-		if len(pending) == 0 && (b.hasToken || len(b.positions) > 0 || (b.bulk.Closer && end == i)) {
+		if len(pending) == 0 && (b.Head().HasToken || len(b.Head().Positions) > 0 || (b.Head().Bulk.Closer && end == i)) {
 			end = i + 1
 		}
 	}
 	return end
 }
 
-// checkpoint marks a row boundary with a token: every row accepted so far is covered by it.
-func (p *pipeline) checkpoint(token string) error {
+// Checkpoint marks a row boundary with a token: every row accepted so far is covered by it.
+func (p *Pipeline[B]) Checkpoint(token string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.usableLocked(); err != nil {
@@ -551,10 +561,10 @@ func (p *pipeline) checkpoint(token string) error {
 	return nil
 }
 
-// checkpointPositions marks a row boundary with source positions: the rows of each partition accepted so far
+// CheckpointPositions marks a row boundary with source positions: the rows of each partition accepted so far
 // are covered by its position. A position before its partition's last known one refuses the whole call
 // (ErrPositionBackwards).
-func (p *pipeline) checkpointPositions(positions map[string]string) error {
+func (p *Pipeline[B]) CheckpointPositions(positions map[string]string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.checkOrderLocked(positions); err != nil {
@@ -573,26 +583,26 @@ func (p *pipeline) checkpointPositions(positions map[string]string) error {
 	return nil
 }
 
-// checkOrder returns ErrPositionBackwards for positions that come before their partition's last known one
+// CheckOrder returns ErrPositionBackwards for positions that come before their partition's last known one
 // (the writer must be usable).
-func (p *pipeline) checkOrder(positions map[string]string) error {
+func (p *Pipeline[B]) CheckOrder(positions map[string]string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.checkOrderLocked(positions)
 }
 
-func (p *pipeline) checkOrderLocked(positions map[string]string) error {
+func (p *Pipeline[B]) checkOrderLocked(positions map[string]string) error {
 	if err := p.usableLocked(); err != nil {
 		return err
 	}
-	if p.cfg.posOrder == nil {
+	if p.cfg.PosOrder == nil {
 		return nil
 	}
-	return checkPositionOrder(p.cfg.posOrder, positions, p.pos.known)
+	return checkPositionOrder(p.cfg.PosOrder, positions, p.pos.known)
 }
 
-// resumed makes positions (partition -> position, "" for none) the partitions' last known positions.
-func (p *pipeline) resumed(positions map[string]string) {
+// Resumed makes positions (partition -> position, "" for none) the partitions' last known positions.
+func (p *Pipeline[B]) Resumed(positions map[string]string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for src, pos := range positions {
@@ -607,10 +617,10 @@ func (p *pipeline) resumed(positions map[string]string) {
 // markLocked places a checkpoint at the end of the open buffer. It seals nothing: files follow the flush
 // policy, and a seal cuts the buffer at its newest checkpoint (sealLocked); a due buffer is sealed by the
 // caller once its checkpoints are placed (sealMarkedLocked).
-func (p *pipeline) markLocked(m mark) {
+func (p *Pipeline[B]) markLocked(m mark) {
 	b := p.openLocked()
 	p.finishGatherLocked()
-	m.at = len(b.in.recs)
+	m.at = len(b.Head().In.Recs)
 	p.buf.marks = append(p.buf.marks, m)
 }
 
@@ -619,8 +629,8 @@ func (p *pipeline) markLocked(m mark) {
 // checkpoints cover and the rest stay open (a batch with no rows carries checkpoints that cover none); a buffer
 // without checkpoints is sealed whole (its inserts as a batch per partition: bySource) and waits in the queue
 // until a later checkpoint covers it.
-func (p *pipeline) sealLocked() {
-	if p.buf.open == nil {
+func (p *Pipeline[B]) sealLocked() {
+	if none(p.buf.open) {
 		return
 	}
 	p.finishGatherLocked()
@@ -629,34 +639,34 @@ func (p *pipeline) sealLocked() {
 		p.buf.timer = nil
 	}
 	b := p.buf.open
-	p.buf.open = nil
+	p.buf.open = *new(B)
 	p.buf.due = false
-	var keep *batch
-	if p.cfg.checkpoints && len(p.buf.marks) > 0 {
-		b, keep = cut(b, p.buf.marks)
+	var keep B
+	if p.cfg.Checkpoints && len(p.buf.marks) > 0 {
+		b, keep = cut(p.env.NewBatch, b, p.buf.marks)
 	}
 	p.takeMarks(b)
 	p.buf.marks = nil
-	if p.cfg.checkpoints && !b.hasToken && len(b.positions) == 0 {
-		b.uncovered = map[string]struct{}{}
-		for _, s := range b.in.sources {
-			b.uncovered[s] = struct{}{}
+	if p.cfg.Checkpoints && !b.Head().HasToken && len(b.Head().Positions) == 0 {
+		b.Head().Uncovered = map[string]struct{}{}
+		for _, s := range b.Head().In.Sources {
+			b.Head().Uncovered[s] = struct{}{}
 		}
 	}
-	if keep != nil && len(keep.in.recs) > 0 {
+	if !none(keep) && len(keep.Head().In.Recs) > 0 {
 		p.buf.open = keep
 		p.startTimerLocked()
 	}
-	if len(b.in.recs) == 0 && !b.hasToken && len(b.positions) == 0 && !b.bulk.Closer {
+	if len(b.Head().In.Recs) == 0 && !b.Head().HasToken && len(b.Head().Positions) == 0 && !b.Head().Bulk.Closer {
 		return // an open buffer that held nothing
 	}
-	var parts []*batch
-	for _, b := range bySource(b, p.cfg.sharedKeys) {
-		if !b.solo {
-			b.in.undos = nil // its rows are never dropped: no versions to restore
+	var parts []B
+	for _, b := range bySource(p.env.NewBatch, b, p.cfg.SharedKeys) {
+		if !b.Head().Solo {
+			b.Head().In.Undos = nil // its rows are never dropped: no versions to restore
 		}
-		if p.cfg.split != nil && len(b.in.recs) > 0 {
-			if s := p.cfg.split(b); s != nil {
+		if p.cfg.Split != nil && len(b.Head().In.Recs) > 0 {
+			if s := p.cfg.Split(b); s != nil {
 				parts = append(parts, s...)
 				continue
 			}
@@ -664,16 +674,16 @@ func (p *pipeline) sealLocked() {
 		parts = append(parts, b)
 	}
 	for _, b := range parts {
-		b.seq = p.nextSeq
-		b.bulk.Gen = p.bulk.fileGen
+		b.Head().Seq = p.nextSeq
+		b.Head().Bulk.Gen = p.bulk.fileGen
 		p.nextSeq++
 		p.queue = append(p.queue, b)
 		p.counts.batches++
-		if p.cfg.sealed != nil {
-			p.cfg.sealed(b)
+		if p.cfg.Sealed != nil {
+			p.cfg.Sealed(b)
 		}
-		if len(b.in.recs) == 0 && !b.bulk.Closer {
-			b.staged = true
+		if len(b.Head().In.Recs) == 0 && !b.Head().Bulk.Closer {
+			b.Head().Staged = true
 			p.kickLoop()
 		} else {
 			p.enc.wg.Add(1)
@@ -689,54 +699,73 @@ func (p *pipeline) sealLocked() {
 // across partitions the order of inserts does not matter, while the changes of one key must stay in the order
 // they were accepted: a batch with upserts or deletes is split only when no key has rows of two partitions in
 // it (sharedKeys false), and otherwise stays whole. Any other batch is returned as is.
-func bySource(b *batch, sharedKeys func(*batch) bool) []*batch {
-	if b.uncovered == nil || len(b.in.recs) == 0 {
-		return []*batch{b}
+func bySource[B Batch[B]](mk func() B, b B, sharedKeys func(B) bool) []B {
+	if b.Head().Uncovered == nil || len(b.Head().In.Recs) == 0 {
+		return []B{b}
 	}
-	if len(b.uncovered) == 1 {
-		b.solo = true
-		return []*batch{b}
+	if len(b.Head().Uncovered) == 1 {
+		b.Head().Solo = true
+		return []B{b}
 	}
-	if b.in.keyed && (sharedKeys == nil || sharedKeys(b)) {
-		return []*batch{b}
+	if b.Head().In.Keyed && (sharedKeys == nil || sharedKeys(b)) {
+		return []B{b}
 	}
-	var out []*batch
-	of := map[string]*batch{}
-	for i := range b.in.recs {
-		r := b.record(i)
-		s := of[r.source]
-		if s == nil {
-			s = &batch{firstAt: b.firstAt, in: batchRows{schema: b.in.schema}, solo: true, uncovered: map[string]struct{}{r.source: {}}}
-			of[r.source] = s
+	var out []B
+	of := map[string]B{}
+	for i := range b.Head().In.Recs {
+		r := b.Head().record(i)
+		s, ok := of[r.Source]
+		if !ok {
+			s = derived(mk, b)
+			s.Head().Solo, s.Head().Uncovered = true, map[string]struct{}{r.Source: {}}
+			of[r.Source] = s
 			out = append(out, s)
 		}
-		s.push(r)
-		s.rows += r.rows()
-		s.bytes += r.size
-		s.in.keyed = s.in.keyed || r.kind != opInsert
+		h := s.Head()
+		h.Push(r)
+		h.Rows += r.NumRows()
+		h.Bytes += r.Size
+		h.In.Keyed = h.In.Keyed || r.Kind != changes.Insert
 	}
 	return out
 }
 
 // takeMarks gives the batch the newest token and the newest position per partition of the open buffer's marks.
-func (p *pipeline) takeMarks(b *batch) {
+func (p *Pipeline[B]) takeMarks(b B) {
 	for _, m := range p.buf.marks {
 		if m.token {
-			b.token, b.hasToken = m.value, true
+			b.Head().Token, b.Head().HasToken = m.value, true
 			continue
 		}
-		if b.positions == nil {
-			b.positions, b.posSince = map[string]string{}, map[string]time.Time{}
+		if b.Head().Positions == nil {
+			b.Head().Positions, b.Head().PosSince = map[string]string{}, map[string]time.Time{}
 		}
-		b.positions[m.source] = m.value
-		if _, ok := b.posSince[m.source]; !ok {
-			b.posSince[m.source] = m.when
+		b.Head().Positions[m.source] = m.value
+		if _, ok := b.Head().PosSince[m.source]; !ok {
+			b.Head().PosSince[m.source] = m.when
 		}
 	}
 }
 
+// RecordRows counts the rows of one call's records.
+func RecordRows(recs []Record) int64 {
+	var n int64
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	return n
+}
+
+// derived returns a new batch (mk) with o's first-row time and table schema: a part of o.
+func derived[B Batch[B]](mk func() B, o B) B {
+	b := mk()
+	h := b.Head()
+	h.FirstAt, h.In.Schema = o.Head().FirstAt, o.Head().In.Schema
+	return b
+}
+
 // cut splits an open buffer at its checkpoints: the records they cover (in order) and the rest.
-func cut(o *batch, marks []mark) (take, keep *batch) {
+func cut[B Batch[B]](mk func() B, o B, marks []mark) (take, keep B) {
 	tokenAt := 0
 	srcAt := map[string]int{}
 	for _, m := range marks {
@@ -746,44 +775,43 @@ func cut(o *batch, marks []mark) (take, keep *batch) {
 			srcAt[m.source] = max(srcAt[m.source], m.at)
 		}
 	}
-	take = &batch{firstAt: o.firstAt, in: batchRows{schema: o.in.schema}}
-	keep = &batch{firstAt: o.firstAt, in: batchRows{schema: o.in.schema}}
-	for i := range o.in.recs {
+	take, keep = derived(mk, o), derived(mk, o)
+	for i := range o.Head().In.Recs {
 		dst := keep
-		if at, ok := srcAt[o.in.sources[i]]; i < tokenAt || (ok && i < at) {
+		if at, ok := srcAt[o.Head().In.Sources[i]]; i < tokenAt || (ok && i < at) {
 			dst = take
 		}
-		r := o.record(i)
+		r := o.Head().record(i)
 		if dst == take {
-			r.undo = nil
+			r.Undo = nil
 		}
-		dst.push(r)
-		dst.rows += r.rows()
-		dst.bytes += o.in.sizes[i]
-		dst.in.keyed = dst.in.keyed || o.in.kinds[i] != opInsert
+		dst.Head().Push(r)
+		dst.Head().Rows += r.NumRows()
+		dst.Head().Bytes += o.Head().In.Sizes[i]
+		dst.Head().In.Keyed = dst.Head().In.Keyed || o.Head().In.Kinds[i] != changes.Insert
 	}
 	return take, keep
 }
 
 // encode runs one batch's encoding, at most MaxInFlight at once, and stages it for the commit loop. The rows
 // are released once written, whatever the outcome.
-func (p *pipeline) encode(b *batch) {
+func (p *Pipeline[B]) encode(b B) {
 	defer p.enc.wg.Done()
 	// Encoders run on their own context: Close and Abort cancel it at once when their caller's context ends (a
 	// batch still encoding is not committed, so stopping it is never ambiguous), while a commit in flight keeps
 	// the writer's.
 	ctx := p.enc.ctx
-	if b.bulk.Closer && !p.waitEarlierStaged(ctx, b) {
+	if b.Head().Bulk.Closer && !p.waitEarlierStaged(ctx, b) {
 		return // shutting down, or failed
 	}
 	if err := p.enc.sem.Acquire(ctx, 1); err != nil {
 		// Shutting down: release frees the rows of the queue's batches, this one's if Source.Abort dropped it.
 		p.mu.Lock()
-		if b.dropped {
-			for _, r := range b.in.recs {
+		if b.Head().Dropped {
+			for _, r := range b.Head().In.Recs {
 				r.Release()
 			}
-			b.in.recs = nil
+			b.Head().In.Recs = nil
 		}
 		p.mu.Unlock()
 		return
@@ -791,69 +819,66 @@ func (p *pipeline) encode(b *batch) {
 	// No retry here: the rows were handed to the encoder. Object stores retry requests themselves; a batch that
 	// still fails stops the writer, and the caller replays from its last checkpoint.
 	var start time.Time
-	if p.cfg.encoded != nil {
+	if p.cfg.Encoded != nil {
 		start = time.Now()
 	}
 	p.mu.Lock()
-	skip := b.dropped // Source.Abort dropped it before its turn
-	slots := encodeSlots{sem: p.enc.sem, flushRows: p.cfg.flushRows, flushBytes: p.cfg.flushBytes}
+	skip := b.Head().Dropped // Source.Abort dropped it before its turn
+	slots := Slots{Sem: p.enc.sem, FlushRows: p.cfg.FlushRows, FlushBytes: p.cfg.FlushBytes}
 	p.mu.Unlock()
 	var err error
 	if !skip {
-		err = p.env.encode(ctx, b, slots)
+		err = p.env.Encode(ctx, b, slots)
 	}
 	p.enc.sem.Release(1)
-	if err == nil && !skip && p.cfg.encoded != nil {
-		p.cfg.encoded(b, start)
+	if err == nil && !skip && p.cfg.Encoded != nil {
+		p.cfg.Encoded(b, start)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, r := range b.in.recs {
+	for _, r := range b.Head().In.Recs {
 		if r != nil {
 			r.Release()
 		}
 	}
-	b.in.recs = nil
-	p.addMem(-b.bytes)
-	if b.dropped {
+	b.Head().In.Recs = nil
+	p.addMem(-b.Head().Bytes)
+	if b.Head().Dropped {
 		// Dropped while it encoded: its files were never handed to a commit.
 		p.signalLocked()
-		if paths := b.filePaths(); len(paths) > 0 {
+		if paths := b.FilePaths(); len(paths) > 0 {
 			p.mu.Unlock()
-			p.env.removeFiles(p.ctx, paths)
+			p.env.RemoveFiles(p.ctx, paths)
 			p.mu.Lock()
 		}
 		return
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			p.failLocked(fmt.Errorf("iceberg: encode batch %d: %w", b.seq, err))
+			p.failLocked(fmt.Errorf("iceberg: encode batch %d: %w", b.Head().Seq, err))
 		}
 		p.signalLocked()
 		return
 	}
-	for _, c := range b.bulk.Closes {
+	for _, c := range b.Head().Bulk.Closes {
 		c.Span.Done, c.Span.Until = true, c.Until
-		held := fileMetaBytes(c.Schema)
-		c.Holder.enc.files = append(c.Holder.enc.files, c.DF)
-		c.Holder.enc.held += held
-		c.Holder.enc.runHeld += held
+		p.env.BulkClosed(c)
 	}
-	b.bulk.Closes = nil
-	b.staged = true
+	b.Head().Bulk.Closes = nil
+	b.Head().Staged = true
 	p.signalLocked()
 	p.kickLoop()
 }
 
 // sealCloserLocked seals a closer batch when a bulk file may hold rows of a batch sealed since the last closer:
 // its encoding closes every file of the current generation, so that a flush can commit everything before it.
-func (p *pipeline) sealCloserLocked() {
+func (p *Pipeline[B]) sealCloserLocked() {
 	if !p.bulk.carry {
 		return
 	}
 	open := false
 	for _, b := range p.queue {
-		if b.seq > p.bulk.closerSeq && !b.bulk.Closer && (!b.staged || (b.bulk.Span != nil && !b.bulk.Span.Done)) {
+		if b.Head().Seq > p.bulk.closerSeq && !b.Head().Bulk.Closer && (!b.Head().Staged || (b.Head().Bulk.Span != nil && !b.Head().Bulk.Span.Done)) {
 			open = true
 			break
 		}
@@ -863,7 +888,9 @@ func (p *pipeline) sealCloserLocked() {
 	}
 	// With WithCheckpoints the flush's seal may have left rows open (and their timer): they stay open.
 	keep, timer := p.buf.open, p.buf.timer
-	p.buf.open, p.buf.timer = &batch{firstAt: time.Now(), bulk: encode.Bulk[*batch]{Closer: true}}, nil
+	closer := p.env.NewBatch()
+	closer.Head().FirstAt, closer.Head().Bulk.Closer = time.Now(), true
+	p.buf.open, p.buf.timer = closer, nil
 	p.sealLocked()
 	p.buf.open, p.buf.timer = keep, timer
 	p.bulk.closerSeq = p.nextSeq - 1
@@ -872,7 +899,7 @@ func (p *pipeline) sealCloserLocked() {
 
 // waitEarlierStaged waits until every batch before the closer b is staged (their files are then idle) and
 // reports false when the pipeline stops or fails first.
-func (p *pipeline) waitEarlierStaged(ctx context.Context, b *batch) bool {
+func (p *Pipeline[B]) waitEarlierStaged(ctx context.Context, b B) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
@@ -881,7 +908,7 @@ func (p *pipeline) waitEarlierStaged(ctx context.Context, b *batch) bool {
 		}
 		ready := true
 		for _, q := range p.queue {
-			if q.seq < b.seq && !q.staged {
+			if q.Head().Seq < b.Head().Seq && !q.Head().Staged {
 				ready = false
 				break
 			}
@@ -895,34 +922,34 @@ func (p *pipeline) waitEarlierStaged(ctx context.Context, b *batch) bool {
 	}
 }
 
-func (p *pipeline) kickLoop() {
+func (p *Pipeline[B]) kickLoop() {
 	select {
 	case p.kick <- struct{}{}:
 	default:
 	}
 }
 
-// fail stops the pipeline from outside it (a writer's own transaction found it fenced, say).
-func (p *pipeline) fail(err error) {
+// Fail stops the pipeline from outside it (a writer's own transaction found it fenced, say).
+func (p *Pipeline[B]) Fail(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.failLocked(err)
 }
 
 // failLocked stops the pipeline: nothing after the failed run is committed.
-func (p *pipeline) failLocked(err error) {
+func (p *Pipeline[B]) failLocked(err error) {
 	if p.life.failed != nil {
 		return
 	}
-	p.life.failed = p.env.failure(err)
+	p.life.failed = p.env.Failure(err)
 	p.signalLocked()
 }
 
 // loop is the one ordered committer of the pipeline: it repeatedly takes the longest run of consecutive staged
 // batches from the head of the queue and has the env commit them as one snapshot.
-func (p *pipeline) loop() {
+func (p *Pipeline[B]) loop() {
 	defer close(p.done)
-	defer p.env.loopDone()
+	defer p.env.LoopDone()
 	for {
 		select {
 		case <-p.kick:
@@ -941,54 +968,55 @@ func (p *pipeline) loop() {
 }
 
 // commitNext commits the next run, if one is ready, and reports whether another may follow.
-func (p *pipeline) commitNext() bool {
+func (p *Pipeline[B]) commitNext() bool {
 	batches := p.nextRun()
 	if batches == nil {
 		return false
 	}
-	defer p.enterQueue()()
-	run, res, err := p.env.commit(p.runCtx(), batches)
+	defer p.EnterQueue()()
+	followUp, err := p.env.Commit(p.runCtx(), batches)
 	p.mu.Lock()
 	if err != nil {
-		first, last := batches[0].seq, batches[len(batches)-1].seq
+		first, last := batches[0].Head().Seq, batches[len(batches)-1].Head().Seq
 		p.failLocked(fmt.Errorf("iceberg: commit run %d..%d: %w", first, last, err))
 		p.mu.Unlock()
 		return false
 	}
 	p.queue = p.queue[len(batches):]
 	p.positionsCommittedLocked(batches)
-	p.committed = batches[len(batches)-1].seq
+	p.committed = batches[len(batches)-1].Head().Seq
 	p.counts.commits++
 	n := p.counts.commits
 	p.signalLocked()
 	p.mu.Unlock()
-	p.env.committed(p.ctx, run, batches, res, n)
+	followUp(p.ctx, n)
 	return true
 }
 
 // nextRun cuts the batches of the next run from the head of the queue (nil when none is ready): the longest
 // staged prefix, with WithCheckpoints cut back to its newest token. They are marked handed: from here on their
 // files may be referenced by a commit, so they are never deleted.
-func (p *pipeline) nextRun() []*batch {
+func (p *Pipeline[B]) nextRun() []B {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.life.failed != nil || p.life.stopping {
 		return nil
 	}
 	n := 0
-	for n < len(p.queue) && p.queue[n].staged {
+	for n < len(p.queue) && p.queue[n].Head().Staged {
 		n++
 	}
 	if p.gatedLocked() {
-		for n > 0 && p.queue[n-1].seq > p.released {
+		for n > 0 && p.queue[n-1].Head().Seq > p.released {
 			n--
 		}
 	}
 	whole := n
-	if c := p.cfg.runHeldCap; c > 0 {
+	if c := p.cfg.RunHeldCap; c > 0 {
 		var held int64
 		for i, b := range p.queue[:n] {
-			if held += b.enc.runHeld; held > c && i > 0 {
+			_, runHeld := b.Held()
+			if held += runHeld; held > c && i > 0 {
 				n = i
 				break
 			}
@@ -1001,9 +1029,9 @@ func (p *pipeline) nextRun() []*batch {
 	if n == 0 {
 		return nil
 	}
-	batches := append([]*batch(nil), p.queue[:n]...)
+	batches := append([]B(nil), p.queue[:n]...)
 	for _, b := range batches {
-		b.handed = true
+		b.Head().Handed = true
 	}
 	return batches
 }
@@ -1011,10 +1039,10 @@ func (p *pipeline) nextRun() []*batch {
 // runEndLocked cuts a prefix of n staged batches back to where a run may end: no bulk file split (spanEnd)
 // and, with WithCheckpoints, every row covered (coveredEnd). Each cut only shortens it, so the two are applied
 // until both hold.
-func (p *pipeline) runEndLocked(n int) int {
+func (p *Pipeline[B]) runEndLocked(n int) int {
 	for {
 		m := spanEnd(p.queue, n)
-		if p.cfg.checkpoints {
+		if p.cfg.Checkpoints {
 			m = coveredEnd(p.queue, m)
 		}
 		if m == n {
@@ -1024,9 +1052,9 @@ func (p *pipeline) runEndLocked(n int) int {
 	}
 }
 
-// flush seals the open buffer and waits until everything accepted before it is committed (with
+// Flush seals the open buffer and waits until everything accepted before it is committed (with
 // WithCheckpoints: up to the last checkpoint).
-func (p *pipeline) flush(ctx context.Context) error {
+func (p *Pipeline[B]) Flush(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.usableLocked(); err != nil {
@@ -1036,25 +1064,25 @@ func (p *pipeline) flush(ctx context.Context) error {
 }
 
 // flushTargetLocked seals the open buffer and returns the sequence number a flush waits for.
-func (p *pipeline) flushTargetLocked() int64 {
+func (p *Pipeline[B]) flushTargetLocked() int64 {
 	p.sealLocked()
 	p.sealCloserLocked()
 	return p.sealedTargetLocked()
 }
 
 // sealedTargetLocked returns the sequence number a flush of the sealed batches waits for.
-func (p *pipeline) sealedTargetLocked() int64 {
+func (p *Pipeline[B]) sealedTargetLocked() int64 {
 	n := len(p.queue)
-	if p.cfg.checkpoints {
+	if p.cfg.Checkpoints {
 		n = coveredEnd(p.queue, n)
 	}
 	if n == 0 {
 		return p.committed
 	}
-	return p.queue[n-1].seq
+	return p.queue[n-1].Head().Seq
 }
 
-func (p *pipeline) waitCommittedLocked(ctx context.Context, target int64) error {
+func (p *Pipeline[B]) waitCommittedLocked(ctx context.Context, target int64) error {
 	for p.committed < target {
 		if p.life.failed != nil {
 			return p.life.failed
@@ -1073,26 +1101,28 @@ func (p *pipeline) waitCommittedLocked(ctx context.Context, target int64) error 
 	return nil
 }
 
-// shutdown is what Close (flush true) and Abort (flush false) have in common: refuse new calls, flush if
-// asked, then stop every goroutine and release what was never committed, all by the time ctx ends.
-type shutdown struct {
-	flushErr error       // why the flush did not complete
-	failed   error       // the failure that had stopped the pipeline, if any
-	lost     uncommitted // what was not committed
-	stopErr  error       // ctx ended before the goroutines did (they finish in the background)
+// ShutdownResult is what Shutdown found: Shutdown is what Close (flush true) and Abort (flush false) have in
+// common: refuse new calls, flush if asked, then stop every goroutine and release what was never committed,
+// all by the time ctx ends.
+type ShutdownResult struct {
+	FlushErr error       // why the flush did not complete
+	Failed   error       // the failure that had stopped the pipeline, if any
+	Lost     Uncommitted // what was not committed
+	StopErr  error       // ctx ended before the goroutines did (they finish in the background)
 }
 
-func (p *pipeline) shutdown(ctx context.Context, flush bool) (shutdown, error) {
-	var s shutdown
+// Shutdown refuses new calls, flushes if flush, then stops the encoders and the commit loop (see ShutdownResult).
+func (p *Pipeline[B]) Shutdown(ctx context.Context, flush bool) (ShutdownResult, error) {
+	var s ShutdownResult
 	p.mu.Lock()
 	if p.life.closed {
 		p.mu.Unlock()
 		return s, ErrClosed
 	}
 	if flush && p.life.failed == nil {
-		s.flushErr = p.waitCommittedLocked(ctx, p.flushTargetLocked())
+		s.FlushErr = p.waitCommittedLocked(ctx, p.flushTargetLocked())
 	}
-	s.failed = p.life.failed
+	s.Failed = p.life.failed
 	p.life.closed, p.life.stopping = true, true
 	if p.buf.timer != nil {
 		p.buf.timer.Stop()
@@ -1100,21 +1130,22 @@ func (p *pipeline) shutdown(ctx context.Context, flush bool) (shutdown, error) {
 	}
 	p.signalLocked()
 	p.mu.Unlock()
-	s.lost, s.stopErr = p.stop(ctx)
+	s.Lost, s.StopErr = p.Stop(ctx)
 	return s, nil
 }
 
-// uncommitted describes what a writer that stopped early did not commit.
-type uncommitted struct {
-	rows, batches          int64
-	inFlightRows, inFlight int64 // of which in a commit still in flight (outcome unknown until it resolves)
+// Uncommitted describes what a writer that stopped early did not commit.
+type Uncommitted struct {
+	Rows, Batches          int64
+	InFlightRows, InFlight int64 // of which in a commit still in flight (outcome unknown until it resolves)
 }
 
-func (u uncommitted) String() string {
-	s := fmt.Sprintf("%d rows in %s not committed", u.rows, batches(u.batches))
-	if u.inFlight > 0 {
+// String describes the rows and batches lost.
+func (u Uncommitted) String() string {
+	s := fmt.Sprintf("%d rows in %s not committed", u.Rows, batches(u.Batches))
+	if u.InFlight > 0 {
 		s += fmt.Sprintf(" (%d rows in %s in a commit still in flight, whose outcome is unknown until it "+
-			"resolves; LastCheckpoint tells)", u.inFlightRows, batches(u.inFlight))
+			"resolves; LastCheckpoint tells)", u.InFlightRows, batches(u.InFlight))
 	}
 	return s
 }
@@ -1127,31 +1158,31 @@ func batches(n int64) string {
 }
 
 // uncommittedLocked counts the rows and batches not committed.
-func (p *pipeline) uncommittedLocked() uncommitted {
-	var u uncommitted
-	if p.buf.open != nil {
-		u.rows += p.buf.open.rows
-		u.batches++
+func (p *Pipeline[B]) uncommittedLocked() Uncommitted {
+	var u Uncommitted
+	if !none(p.buf.open) {
+		u.Rows += p.buf.open.Head().Rows
+		u.Batches++
 	}
 	for _, b := range p.queue {
-		u.rows += b.rows
-		u.batches++
-		if b.handed {
-			u.inFlightRows += b.rows
-			u.inFlight++
+		u.Rows += b.Head().Rows
+		u.Batches++
+		if b.Head().Handed {
+			u.InFlightRows += b.Head().Rows
+			u.InFlight++
 		}
 	}
 	return u
 }
 
-// stop waits for the commit in flight, stops every goroutine and releases what was never committed. It returns
+// Stop waits for the commit in flight, stops every goroutine and releases what was never committed. It returns
 // by the time ctx ends: then encoders are cancelled at once, the commit in flight gets the commit timeout more
 // on the writer's context, and the rest of the shutdown happens in the background.
-func (p *pipeline) stop(ctx context.Context) (uncommitted, error) {
+func (p *Pipeline[B]) Stop(ctx context.Context) (Uncommitted, error) {
 	// The commit loop sees stopping after its current run and exits; then encoders are cancelled.
 	p.kickLoop()
-	if !waitOr(ctx, p.done) {
-		return p.stopLater(ctx)
+	if !WaitOr(ctx, p.done) {
+		return p.StopLater(ctx)
 	}
 	p.cancel()
 	encoded := make(chan struct{})
@@ -1159,19 +1190,19 @@ func (p *pipeline) stop(ctx context.Context) (uncommitted, error) {
 		p.enc.wg.Wait()
 		close(encoded)
 	}()
-	if !waitOr(ctx, encoded) {
-		return p.stopLater(ctx)
+	if !WaitOr(ctx, encoded) {
+		return p.StopLater(ctx)
 	}
 	p.mu.Lock()
 	lost := p.uncommittedLocked()
 	p.mu.Unlock()
-	p.release(ctx)
+	p.Release(ctx)
 	return lost, nil
 }
 
-// waitOr waits for ch to close and reports true, or for ctx to end first and reports false (a channel already
+// WaitOr waits for ch to close and reports true, or for ctx to end first and reports false (a channel already
 // closed wins over a context already done).
-func waitOr(ctx context.Context, ch <-chan struct{}) bool {
+func WaitOr(ctx context.Context, ch <-chan struct{}) bool {
 	select {
 	case <-ch:
 		return true
@@ -1185,11 +1216,11 @@ func waitOr(ctx context.Context, ch <-chan struct{}) bool {
 	}
 }
 
-// stopLater gives up waiting: encoders stop now, a commit in flight has the commit timeout to resolve, and the
+// StopLater gives up waiting: encoders stop now, a commit in flight has the commit timeout to resolve, and the
 // goroutines' end and the release of what was never committed happen in the background.
-func (p *pipeline) stopLater(ctx context.Context) (uncommitted, error) {
+func (p *Pipeline[B]) StopLater(ctx context.Context) (Uncommitted, error) {
 	p.enc.cancel()
-	hard := time.AfterFunc(p.cfg.commitTimeout, p.cancel)
+	hard := time.AfterFunc(p.cfg.CommitTimeout, p.cancel)
 	p.mu.Lock()
 	lost := p.uncommittedLocked()
 	p.mu.Unlock()
@@ -1202,39 +1233,39 @@ func (p *pipeline) stopLater(ctx context.Context) (uncommitted, error) {
 		// minute bounds it on a store that does not answer.
 		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		p.release(rctx)
+		p.Release(rctx)
 	}()
 	return lost, ctx.Err()
 }
 
-// release frees what was never committed and has the env delete the files of batches never handed to the
+// Release frees what was never committed and has the env delete the files of batches never handed to the
 // committer (provably not committed), as far as ctx allows.
-func (p *pipeline) release(ctx context.Context) {
+func (p *Pipeline[B]) Release(ctx context.Context) {
 	p.mu.Lock()
 	var dropped int64
 	if p.buf.gather != nil {
 		p.buf.gather.release()
 		p.buf.gather = nil
 	}
-	if p.buf.open != nil {
-		dropped += p.buf.open.rows
-		for _, r := range p.buf.open.in.recs {
+	if !none(p.buf.open) {
+		dropped += p.buf.open.Head().Rows
+		for _, r := range p.buf.open.Head().In.Recs {
 			r.Release()
 		}
-		p.buf.open = nil
+		p.buf.open = *new(B)
 	}
 	p.buf.marks = nil
 	var orphans []string
 	for _, b := range p.queue {
-		dropped += b.rows
-		for _, r := range b.in.recs {
+		dropped += b.Head().Rows
+		for _, r := range b.Head().In.Recs {
 			r.Release()
 		}
-		b.in.recs = nil
-		if b.handed {
+		b.Head().In.Recs = nil
+		if b.Head().Handed {
 			continue // a run whose outcome may be unknown: its files are kept
 		}
-		orphans = append(orphans, b.filePaths()...)
+		orphans = append(orphans, b.FilePaths()...)
 	}
 	p.queue = nil
 	p.addMem(-p.memUsed)
@@ -1242,12 +1273,12 @@ func (p *pipeline) release(ctx context.Context) {
 	p.signalLocked()
 	p.mu.Unlock()
 	if len(orphans) > 0 && ctx.Err() == nil {
-		p.env.removeFiles(ctx, orphans)
+		p.env.RemoveFiles(ctx, orphans)
 	}
 }
 
-// stopped returns a channel closed once the commit loop and every encoder have returned.
-func (p *pipeline) stopped() <-chan struct{} {
+// Stopped returns a channel closed once the commit loop and every encoder have returned.
+func (p *Pipeline[B]) Stopped() <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		<-p.done
@@ -1257,41 +1288,43 @@ func (p *pipeline) stopped() <-chan struct{} {
 	return ch
 }
 
-// pipelineState is a consistent reading of the pipeline's counters.
-type pipelineState struct {
-	bufferedRows, bufferedBytes, uncommittedRows int64
-	uncommittedBatches                           int
-	committed                                    int64
-	rowsAccepted, bytesAccepted, batches         int64
-	discarded                                    int64
-	oldest                                       time.Time // the first row of the oldest buffer with rows
+// State is a consistent reading of the pipeline's counters.
+type State struct {
+	BufferedRows, BufferedBytes, UncommittedRows int64
+	UncommittedBatches                           int
+	Committed                                    int64
+	RowsAccepted, BytesAccepted, Batches         int64
+	Discarded                                    int64
+	Oldest                                       time.Time // the first row of the oldest buffer with rows
 }
 
-func (p *pipeline) state() pipelineState {
+// State returns a consistent reading of the pipeline's counters.
+func (p *Pipeline[B]) State() State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := pipelineState{bufferedBytes: p.memUsed, uncommittedBatches: len(p.queue), committed: p.committed,
-		rowsAccepted: p.counts.rowsAccepted, bytesAccepted: p.counts.bytesAccepted, batches: p.counts.batches, discarded: p.counts.discarded}
-	if p.buf.open != nil {
-		s.bufferedRows = p.buf.open.rows
-		s.oldest = older(s.oldest, p.buf.open)
+	s := State{BufferedBytes: p.memUsed, UncommittedBatches: len(p.queue), Committed: p.committed,
+		RowsAccepted: p.counts.rowsAccepted, BytesAccepted: p.counts.bytesAccepted, Batches: p.counts.batches, Discarded: p.counts.discarded}
+	if !none(p.buf.open) {
+		s.BufferedRows = p.buf.open.Head().Rows
+		s.Oldest = older(s.Oldest, p.buf.open)
 	}
 	for _, b := range p.queue {
-		s.uncommittedRows += b.rows
-		if b.staged {
-			s.bufferedBytes += b.enc.held
+		s.UncommittedRows += b.Head().Rows
+		if b.Head().Staged {
+			held, _ := b.Held()
+			s.BufferedBytes += held
 		}
-		s.oldest = older(s.oldest, b)
+		s.Oldest = older(s.Oldest, b)
 	}
 	return s
 }
 
-// abortSource drops a partition's rows that no checkpoint covers yet (open, or sealed as solo batches no commit
+// AbortSource drops a partition's rows that no checkpoint covers yet (open, or sealed as solo batches no commit
 // took), seals the covered ones still open and waits until every batch holding rows of the partition is
 // committed. Uncovered rows sealed in a batch shared with other partitions (changes to a key two partitions
-// changed: bySource) are ErrPartitionUncovered. It returns the rows dropped and the versions to restore for them (batchRecord.undo),
+// changed: bySource) are ErrPartitionUncovered. It returns the rows dropped and the versions to restore for them (Record.undo),
 // oldest first, which the caller restores even after an error.
-func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*changes.Undo, error) {
+func (p *Pipeline[B]) AbortSource(ctx context.Context, src string) (int64, []*changes.Undo, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.usableLocked(); err != nil {
@@ -1300,14 +1333,14 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*chang
 	// A checkpoint of the partition still in the open buffer covers the sealed batches before it: the policy
 	// may seal a poll's rows before the poll's checkpoint is placed. Sealing the open buffer below takes it along.
 	openCovers := slices.ContainsFunc(p.buf.marks, func(m mark) bool { return m.token || m.source == src })
-	var drop []*batch // solo batches of the partition that no checkpoint covers: dropped whole
-	if p.cfg.checkpoints && !openCovers {
+	var drop []B // solo batches of the partition that no checkpoint covers: dropped whole
+	if p.cfg.Checkpoints && !openCovers {
 		for i, b := range p.queue {
-			if !slices.Contains(b.in.sources, src) || coversLater(p.queue[i:], src) {
+			if !slices.Contains(b.Head().In.Sources, src) || coversLater(p.queue[i:], src) {
 				continue
 			}
-			if !b.solo || b.handed {
-				return 0, nil, fmt.Errorf("%w: partition %q, batch %d", ErrPartitionUncovered, src, b.seq)
+			if !b.Head().Solo || b.Head().Handed {
+				return 0, nil, fmt.Errorf("%w: partition %q, batch %d", ErrPartitionUncovered, src, b.Head().Seq)
 			}
 			drop = append(drop, b)
 		}
@@ -1315,7 +1348,7 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*chang
 	dropped, orphans := p.dropSealedLocked(drop)
 	var undos, newest []*changes.Undo
 	for _, b := range drop {
-		for _, u := range b.in.undos {
+		for _, u := range b.Head().In.Undos {
 			undos = append(undos, u...) // the sealed rows come before the open buffer's
 		}
 	}
@@ -1327,37 +1360,38 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*chang
 		p.buf.gather = nil
 		newest = g.undo // the gather's rows come after the open buffer's
 	}
-	if o := p.buf.open; o != nil {
+	if o := p.buf.open; !none(o) {
 		covered := 0 // records of src before this index are covered by a mark
 		for _, m := range p.buf.marks {
 			if m.token || m.source == src {
 				covered = max(covered, m.at)
 			}
 		}
-		keep := &batch{firstAt: o.firstAt, in: batchRows{schema: o.in.schema}, rows: o.rows, bytes: o.bytes}
-		kept := make([]int, len(o.in.recs)+1) // kept[i]: records kept before record i
-		for i := range o.in.recs {
+		keep := derived(p.env.NewBatch, o)
+		keep.Head().Rows, keep.Head().Bytes = o.Head().Rows, o.Head().Bytes
+		kept := make([]int, len(o.Head().In.Recs)+1) // kept[i]: records kept before record i
+		for i := range o.Head().In.Recs {
 			kept[i+1] = kept[i]
-			r := o.record(i)
-			if r.source == src && i >= covered {
-				dropped += r.rows()
-				keep.rows -= r.rows()
-				keep.bytes -= r.size
-				p.dropLocked(r.rows(), r.size)
-				r.rec.Release()
-				undos = append(undos, r.undo...)
+			r := o.Head().record(i)
+			if r.Source == src && i >= covered {
+				dropped += r.NumRows()
+				keep.Head().Rows -= r.NumRows()
+				keep.Head().Bytes -= r.Size
+				p.dropLocked(r.NumRows(), r.Size)
+				r.Rec.Release()
+				undos = append(undos, r.Undo...)
 				continue
 			}
 			kept[i+1]++
-			keep.push(r)
-			keep.in.keyed = keep.in.keyed || r.kind != opInsert
+			keep.Head().Push(r)
+			keep.Head().In.Keyed = keep.Head().In.Keyed || r.Kind != changes.Insert
 		}
 		for i := range p.buf.marks {
 			p.buf.marks[i].at = kept[p.buf.marks[i].at]
 		}
-		o.in.recs, o.in.kinds, o.in.sources, o.in.sizes, o.in.undos, o.in.hashes, o.in.sels = keep.in.recs, keep.in.kinds, keep.in.sources, keep.in.sizes, keep.in.undos, keep.in.hashes, keep.in.sels
-		o.rows, o.bytes, o.in.keyed = keep.rows, keep.bytes, keep.in.keyed
-		if slices.Contains(o.in.sources, src) || openCovers {
+		o.Head().In.Recs, o.Head().In.Kinds, o.Head().In.Sources, o.Head().In.Sizes, o.Head().In.Undos, o.Head().In.Hashes, o.Head().In.Sels = keep.Head().In.Recs, keep.Head().In.Kinds, keep.Head().In.Sources, keep.Head().In.Sizes, keep.Head().In.Undos, keep.Head().In.Hashes, keep.Head().In.Sels
+		o.Head().Rows, o.Head().Bytes, o.Head().In.Keyed = keep.Head().Rows, keep.Head().Bytes, keep.Head().In.Keyed
+		if slices.Contains(o.Head().In.Sources, src) || openCovers {
 			p.sealLocked() // the covered rows go now, with the position that covers them
 		}
 	}
@@ -1366,14 +1400,14 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*chang
 	p.signalLocked()
 	target := p.committed
 	for _, b := range p.queue {
-		if slices.Contains(b.in.sources, src) {
-			target = b.seq
+		if slices.Contains(b.Head().In.Sources, src) {
+			target = b.Head().Seq
 		}
 	}
 	if len(orphans) > 0 {
 		// Files of staged batches no commit took: deleted as a provably uncommitted run's are, outside mu.
 		p.mu.Unlock()
-		p.env.removeFiles(ctx, orphans)
+		p.env.RemoveFiles(ctx, orphans)
 		p.mu.Lock()
 	}
 	return dropped, append(undos, newest...), p.waitCommittedLocked(ctx, target)
@@ -1383,38 +1417,79 @@ func (p *pipeline) abortSource(ctx context.Context, src string) (int64, []*chang
 // and the files of those already staged, for the caller to delete. An encoder still at work on one sees it
 // dropped: it skips the batch or deletes what it wrote (encode). Their memory is freed as always: by the
 // encoder for the rows, by leaving the queue for a staged batch's file metadata.
-func (p *pipeline) dropSealedLocked(drop []*batch) (rows int64, orphans []string) {
+func (p *Pipeline[B]) dropSealedLocked(drop []B) (rows int64, orphans []string) {
 	if len(drop) == 0 {
 		return 0, nil
 	}
 	for _, b := range drop {
-		b.dropped = true
-		rows += b.rows
-		if b.staged {
-			orphans = append(orphans, b.filePaths()...)
+		b.Head().Dropped = true
+		rows += b.Head().Rows
+		if b.Head().Staged {
+			orphans = append(orphans, b.FilePaths()...)
 		}
 	}
-	p.queue = slices.DeleteFunc(p.queue, func(b *batch) bool { return b.dropped })
+	p.queue = slices.DeleteFunc(p.queue, func(b B) bool { return b.Head().Dropped })
 	p.kickLoop() // a batch that held the head of the queue may have gone
 	return rows, orphans
 }
 
 // dropLocked takes dropped rows out of the open buffer's counters.
-func (p *pipeline) dropLocked(rows, bytes int64) {
-	p.buf.open.rows -= rows
-	p.buf.open.bytes -= bytes
+func (p *Pipeline[B]) dropLocked(rows, bytes int64) {
+	p.buf.open.Head().Rows -= rows
+	p.buf.open.Head().Bytes -= bytes
 	p.addMem(-bytes)
 }
 
 // coversLater reports whether src's rows in q[0] are covered: by q[0]'s own checkpoints or a later batch's.
-func coversLater(q []*batch, src string) bool {
-	if _, open := q[0].uncovered[src]; !open {
+func coversLater[B Batch[B]](q []B, src string) bool {
+	if _, open := q[0].Head().Uncovered[src]; !open {
 		return true
 	}
 	for _, b := range q[1:] {
-		if _, ok := b.positions[src]; ok || b.hasToken {
+		if _, ok := b.Head().Positions[src]; ok || b.Head().HasToken {
 			return true
 		}
 	}
 	return false
+}
+
+// none reports whether b is the zero batch (nil).
+func none[B comparable](b B) bool {
+	var zero B
+	return b == zero
+}
+
+// InspectOpen calls fn with the open buffer (nil when there is none) under the pipeline's lock: for tests and
+// reports that look at what a call left there. fn must not call the pipeline.
+func (p *Pipeline[B]) InspectOpen(fn func(open B)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fn(p.buf.open)
+}
+
+// Changed returns the channel the pipeline's next state change closes (a batch sealed, staged or committed, a
+// failure, Close): a wait on events.
+func (p *Pipeline[B]) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
+}
+
+// AllStaged reports whether every batch sealed so far is encoded and staged for a commit.
+func (p *Pipeline[B]) AllStaged() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range p.queue {
+		if !b.Head().Staged {
+			return false
+		}
+	}
+	return true
+}
+
+// Closing reports whether Close or Abort has begun (the pipeline takes no more calls).
+func (p *Pipeline[B]) Closing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.life.closed
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/pipeline"
 )
 
@@ -42,8 +43,8 @@ type Router struct {
 	srcMu   sync.Mutex
 	sources map[string]*routedSource // by partition
 
-	// Commit rounds (router_rounds.go); rounds is nil when tables commit one by one.
-	rounds     *rounds
+	// Commit rounds (router_rounds.go, internal/commit/rounds.go); rounds is nil when tables commit one by one.
+	rounds     *commit.Rounds
 	wcat       catalog.Catalog // the catalog the writers commit through (the round catalog with rounds)
 	cutMu      sync.Mutex      // a round's cut, and checkpoints that mark several tables
 	roundReqs  chan roundRequest
@@ -184,11 +185,13 @@ func NewRouter(cat catalog.Catalog, opts ...RouterOption) (*Router, error) {
 		sources: map[string]*routedSource{},
 	}
 	if !ro.perTable {
-		r.rounds, r.wcat = newRounds(cat, o.logger, o.commit.timeout)
+		r.rounds, r.wcat = commit.NewRounds(cat, o.logger, o.commit.timeout)
 	}
 	r.events = newCallbacks(newHookSet(ro.hooks), nil, "")
-	if r.rounds != nil {
-		r.rounds.events = r.events
+	if r.rounds != nil && r.events.wants(hookRound) {
+		r.rounds.OnSent = func(tables []table.Identifier, atomic bool, d time.Duration, err error) {
+			r.events.emit(RoundCommit{Tables: tables, Atomic: atomic, Duration: d, At: time.Now(), Err: err})
+		}
 	}
 	if r.rounds != nil {
 		wantRound := shared.rows.Gate()
@@ -549,7 +552,7 @@ func (r *Router) Stats() RouterStats {
 	s := RouterStats{MemoryUsed: r.shared.rows.InUse(), MemoryBudget: r.shared.rows.Limit(),
 		KeyIndexUsed: r.shared.index.used.Load(), KeyIndexBudget: r.shared.index.limit}
 	if r.rounds != nil {
-		s.MultiTableCommits, s.AtomicCommits = r.rounds.multi.Load(), !r.rounds.unsupported()
+		s.MultiTableCommits, s.AtomicCommits = r.rounds.Multi(), !r.rounds.Unsupported()
 	}
 	for _, t := range r.opened() {
 		ts := t.w.Stats()

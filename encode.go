@@ -98,9 +98,8 @@ func (w *Writer) encode(ctx context.Context, b *batch, slots pipeline.Slots) err
 
 // fileMetaBytes estimates the memory one data or delete file's metadata holds as an iceberg-go DataFile: its
 // path, partition maps and each column's statistics, once as Avro lists and, after any statistics accessor ran,
-// again as maps (Go maps grow in steps: 9 columns cost as much as 12). Measured once read (TestFileMetadataMemory,
-// files of identity partitions): 3.2 KiB on 2 columns, 3.7 KiB on 6, 8.1 KiB on 16, 14.4 KiB on 32, 27.3 KiB on
-// 64; 2.4 KiB on 6 columns as WriteRecords builds it. The estimate covers every one of them, within 1.5 times.
+// again as maps (Go maps grow in steps: 9 columns cost as much as 12). TestFileMetadataMemory checks that the
+// estimate covers what a file holds once read, for 2 to 64 columns, without overshooting it by more than half.
 // A batch's files held this way until the commit count against the memory limit (pipeline.heldLocked), and a run
 // takes batches up to a share of the limit of it (pipeline.runHeldCap): the files of inserts-only batches wait
 // packed (heldfiles.go, about a tenth of it) and take this much only in the run that commits them.

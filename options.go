@@ -232,13 +232,11 @@ func WithFlushInterval(d time.Duration) Option { return func(o *options) { o.flu
 func WithMaxInFlight(n int) Option { return func(o *options) { o.flush.maxInFlight = n } }
 
 // WithMemoryLimit bounds the memory the writer holds: row data (the open buffer plus batches waiting for or in
-// encoding), the metadata of data files written and not yet committed (a batch writes a file per partition it
-// touches: about 400 B a file of six columns while it waits, packed, and 2.5 KiB plus 416 B a column in the
-// commit that adds it, which is why a batch over many partitions is committed in parts of an eighth of the
-// limit left for rows) and a reserve of 48 MiB of encoder working memory per batch in flight (at least a
-// quarter of the limit stays for rows). Write blocks while the limit is reached. Default:
-// DefaultMemoryLimit (256 MiB). The Go runtime lets the heap grow to about twice the live data between
-// collections (GOGC=100); set GOMEMLIMIT to bound the process itself.
+// encoding), the metadata of data files written and not yet committed (a batch over many partitions is
+// committed in parts, so that it stays within the limit) and a reserve of encoder working memory per batch in
+// flight (at least a quarter of the limit stays for rows); docs/guide.md ("Memory") says how each is counted.
+// Write blocks while the limit is reached. Default: DefaultMemoryLimit (256 MiB). The Go runtime lets the heap
+// grow to about twice the live data between collections (GOGC=100); set GOMEMLIMIT to bound the process itself.
 func WithMemoryLimit(n int64) Option { return func(o *options) { o.flush.memoryLimit = n } }
 
 // WithTargetFileSize sets the Parquet data file size at which files are rolled. Default: DefaultTargetFileSize
@@ -394,24 +392,15 @@ func WithDeleteConversion(n int) Option { return WithDeleteConversionEvery(n) }
 // table: the index places each key's row, so upserts and deletes become position delete files (v2, one live
 // per data file) or deletion vectors (v3), cheap to read, instead of equality deletes. A writer opening a table
 // that already holds rows (its own reopened, or anyone's) reads the key columns of every live data file to
-// build it, minus the rows the table's deletes remove (deletion vectors, position and equality deletes),
-// spilling past the budget as below. The writer's own compactions move the index to the files they
-// write, and it catches up with other writers' commits (reading the files they added and the deletes they
-// wrote) instead of turning off; a run placed before another writer's commit that lands first still falls back
-// to equality deletes (or what WithDeleteFiles says instead), and once that happened the writer reloads the
-// table before placing each run. After a compaction commit that returned an error (its reply may be lost) the
-// writer uses equality deletes. The index counts what it holds, spare capacity included: per row a 32-byte
-// slot, 8 to 16 bytes of buckets and the key's bytes (9 for an int64 key), so 49 to 57 bytes per int64 key,
-// up to about 75 just after its buckets and key bytes doubled; per data file its path and partition (about
-// 0.5 KiB, whatever the columns), its deletion vector (2 bytes a deleted row) and, on format version 3, 12 bytes per row whose
-// row id an upsert carried. Past the budget the index spills its keys to local disk (WithKeyIndexSpillDir: 32
-// bytes a key, plus keys longer than 12 bytes; files unlinked as soon as they are opened, so nothing stays
-// behind) and keeps about 1.4 bytes of memory per spilled key, so upserts and deletes stay position deletes; a
-// lookup of a spilled key costs a 4 KiB read per spilled run whose bloom filter may hold it (runs merge by
-// size tier: at most 4 per tier). Stats reports KeyIndexSpilledBytes. Opening a table whose keys exceed the
-// budget spills the same way while NewWriter reads the table's keys. An index still past its budget after
-// spilling (its files' metadata and its runs' bloom filters, fences and deleted bits exceed it) goes off:
-// equality deletes, logged. Default: DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
+// build it, minus the rows the table's deletes remove. The writer's own compactions move the index to the
+// files they write, and it catches up with other writers' commits instead of turning off; a run placed before
+// another writer's commit that lands first still falls back to equality deletes (or what WithDeleteFiles says
+// instead), and the writer then reloads the table before placing each run. After a compaction commit that
+// returned an error (its reply may be lost) the writer uses equality deletes. Past the budget the index spills
+// its keys to local disk (WithKeyIndexSpillDir; docs/keyindex-spill.md), so upserts and deletes stay position
+// deletes; an index still past its budget after spilling goes off (equality deletes, logged). Stats reports
+// KeyIndexBytes and KeyIndexSpilledBytes; docs/guide.md ("Memory") gives what a key and a file cost. Default:
+// DefaultKeyIndexBytes (64 MiB); 0 turns the index off.
 func WithKeyIndexBytes(n int64) Option { return func(o *options) { o.keyed.indexBytes = n } }
 
 // WithKeyIndexSpillDir sets the local directory the key index spills its keys to past its memory budget

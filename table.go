@@ -44,9 +44,9 @@ const (
 )
 
 // Properties set on tables the writer creates: bounded metadata (DESIGN.md: without them per-commit latency
-// grows with every commit), and zstd at level 1. On the seed events level 1 writes files 0.4% larger than
-// iceberg-go's default level and encodes about twice as fast, which is most of the writer's CPU and of a
-// copy-on-write rewrite's (bench_test.go and bench_cow_test.go measure both levels).
+// grows with every commit), and zstd at level 1, which writes files barely larger than iceberg-go's default
+// level and encodes much faster: most of the writer's CPU and of a copy-on-write rewrite's (bench_test.go and
+// bench_cow_test.go measure both levels; docs/benchmarks.md has the figures).
 var createdTableDefaults = map[string]string{
 	table.MetadataDeleteAfterCommitEnabledKey: "true",
 	table.MetadataPreviousVersionsMaxKey:      "10",

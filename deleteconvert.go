@@ -342,11 +342,11 @@ func (k *keyStage) converted(pre, next *table.Table, vectors map[string]converte
 		return
 	}
 	for path, v := range vectors {
-		if fid, ok := idx.byPath[path]; ok && v.file != nil {
-			idx.files[fid].dv, idx.files[fid].dvFile = v.bm, v.file
+		if v.file != nil {
+			idx.SetVector(path, v.bm, v.file)
 		}
 	}
 	if head := next.Metadata().SnapshotByName(k.branch); head != nil {
-		idx.base = head.SnapshotID
+		idx.SetBase(head.SnapshotID)
 	}
 }

@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -99,6 +100,118 @@ func (f *indexedFile) rowID(pos int32) (int64, bool) {
 	}
 	return 0, false
 }
+
+// Base returns the snapshot the index covers (-1: an empty table).
+func (idx *keyIndex) Base() int64 { return idx.base }
+
+// SetBase makes id the snapshot the index covers.
+func (idx *keyIndex) SetBase(id int64) { idx.base = id }
+
+// Bytes returns the bytes the index holds (what Stats reports).
+func (idx *keyIndex) Bytes() int64 { return idx.held.Load() }
+
+// Store returns the index's key store (for tests: its keys and locations, its hash).
+func (idx *keyIndex) Store() *store.Store { return &idx.keys }
+
+// File returns the indexed data file fid (nil once forgotten).
+func (idx *keyIndex) File(fid int32) *indexedFile { return idx.files[fid] }
+
+// Files returns the data files the index holds, by id.
+func (idx *keyIndex) Files() iter.Seq2[int32, *indexedFile] {
+	return func(yield func(int32, *indexedFile) bool) {
+		for id, f := range idx.files {
+			if f != nil && !yield(int32(id), f) {
+				return
+			}
+		}
+	}
+}
+
+// DataFile returns what the index keeps of data file fid.
+func (idx *keyIndex) DataFile(fid int32) keyindex.FileRef { return idx.files[fid].df }
+
+// SetVector records file, holding bm, as the live deletion vector of the data file at path, if the index holds
+// it. What the file counts for the budget is not recounted: the next change of the file counts it.
+func (idx *keyIndex) SetVector(path string, bm *dv.RoaringPositionBitmap, file ice.DataFile) {
+	if fid, ok := idx.byPath[path]; ok {
+		idx.files[fid].dv, idx.files[fid].dvFile = bm, file
+	}
+}
+
+// SetFirstRowID records the first_row_id the table gave the data file at path (format version 3), if the index
+// holds it: its rows' ids follow from it.
+func (idx *keyIndex) SetFirstRowID(path string, first int64) {
+	if fid, ok := idx.byPath[path]; ok {
+		idx.files[fid].firstRowID, idx.files[fid].hasFirst = first, true
+	}
+}
+
+// KnownRowID returns the _row_id of key's row when the index holds exactly one live row of key and knows its
+// id (indexedFile.rowID). locs is scratch space, returned for reuse.
+func (idx *keyIndex) KnownRowID(key []byte, locs []store.Loc) (int64, bool, []store.Loc) {
+	locs, err := idx.keys.Lookup(locs[:0], key)
+	if err != nil {
+		return 0, false, locs // apply reports the run's failure; the id is left to it
+	}
+	if len(locs) != 1 {
+		return 0, false, locs
+	}
+	id, ok := idx.files[locs[0].File].rowID(locs[0].Pos)
+	return id, ok, locs
+}
+
+// supersededBy returns the position delete files a run removes, given those its new files supersede: every
+// superseded file still live with them once they are batch or more, else none. The index's list changes
+// only when the run commits (keyStage.committed): a run that falls back to equality deletes writes none of its
+// files, so what it would have superseded stays live, and the only file holding its positions.
+func (idx *keyIndex) supersededBy(files []ice.DataFile, batch int) []ice.DataFile {
+	if len(idx.superseded)+len(files) < max(1, batch) {
+		return nil
+	}
+	return append(slices.Clone(idx.superseded), files...)
+}
+
+// removedSuperseded forgets superseded position delete files that a committed run or conversion removed.
+func (idx *keyIndex) removedSuperseded(files []ice.DataFile) {
+	if len(files) == 0 || len(idx.superseded) == 0 {
+		return
+	}
+	gone := make(map[string]struct{}, len(files))
+	for _, f := range files {
+		gone[f.FilePath()] = struct{}{}
+	}
+	idx.superseded = slices.DeleteFunc(idx.superseded, func(f ice.DataFile) bool {
+		_, ok := gone[f.FilePath()]
+		return ok
+	})
+}
+
+// Audit reports an error unless the index counts what it holds: the key store's memory plus each live file's
+// metadata as memBytes estimates it now, and nothing for the files it forgot. It returns the live files' share
+// (for tests).
+func (idx *keyIndex) Audit() (int64, error) {
+	var files int64
+	for id, f := range idx.Files() {
+		if want := f.memBytes(); f.mem != want {
+			return 0, fmt.Errorf("file %d counted at %d bytes, holds %d", id, f.mem, want)
+		}
+		files += f.mem
+	}
+	if idx.bytes != idx.keys.Size()+files || idx.held.Load() != idx.bytes {
+		return 0, fmt.Errorf("index counts %d bytes (Stats %d), holds %d: keys %d, files %d", idx.bytes, idx.held.Load(),
+			idx.keys.Size()+files, idx.keys.Size(), files)
+	}
+	return files, nil
+}
+
+// Path returns the data file's path.
+func (f *indexedFile) Path() string { return f.df.FilePath() }
+
+// Vector returns the positions deleted from the file (nil: none).
+func (f *indexedFile) Vector() *dv.RoaringPositionBitmap { return f.dv }
+
+// CarriedRowIDs returns how many of the file's rows carry an explicit _row_id the index knows.
+func (f *indexedFile) CarriedRowIDs() int { return f.ids.Len() }
 
 // keyEntryOverhead is what the index holds per key besides the key's bytes: its slot and a share of the buckets
 // (store.Table), with room for the buckets' growth. It estimates whether a table's rows fit the budget before

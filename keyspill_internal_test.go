@@ -15,7 +15,7 @@ func BenchmarkKeyIndexLoadSpilled(b *testing.B) {
 	ctx, tbl, k := b.Context(), w.Table(), w.keys
 	load := func(limit int64) *keyIndex {
 		idx := newKeyIndex(limit, nil)
-		idx.keys.Dir = b.TempDir()
+		idx.Store().Dir = b.TempDir()
 		if reason, err := loadKeyIndex(ctx, tbl, k.branch, k.spec, idx, 2); err != nil || reason != "" {
 			b.Fatal(reason, err)
 		}
@@ -27,17 +27,17 @@ func BenchmarkKeyIndexLoadSpilled(b *testing.B) {
 		start := time.Now()
 		idx := load(DefaultKeyIndexBytes)
 		memTime += time.Since(start)
-		if idx.keys.SpilledBytes() != 0 {
+		if idx.Store().SpilledBytes() != 0 {
 			b.Fatal("the in-memory load spilled")
 		}
 		idx.close()
 		start = time.Now()
 		idx = load(1 << 20)
 		spillTime += time.Since(start)
-		if idx.keys.SpilledBytes() == 0 || idx.bytes > 1<<20 {
-			b.Fatalf("the spilled load holds %d bytes, %d spilled", idx.bytes, idx.keys.SpilledBytes())
+		if idx.Store().SpilledBytes() == 0 || idx.Bytes() > 1<<20 {
+			b.Fatalf("the spilled load holds %d bytes, %d spilled", idx.Bytes(), idx.Store().SpilledBytes())
 		}
-		held, spilled = idx.bytes, idx.keys.SpilledBytes()
+		held, spilled = idx.Bytes(), idx.Store().SpilledBytes()
 		idx.close()
 	}
 	b.ReportMetric(spillTime.Seconds()/memTime.Seconds(), "x-memory")

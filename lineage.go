@@ -462,9 +462,8 @@ func learnFirstRowIDs(ctx context.Context, tbl *table.Table, idx *keyIndex, bran
 				continue
 			}
 			for _, e := range entries {
-				fid, ok := idx.byPath[e.DataFile().FilePath()]
-				if first := e.DataFile().FirstRowID(); ok && first != nil && e.Status() == ice.EntryStatusADDED {
-					idx.files[fid].firstRowID, idx.files[fid].hasFirst = *first, true
+				if first := e.DataFile().FirstRowID(); first != nil && e.Status() == ice.EntryStatusADDED {
+					idx.SetFirstRowID(e.DataFile().FilePath(), *first)
 				}
 			}
 		}

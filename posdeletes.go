@@ -27,7 +27,7 @@ func (k *keyStage) writePositionDeletes(ctx context.Context, fs iceio.WriteFileI
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, k.parallel))
 	for i, fid := range fids {
-		df := idx.files[fid].df
+		df := idx.DataFile(fid)
 		path := lp.NewDataLocation("icewriter-pos-" + k.files.next().String() + ".parquet")
 		g.Go(func() error {
 			f, err := posdelete.Write(gctx, fs, meta, df, merged[df.FilePath()], path)
@@ -71,32 +71,6 @@ func stagePositionDeletes(ctx context.Context, tx *table.Transaction, seg *Segme
 // commits. A superseded file changes no row (its replacement repeats its positions); until removed, a reader of
 // its data file reads it too.
 const supersededBatch = 16
-
-// supersededBy returns the position delete files a run removes, given those its new files supersede: every
-// superseded file still live with them once they are batch or more, else none. The index's list changes
-// only when the run commits (keyStage.committed): a run that falls back to equality deletes writes none of its
-// files, so what it would have superseded stays live, and the only file holding its positions.
-func (idx *keyIndex) supersededBy(files []ice.DataFile, batch int) []ice.DataFile {
-	if len(idx.superseded)+len(files) < max(1, batch) {
-		return nil
-	}
-	return append(slices.Clone(idx.superseded), files...)
-}
-
-// removedSuperseded forgets superseded position delete files that a committed run or conversion removed.
-func (idx *keyIndex) removedSuperseded(files []ice.DataFile) {
-	if len(files) == 0 || len(idx.superseded) == 0 {
-		return
-	}
-	gone := make(map[string]struct{}, len(files))
-	for _, f := range files {
-		gone[f.FilePath()] = struct{}{}
-	}
-	idx.superseded = slices.DeleteFunc(idx.superseded, func(f ice.DataFile) bool {
-		_, ok := gone[f.FilePath()]
-		return ok
-	})
-}
 
 // posDeleteTarget returns the data file a file-scoped position delete file applies to: its referenced data file
 // or, as format version 2 manifests do not keep that field, its file_path bounds when they name one path.

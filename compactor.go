@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/icewriter/iceberg/internal/commit"
+	"github.com/icewriter/iceberg/internal/keyindex"
 )
 
 // compactor runs the maintenance compactions (WithSmallFileCompactionEvery, WithAutoCompactEvery) off the commit path, so
@@ -230,9 +231,9 @@ type compactPass struct {
 func (p *compactPass) write(ctx context.Context, opts []table.CompactionGroupOption) error {
 	pl := p.pl
 	p.traced = map[string]*rewriteRows{}
-	var resolver *deleteResolver
+	var resolver *keyindex.Resolver
 	if pl.writeTable.Metadata().SortOrder().IsUnsorted() {
-		resolver, p.traceErr = newDeleteResolver(ctx, pl.base)
+		resolver, p.traceErr = keyindex.NewResolver(ctx, pl.base)
 	} else {
 		p.traceErr = errors.New("the table has a sort order")
 	}

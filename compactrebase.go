@@ -12,6 +12,7 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 )
 
@@ -41,15 +42,15 @@ type rowSource struct {
 }
 
 // newRewriteRows maps a group's output rows to their sources; res finds the rows each task's deletes removed.
-func newRewriteRows(ctx context.Context, res *deleteResolver, tasks []table.FileScanTask, outputs []ice.DataFile) (*rewriteRows, error) {
+func newRewriteRows(ctx context.Context, res *keyindex.Resolver, tasks []table.FileScanTask, outputs []ice.DataFile) (*rewriteRows, error) {
 	m := &rewriteRows{sources: make(map[string]*rowSource, len(tasks)), outputs: outputs}
 	var live int64
 	for _, t := range tasks {
-		dead, err := res.positionDeleted(t)
+		dead, err := res.PositionDeleted(t)
 		if err != nil {
 			return nil, err
 		}
-		eq, err := res.equalityDeleted(ctx, t, nil)
+		eq, err := res.EqualityDeleted(ctx, t, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -337,7 +338,7 @@ func rebaseDeletes(ctx context.Context, tbl *table.Table, drift *rewriteDrift, t
 // is recognised as Java's ContentFileUtil.referencedDataFile does, by equal file_path bounds, and when its
 // bounds are truncated by reading its file_path column.
 func positionDeleteTarget(fs iceio.IO, df ice.DataFile) (string, error) {
-	if ref := posDeleteTarget(df); ref != "" {
+	if ref := posdelete.Target(df); ref != "" {
 		return ref, nil
 	}
 	byFile, err := posdelete.Read(fs, df)

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
 	"github.com/google/uuid"
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 	"golang.org/x/sync/errgroup"
 
@@ -171,7 +172,7 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, names 
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: convert equality deletes: plan: %w", err)
 	}
-	res, err := newDeleteResolver(ctx, tbl)
+	res, err := keyindex.NewResolver(ctx, tbl)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +190,7 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, names 
 			continue
 		}
 		g.Go(func() error {
-			dead, err := res.equalityDeleted(gctx, t, nil)
+			dead, err := res.EqualityDeleted(gctx, t, nil)
 			if err != nil || dead == nil {
 				return err
 			}
@@ -197,7 +198,7 @@ func planConversion(ctx context.Context, tbl *table.Table, branch string, names 
 			if v3 {
 				// A vector must hold every deleted position of its file: readers ignore position delete files
 				// for a file with a vector.
-				old, err := res.positionDeleted(t)
+				old, err := res.PositionDeleted(t)
 				if err != nil {
 					return err
 				}

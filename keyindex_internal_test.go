@@ -18,6 +18,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/icewriter/iceberg/internal/tabletest"
 
@@ -253,9 +254,9 @@ func (e *stageEnv) check(k *keyStage) {
 		return
 	}
 	// The reference is loaded without a budget: the index under test may hold more than its budget, spilled.
-	loaded := newKeyIndex(1<<40, nil)
-	defer loaded.close()
-	if reason, err := loadKeyIndex(e.ctx, e.tbl, e.o.branch, k.spec, loaded, 2); err != nil || reason != "" {
+	loaded := keyindex.New(keyindex.Config{Columns: k.spec.columns(), Limit: 1 << 40}, nil)
+	defer loaded.Close()
+	if reason, err := loaded.Load(e.ctx, e.tbl, e.o.branch, 2); err != nil || reason != "" {
 		e.t.Fatalf("load the index: %v %s", err, reason)
 	}
 	if idx.Base() != loaded.Base() {
@@ -267,7 +268,7 @@ func (e *stageEnv) check(k *keyStage) {
 }
 
 // placements are where an index places each key: data file and row position.
-func placements(idx *keyIndex) map[string]string {
+func placements(idx *keyindex.Index) map[string]string {
 	locs := map[string][]string{}
 	for k, l := range idx.Store().All() {
 		key := fmt.Sprintf("%x", k)

@@ -11,7 +11,7 @@ import (
 // checkAccounting fails the test unless the key index counts what it holds: the key store's memory plus each
 // live file's metadata as memBytes estimates it now (vector, delete files, carried row ids), and nothing for the
 // files it forgot. It returns the live files' share.
-func checkAccounting(t *testing.T, idx *keyIndex) int64 {
+func checkAccounting(t *testing.T, idx *keyindex.Index) int64 {
 	t.Helper()
 	files, err := idx.Audit()
 	if err != nil {
@@ -32,7 +32,7 @@ func TestKeyIndexCountsFileMetadata(t *testing.T) {
 	if checkAccounting(t, idx) < 64 {
 		t.Fatal("a data file's metadata not counted")
 	}
-	carrying := func() *indexedFile {
+	carrying := func() *keyindex.File {
 		for _, f := range idx.Files() {
 			if f.CarriedRowIDs() > 0 {
 				return f

@@ -52,15 +52,15 @@ type keyStage struct {
 	ident    table.Identifier
 	branch   string
 	writerID string
-	limit    int64    // the index's memory budget (WithKeyIndexBytes); 0: no index
-	pool     *memPool // a Router's key index budget, in place of limit (nil: a lone writer)
-	spillDir string   // where the index spills its runs (WithKeyIndexSpillDir; "": os.TempDir())
-	parallel int      // data files read at once by load
+	limit    int64         // the index's memory budget (WithKeyIndexBytes); 0: no index
+	pool     keyindex.Pool // a Router's key index budget, in place of limit (nil: a lone writer)
+	spillDir string        // where the index spills its runs (WithKeyIndexSpillDir; "": os.TempDir())
+	parallel int           // data files read at once by load
 	log      *slog.Logger
 	files    *fileNamer // names deletion vector files (nil: random names)
 
-	mu  sync.Mutex               // held by every operation that changes the index
-	idx atomic.Pointer[keyIndex] // nil: off, upserts and deletes use equality deletes
+	mu  sync.Mutex                     // held by every operation that changes the index
+	idx atomic.Pointer[keyindex.Index] // nil: off, upserts and deletes use equality deletes
 	// fresh: another writer's commit made a run fall back to equality deletes; the writer reloads the table
 	// before placing its runs in the index (wantsFresh), so they place themselves on the head, not on the table
 	// its last commit left. A writer that never meets another pays no reload.
@@ -180,7 +180,7 @@ func (k *keyStage) fileKeys(ctx context.Context, tbl *table.Table, files []ice.D
 func (k *keyStage) readKeys(ctx context.Context, tbl *table.Table, files []ice.DataFile) ([]keyindex.FileKeys, error) {
 	out := make([]keyindex.FileKeys, 0, len(files))
 	for _, f := range files {
-		keys, err := readFileKeys(ctx, tbl, f, k.spec)
+		keys, err := keyindex.ReadFileKeys(ctx, tbl, f, k.spec.columns())
 		if err != nil {
 			return nil, err
 		}
@@ -200,6 +200,11 @@ type keySpec struct {
 	fieldIDs []int
 	schema   *arrow.Schema // the key columns, as the table types them (Delete's input is projected onto it)
 	idx      []int         // positions of the key columns in the table's Arrow schema
+}
+
+// columns are the key columns as the key index reads them from data files.
+func (ks *keySpec) columns() keyindex.Columns {
+	return keyindex.Columns{Names: ks.names, FieldIDs: ks.fieldIDs}
 }
 
 // schemaOf is the key columns' schema with the types types(i) gives (the batch's or the table's now): ks.schema

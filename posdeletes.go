@@ -1,7 +1,6 @@
 package iceberg
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -10,6 +9,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 	"golang.org/x/sync/errgroup"
 )
@@ -20,7 +20,7 @@ import (
 // writePositionDeletes writes one position delete file per data file of pending (format version 2), each with
 // every position merged holds for it (this writer's earlier deletes of the file and the run's), a few at once.
 func (k *keyStage) writePositionDeletes(ctx context.Context, fs iceio.WriteFileIO, tbl *table.Table, lp table.LocationProvider,
-	idx *keyIndex, pending map[int32][]int64, merged runDVs) ([]ice.DataFile, error) {
+	idx *keyindex.Index, pending map[int32][]int64, merged runDVs) ([]ice.DataFile, error) {
 	meta := tbl.Metadata()
 	fids := slices.Sorted(maps.Keys(pending))
 	out := make([]ice.DataFile, len(fids))
@@ -71,19 +71,6 @@ func stagePositionDeletes(ctx context.Context, tx *table.Transaction, seg *Segme
 // commits. A superseded file changes no row (its replacement repeats its positions); until removed, a reader of
 // its data file reads it too.
 const supersededBatch = 16
-
-// posDeleteTarget returns the data file a file-scoped position delete file applies to: its referenced data file
-// or, as format version 2 manifests do not keep that field, its file_path bounds when they name one path.
-func posDeleteTarget(f ice.DataFile) string {
-	if ref := f.ReferencedDataFile(); ref != nil {
-		return *ref
-	}
-	lo, hi := f.LowerBoundValues()[posdelete.PathID], f.UpperBoundValues()[posdelete.PathID]
-	if len(lo) > 0 && bytes.Equal(lo, hi) {
-		return string(lo)
-	}
-	return ""
-}
 
 // writableFS returns the table's file system as one that writes files (what: the files it is for, in the error).
 func writableFS(fs iceio.IO, what string) (iceio.WriteFileIO, error) {

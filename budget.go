@@ -3,6 +3,7 @@ package iceberg
 import (
 	"sync/atomic"
 
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/pipeline"
 )
 
@@ -67,9 +68,16 @@ func (p versionPool) Free() int64 { return p.free() }
 
 // routerIndexPool is the key index budget of a Router's writer (nil for a lone writer, or a table whose own
 // WithKeyIndexBytes turned the index off).
-func routerIndexPool(o *options) *memPool {
+func routerIndexPool(o *options) keyindex.Pool {
 	if o.shared == nil || o.keyed.indexBytes <= 0 {
 		return nil
 	}
-	return o.shared.index
+	return indexPool{o.shared.index}
 }
+
+// indexPool is a Router's key index budget as its tables' indexes draw from it.
+type indexPool struct{ *memPool }
+
+func (p indexPool) Add(n int64)  { p.add(n) }
+func (p indexPool) Over() bool   { return p.over() }
+func (p indexPool) Limit() int64 { return p.limit }

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
 	"github.com/icewriter/iceberg/internal/encode"
+	"github.com/icewriter/iceberg/internal/keyindex"
 )
 
 // encode writes a sealed batch's files for the pipeline. A keyed batch is resolved first (rows superseded
@@ -66,7 +67,7 @@ func (w *Writer) encode(ctx context.Context, b *batch, slots pipeline.Slots) err
 			}
 			var out encode.Written
 			out, err = w.files.Write(ctx, tbl, schema, eb, b.writeOptions(), !b.In.Keyed && !indexed, parts)
-			files, packed, b.enc.rowMap = out.Files, out.Packed, out.Rows
+			files, packed, b.enc.rowMap = out.Files, out.Packed, rowMapOf(out.Rows)
 			release()
 		}
 		b.In.Recs = eb.Recs
@@ -105,4 +106,16 @@ func (w *Writer) encode(ctx context.Context, b *batch, slots pipeline.Slots) err
 // packed (heldfiles.go, about a tenth of it) and take this much only in the run that commits them.
 func fileMetaBytes(schema *arrow.Schema) int64 {
 	return 2560 + 416*int64(schema.NumFields())
+}
+
+// rowMapOf is the key stage's map of the rows of a batch's new data files, from the order the encoder wrote
+// them in (nil: unknown).
+func rowMapOf(o *encode.RowOrder) *keyindex.RowMap {
+	switch {
+	case o == nil:
+		return nil
+	case o.Order == nil:
+		return keyindex.Unpartitioned
+	}
+	return keyindex.NewRowMap(o.Order, o.Ends)
 }

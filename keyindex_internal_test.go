@@ -20,6 +20,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"github.com/icewriter/iceberg/internal/tabletest"
 
@@ -256,13 +257,13 @@ func (e *stageEnv) check(k *keyStage) {
 		return
 	}
 	// The reference is loaded without a budget: the index under test may hold more than its budget, spilled.
-	loaded := newKeyIndex(1<<40, nil)
-	defer loaded.close()
-	if reason, err := loadKeyIndex(e.ctx, e.tbl, e.o.branch, k.spec, loaded, 2); err != nil || reason != "" {
+	loaded := keyindex.New(keyindex.Config{Columns: k.spec.columns(), Limit: 1 << 40}, nil)
+	defer loaded.Close()
+	if reason, err := loaded.Load(e.ctx, e.tbl, e.o.branch, 2); err != nil || reason != "" {
 		e.t.Fatalf("load the index: %v %s", err, reason)
 	}
-	if idx.base != loaded.base {
-		e.t.Fatalf("index base %d, the table's head %d", idx.base, loaded.base)
+	if idx.Base() != loaded.Base() {
+		e.t.Fatalf("index base %d, the table's head %d", idx.Base(), loaded.Base())
 	}
 	if got, want := placements(idx), placements(loaded); !maps.Equal(got, want) {
 		e.t.Fatalf("the index places\n%v\nloaded from the table:\n%v", got, want)
@@ -270,11 +271,11 @@ func (e *stageEnv) check(k *keyStage) {
 }
 
 // placements are where an index places each key: data file and row position.
-func placements(idx *keyIndex) map[string]string {
+func placements(idx *keyindex.Index) map[string]string {
 	locs := map[string][]string{}
-	for k, l := range idx.keys.All() {
+	for k, l := range idx.Store().All() {
 		key := fmt.Sprintf("%x", k)
-		locs[key] = append(locs[key], fmt.Sprintf("%s#%d", filepath.Base(idx.files[l.File].df.FilePath()), l.Pos))
+		locs[key] = append(locs[key], fmt.Sprintf("%s#%d", filepath.Base(idx.File(l.File).Path()), l.Pos))
 	}
 	out := map[string]string{}
 	for k, s := range locs {
@@ -332,9 +333,9 @@ func TestKeyStageApplyCommitRebase(t *testing.T) {
 	if !k.indexed() {
 		t.Fatal("the index went off after the writer's own compaction")
 	}
-	for path, fid := range k.idx.Load().byPath {
-		if k.idx.Load().files[fid].dv != nil {
-			t.Fatalf("compacted file %s has a vector in the index", path)
+	for _, f := range k.idx.Load().Files() {
+		if f.Vector() != nil {
+			t.Fatalf("compacted file %s has a vector in the index", f.Path())
 		}
 	}
 	e.check(k)
@@ -358,7 +359,7 @@ func TestKeyStageCollidingHashes(t *testing.T) {
 			t.Parallel()
 			e := newStageEnv(t, version)
 			k := e.stage(false)
-			k.idx.Load().keys.SetHash(func(b []byte) uint64 { return keyenc.Hash(b) & 1 })
+			k.idx.Load().Store().SetHash(func(b []byte) uint64 { return keyenc.Hash(b) & 1 })
 			e.do(k, opInsert, ids(0, 20), "a")
 			e.do(k, opInsert, []int64{5, 25}, "dup") // a second row of key 5
 			e.do(k, opUpsert, []int64{3, 5, 12, 40}, "u1")

@@ -11,21 +11,11 @@ import (
 // checkAccounting fails the test unless the key index counts what it holds: the key store's memory plus each
 // live file's metadata as memBytes estimates it now (vector, delete files, carried row ids), and nothing for the
 // files it forgot. It returns the live files' share.
-func checkAccounting(t *testing.T, idx *keyIndex) int64 {
+func checkAccounting(t *testing.T, idx *keyindex.Index) int64 {
 	t.Helper()
-	var files int64
-	for id, f := range idx.files {
-		if f == nil {
-			continue
-		}
-		if want := f.memBytes(); f.mem != want {
-			t.Fatalf("file %d counted at %d bytes, holds %d", id, f.mem, want)
-		}
-		files += f.mem
-	}
-	if idx.bytes != idx.keys.Size()+files || idx.held.Load() != idx.bytes {
-		t.Fatalf("index counts %d bytes (Stats %d), holds %d: keys %d, files %d", idx.bytes, idx.held.Load(),
-			idx.keys.Size()+files, idx.keys.Size(), files)
+	files, err := idx.Audit()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return files
 }
@@ -42,9 +32,9 @@ func TestKeyIndexCountsFileMetadata(t *testing.T) {
 	if checkAccounting(t, idx) < 64 {
 		t.Fatal("a data file's metadata not counted")
 	}
-	carrying := func() *indexedFile {
-		for _, f := range idx.files {
-			if f != nil && f.ids.Len() > 0 {
+	carrying := func() *keyindex.File {
+		for _, f := range idx.Files() {
+			if f.CarriedRowIDs() > 0 {
 				return f
 			}
 		}
@@ -53,12 +43,12 @@ func TestKeyIndexCountsFileMetadata(t *testing.T) {
 	e.do(k, opUpsert, ids(1, 49), "u") // the replaced rows' ids move to the new file
 	before := checkAccounting(t, idx)
 	f := carrying()
-	if f == nil || f.ids.Len() != 49 {
+	if f == nil || f.CarriedRowIDs() != 49 {
 		t.Fatalf("the upsert's file carries %v row ids, want 49", f)
 	}
 	e.do(k, opUpsert, ids(1, 24), "v") // replaces 24 of them: their ids move on
-	if f.ids.Len() != 25 {
-		t.Fatalf("%d row ids kept on a file of which 24 rows were replaced, want 25", f.ids.Len())
+	if f.CarriedRowIDs() != 25 {
+		t.Fatalf("%d row ids kept on a file of which 24 rows were replaced, want 25", f.CarriedRowIDs())
 	}
 	if after := checkAccounting(t, idx); after <= before {
 		t.Fatalf("files count %d bytes after more upserts, %d before: the vectors and the new file did not count", after, before)
@@ -67,10 +57,8 @@ func TestKeyIndexCountsFileMetadata(t *testing.T) {
 	checkAccounting(t, idx)
 	e.compact(k)
 	live := 0
-	for _, f := range idx.files {
-		if f != nil {
-			live++
-		}
+	for range idx.Files() {
+		live++
 	}
 	if files := checkAccounting(t, idx); live != 1 || files > 1<<10 {
 		t.Fatalf("after a compaction into one file: %d files count %d bytes", live, files)

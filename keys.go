@@ -1,7 +1,6 @@
 package iceberg
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -52,15 +51,15 @@ type keyStage struct {
 	ident    table.Identifier
 	branch   string
 	writerID string
-	limit    int64    // the index's memory budget (WithKeyIndexBytes); 0: no index
-	pool     *memPool // a Router's key index budget, in place of limit (nil: a lone writer)
-	spillDir string   // where the index spills its runs (WithKeyIndexSpillDir; "": os.TempDir())
-	parallel int      // data files read at once by load
+	limit    int64         // the index's memory budget (WithKeyIndexBytes); 0: no index
+	pool     keyindex.Pool // a Router's key index budget, in place of limit (nil: a lone writer)
+	spillDir string        // where the index spills its runs (WithKeyIndexSpillDir; "": os.TempDir())
+	parallel int           // data files read at once by load
 	log      *slog.Logger
 	files    *fileNamer // names deletion vector files (nil: random names)
 
-	mu  sync.Mutex               // held by every operation that changes the index
-	idx atomic.Pointer[keyIndex] // nil: off, upserts and deletes use equality deletes
+	mu  sync.Mutex                     // held by every operation that changes the index
+	idx atomic.Pointer[keyindex.Index] // nil: off, upserts and deletes use equality deletes
 	// fresh: another writer's commit made a run fall back to equality deletes; the writer reloads the table
 	// before placing its runs in the index (wantsFresh), so they place themselves on the head, not on the table
 	// its last commit left. A writer that never meets another pays no reload.
@@ -180,7 +179,7 @@ func (k *keyStage) fileKeys(ctx context.Context, tbl *table.Table, files []ice.D
 func (k *keyStage) readKeys(ctx context.Context, tbl *table.Table, files []ice.DataFile) ([]keyindex.FileKeys, error) {
 	out := make([]keyindex.FileKeys, 0, len(files))
 	for _, f := range files {
-		keys, err := readFileKeys(ctx, tbl, f, k.spec)
+		keys, err := keyindex.ReadFileKeys(ctx, tbl, f, k.spec.columns())
 		if err != nil {
 			return nil, err
 		}
@@ -200,6 +199,11 @@ type keySpec struct {
 	fieldIDs []int
 	schema   *arrow.Schema // the key columns, as the table types them (Delete's input is projected onto it)
 	idx      []int         // positions of the key columns in the table's Arrow schema
+}
+
+// columns are the key columns as the key index reads them from data files.
+func (ks *keySpec) columns() keyindex.Columns {
+	return keyindex.Columns{Names: ks.names, FieldIDs: ks.fieldIDs}
 }
 
 // schemaOf is the key columns' schema with the types types(i) gives (the batch's or the table's now): ks.schema
@@ -303,12 +307,9 @@ type resolved struct {
 	written map[uint64]struct{} // hashes of the keys of the rows written
 	keyed   map[uint64]struct{} // hashes of the keys upserted or deleted
 	sets    chan struct{}       // closed once written and keyed are built (keySets)
-	// What dataKeys reads: each row's key (ints for a key of one integer column, else keys[offs[ord]:
-	// offs[ord+1]]), its operation and whether a later change of its key superseded it, by ordinal over the
-	// batch's rows.
-	ints    []int64
-	keys    []byte
-	offs    []int
+	// What dataKeys reads: each row's key, its operation and whether a later change of its key superseded it,
+	// by ordinal over the batch's rows.
+	rows    keyindex.RowKeys
 	kinds   []opKind
 	dropped []bool
 }
@@ -318,22 +319,22 @@ type resolved struct {
 // batch's new data files from it (keyindex.RowMap) instead of reading them back.
 func (r *resolved) dataKeys() keyenc.List {
 	var l keyenc.List
-	if r.ints != nil {
-		l.Grow(9 * len(r.ints)) // keyenc.AppendInt's width
+	if r.rows.Ints != nil {
+		l.Grow(9 * len(r.rows.Ints)) // keyenc.AppendInt's width
 	} else {
-		l.Grow(len(r.keys))
+		l.Grow(len(r.rows.Bytes))
 	}
 	var ikey []byte
 	for ord, kind := range r.kinds {
 		if kind == opDelete || r.dropped[ord] {
 			continue
 		}
-		if r.ints != nil {
-			ikey = keyenc.AppendInt(ikey[:0], r.ints[ord])
+		if r.rows.Ints != nil {
+			ikey = keyenc.AppendInt(ikey[:0], r.rows.Ints[ord])
 			l.Add(ikey)
 			continue
 		}
-		l.Add(r.keys[r.offs[ord]:r.offs[ord+1]])
+		l.Add(r.rows.Bytes[r.rows.Offs[ord]:r.rows.Offs[ord+1]])
 	}
 	return l
 }
@@ -353,9 +354,7 @@ var resolveHash = keyenc.Hash
 // its own. mem allocates the records of the rows kept (conform.RowSelection).
 //
 // Each row's key is encoded (or, for one integer column, read as an integer) and hashed once; one pass from the
-// last row to the first then finds the rows a later upsert or delete supersedes, with one table lookup per row:
-// the table holds, per key, the last row that upserts or deletes it, checked against the key whenever a hash
-// repeats. When many rows change a key already changed (a change stream's updates), the deletes hold each key
+// last row to the first then finds the rows a later upsert or delete supersedes (keyindex.Supersede). When many rows change a key already changed (a change stream's updates), the deletes hold each key
 // once (distinctKeys).
 func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) (*resolved, error) {
 	ks := k.spec
@@ -415,37 +414,12 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 			keyedRows += n
 		}
 	}
-	same := func(a, b int) bool {
-		if ints != nil {
-			return ints[a] == ints[b]
-		}
-		return bytes.Equal(keys[offs[a]:offs[a+1]], keys[offs[b]:offs[b+1]])
-	}
 	// dropped marks the rows a later upsert or delete of their key supersedes.
 	dropped := make([]bool, total)
-	r := &resolved{ints: ints, keys: keys, offs: offs, kinds: kinds, dropped: dropped}
+	r := &resolved{rows: keyindex.RowKeys{Ints: ints, Bytes: keys, Offs: offs}, kinds: kinds, dropped: dropped}
 	var distinct []int32 // the last row upserting or deleting each key, from the last row to the first
 	if b.In.Keyed {
-		// lasts is an open-addressing table of the last row that upserts or deletes each key (slot: ordinal+1, 0
-		// empty), probed from the key's hash and checked against the hash, then the key's bytes: keys sharing a
-		// hash only probe further. A Go map keyed by the hash took about twice as long per row (BenchmarkApply).
-		lasts := make([]int32, tableSize(keyedRows))
-		mask := uint64(len(lasts) - 1)
-		distinct = make([]int32, 0, min(keyedRows, 1<<16))
-		for ord := total - 1; ord >= 0; ord-- {
-			h := hashes[ord]
-			s := h & mask
-			for ; lasts[s] != 0; s = (s + 1) & mask {
-				if last := int(lasts[s] - 1); hashes[last] == h && same(last, ord) {
-					dropped[ord] = true
-					break
-				}
-			}
-			if !dropped[ord] && kinds[ord] != opInsert {
-				lasts[s] = int32(ord + 1)
-				distinct = append(distinct, int32(ord))
-			}
-		}
+		distinct = keyindex.Supersede(hashes, kinds, opInsert, keyedRows, &r.rows, dropped)
 	}
 	kept := conform.NewRowSelection(ctx, mem)
 	fail := func(err error) (*resolved, error) {
@@ -636,33 +610,4 @@ func intKeys(b *batch, ks *keySpec, total int) []int64 {
 		}
 	}
 	return out
-}
-
-// intersects reports whether two key sets (key hashes) share a key: run formation starts a new segment when a
-// batch upserts or deletes a key written earlier in the segment.
-func intersects[A, B any](a map[uint64]A, b map[uint64]B) bool {
-	if len(a) <= len(b) {
-		for k := range a {
-			if _, ok := b[k]; ok {
-				return true
-			}
-		}
-		return false
-	}
-	for k := range b {
-		if _, ok := a[k]; ok {
-			return true
-		}
-	}
-	return false
-}
-
-// intersectsAny reports whether a shares a key with any of sets.
-func intersectsAny[A, B any](a map[uint64]A, sets []map[uint64]B) bool {
-	for _, b := range sets {
-		if intersects(a, b) {
-			return true
-		}
-	}
-	return false
 }

@@ -3,6 +3,8 @@ package iceberg
 import (
 	"testing"
 	"time"
+
+	"github.com/icewriter/iceberg/internal/keyindex"
 )
 
 // BenchmarkKeyIndexLoadSpilled loads the key index of a format-v2 table of 200,000 int64 keys in 8 data files,
@@ -13,10 +15,9 @@ import (
 func BenchmarkKeyIndexLoadSpilled(b *testing.B) {
 	w := idNameWriter(b, 8, 25_000, WithCreate(idNameSchema, IdentifierFields("id")))
 	ctx, tbl, k := b.Context(), w.Table(), w.keys
-	load := func(limit int64) *keyIndex {
-		idx := newKeyIndex(limit, nil)
-		idx.keys.Dir = b.TempDir()
-		if reason, err := loadKeyIndex(ctx, tbl, k.branch, k.spec, idx, 2); err != nil || reason != "" {
+	load := func(limit int64) *keyindex.Index {
+		idx := keyindex.New(keyindex.Config{Columns: k.spec.columns(), Limit: limit, Dir: b.TempDir()}, nil)
+		if reason, err := idx.Load(ctx, tbl, k.branch, 2); err != nil || reason != "" {
 			b.Fatal(reason, err)
 		}
 		return idx
@@ -27,18 +28,18 @@ func BenchmarkKeyIndexLoadSpilled(b *testing.B) {
 		start := time.Now()
 		idx := load(DefaultKeyIndexBytes)
 		memTime += time.Since(start)
-		if idx.keys.SpilledBytes() != 0 {
+		if idx.Store().SpilledBytes() != 0 {
 			b.Fatal("the in-memory load spilled")
 		}
-		idx.close()
+		idx.Close()
 		start = time.Now()
 		idx = load(1 << 20)
 		spillTime += time.Since(start)
-		if idx.keys.SpilledBytes() == 0 || idx.bytes > 1<<20 {
-			b.Fatalf("the spilled load holds %d bytes, %d spilled", idx.bytes, idx.keys.SpilledBytes())
+		if idx.Store().SpilledBytes() == 0 || idx.Bytes() > 1<<20 {
+			b.Fatalf("the spilled load holds %d bytes, %d spilled", idx.Bytes(), idx.Store().SpilledBytes())
 		}
-		held, spilled = idx.bytes, idx.keys.SpilledBytes()
-		idx.close()
+		held, spilled = idx.Bytes(), idx.Store().SpilledBytes()
+		idx.Close()
 	}
 	b.ReportMetric(spillTime.Seconds()/memTime.Seconds(), "x-memory")
 	b.ReportMetric(float64(held), "spilled-index-B")

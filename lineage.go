@@ -403,7 +403,7 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 		var keys keyenc.List
 		if kl, ok := keysOf[f.FilePath()]; ok {
 			keys = *kl
-		} else if keys, err = readFileKeys(ctx, tbl, f, k.spec); err != nil {
+		} else if keys, err = keyindex.ReadFileKeys(ctx, tbl, f, k.spec.columns()); err != nil {
 			return nil, nil, err
 		}
 		fks[i] = keyindex.FileKeys{DF: f, Keys: keys}
@@ -439,7 +439,7 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 // version 3: a row delta assigns them), read from the manifests its snapshots added (those after prev, the
 // index's base before the run), so that the rows of those files have known ids for later upserts to keep.
 // A manifest that cannot be read leaves its files' ids unknown: those upserts then get new ids.
-func learnFirstRowIDs(ctx context.Context, tbl *table.Table, idx *keyIndex, branch string, prev int64) {
+func learnFirstRowIDs(ctx context.Context, tbl *table.Table, idx *keyindex.Index, branch string, prev int64) {
 	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return
@@ -462,9 +462,8 @@ func learnFirstRowIDs(ctx context.Context, tbl *table.Table, idx *keyIndex, bran
 				continue
 			}
 			for _, e := range entries {
-				fid, ok := idx.byPath[e.DataFile().FilePath()]
-				if first := e.DataFile().FirstRowID(); ok && first != nil && e.Status() == ice.EntryStatusADDED {
-					idx.files[fid].firstRowID, idx.files[fid].hasFirst = *first, true
+				if first := e.DataFile().FirstRowID(); first != nil && e.Status() == ice.EntryStatusADDED {
+					idx.SetFirstRowID(e.DataFile().FilePath(), *first)
 				}
 			}
 		}

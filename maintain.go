@@ -6,6 +6,8 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
 
+	"github.com/icewriter/iceberg/internal/keyindex"
+	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 	"github.com/icewriter/iceberg/internal/maintain"
 )
 
@@ -71,13 +73,13 @@ func (w *Writer) newMaintainer(o *options) *maintain.Maintainer {
 		RebaseIndex:    w.keys.rebase,
 		IndexConverted: w.keys.converted,
 		NewDeleteResolver: func(ctx context.Context, tbl *table.Table) (maintain.DeleteResolver, error) {
-			r, err := newDeleteResolver(ctx, tbl)
+			r, err := keyindex.NewResolver(ctx, tbl)
 			if err != nil {
 				return nil, err
 			}
 			return maintainResolver{r}, nil
 		},
-		DeleteTarget: posDeleteTarget,
+		DeleteTarget: posdelete.Target,
 		OnCompaction: w.compacted,
 		OnConversion: w.converted,
 		OnExpiry:     w.expired,
@@ -90,14 +92,14 @@ func (w *Writer) newMaintainer(o *options) *maintain.Maintainer {
 }
 
 // maintainResolver is the key index's delete resolution as maintenance asks for it.
-type maintainResolver struct{ r *deleteResolver }
+type maintainResolver struct{ r *keyindex.Resolver }
 
 func (m maintainResolver) PositionDeleted(task table.FileScanTask) (*dv.RoaringPositionBitmap, error) {
-	return m.r.positionDeleted(task)
+	return m.r.PositionDeleted(task)
 }
 
 func (m maintainResolver) EqualityDeleted(ctx context.Context, task table.FileScanTask) (*dv.RoaringPositionBitmap, error) {
-	return m.r.equalityDeleted(ctx, task, nil)
+	return m.r.EqualityDeleted(ctx, task, nil)
 }
 
 // converted records in the key index a conversion this writer committed (pre is the table it planned on, next
@@ -112,11 +114,11 @@ func (k *keyStage) converted(pre, next *table.Table, vectors map[string]maintain
 		return
 	}
 	for path, v := range vectors {
-		if fid, ok := idx.byPath[path]; ok && v.File != nil {
-			idx.files[fid].dv, idx.files[fid].dvFile = v.Bitmap, v.File
+		if v.File != nil {
+			idx.SetVector(path, v.Bitmap, v.File)
 		}
 	}
 	if head := next.Metadata().SnapshotByName(k.branch); head != nil {
-		idx.base = head.SnapshotID
+		idx.SetBase(head.SnapshotID)
 	}
 }

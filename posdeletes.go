@@ -1,7 +1,6 @@
 package iceberg
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -10,6 +9,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 	"golang.org/x/sync/errgroup"
 )
@@ -20,14 +20,14 @@ import (
 // writePositionDeletes writes one position delete file per data file of pending (format version 2), each with
 // every position merged holds for it (this writer's earlier deletes of the file and the run's), a few at once.
 func (k *keyStage) writePositionDeletes(ctx context.Context, fs iceio.WriteFileIO, tbl *table.Table, lp table.LocationProvider,
-	idx *keyIndex, pending map[int32][]int64, merged runDVs) ([]ice.DataFile, error) {
+	idx *keyindex.Index, pending map[int32][]int64, merged runDVs) ([]ice.DataFile, error) {
 	meta := tbl.Metadata()
 	fids := slices.Sorted(maps.Keys(pending))
 	out := make([]ice.DataFile, len(fids))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, k.parallel))
 	for i, fid := range fids {
-		df := idx.files[fid].df
+		df := idx.DataFile(fid)
 		path := lp.NewDataLocation("icewriter-pos-" + k.files.next().String() + ".parquet")
 		g.Go(func() error {
 			f, err := posdelete.Write(gctx, fs, meta, df, merged[df.FilePath()], path)
@@ -71,42 +71,3 @@ func stagePositionDeletes(ctx context.Context, tx *table.Transaction, seg *Segme
 // commits. A superseded file changes no row (its replacement repeats its positions); until removed, a reader of
 // its data file reads it too.
 const supersededBatch = 16
-
-// supersededBy returns the position delete files a run removes, given those its new files supersede: every
-// superseded file still live with them once they are batch or more, else none. The index's list changes
-// only when the run commits (keyStage.committed): a run that falls back to equality deletes writes none of its
-// files, so what it would have superseded stays live, and the only file holding its positions.
-func (idx *keyIndex) supersededBy(files []ice.DataFile, batch int) []ice.DataFile {
-	if len(idx.superseded)+len(files) < max(1, batch) {
-		return nil
-	}
-	return append(slices.Clone(idx.superseded), files...)
-}
-
-// removedSuperseded forgets superseded position delete files that a committed run or conversion removed.
-func (idx *keyIndex) removedSuperseded(files []ice.DataFile) {
-	if len(files) == 0 || len(idx.superseded) == 0 {
-		return
-	}
-	gone := make(map[string]struct{}, len(files))
-	for _, f := range files {
-		gone[f.FilePath()] = struct{}{}
-	}
-	idx.superseded = slices.DeleteFunc(idx.superseded, func(f ice.DataFile) bool {
-		_, ok := gone[f.FilePath()]
-		return ok
-	})
-}
-
-// posDeleteTarget returns the data file a file-scoped position delete file applies to: its referenced data file
-// or, as format version 2 manifests do not keep that field, its file_path bounds when they name one path.
-func posDeleteTarget(f ice.DataFile) string {
-	if ref := f.ReferencedDataFile(); ref != nil {
-		return *ref
-	}
-	lo, hi := f.LowerBoundValues()[posdelete.PathID], f.UpperBoundValues()[posdelete.PathID]
-	if len(lo) > 0 && bytes.Equal(lo, hi) {
-		return string(lo)
-	}
-	return ""
-}

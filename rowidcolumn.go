@@ -132,7 +132,7 @@ func (k *keyStage) knownRowIDs(keyRecs []arrow.RecordBatch) (map[string]int64, e
 			buf = enc.AppendKey(buf[:0], r)
 			var id int64
 			var ok bool
-			if id, ok, locs = idx.knownRowID(buf, locs); ok {
+			if id, ok, locs = idx.KnownRowID(buf, locs); ok {
 				if out == nil {
 					out = map[string]int64{}
 				}
@@ -141,20 +141,6 @@ func (k *keyStage) knownRowIDs(keyRecs []arrow.RecordBatch) (map[string]int64, e
 		}
 	}
 	return out, nil
-}
-
-// knownRowID returns the _row_id of key's row when the index holds exactly one live row of key and knows its
-// id (indexedFile.rowID). locs is scratch space, returned for reuse.
-func (idx *keyIndex) knownRowID(key []byte, locs []store.Loc) (int64, bool, []store.Loc) {
-	locs, err := idx.keys.Lookup(locs[:0], key)
-	if err != nil {
-		return 0, false, locs // apply reports the run's failure; the id is left to it
-	}
-	if len(locs) != 1 {
-		return 0, false, locs
-	}
-	id, ok := idx.files[locs[0].File].rowID(locs[0].Pos)
-	return id, ok, locs
 }
 
 // writeOptions are the options b's data files are written with besides the encoder's: the _row_id column

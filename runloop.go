@@ -12,6 +12,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/icewriter/iceberg/internal/commit"
+	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/redact"
 )
 
@@ -170,7 +171,7 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) (*Run, error) {
 	var seg *Segment
 	var segWritten []map[uint64]struct{}
 	for _, b := range batches {
-		if seg == nil || (len(b.enc.keyedSet) > 0 && intersectsAny(b.enc.keyedSet, segWritten)) {
+		if seg == nil || (len(b.enc.keyedSet) > 0 && keyindex.IntersectsAny(b.enc.keyedSet, segWritten)) {
 			run.Segments = append(run.Segments, Segment{})
 			seg = &run.Segments[len(run.Segments)-1]
 			segWritten = segWritten[:0]

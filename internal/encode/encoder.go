@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"github.com/icewriter/iceberg/internal/keyindex"
-
 	"github.com/google/uuid"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -68,8 +66,26 @@ type Batch[H any] struct {
 type Written struct {
 	Files  []ice.DataFile
 	Packed *PackedFiles
-	Rows   *keyindex.RowMap
+	Rows   *RowOrder
 }
+
+// RowOrder is the order a batch's new data files hold the rows written (the batch's records, in order): Order
+// lists the row numbers partition group after partition group, in the order the encoder handed them to
+// iceberg-go, and Ends is where each group ends in Order. A nil Order is the rows in order (an unpartitioned
+// table). Only a table without a sort order gets one: iceberg-go sorts each record of a sorted table.
+type RowOrder struct {
+	Order []int32
+	Ends  []int
+}
+
+// add appends a partition group's rows.
+func (o *RowOrder) add(rows []int32) {
+	o.Order = append(o.Order, rows...)
+	o.Ends = append(o.Ends, len(o.Order))
+}
+
+// mapsRows reports whether the files of tbl's writes hold their rows in the order given to them.
+func mapsRows(tbl *table.Table) bool { return tbl.Metadata().SortOrder().IsUnsorted() }
 
 // next is the write UUID of the next file-writing call.
 func (e *Encoder[H]) next() uuid.UUID {
@@ -122,7 +138,7 @@ func (e *Encoder[H]) Write(ctx context.Context, tbl *table.Table, schema *arrow.
 // writeFiles is Write's encoding: the files it wrote go into keep when it is not nil (returned otherwise), and
 // the order they hold the rows in, where known.
 func (e *Encoder[H]) writeFiles(ctx context.Context, tbl *table.Table, schema *arrow.Schema, b *Batch[H],
-	batchOpts []table.WriteRecordOption, keep *PackedFiles, parts int) ([]ice.DataFile, *keyindex.RowMap, error) {
+	batchOpts []table.WriteRecordOption, keep *PackedFiles, parts int) ([]ice.DataFile, *RowOrder, error) {
 	opts := []table.WriteRecordOption{
 		table.WithTargetFileSize(e.fileSize()),
 		table.WithParquetRowGroupLimit(e.RowGroupRows),
@@ -144,9 +160,9 @@ func (e *Encoder[H]) writeFiles(ctx context.Context, tbl *table.Table, schema *a
 		if err != nil {
 			return nil, nil, err
 		}
-		var order *keyindex.RowMap
-		if keyindex.MapsRows(tbl) {
-			order = &keyindex.RowMap{}
+		var order *RowOrder
+		if mapsRows(tbl) {
+			order = &RowOrder{}
 		}
 		files, err = e.keep(files, keep)
 		return files, order, err
@@ -174,9 +190,9 @@ func (e *Encoder[H]) writeFiles(ctx context.Context, tbl *table.Table, schema *a
 		e.partShare.Store(math.Float64bits(float64(groups.Largest()) / float64(rows)))
 		e.lastParts.Store(int64(groups.Count()))
 		e.WarnFanout(tbl, groups.Count(), rows)
-		var order *keyindex.RowMap
-		if keyindex.MapsRows(tbl) {
-			order = &keyindex.RowMap{}
+		var order *RowOrder
+		if mapsRows(tbl) {
+			order = &RowOrder{}
 		}
 		files, err := e.writeFanout(ctx, tbl, schema, one, groups, opts, keep, order)
 		if err != nil {
@@ -341,9 +357,9 @@ func ConcatRecords(mem memory.Allocator, schema *arrow.Schema, recs []arrow.Reco
 // row-group limit, is its weight), so a batch never buffers more for its files than a single writer would. A
 // chunk's rows are taken from the record into a record of their own, partition after partition; its key bloom
 // filters are sized for its largest partition. rows, when not nil, gets the order the files hold the rows in
-// (keyindex.RowMap).
+// (RowOrder).
 func (e *Encoder[H]) writeFanout(ctx context.Context, tbl *table.Table, schema *arrow.Schema, rec arrow.RecordBatch,
-	g *PartitionGroups, opts []table.WriteRecordOption, keep *PackedFiles, rows *keyindex.RowMap) ([]ice.DataFile, error) {
+	g *PartitionGroups, opts []table.WriteRecordOption, keep *PackedFiles, rows *RowOrder) ([]ice.DataFile, error) {
 	chunks := FanoutChunks(g, e.Limits.ChunkPartitions)
 	if rows != nil {
 		// The files come chunk after chunk. One chunk is the record as it is: the clustered writer takes its
@@ -358,7 +374,7 @@ func (e *Encoder[H]) writeFanout(ctx context.Context, tbl *table.Table, schema *
 				}
 			}
 			for _, p := range parts {
-				rows.Add(g.Rows(p))
+				rows.add(g.Rows(p))
 			}
 		}
 	}

@@ -35,6 +35,10 @@ type RowMap struct {
 // Unpartitioned is the map of an unpartitioned batch's files.
 var Unpartitioned = &RowMap{}
 
+// NewRowMap is the map of files that hold the rows in order, partition group after group; ends are where each
+// group's rows end in order (internal/encode's RowOrder).
+func NewRowMap(order []int32, ends []int) *RowMap { return &RowMap{order: order, ends: ends} }
+
 // Add appends a partition group's rows.
 func (m *RowMap) Add(rows []int32) {
 	m.order = append(m.order, rows...)

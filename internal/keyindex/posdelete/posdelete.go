@@ -204,3 +204,16 @@ const (
 	PathID = 2147483546
 	PosID  = 2147483545
 )
+
+// Target returns the data file a file-scoped position delete file applies to: its referenced data file
+// or, as format version 2 manifests do not keep that field, its file_path bounds when they name one path.
+func Target(f ice.DataFile) string {
+	if ref := f.ReferencedDataFile(); ref != nil {
+		return *ref
+	}
+	lo, hi := f.LowerBoundValues()[PathID], f.UpperBoundValues()[PathID]
+	if len(lo) > 0 && bytes.Equal(lo, hi) {
+		return string(lo)
+	}
+	return ""
+}

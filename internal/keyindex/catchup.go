@@ -1,4 +1,4 @@
-package iceberg
+package keyindex
 
 import (
 	"context"
@@ -8,24 +8,24 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
-	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
+	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 	"github.com/icewriter/iceberg/internal/keyindex/store"
 )
 
-// catchUpLocked brings the key index to tbl's branch head after others committed since its base, instead of
+// CatchUp brings the index to tbl's branch head after others committed since its base, instead of
 // turning it off: the data files no longer live are forgotten, the rows of data files the index does not know
 // (another writer's, or the output of someone's compaction) are read and indexed minus the rows their deletes
 // remove, and for known files the deletes added since (another writer's deletion vector, position deletes,
 // equality deletes, this writer's own fallback equality deletes included) remove their rows from the index. A
-// file's deletes are recognised by their paths (indexedFile.applied) and its vector by its file and offset, so
-// a file whose deletes did not change is not read again. The head becomes the index's base. The caller holds mu.
+// file's deletes are recognised by their paths (File.applied) and its vector by its file and offset, so
+// a file whose deletes did not change is not read again. The head becomes the index's base.
 //
 // The head is planned whole (scan planning decides which deletes apply to which file), not replayed snapshot by
 // snapshot: the same answer whatever the others did (appends, row deltas, compactions, expiry of the snapshots
 // between), at the cost of reading the table's manifests.
-func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *keyIndex) error {
-	head := tbl.Metadata().SnapshotByName(k.branch)
+func (idx *Index) CatchUp(ctx context.Context, tbl *table.Table, branch string) error {
+	head := tbl.Metadata().SnapshotByName(branch)
 	if head == nil {
 		return fmt.Errorf("the branch has no snapshot")
 	}
@@ -33,7 +33,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	res, err := newDeleteResolver(ctx, tbl)
+	res, err := NewResolver(ctx, tbl)
 	if err != nil {
 		return err
 	}
@@ -54,23 +54,13 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 		if known && !deletesChanged(idx.files[fid], t) {
 			continue
 		}
-		keys, err := readFileKeys(ctx, tbl, t.File, k.spec)
+		keys, err := ReadFileKeys(ctx, tbl, t.File, idx.cols)
 		if err != nil {
 			return err
 		}
-		dead, err := res.positionDeleted(t)
+		dead, err := res.Deleted(ctx, t, &KnownKeys{Columns: idx.cols, Keys: &keys})
 		if err != nil {
 			return err
-		}
-		eq, err := res.equalityDeleted(ctx, t, &knownKeys{spec: k.spec, keys: &keys})
-		if err != nil {
-			return err
-		}
-		switch {
-		case dead == nil:
-			dead = eq
-		case eq != nil:
-			dead.Or(eq)
 		}
 		if !known {
 			idx.addLive(tbl.Metadata(), t, &keys, dead)
@@ -94,7 +84,7 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 		}
 		idx.recount(f)
 	}
-	idx.checkBudget()
+	idx.CheckBudget()
 	if idx.keys.Err() != nil {
 		return idx.keys.Err()
 	}
@@ -104,17 +94,17 @@ func (k *keyStage) catchUpLocked(ctx context.Context, tbl *table.Table, idx *key
 
 // addLive indexes a data file's rows (keys, in row order) minus the positions dead removes, with the deletes
 // that removed them.
-func (idx *keyIndex) addLive(meta table.Metadata, t table.FileScanTask, keys *keyenc.List, dead *dv.RoaringPositionBitmap) {
-	idx.addRows(&indexedFile{df: keyindex.NewFileRef(t.File), dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t),
+func (idx *Index) addLive(meta table.Metadata, t table.FileScanTask, keys *keyenc.List, dead *dv.RoaringPositionBitmap) {
+	idx.addRows(&File{df: NewFileRef(t.File), dv: dead, dvFile: liveVector(t), applied: appliedDeletes(t),
 		inherited: idx.inheritedDeletes(meta, t, nil)}, keys)
 }
 
 // removeLoc removes one location of key (a row another writer's delete removed), if the index holds it.
-func (idx *keyIndex) removeLoc(key []byte, loc store.Loc) { idx.keys.RemoveLoc(key, loc) }
+func (idx *Index) removeLoc(key []byte, loc store.Loc) { idx.keys.RemoveLoc(key, loc) }
 
 // deletesChanged reports whether a data file's deletes in a scan task differ from those the index applied: its
 // vector (by file and offset), or a position or equality delete file it has not seen.
-func deletesChanged(f *indexedFile, t table.FileScanTask) bool {
+func deletesChanged(f *File, t table.FileScanTask) bool {
 	if !sameVector(f.dvFile, ownDeletes(f, t)) {
 		return true
 	}
@@ -130,7 +120,7 @@ func deletesChanged(f *indexedFile, t table.FileScanTask) bool {
 
 // ownDeletes returns the delete file a scan task's data file's next deletes replace: its deletion vector (v3),
 // or on v2 the position delete file the index wrote for it last (f.dvFile), while the task still lists it.
-func ownDeletes(f *indexedFile, t table.FileScanTask) ice.DataFile {
+func ownDeletes(f *File, t table.FileScanTask) ice.DataFile {
 	if v := liveVector(t); v != nil || f == nil || f.dvFile == nil || f.dvFile.FileFormat() == ice.PuffinFile {
 		return v
 	}
@@ -144,7 +134,7 @@ func ownDeletes(f *indexedFile, t table.FileScanTask) ice.DataFile {
 
 // keepLiveSuperseded forgets the superseded position delete files (v2) that no scan task of the head lists
 // any more (someone compacted their data files or removed them): a run must not remove a file twice.
-func (idx *keyIndex) keepLiveSuperseded(tasks []table.FileScanTask) {
+func (idx *Index) keepLiveSuperseded(tasks []table.FileScanTask) {
 	if len(idx.superseded) == 0 {
 		return
 	}
@@ -164,13 +154,13 @@ func (idx *keyIndex) keepLiveSuperseded(tasks []table.FileScanTask) {
 // format-version 2 table (nil on 3: there the next deletion vector replaces them for readers, and a row delta
 // removes vectors only), but for own, the one the index wrote last, and those already superseded (a run
 // removes each once).
-func (idx *keyIndex) inheritedDeletes(meta table.Metadata, t table.FileScanTask, own ice.DataFile) []ice.DataFile {
+func (idx *Index) inheritedDeletes(meta table.Metadata, t table.FileScanTask, own ice.DataFile) []ice.DataFile {
 	if meta.Version() >= 3 {
 		return nil
 	}
 	var out []ice.DataFile
 	for _, d := range t.DeleteFiles {
-		if d.ContentType() != ice.EntryContentPosDeletes || posDeleteTarget(d) != t.File.FilePath() ||
+		if d.ContentType() != ice.EntryContentPosDeletes || posdelete.Target(d) != t.File.FilePath() ||
 			(own != nil && d.FilePath() == own.FilePath()) ||
 			slices.ContainsFunc(idx.superseded, func(s ice.DataFile) bool { return s.FilePath() == d.FilePath() }) {
 			continue

@@ -1,4 +1,4 @@
-package iceberg
+package keyindex
 
 import (
 	"context"
@@ -16,17 +16,17 @@ import (
 	"github.com/icewriter/iceberg/internal/keyindex/posdelete"
 )
 
-// deleteResolver finds, by position, the rows of a table's data files that its delete files remove: the rows
+// Resolver finds, by position, the rows of a table's data files that its delete files remove: the rows
 // an equality delete matches (read from the data file's equality columns), a deletion vector's positions, and
 // the positions a position delete file names for the file. It turns deletes this writer did not place into
-// positions: the maintainer's conversion of equality deletes (deleteconvert.go) and the key index's load over
-// a table that holds deletes (keyindex.go).
+// positions: the maintainer's conversion of equality deletes and compaction, and the index's Load, CatchUp and
+// Rebase over a table that holds deletes.
 //
 // Scan planning (iceberg-go's PlanFiles) decides which delete files apply to which data file: an equality delete
 // only to data of a strictly lower data sequence number, of the same spec and partition unless it is global.
 // The resolver only matches values. Each delete file is read once per resolver (a plan lists a global equality
 // delete on every task); the resolver is safe for concurrent use.
-type deleteResolver struct {
+type Resolver struct {
 	tbl *table.Table
 	fs  iceio.IO
 
@@ -35,10 +35,10 @@ type deleteResolver struct {
 	pos map[string]map[string][]uint64 // position delete file path -> data file path -> positions
 }
 
-// knownKeys are a data file's rows read as keys on spec's columns, in row order.
-type knownKeys struct {
-	spec *keySpec
-	keys *keyenc.List
+// KnownKeys are a data file's rows read as keys on Columns, in row order.
+type KnownKeys struct {
+	Columns Columns
+	Keys    *keyenc.List
 }
 
 // eqDeleteKeys are the rows of one equality delete file, encoded as keys on its equality columns.
@@ -48,33 +48,34 @@ type eqDeleteKeys struct {
 	err  error
 }
 
-func newDeleteResolver(ctx context.Context, tbl *table.Table) (*deleteResolver, error) {
+// NewResolver returns a resolver of tbl's deletes.
+func NewResolver(ctx context.Context, tbl *table.Table) (*Resolver, error) {
 	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &deleteResolver{tbl: tbl, fs: fs, eq: map[string]*eqDeleteKeys{}, pos: map[string]map[string][]uint64{}}, nil
+	return &Resolver{tbl: tbl, fs: fs, eq: map[string]*eqDeleteKeys{}, pos: map[string]map[string][]uint64{}}, nil
 }
 
-// equalitySpec is a keySpec on the columns an equality delete file matches (its equality field ids), named by
-// the table's current schema.
-func equalitySpec(sc *ice.Schema, ids []int) (*keySpec, error) {
-	ks := &keySpec{fieldIDs: slices.Clone(ids)}
+// equalityColumns are the columns an equality delete file matches (its equality field ids), named by the
+// table's current schema.
+func equalityColumns(sc *ice.Schema, ids []int) (Columns, error) {
+	ks := Columns{FieldIDs: slices.Clone(ids)}
 	for _, id := range ids {
 		n, ok := sc.FindColumnName(id)
 		if !ok {
-			return nil, fmt.Errorf("iceberg: equality delete on field id %d, which the table's schema does not have", id)
+			return Columns{}, fmt.Errorf("iceberg: equality delete on field id %d, which the table's schema does not have", id)
 		}
-		ks.names = append(ks.names, n)
+		ks.Names = append(ks.Names, n)
 	}
 	return ks, nil
 }
 
-// equalityDeleted returns the positions of task's data file that the task's equality delete files remove (nil:
+// EqualityDeleted returns the positions of task's data file that the task's equality delete files remove (nil:
 // none). Delete files are grouped by their equality columns; the data file's columns are read once per group.
-// known, when not nil, are the data file's rows already read as keys on known.spec's columns (the key index's
+// known, when not nil, are the data file's rows already read as keys on known.Columns (the key index's
 // load has them): a group on the same columns uses them instead of reading the file again.
-func (r *deleteResolver) equalityDeleted(ctx context.Context, task table.FileScanTask, known *knownKeys) (*dv.RoaringPositionBitmap, error) {
+func (r *Resolver) EqualityDeleted(ctx context.Context, task table.FileScanTask, known *KnownKeys) (*dv.RoaringPositionBitmap, error) {
 	if len(task.EqualityDeleteFiles) == 0 {
 		return nil, nil
 	}
@@ -90,7 +91,7 @@ func (r *deleteResolver) equalityDeleted(ctx context.Context, task table.FileSca
 	var out *dv.RoaringPositionBitmap
 	for _, g := range order {
 		files := groups[g]
-		ks, err := equalitySpec(r.tbl.Schema(), files[0].EqualityFieldIDs())
+		ks, err := equalityColumns(r.tbl.Schema(), files[0].EqualityFieldIDs())
 		if err != nil {
 			return nil, err
 		}
@@ -108,9 +109,9 @@ func (r *deleteResolver) equalityDeleted(ctx context.Context, task table.FileSca
 			continue
 		}
 		rows := new(keyenc.List)
-		if known != nil && slices.Equal(known.spec.fieldIDs, ks.fieldIDs) {
-			rows = known.keys
-		} else if *rows, err = readFileKeys(ctx, r.tbl, task.File, ks); err != nil {
+		if known != nil && slices.Equal(known.Columns.FieldIDs, ks.FieldIDs) {
+			rows = known.Keys
+		} else if *rows, err = ReadFileKeys(ctx, r.tbl, task.File, ks); err != nil {
 			return nil, fmt.Errorf("iceberg: match equality deletes against %s: %w", task.File.FilePath(), err)
 		}
 		for pos, k := range rows.All() {
@@ -129,7 +130,7 @@ func (r *deleteResolver) equalityDeleted(ctx context.Context, task table.FileSca
 }
 
 // equalityKeys reads an equality delete file's rows as keys (once per resolver).
-func (r *deleteResolver) equalityKeys(ctx context.Context, f ice.DataFile, ks *keySpec) (map[string]struct{}, error) {
+func (r *Resolver) equalityKeys(ctx context.Context, f ice.DataFile, ks Columns) (map[string]struct{}, error) {
 	r.mu.Lock()
 	e, ok := r.eq[f.FilePath()]
 	if !ok {
@@ -138,7 +139,7 @@ func (r *deleteResolver) equalityKeys(ctx context.Context, f ice.DataFile, ks *k
 	}
 	r.mu.Unlock()
 	e.once.Do(func() {
-		rows, err := readFileKeys(ctx, r.tbl, f, ks)
+		rows, err := ReadFileKeys(ctx, r.tbl, f, ks)
 		if err != nil {
 			e.err = fmt.Errorf("iceberg: read equality delete file %s: %w", f.FilePath(), err)
 			return
@@ -151,10 +152,10 @@ func (r *deleteResolver) equalityKeys(ctx context.Context, f ice.DataFile, ks *k
 	return e.keys, e.err
 }
 
-// positionDeleted returns the positions of task's data file that its deletion vector, else its position delete
+// PositionDeleted returns the positions of task's data file that its deletion vector, else its position delete
 // files, remove (nil: none). Scan planning lists position delete files only for a file without a vector: a
 // vector holds every earlier position of its file.
-func (r *deleteResolver) positionDeleted(task table.FileScanTask) (*dv.RoaringPositionBitmap, error) {
+func (r *Resolver) PositionDeleted(task table.FileScanTask) (*dv.RoaringPositionBitmap, error) {
 	if len(task.DeletionVectorFiles) > 0 {
 		bm, err := dv.ReadDV(r.fs, task.DeletionVectorFiles[0])
 		if err != nil {
@@ -179,7 +180,7 @@ func (r *deleteResolver) positionDeleted(task table.FileScanTask) (*dv.RoaringPo
 }
 
 // positionFile reads a position delete file (once per resolver): the positions it names, by data file.
-func (r *deleteResolver) positionFile(f ice.DataFile) (map[string][]uint64, error) {
+func (r *Resolver) positionFile(f ice.DataFile) (map[string][]uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock() // position delete files are small and read rarely: one at a time is enough
 	if m, ok := r.pos[f.FilePath()]; ok {
@@ -203,4 +204,24 @@ func idsKey(ids []int) string {
 		b.WriteString(strconv.Itoa(id))
 	}
 	return b.String()
+}
+
+// Deleted returns the positions of task's data file that its deletes remove, whatever their kind (nil: none):
+// PositionDeleted's and EqualityDeleted's.
+func (r *Resolver) Deleted(ctx context.Context, task table.FileScanTask, known *KnownKeys) (*dv.RoaringPositionBitmap, error) {
+	dead, err := r.PositionDeleted(task)
+	if err != nil {
+		return nil, err
+	}
+	eq, err := r.EqualityDeleted(ctx, task, known)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case dead == nil:
+		return eq, nil
+	case eq != nil:
+		dead.Or(eq)
+	}
+	return dead, nil
 }

@@ -429,7 +429,7 @@ func (k *keyStage) resolve(ctx context.Context, b *batch, mem memory.Allocator) 
 		// lasts is an open-addressing table of the last row that upserts or deletes each key (slot: ordinal+1, 0
 		// empty), probed from the key's hash and checked against the hash, then the key's bytes: keys sharing a
 		// hash only probe further. A Go map keyed by the hash took about twice as long per row (BenchmarkApply).
-		lasts := make([]int32, tableSize(keyedRows))
+		lasts := make([]int32, keyenc.TableSize(keyedRows))
 		mask := uint64(len(lasts) - 1)
 		distinct = make([]int32, 0, min(keyedRows, 1<<16))
 		for ord := total - 1; ord >= 0; ord-- {

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/icewriter/iceberg/internal/changes"
 	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/internal/redact"
@@ -35,7 +36,7 @@ type Writer struct {
 	// (see keyStage): the pipeline's commitMu before keys.mu.
 	keys *keyStage
 	// changes is Apply's stage: the change columns and, with a version column, the versions of keys.
-	changes *changeStage
+	changes *changes.Stage
 
 	// pipe moves batches from the calls to the committer: buffer, budgets, queue, encoders, commit loop.
 	pipe  *pipeline
@@ -337,7 +338,7 @@ func (w *Writer) Stats() Stats {
 		RowsCommitted: w.runs.rows.Load(), FilesWritten: files, BytesWritten: bytes,
 		Commits: w.runs.commits.Load(), Retries: w.runs.retries.Load(), Conflicts: w.runs.conflicts.Load(),
 		DeleteFiles: w.runs.deleteFiles.Load(), FilesRewritten: w.runs.rewritten.Load(), Epoch: w.env.epoch,
-		ChangesSkipped: w.changes.skipped.Load(), OldestUncommitted: p.oldest, LastCommit: w.runs.lastCommit(),
+		ChangesSkipped: w.changes.Skipped(), OldestUncommitted: p.oldest, LastCommit: w.runs.lastCommit(),
 		KeyIndexBytes:        w.keys.indexBytes(),
 		KeyIndexSpilledBytes: w.keys.spilledBytes(),
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/icewriter/iceberg/internal/changes"
 	"github.com/icewriter/iceberg/internal/commit"
+	"github.com/icewriter/iceberg/internal/conform/structs"
 	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/internal/redact"
 )
@@ -46,7 +47,7 @@ type Writer struct {
 
 	// view is the table as the writer last saw it and the conformer for its schema.
 	view    *tableView
-	structs *structStage // WriteStructs and UpsertStructs: Go values to record batches
+	structs *structs.Stage // WriteStructs and UpsertStructs: Go values to record batches
 
 	maint *maintainer // expiry, manifest rewrites, compactions: run by the commit loop after its commits
 	// compactor runs the maintenance compactions off the commit path
@@ -114,7 +115,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		return nil, err
 	}
 	if o.schema.createErr != nil {
-		return nil, shredErr(o.schema.createErr)
+		return nil, structs.ShredErr(o.schema.createErr)
 	}
 	tbl, created, err := loadOrCreate(ctx, cat, ident, &o)
 	if err != nil {
@@ -171,10 +172,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if err := w.view.set(tbl); err != nil {
 		return nil, err
 	}
-	w.structs = &structStage{mem: env.mem, view: w.view, hooks: hooks}
-	if o.schema.evolve {
-		w.structs.evolve = w.evolveFor
-	}
+	w.structs = newStructStage(env.mem, w.view, hooks, o.schema.evolve, w.evolveFor)
 	// NoDeleteFiles: every keyed change is a rewrite, as in copy-on-write mode.
 	cow := updateMode(&o, tbl) == CopyOnWrite || o.keyed.deleteFiles == NoDeleteFiles
 	if w.keys, err = newKeyStage(tbl, w.view.conformer().target, &o, cow); err != nil {

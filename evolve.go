@@ -3,8 +3,6 @@ package iceberg
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
@@ -44,43 +42,15 @@ func WithDeadLetter(fn func(row any, err error)) Option {
 // evolveAttempts bounds the catalog commits of one schema change (each after a reload and a fresh look).
 const evolveAttempts = 10
 
-// maxSeenSchemas bounds the cache of input schemas known to fit the table: past it the cache starts over.
-const maxSeenSchemas = 1024
-
-// evoState caches which input schemas need no schema change.
-type evoState struct {
-	seen    sync.Map // *arrow.Schema -> *seenEntry
-	byPrint sync.Map // fingerprint -> *seenEntry
-	nSeen   atomic.Int64
-	nPrint  atomic.Int64
-}
-
-// seenEntry records that an input schema fits target as it is: conf is the conformer to use.
-type seenEntry struct {
-	target *arrow.Schema
-	conf   *conformer
-}
-
 // evolveFor makes the table's schema able to take a batch of schema in (adding columns, widening types) when
 // schema evolution is on, and returns the conformer for the resulting table schema.
 //
-// A schema already seen against the current table schema costs two map lookups.
+// A schema already seen against the current table schema costs a map lookup or two (evolve.Seen).
 func (w *Writer) evolveFor(ctx context.Context, in *arrow.Schema) (*conformer, error) {
-	st := &w.view.evo
 	target := w.view.conformer().target
-	if v, ok := st.seen.Load(in); ok {
-		if e := v.(*seenEntry); e.target == target {
-			return e.conf, nil
-		}
-	}
-	fp := in.Fingerprint()
-	if fp != "" {
-		if v, ok := st.byPrint.Load(fp); ok {
-			if e := v.(*seenEntry); e.target == target {
-				st.remember(in, "", e)
-				return e.conf, nil
-			}
-		}
+	conf, fp, ok := w.view.evo.Lookup(in, target)
+	if ok {
+		return conf, nil
 	}
 	plan := func(sc *ice.Schema) ([]evolve.Change, error) { return evolve.For(in, sc, w.keys.names()) }
 	changes, err := plan(w.Table().Schema())
@@ -92,30 +62,12 @@ func (w *Writer) evolveFor(ctx context.Context, in *arrow.Schema) (*conformer, e
 			return nil, err
 		}
 	}
-	conf := w.view.conformer()
+	conf = w.view.conformer()
 	// Remember only what fits the table as it is now: a concurrent change simply misses the cache next time.
 	if left, err := plan(w.Table().Schema()); err == nil && len(left) == 0 {
-		st.remember(in, fp, &seenEntry{target: conf.target, conf: conf})
+		w.view.evo.Remember(in, fp, conf.target, conf)
 	}
 	return conf, nil
-}
-
-// remember caches e for the schema pointer in and, when fp is set, its fingerprint. Each map starts over when
-// full (callers that build a new *arrow.Schema per batch fill the pointer map; the fingerprints stay).
-func (st *evoState) remember(in *arrow.Schema, fp string, e *seenEntry) {
-	if st.nSeen.Add(1) > maxSeenSchemas {
-		st.seen.Clear()
-		st.nSeen.Store(1)
-	}
-	st.seen.Store(in, e)
-	if fp == "" {
-		return
-	}
-	if st.nPrint.Add(1) > maxSeenSchemas {
-		st.byPrint.Clear()
-		st.nPrint.Store(1)
-	}
-	st.byPrint.Store(fp, e)
 }
 
 // relax makes the required field at path optional (nulls arrived in it), unless it is a key. It reports whether

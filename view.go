@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/conform"
+	"github.com/icewriter/iceberg/internal/conform/evolve"
 )
 
 // tableView is the table as the writer last saw it (after its latest commit, schema change or reload) and the
@@ -17,7 +18,7 @@ import (
 type tableView struct {
 	mem   memory.Allocator
 	hooks *conformHooks // given to every conformer it builds (nil: every problem fails the call)
-	evo   evoState
+	evo   evolve.Seen[*conformer]
 
 	// conformHooks are hooks as the conform package takes them (nil when hooks is).
 	conformHooks *conform.Hooks

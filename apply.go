@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/icewriter/iceberg/internal/arrowx"
 	"github.com/icewriter/iceberg/internal/changes"
 	"github.com/icewriter/iceberg/internal/conform"
@@ -74,11 +72,11 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	if err := conform.CheckNames(rec.Schema()); err != nil {
 		return err
 	}
-	lay, err := w.changes.layout(rec.Schema(), ks)
+	lay, err := w.changes.Layout(rec.Schema())
 	if err != nil {
 		return err
 	}
-	data := lay.project(rec)
+	data := lay.Project(rec)
 	defer data.Release()
 	if w.view.evolving() {
 		if conf, err = w.evolveFor(ctx, data.Schema()); err != nil {
@@ -87,29 +85,29 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	} else if err := checkKnown(conf.target, data.Schema()); err != nil {
 		return err
 	}
-	cb, err := w.changes.read(ctx, conf, ks, lay, rec)
+	cb, err := w.changes.Read(ctx, conf.Conformer, ks.schemaFor(conf.target), lay, rec)
 	if err != nil {
 		return err
 	}
-	defer cb.release()
-	unlock, err := w.changes.lock(ctx)
+	defer cb.Release()
+	unlock, err := w.changes.Lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	vers, err := w.changes.versionsFor(ctx, tbl, w.env.branch, ks)
+	vers, err := w.changes.VersionsFor(ctx, tbl, w.env.branch)
 	if err != nil {
 		return err
 	}
-	plan, err := cb.resolve(ks, lay, vers)
+	plan, err := cb.Resolve(vers, resolveHash)
 	if err != nil {
 		return err
 	}
-	del, delSize, err := deleteRecord(ctx, w.env.mem, ks, cb, plan)
+	del, delSize, err := changes.DeleteRecord(ctx, w.env.mem, cb, plan)
 	if err != nil {
 		return err
 	}
-	ups, upSel, upSize, dead, err := upsertRecord(ctx, conf, data, plan)
+	ups, upSel, upSize, dead, err := changes.UpsertRecord(ctx, conf.Conformer, data, plan)
 	if err != nil {
 		arrowx.ReleaseRecords(del)
 		return err
@@ -120,18 +118,15 @@ func (w *Writer) apply(ctx context.Context, source string, rec arrow.RecordBatch
 	}
 	// The key hashes go with the rows when they are the rows' own: an upserted row routed to the dead letter
 	// handler is not in ups, and the key stage then hashes the record itself.
-	upHashes := plan.upHashes
+	upHashes := plan.UpHashes
 	if len(dead) > 0 {
 		upHashes = nil
 	}
-	if err := w.acceptChanges(ctx, source, keyedRecord{rec: del, size: delSize, hashes: plan.delHashes},
+	if err := w.acceptChanges(ctx, source, keyedRecord{rec: del, size: delSize, hashes: plan.DelHashes},
 		keyedRecord{rec: ups, size: upSize, hashes: upHashes, sel: upSel}, undo); err != nil {
 		return err
 	}
-	if vers != nil {
-		vers.Accepted(plan.keys, plan.upRows, plan.vers, dead, undo)
-		w.changes.skipped.Add(int64(plan.skipped))
-	}
+	w.changes.Accepted(vers, plan, dead, undo)
 	return nil
 }
 
@@ -191,91 +186,37 @@ func checkKnown(target, in *arrow.Schema) error {
 	return nil
 }
 
-// deleteRecord builds the key-only record of the keys a call deletes (nil when none): for each key column, the
-// values of the rows deleting their key, then those of the rows deleting their before-image key, taken into
-// the writer's memory.
-func deleteRecord(ctx context.Context, mem memory.Allocator, ks *keySpec, cb *changeBatch, plan *changePlan) (arrow.RecordBatch, int64, error) {
-	n := len(plan.delKeys) + len(plan.delBefore)
-	if n == 0 {
-		return nil, 0, nil
-	}
-	take := conform.NewRowTaker(ctx, mem)
-	cols := make([]arrow.Array, len(ks.names))
-	defer arrowx.ReleaseArrays(cols)
-	var size int64
-	for i := range ks.names {
-		var parts []arrow.Array
-		if len(plan.delKeys) > 0 {
-			p, err := take.Array(cb.keys[i], plan.delKeys)
-			if err != nil {
-				return nil, 0, fmt.Errorf("iceberg: take the deleted keys: %w", err)
-			}
-			parts = append(parts, p)
-		}
-		if len(plan.delBefore) > 0 {
-			p, err := take.Array(cb.before[i], plan.delBefore)
-			if err != nil {
-				arrowx.ReleaseArrays(parts)
-				return nil, 0, fmt.Errorf("iceberg: take the deleted keys: %w", err)
-			}
-			parts = append(parts, p)
-		}
-		if len(parts) == 1 {
-			cols[i] = parts[0]
-		} else {
-			col, err := array.Concatenate(parts, mem)
-			arrowx.ReleaseArrays(parts)
-			if err != nil {
-				return nil, 0, err
-			}
-			cols[i] = col
-		}
-		size += arrowx.ArraySize(cols[i].Data())
-	}
-	return array.NewRecordBatch(ks.arraysSchema(cols), cols, int64(n)), size, nil
+// withDefaults fills the empty fields of c with their defaults.
+func (c ChangeColumns) withDefaults(memoryLimit int64) ChangeColumns {
+	return ChangeColumns(changes.Columns(c).WithDefaults(memoryLimit))
 }
 
-// upsertRecord returns the rows a call upserts (nil when none) in the table's schema, with the memory they hold,
-// and the rows of data routed to the dead letter handler (ascending). Only the upserted rows are checked: a
-// delete row's other columns may be null even where the table requires them. When data needs no conversion
-// (conformer.keepRows) it is kept as it is, uncopied, and sel names the upserted rows (plan.upserts): the
-// batch's resolve takes them, once, with the rows of the calls before and after it. Otherwise the upserted rows
-// are conformed into the writer's memory and sel is nil.
-func upsertRecord(ctx context.Context, conf *conformer, data arrow.RecordBatch, plan *changePlan) (rec arrow.RecordBatch, sel []int32, size int64, dead []int32, err error) {
-	if len(plan.upserts) == 0 {
-		return nil, nil, 0, nil, nil
+// validate checks what can be checked without the table (newChangeStage checks the rest).
+func (c ChangeColumns) validate(memoryLimit int64) error {
+	if err := changes.Columns(c).Validate(memoryLimit); err != nil {
+		return optionErr("WithChangeColumns", "%v", err)
 	}
-	if rec, size, ok := conf.KeepRows(data, plan.upserts); ok {
-		return rec, plan.upserts, size, nil, nil
-	}
-	rec, size, dead, err = conformUpserts(ctx, conf, data, plan)
-	return rec, nil, size, dead, err
+	return nil
 }
 
-// conformUpserts conforms the rows a call upserts into the table's schema, in the writer's memory.
-func conformUpserts(ctx context.Context, conf *conformer, data arrow.RecordBatch, plan *changePlan) (arrow.RecordBatch, int64, []int32, error) {
-	var out arrow.RecordBatch
-	var size int64
-	var dead []int64
-	var err error
-	if len(plan.upserts) == int(data.NumRows()) {
-		out, size, dead, err = conf.Conform(ctx, data)
-	} else {
-		taken, terr := conform.NewRowTaker(ctx, conf.Mem()).Record(data, plan.upserts)
-		if terr != nil {
-			return nil, 0, nil, fmt.Errorf("iceberg: take the upserted rows: %w", terr)
-		}
-		defer taken.Release()
-		// The rows were copied into the writer's memory already: the conformed record may share those buffers
-		// (a view keeps them alive) instead of copying them a second time.
-		out, size, dead, err = conf.ConformView(ctx, taken)
+// versionBudget is the memory set aside for the versions of keys.
+func (c ChangeColumns) versionBudget() int64 { return changes.Columns(c).VersionBudget() }
+
+// newChangeStage checks the change columns against the table (target: its Arrow schema) and the key (nil: no
+// key; Apply then fails the key stage's check).
+func newChangeStage(o *options, target *arrow.Schema, ks *keySpec) (*changes.Stage, error) {
+	var names []string
+	if ks != nil {
+		names = ks.names
 	}
+	var pool changes.Pool
+	var limit int64
+	if o.shared != nil && o.shared.versions != nil {
+		pool, limit = versionPool{o.shared.versions}, o.shared.versions.limit
+	}
+	st, err := changes.NewStage(changes.Columns(o.keyed.changes), target, names, pool, limit)
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, optionErr("WithChangeColumns", "%v", err)
 	}
-	var rows []int32
-	for _, d := range dead {
-		rows = append(rows, plan.upserts[d]) // the conformed rows are plan.upserts, in order
-	}
-	return out, size, rows, nil
+	return st, nil
 }

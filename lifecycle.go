@@ -23,7 +23,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	w.maint.Stop()
 	w.files.DropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
 	w.keys.drop("", nil)                  // a Router's other tables may have the index's bytes
-	w.changes.release()                   // and the versions' bytes
+	w.changes.Release()                   // and the versions' bytes
 	switch {
 	case err != nil:
 		return err
@@ -53,7 +53,7 @@ func (w *Writer) Abort(ctx context.Context) error {
 	w.maint.Stop()
 	w.files.DropBulk(ctx, w.view.table()) // bulk files still open hold rows never committed
 	w.keys.drop("", nil)                  // a Router's other tables may have the index's bytes
-	w.changes.release()                   // and the versions' bytes
+	w.changes.Release()                   // and the versions' bytes
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/changes"
 	"github.com/icewriter/iceberg/internal/encode"
 )
 
@@ -457,8 +458,8 @@ type ChangeColumns struct {
 
 // Defaults of ChangeColumns.
 const (
-	DefaultOpColumn     = "op"
-	DefaultBeforePrefix = "before_"
+	DefaultOpColumn     = changes.DefaultOp
+	DefaultBeforePrefix = changes.DefaultBeforePrefix
 )
 
 // WithChangeColumns names the columns Apply reads besides the table's: the op column, an optional version

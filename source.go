@@ -82,7 +82,7 @@ func (s *Source) Checkpoint(ctx context.Context, position string) error {
 // they changed goes back to the version it had before them, unless a change that stays has changed it since.
 func (s *Source) Abort(ctx context.Context) error {
 	dropped, undos, err := s.w.pipe.AbortSource(ctx, s.name)
-	s.w.changes.restore(ctx, undos)
+	s.w.changes.Restore(ctx, undos)
 	if dropped > 0 {
 		s.w.env.log.Info("iceberg: partition aborted", "table", s.w.env.ident, "writer", s.w.env.id, "partition", s.name,
 			"dropped_rows", dropped)

@@ -4,18 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/maintain"
+	"github.com/icewriter/iceberg/internal/tablecreate"
 )
 
 // Snapshot summary and table property keys the writer owns.
@@ -43,137 +41,18 @@ const (
 	propPositionsPrefix = commit.PositionsPropPrefix
 )
 
-// Properties set on tables the writer creates: bounded metadata (DESIGN.md: without them per-commit latency
-// grows with every commit), and zstd at level 1, which writes files barely larger than iceberg-go's default
-// level and encodes much faster: most of the writer's CPU and of a copy-on-write rewrite's (bench_test.go and
-// bench_cow_test.go measure both levels; docs/benchmarks.md has the figures).
-var createdTableDefaults = map[string]string{
-	table.MetadataDeleteAfterCommitEnabledKey: "true",
-	table.MetadataPreviousVersionsMaxKey:      "10",
-	table.ManifestMergeEnabledKey:             "true",
-	table.ParquetCompressionKey:               "zstd",
-	table.ParquetCompressionLevelKey:          "1",
-}
-
 // loadOrCreate loads the table, creating namespace and table when WithCreate asks for it.
 func loadOrCreate(ctx context.Context, cat catalog.Catalog, ident table.Identifier, o *options) (*table.Table, bool, error) {
-	tbl, err := cat.LoadTable(ctx, ident)
-	if err == nil {
-		return tbl, false, nil
+	var spec *tablecreate.Spec
+	if co := o.schema.create; co != nil {
+		spec = &tablecreate.Spec{Schema: o.schema.createSchema, PartitionBy: co.partitionBy, Identifiers: co.identifiers,
+			FormatVersion: co.formatVersion, Properties: co.properties, Location: co.location}
 	}
-	if !errors.Is(err, catalog.ErrNoSuchTable) || o.schema.create == nil {
-		return nil, false, fmt.Errorf("iceberg: load table %v: %w", ident, err)
+	tbl, created, err := tablecreate.LoadOrCreate(ctx, cat, ident, spec)
+	if oe := (*tablecreate.OptionError)(nil); errors.As(err, &oe) {
+		return nil, false, optionErr(oe.Option, "%s", oe.Msg)
 	}
-	if o.schema.createSchema == nil {
-		return nil, false, optionErr("WithCreate", "nil schema")
-	}
-	sc, spec, err := buildCreateSchema(o.schema.createSchema, o.schema.create)
-	if err != nil {
-		return nil, false, err
-	}
-	if len(ident) > 1 {
-		ns := catalog.NamespaceFromIdent(ident)
-		if err := cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
-			return nil, false, fmt.Errorf("iceberg: create namespace %v: %w", ns, err)
-		}
-	}
-	props := ice.Properties{"format-version": strconv.Itoa(o.schema.create.formatVersion)}
-	for k, v := range createdTableDefaults {
-		props[k] = v
-	}
-	for k, v := range o.schema.create.properties {
-		props[k] = v
-	}
-	if _, set := o.schema.create.properties[table.ParquetCompressionLevelKey]; !set && props[table.ParquetCompressionKey] != "zstd" {
-		delete(props, table.ParquetCompressionLevelKey) // level 1 is the zstd default's; another codec keeps its own
-	}
-	copts := []catalog.CreateTableOpt{catalog.WithProperties(props)}
-	if spec != nil {
-		copts = append(copts, catalog.WithPartitionSpec(spec))
-	}
-	if o.schema.create.location != "" {
-		copts = append(copts, catalog.WithLocation(o.schema.create.location))
-	}
-	tbl, err = cat.CreateTable(ctx, ident, sc, copts...)
-	if errors.Is(err, catalog.ErrTableAlreadyExists) { // another writer won the race
-		tbl, err = cat.LoadTable(ctx, ident)
-		return tbl, false, err
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("iceberg: create table %v: %w", ident, err)
-	}
-	return tbl, true, nil
-}
-
-// buildCreateSchema converts the Arrow schema of WithCreate to an Iceberg schema with identifier fields and a
-// partition spec.
-func buildCreateSchema(as *arrow.Schema, co *createOptions) (*ice.Schema, *ice.PartitionSpec, error) {
-	fields := make([]arrow.Field, as.NumFields())
-	copy(fields, as.Fields())
-	for _, key := range co.identifiers {
-		idx := as.FieldIndices(key)
-		if len(idx) == 0 {
-			return nil, nil, columnErr(key, ErrMissingColumn, "identifier field not in the schema")
-		}
-		fields[idx[0]].Nullable = false
-	}
-	fresh, err := table.ArrowSchemaToIcebergWithFreshIDs(arrow.NewSchema(fields, nil), false)
-	if err != nil {
-		return nil, nil, fmt.Errorf("iceberg: WithCreate schema: %w", err)
-	}
-	ids := make([]int, 0, len(co.identifiers))
-	for _, key := range co.identifiers {
-		f, _ := fresh.FindFieldByName(key)
-		ids = append(ids, f.ID)
-	}
-	sc := ice.NewSchemaWithIdentifiers(0, ids, fresh.Fields()...)
-	if len(co.partitionBy) == 0 {
-		return sc, nil, nil
-	}
-	var popts []ice.PartitionOption
-	for _, expr := range co.partitionBy {
-		name, col, tr, err := parsePartitionField(expr)
-		if err != nil {
-			return nil, nil, err
-		}
-		if _, ok := sc.FindFieldByName(col); !ok {
-			return nil, nil, columnErr(col, ErrMissingColumn, "PartitionBy(%q): no such column", expr)
-		}
-		popts = append(popts, ice.AddPartitionFieldByName(col, name, tr, sc, nil))
-	}
-	spec, err := ice.NewPartitionSpecOpts(popts...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("iceberg: PartitionBy: %w", err)
-	}
-	return sc, &spec, nil
-}
-
-var partitionExpr = regexp.MustCompile(`^\s*([a-z]+)\s*\(\s*(?:(\d+)\s*,\s*)?([^(),\s]+)\s*\)\s*$`)
-
-// parsePartitionField parses "day(ts)", "bucket(16, user_id)", "truncate(4, s)" or a bare column name.
-func parsePartitionField(expr string) (name, col string, tr ice.Transform, err error) {
-	if !strings.Contains(expr, "(") {
-		col = strings.TrimSpace(expr)
-		return col, col, ice.IdentityTransform{}, nil
-	}
-	m := partitionExpr.FindStringSubmatch(expr)
-	if m == nil {
-		return "", "", nil, optionErr("PartitionBy", "cannot parse %q (want e.g. day(ts) or bucket(16, id))", expr)
-	}
-	fn, width, col := m[1], m[2], m[3]
-	spelled := fn
-	if width != "" {
-		spelled = fn + "[" + width + "]"
-	}
-	tr, err = ice.ParseTransform(spelled)
-	if err != nil {
-		return "", "", nil, optionErr("PartitionBy", "%q: %v", expr, err)
-	}
-	name = col + "_" + fn
-	if fn == "identity" {
-		name = col
-	}
-	return name, col, tr, nil
+	return tbl, created, err
 }
 
 // checkpointMirror is the table property copy of a writer's newest committed token, so that snapshot expiry

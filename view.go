@@ -3,17 +3,12 @@ package iceberg
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
 	"sync"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/arrow/scalar"
-	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/conform"
+	"github.com/icewriter/iceberg/internal/conform/evolve"
 )
 
 // tableView is the table as the writer last saw it (after its latest commit, schema change or reload) and the
@@ -23,7 +18,7 @@ import (
 type tableView struct {
 	mem   memory.Allocator
 	hooks *conformHooks // given to every conformer it builds (nil: every problem fails the call)
-	evo   evoState
+	evo   evolve.Seen[*conformer]
 
 	// conformHooks are hooks as the conform package takes them (nil when hooks is).
 	conformHooks *conform.Hooks
@@ -71,74 +66,17 @@ func (v *tableView) set(tbl *table.Table) error {
 	if err != nil {
 		return fmt.Errorf("iceberg: table schema to arrow: %w", err)
 	}
-	defaults, err := writeDefaults(tbl.Schema(), as)
+	defaults, err := conform.WriteDefaults(tbl.Schema(), as)
 	if err != nil {
 		return err
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.tbl = tbl
-	if v.conf == nil || !v.conf.target.Equal(as) || !sameDefaults(v.conf.Defaults(), defaults) {
+	if v.conf == nil || !v.conf.target.Equal(as) || !conform.SameDefaults(v.conf.Defaults(), defaults) {
 		v.conf = v.newConformer(as, defaults)
 	}
 	return nil
-}
-
-// writeDefaults is, per top-level field of as (the Arrow schema of sc), the field's write-default as an Arrow
-// scalar of its type (nil: none), built by iceberg-go's own projection, which fills a column missing from a
-// file with it. All nil (nil slice) when sc has no write-default.
-func writeDefaults(sc *ice.Schema, as *arrow.Schema) (_ []scalar.Scalar, err error) {
-	var fields []ice.NestedField
-	for _, f := range sc.Fields() {
-		if f.WriteDefault != nil {
-			fields = append(fields, f)
-		}
-	}
-	if len(fields) == 0 {
-		return nil, nil
-	}
-	defer func() { // iceberg-go panics on a default its type cannot hold
-		if r := recover(); r != nil {
-			err = fmt.Errorf("iceberg: table write-default: %v", r)
-		}
-	}()
-	// A one-row batch of a column no field has: every requested field is missing from it, so filled.
-	id := sc.HighestFieldID() + 1
-	file := ice.NewSchema(0, ice.NestedField{ID: id, Name: "_", Type: ice.PrimitiveTypes.Bool})
-	bb := array.NewBooleanBuilder(memory.DefaultAllocator)
-	bb.AppendNull()
-	col := bb.NewArray()
-	defer col.Release()
-	bb.Release()
-	md := arrow.MetadataFrom(map[string]string{"PARQUET:field_id": strconv.Itoa(id)})
-	rec := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "_", Type: arrow.FixedWidthTypes.Boolean, Nullable: true, Metadata: md}}, nil),
-		[]arrow.Array{col}, 1)
-	defer rec.Release()
-	out, err := table.ToRequestedSchema(context.Background(), ice.NewSchema(0, fields...), file, rec,
-		table.SchemaOptions{UseWriteDefault: true, IncludeFieldIDs: true, FormatVersion: 3})
-	if err != nil {
-		return nil, fmt.Errorf("iceberg: table write-defaults: %w", err)
-	}
-	defer out.Release()
-	defaults := make([]scalar.Scalar, as.NumFields())
-	for i, f := range fields {
-		idx := as.FieldIndices(f.Name)
-		if len(idx) != 1 {
-			continue
-		}
-		s, err := scalar.GetScalar(out.Column(i), 0)
-		if err != nil {
-			return nil, fmt.Errorf("iceberg: write-default of column %q: %w", f.Name, err)
-		}
-		defaults[idx[0]] = s
-	}
-	return defaults, nil
-}
-
-func sameDefaults(a, b []scalar.Scalar) bool {
-	return slices.EqualFunc(a, b, func(x, y scalar.Scalar) bool {
-		return (x == nil) == (y == nil) && (x == nil || scalar.Equals(x, y))
-	})
 }
 
 // get returns the table and the conformer for its schema, read together.

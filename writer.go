@@ -22,7 +22,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/changes"
 	"github.com/icewriter/iceberg/internal/commit"
+	"github.com/icewriter/iceberg/internal/conform/structs"
 	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/internal/maintain"
 	"github.com/icewriter/iceberg/internal/pipeline"
@@ -38,7 +40,7 @@ type Writer struct {
 	// (see keyStage): the pipeline's commitMu before keys.mu.
 	keys *keyStage
 	// changes is Apply's stage: the change columns and, with a version column, the versions of keys.
-	changes *changeStage
+	changes *changes.Stage
 
 	// pipe moves batches from the calls to the committer: buffer, budgets, queue, encoders, commit loop.
 	pipe  *pipeline.Pipeline[*batch]
@@ -48,7 +50,7 @@ type Writer struct {
 
 	// view is the table as the writer last saw it and the conformer for its schema.
 	view    *tableView
-	structs *structStage // WriteStructs and UpsertStructs: Go values to record batches
+	structs *structs.Stage // WriteStructs and UpsertStructs: Go values to record batches
 
 	// maint is expiry, manifest rewrites, compactions and conversions: scheduled by the commit loop after its
 	// commits, compactions and conversions run off the commit path
@@ -116,7 +118,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		return nil, err
 	}
 	if o.schema.createErr != nil {
-		return nil, shredErr(o.schema.createErr)
+		return nil, structs.ShredErr(o.schema.createErr)
 	}
 	tbl, created, err := loadOrCreate(ctx, cat, ident, &o)
 	if err != nil {
@@ -173,10 +175,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if err := w.view.set(tbl); err != nil {
 		return nil, err
 	}
-	w.structs = &structStage{mem: env.mem, view: w.view, hooks: hooks}
-	if o.schema.evolve {
-		w.structs.evolve = w.evolveFor
-	}
+	w.structs = newStructStage(env.mem, w.view, hooks, o.schema.evolve, w.evolveFor)
 	// NoDeleteFiles: every keyed change is a rewrite, as in copy-on-write mode.
 	cow := updateMode(&o, tbl) == CopyOnWrite || o.keyed.deleteFiles == NoDeleteFiles
 	if w.keys, err = newKeyStage(tbl, w.view.conformer().target, &o, cow); err != nil {
@@ -338,7 +337,7 @@ func (w *Writer) Stats() Stats {
 		RowsCommitted: w.runs.rows.Load(), FilesWritten: files, BytesWritten: bytes,
 		Commits: w.runs.commits.Load(), Retries: w.runs.retries.Load(), Conflicts: w.runs.conflicts.Load(),
 		DeleteFiles: w.runs.deleteFiles.Load(), FilesRewritten: w.runs.rewritten.Load(), Epoch: w.env.epoch,
-		ChangesSkipped: w.changes.skipped.Load(), OldestUncommitted: p.Oldest, LastCommit: w.runs.lastCommit(),
+		ChangesSkipped: w.changes.Skipped(), OldestUncommitted: p.Oldest, LastCommit: w.runs.lastCommit(),
 		KeyIndexBytes:        w.keys.indexBytes(),
 		KeyIndexSpilledBytes: w.keys.spilledBytes(),
 	}

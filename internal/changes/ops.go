@@ -5,7 +5,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
+	"github.com/icewriter/iceberg/internal/conform"
 )
 
 // Kind is a row's change: an insert (Write's rows), an upsert or a delete.
@@ -20,10 +20,6 @@ const (
 
 // ErrUnknownOperation is wrapped by the error for a row whose op value is not one Apply accepts.
 var ErrUnknownOperation = errors.New("not a change operation")
-
-// ColumnErr makes the error for a column: err (wrapped, for errors.Is) and a message of format and args. The
-// root passes the one that makes its *ColumnError.
-type ColumnErr func(col string, err error, format string, args ...any) error
 
 // opsAccepted is what the error for a bad op value lists.
 const opsAccepted = "accepted: insert, update, delete, c, u, r, d, in any letter case"
@@ -70,14 +66,14 @@ type stringValues interface {
 	Value(i int) string
 }
 
-// ParseOps reads the op column name: strings of any layout, or dictionary-encoded strings. colErr makes the
-// errors, naming the column; they wrap ErrUnknownOperation or keyenc.ErrTypeMismatch.
-func ParseOps(col arrow.Array, name string, colErr ColumnErr) ([]Kind, error) {
+// ParseOps reads the op column name: strings of any layout, or dictionary-encoded strings. Its errors are
+// *conform.ColumnError naming the column, wrapping ErrUnknownOperation or conform.ErrTypeMismatch.
+func ParseOps(col arrow.Array, name string) ([]Kind, error) {
 	bad := func(row int, v string, null bool) error {
 		if null {
-			return colErr(name, ErrUnknownOperation, "row %d: null (%s)", row, opsAccepted)
+			return conform.ColumnErr(name, ErrUnknownOperation, "row %d: null (%s)", row, opsAccepted)
 		}
-		return colErr(name, ErrUnknownOperation, "row %d: %q (%s)", row, v, opsAccepted)
+		return conform.ColumnErr(name, ErrUnknownOperation, "row %d: %q (%s)", row, v, opsAccepted)
 	}
 	out := make([]Kind, col.Len())
 	switch c := col.(type) {
@@ -135,5 +131,5 @@ func ParseOps(col arrow.Array, name string, colErr ColumnErr) ([]Kind, error) {
 		}
 		return out, nil
 	}
-	return nil, colErr(name, keyenc.ErrTypeMismatch, "the op column must hold strings, got %s", col.DataType())
+	return nil, conform.ColumnErr(name, conform.ErrTypeMismatch, "the op column must hold strings, got %s", col.DataType())
 }

@@ -12,11 +12,6 @@ import (
 	"github.com/icewriter/iceberg/internal/arrowx"
 )
 
-// testColumnErr makes a column's error as the root's does, without its type.
-func testColumnErr(col string, err error, format string, args ...any) error {
-	return fmt.Errorf("column %q: %w: "+format, append([]any{col, err}, args...)...)
-}
-
 // TestParseOpsLayouts: the op column reads the same as a string array (whole, sliced past its first values, with
 // nulls), a large string array and a dictionary of strings, and a bad or null value is reported at its row of
 // the array (not of the buffers under a slice).
@@ -44,7 +39,7 @@ func TestParseOpsLayouts(t *testing.T) {
 	defer arrowx.ReleaseArrays(whole)
 	for _, col := range whole {
 		sliced := array.NewSlice(col, 3, int64(len(values)))
-		got, err := ParseOps(sliced, "op", testColumnErr)
+		got, err := ParseOps(sliced, "op")
 		sliced.Release()
 		if err != nil {
 			t.Fatalf("%s: %v", col.DataType(), err)
@@ -66,7 +61,7 @@ func TestParseOpsLayouts(t *testing.T) {
 		row  string
 	}{{1, `row 1: "x"`}, {3, "row 1: null"}} {
 		sliced := array.NewSlice(col, c.from, int64(col.Len()))
-		_, err := ParseOps(sliced, "op", testColumnErr)
+		_, err := ParseOps(sliced, "op")
 		sliced.Release()
 		if !errors.Is(err, ErrUnknownOperation) || !strings.Contains(err.Error(), c.row) {
 			t.Fatalf("from row %d: %v, want ErrUnknownOperation at %s", c.from, err, c.row)

@@ -1,5 +1,8 @@
-// Package changes holds the parts of Apply's change stage that need nothing of the Writer: the versions of keys
-// of a version column (Versions), bounded and restorable when a source partition's records are dropped.
+// Package changes is Apply's change stage (Stage): where a change batch's op, version and before-image key
+// columns are (Stage.Layout), reading them (Stage.Read), resolving a call's changes per key in order
+// (Batch.Resolve) into the records Apply hands the pipeline (DeleteRecord, UpsertRecord), and the versions of
+// keys of a version column (Versions), bounded and restorable when a source partition's records are dropped.
+// It needs nothing of the Writer: the caller passes the table's conformer and key.
 package changes
 
 import (

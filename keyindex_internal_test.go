@@ -166,9 +166,9 @@ func (e *stageEnv) commit(k *keyStage, b *batch) (*Run, *CommitResult) {
 func (e *stageEnv) commitOn(k *keyStage, b *batch, placeOn *table.Table) (*Run, *CommitResult) {
 	e.t.Helper()
 	run := &Run{Table: e.ident, Branch: e.o.branch, WriterID: e.o.writerID, Epoch: 1, FirstSeq: b.seq, LastSeq: b.seq,
-		BaseSnapshotID: commit.HeadID(placeOn.Metadata(), e.o.branch), Rows: b.rows, formatVersion: placeOn.Metadata().Version(),
-		spec: placeOn.Spec(), schema: placeOn.Schema(),
+		BaseSnapshotID: commit.HeadID(placeOn.Metadata(), e.o.branch), Rows: b.rows,
 		Segments: []Segment{{DataFiles: b.enc.files, DeleteFiles: b.enc.deletes, DeleteKeys: b.keys.cowKeys, LastSeq: b.seq, Rows: b.rows}}}
+	commit.Describe(run, placeOn.Metadata().Version(), placeOn.Spec(), placeOn.Schema())
 	dvs, err := k.apply(e.ctx, placeOn, run, []*batch{b})
 	if err != nil {
 		e.t.Fatal(err)

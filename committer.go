@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
 
 	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/redact"
@@ -49,3 +50,27 @@ func NewCatalogCommitter(cat catalog.Catalog, timeout time.Duration) Committer {
 	cat = redact.WrapCatalog(cat, nil)
 	return newCatalogCommitter(cat, nil, redact.Logger(slog.Default(), redact.RedactorOf(cat)), timeout, nil)
 }
+
+// catalogCommitter is the default Committer (commit.CatalogCommitter).
+type catalogCommitter = commit.CatalogCommitter
+
+// newCatalogCommitter is the default committer with copy-on-write rewrites by the root's cow stage, cfg
+// (NewCatalogCommitter's: two rewrites at a time, the default file sizes).
+func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration, tabs *commit.Tables) *catalogCommitter {
+	c := commit.NewCatalogCommitter(cat, tbl, log, timeout, tabs)
+	setCow(c, cowConfig{parallel: 2, targetFileSize: DefaultTargetFileSize, rowGroupRows: DefaultRowGroupRows})
+	return c
+}
+
+// setCow makes c's copy-on-write attempts cow stages of cfg.
+func setCow(c *catalogCommitter, cfg cowConfig) {
+	c.NewCow = func(branch string, segs []Segment) commit.CowAttempt { return newCowStage(cfg, branch, segs) }
+}
+
+// removePaths deletes files no snapshot references (commit.RemovePaths).
+func removePaths(ctx context.Context, log *slog.Logger, tbl *table.Table, paths []string) {
+	commit.RemovePaths(ctx, log, tbl, paths)
+}
+
+// maxBuildAttempts bounds the builds of a transaction on one table head (commit.MaxBuildAttempts).
+const maxBuildAttempts = commit.MaxBuildAttempts

@@ -118,12 +118,12 @@ type HookBackpressure interface{ OnBackpressureWait(BackpressureWait) }
 type CommitKind = commit.Kind
 
 const (
-	KindRun        CommitKind = "run"        // a run of batches: the rows
-	KindFence      CommitKind = "fence"      // taking a writer ID over (NewWriter with WithWriterID)
-	KindCompaction CommitKind = "compaction" // Compact, automatic and small-file compaction
-	KindSchema     CommitKind = "schema"     // schema evolution
-	KindExpiry     CommitKind = "expiry"     // snapshot expiry
-	KindManifests  CommitKind = "manifests"  // manifest rewriting
+	KindRun                   = commit.KindRun // a run of batches: the rows
+	KindFence      CommitKind = "fence"        // taking a writer ID over (NewWriter with WithWriterID)
+	KindCompaction CommitKind = "compaction"   // Compact, automatic and small-file compaction
+	KindSchema     CommitKind = "schema"       // schema evolution
+	KindExpiry     CommitKind = "expiry"       // snapshot expiry
+	KindManifests  CommitKind = "manifests"    // manifest rewriting
 	// KindDeleteConversion: equality deletes converted to position deletes or deletion vectors
 	KindDeleteConversion CommitKind = "delete-conversion"
 )

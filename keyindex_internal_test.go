@@ -239,7 +239,7 @@ func (e *stageEnv) compact(k *keyStage) {
 	}
 	k.rebase(e.ctx, pre, post, rewritten)
 	e.tbl = post
-	e.c.setLatest(e.ident, post)
+	e.c.SetLatest(e.ident, post)
 }
 
 // check compares the table with the model, and a live index with one loaded from the table as it is now.

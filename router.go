@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // Router writes into many tables of one catalog through one entry point, as a CDC pipeline that writes every
@@ -217,7 +218,7 @@ func (r *Router) table(ctx context.Context, ident table.Identifier, first *arrow
 	if len(ident) == 0 {
 		return nil, fmt.Errorf("iceberg: router: empty table identifier")
 	}
-	key := identKey(ident)
+	key := commit.IdentKey(ident)
 	for {
 		t, retry, err := r.tableOnce(ctx, key, ident, first)
 		if !retry {
@@ -313,7 +314,7 @@ func (r *Router) Open(ctx context.Context, idents ...table.Identifier) error {
 // returns ErrClosed.
 func (r *Router) Writer(ident table.Identifier) (*Writer, bool) {
 	r.mu.Lock()
-	t, ok := r.tables[identKey(ident)]
+	t, ok := r.tables[commit.IdentKey(ident)]
 	r.mu.Unlock()
 	if !ok {
 		return nil, false
@@ -617,7 +618,7 @@ func (r *Router) SetPhase(ctx context.Context, ident table.Identifier, phase Pha
 		return fmt.Errorf("iceberg: router: unknown phase %d", int(phase))
 	}
 	r.mu.Lock()
-	t, ok := r.tables[identKey(ident)]
+	t, ok := r.tables[commit.IdentKey(ident)]
 	r.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("iceberg: router: table %v is not open", ident)
@@ -650,7 +651,7 @@ func (r *Router) SetPhase(ctx context.Context, ident table.Identifier, phase Pha
 // Phase returns the phase of an open table, and whether the table is open.
 func (r *Router) Phase(ident table.Identifier) (Phase, bool) {
 	r.mu.Lock()
-	t, ok := r.tables[identKey(ident)]
+	t, ok := r.tables[commit.IdentKey(ident)]
 	r.mu.Unlock()
 	if !ok {
 		return 0, false

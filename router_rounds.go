@@ -157,7 +157,7 @@ func (rd *rounds) sent(arrivals []*arrival, whole bool, start time.Time) {
 			ev.Err = a.err
 		}
 	}
-	slices.SortFunc(ev.Tables, func(a, b table.Identifier) int { return strings.Compare(identKey(a), identKey(b)) })
+	slices.SortFunc(ev.Tables, func(a, b table.Identifier) int { return strings.Compare(commit.IdentKey(a), commit.IdentKey(b)) })
 	rd.events.emit(ev)
 }
 
@@ -236,7 +236,7 @@ func (rd *rounds) gather(members []member) ([]*arrival, bool) {
 		rd.mu.Lock()
 		joined := map[string]bool{}
 		for _, a := range rd.arrivals {
-			joined[identKey(a.commit.Identifier)] = true
+			joined[commit.IdentKey(a.commit.Identifier)] = true
 		}
 		wake := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(rd.changed)}}
 		rd.mu.Unlock()
@@ -247,7 +247,7 @@ func (rd *rounds) gather(members []member) ([]*arrival, bool) {
 				continue
 			}
 			open = true
-			if !joined[identKey(m.ident)] {
+			if !joined[commit.IdentKey(m.ident)] {
 				waiting = true
 				wake = append(wake, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 			}

@@ -105,7 +105,7 @@ func newRunStage(env *writerEnv, c Committer, tbl *table.Table, cow cowConfig) *
 	r := &runStage{env: env, committer: c}
 	if c == nil {
 		r.def = newCatalogCommitter(env.cat, tbl, env.log, env.timeout, env.tables)
-		r.def.cow = cow
+		setCow(r.def, cow)
 		if env.retryWaits != nil {
 			r.def.MinWait, r.def.MaxWait = env.retryWaits[0], env.retryWaits[1]
 		}
@@ -139,7 +139,7 @@ func (r *runStage) commit(ctx context.Context, run *Run) (*CommitResult, error) 
 // run builds on it.
 func (r *runStage) installed(tbl *table.Table) {
 	if r.def != nil {
-		r.def.setLatest(r.env.ident, tbl)
+		r.def.SetLatest(r.env.ident, tbl)
 	}
 }
 
@@ -148,7 +148,7 @@ func (r *runStage) sideFiles() *commit.PositionsCache {
 	if r.def == nil {
 		return nil
 	}
-	return r.def.sideFiles
+	return r.def.SideFiles()
 }
 
 // form makes the run of consecutive staged batches the pipeline cut from its queue, on tbl, the table as the

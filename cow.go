@@ -13,6 +13,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
+	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/encode"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 	"golang.org/x/sync/errgroup"
@@ -64,12 +65,12 @@ func newCowStage(cfg cowConfig, branch string, segs []Segment) *cowStage {
 	return r
 }
 
-// apply stages copy-on-write segment i (seg, with props as its snapshot summary) in tx: the files holding its
+// Apply stages copy-on-write segment i (seg, with props as its snapshot summary) in tx: the files holding its
 // keys are rewritten without them and replaced, and its new rows are added. Planned on the transaction's
 // staged table, so that a retry re-plans against the new head and a later segment sees the files of earlier
 // ones. On format version 3, the segment's new files may be written again to carry row ids (seg.DataFiles is
 // updated).
-func (r *cowStage) apply(ctx context.Context, tx *table.Transaction, i int, seg *Segment, props ice.Properties) error {
+func (r *cowStage) Apply(ctx context.Context, tx *table.Transaction, i int, seg *Segment, props ice.Properties) error {
 	staged, err := tx.StagedTable()
 	if err != nil {
 		return err
@@ -86,9 +87,9 @@ func (r *cowStage) apply(ctx context.Context, tx *table.Transaction, i int, seg 
 			return err
 		}
 	}
-	r.note(seg.DataFiles)
+	r.Note(seg.DataFiles)
 	if len(plan.oldFiles) == 0 {
-		return appendSegment(ctx, tx, tbl.Metadata().Version(), seg, props)
+		return commit.AppendSegment(ctx, tx, tbl.Metadata().Version(), seg, props)
 	}
 	r.rewritten += len(plan.oldFiles)
 	props[summaryRewritten] = strconv.Itoa(len(plan.oldFiles))
@@ -141,13 +142,22 @@ func (r *cowStage) plan(ctx context.Context, tbl *table.Table, i int, seg *Segme
 	return plan, nil
 }
 
-// note records the files a segment added: a later copy-on-write segment of the attempt rewrites them too,
+// Note records the files a segment added: a later copy-on-write segment of the attempt rewrites them too,
 // should they hold its keys.
-func (r *cowStage) note(files []ice.DataFile) {
+func (r *cowStage) Note(files []ice.DataFile) {
 	for _, f := range files {
 		r.added[f.FilePath()] = true
 	}
 }
+
+// Written are the data files the attempt wrote.
+func (r *cowStage) Written() []ice.DataFile { return r.written }
+
+// Replaced are the run's new-row files the attempt replaced by files carrying row ids.
+func (r *cowStage) Replaced() []ice.DataFile { return r.replaced }
+
+// Rewritten counts the table's files the attempt's rewrites replaced.
+func (r *cowStage) Rewritten() int { return r.rewritten }
 
 // keySet holds the exact keys a copy-on-write segment upserts or deletes.
 type keySet struct {

@@ -69,7 +69,7 @@ func applyCow(t *testing.T, tbl *table.Table, segs []Segment) (*cowStage, *table
 	for i := range segs {
 		seg := segs[i]
 		props := ice.Properties{summaryWriterID: "cow-stage", summaryEpoch: "1", summarySeq: strconv.Itoa(i + 1)}
-		if err := stage.apply(ctx, tx, i, &seg, props); err != nil {
+		if err := stage.Apply(ctx, tx, i, &seg, props); err != nil {
 			t.Fatalf("segment %d: %v", i, err)
 		}
 	}

@@ -27,7 +27,7 @@ var (
 	ErrTokenTooLarge = errors.New("iceberg: checkpoint token too large")
 	// ErrInvalidPosition is returned for a source position that cannot be recorded: a partition key or a position
 	// over 1 KiB, or not valid UTF-8. The error names the partition.
-	ErrInvalidPosition = errors.New("iceberg: invalid source position")
+	ErrInvalidPosition = commit.ErrInvalidPosition
 	// ErrPositionMoved means a commit carried a source partition's position while the table's position of that
 	// partition was no longer the one the writer resumed from or last committed: another writer committed the
 	// partition meanwhile (a consumer paused past its session timeout whose partitions a group moved, then
@@ -43,7 +43,7 @@ var (
 	// ErrEqualityDeletesRefused means an upsert or delete needed equality deletes, which
 	// WithDeleteFiles(NoEqualityDeletesOrFail) refuses: the key index does not cover the table (it is off or
 	// over its budget, or another writer changed the table since the index was built).
-	ErrEqualityDeletesRefused = errors.New("iceberg: equality deletes refused (WithDeleteFiles(NoEqualityDeletesOrFail)) and the key index does not cover the table")
+	ErrEqualityDeletesRefused = commit.ErrEqualityDeletesRefused
 	// ErrNotSupported is returned for an operation the table or mode does not support yet.
 	ErrNotSupported = errors.New("iceberg: not supported")
 )

@@ -119,7 +119,7 @@ type HookBackpressure interface{ OnBackpressureWait(BackpressureWait) }
 type CommitKind = commit.Kind
 
 const (
-	KindRun        CommitKind = "run"                   // a run of batches: the rows
+	KindRun                   = commit.KindRun          // a run of batches: the rows
 	KindFence      CommitKind = "fence"                 // taking a writer ID over (NewWriter with WithWriterID)
 	KindCompaction CommitKind = maintain.KindCompaction // Compact, automatic and small-file compaction
 	KindSchema     CommitKind = "schema"                // schema evolution

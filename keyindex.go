@@ -3,7 +3,6 @@ package iceberg
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	ice "github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
@@ -90,7 +89,7 @@ func (k *keyStage) apply(ctx context.Context, tbl *table.Table, run *Run, batche
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	idx := k.idx.Load()
-	if idx != nil && (idx.Stale() || foreignSince(tbl.Metadata(), k.branch, idx.Base(), k.writerID)) {
+	if idx != nil && (idx.Stale() || commit.ForeignSince(tbl.Metadata(), k.branch, idx.Base(), k.writerID)) {
 		if err := idx.CatchUp(ctx, tbl, k.branch); err != nil {
 			if ctx.Err() != nil {
 				return nil, err
@@ -287,7 +286,7 @@ func (k *keyStage) rebase(ctx context.Context, pre, post *table.Table, rewritten
 // returns nil. The caller holds mu.
 func (k *keyStage) indexBefore(pre *table.Table, what string) *keyindex.Index {
 	idx := k.idx.Load()
-	if idx != nil && foreignSince(pre.Metadata(), k.branch, idx.Base(), k.writerID) {
+	if idx != nil && commit.ForeignSince(pre.Metadata(), k.branch, idx.Base(), k.writerID) {
 		k.dropLocked("the table changed outside this writer before "+what, nil)
 		return nil
 	}
@@ -316,66 +315,4 @@ func (k *keyStage) dropLocked(reason string, err error) {
 		args = append(args, "err", err)
 	}
 	k.log.Info("iceberg: key index off; upserts and deletes use equality deletes from now on", args...)
-}
-
-// indexStale reports whether a run's deletion vectors cannot be committed on tbl: someone other than the run's
-// writer added or removed files since the snapshot its key index covers, so a key the index did not place may
-// now exist and a vector's data file may be gone. The committer then falls back to equality deletes
-// (fallBack) and reports CommitResult.IndexLost.
-func indexStale(tbl *table.Table, run *Run) bool {
-	return run.IndexBase != nil && foreignSince(tbl.Metadata(), run.Branch, *run.IndexBase, run.WriterID)
-}
-
-// fallBack replaces a segment's position deletes from the key index (DVFiles, RemovedDVs), which cannot be
-// committed on tbl (indexStale), by what run.Deletes allows for every key the segment upserts or deletes (its
-// FallbackKeys), which is right whatever changed: equality deletes on the key (AnyDeleteFiles), a copy-on-write
-// rewrite of the files holding them (NoEqualityDeletes), or ErrEqualityDeletesRefused. seg is the committer's
-// copy of a segment: its slices are replaced, never appended to in place.
-func fallBack(ctx context.Context, tbl *table.Table, run *Run, seg *Segment) error {
-	switch run.Deletes {
-	case NoEqualityDeletes, NoDeleteFiles:
-		seg.DeleteKeys = append(slices.Clone(seg.DeleteKeys), seg.FallbackKeys...)
-	case NoEqualityDeletesOrFail:
-		if len(seg.FallbackKeys) > 0 {
-			return fmt.Errorf("%w: the table changed outside this writer since its key index was built", ErrEqualityDeletesRefused)
-		}
-	default:
-		files, err := writeKeyDeletes(ctx, tbl, run.KeyFieldIDs, seg.FallbackKeys)
-		if err != nil {
-			return err
-		}
-		seg.DeleteFiles = append(slices.Clone(seg.DeleteFiles), files...)
-	}
-	seg.DVFiles, seg.RemovedDVs = nil, nil
-	return nil
-}
-
-// foreignSince reports whether a snapshot after base, made by someone other than writerID, added or removed
-// files (maintenance that only rewrites manifests does not count).
-func foreignSince(meta table.Metadata, branch string, base int64, writerID string) bool {
-	foreign := false
-	found := false
-	commit.Ancestors(meta, branch, func(s *table.Snapshot) bool {
-		if s.SnapshotID == base {
-			found = true
-			return true
-		}
-		// The writer's own commits keep the index current; so do its compactions, which move rows to new
-		// files: rebase moves the index's base past each one it committed, and one whose commit returned an
-		// error (its reply may be lost) drops the index. A compaction under this ID met here is therefore
-		// another process's with the same ID (a zombie), and it moved rows the index places.
-		if w, _ := commit.SummaryProp(s, summaryWriterID); w == writerID {
-			if op, _ := commit.SummaryProp(s, summaryOperation); op != "compact" {
-				return false
-			}
-		}
-		for _, k := range []string{"added-data-files", "added-delete-files", "deleted-data-files", "removed-delete-files"} {
-			if v, _ := commit.SummaryProp(s, k); v != "" && v != "0" {
-				foreign = true
-				return true
-			}
-		}
-		return false
-	})
-	return foreign || (!found && base >= 0)
 }

@@ -170,9 +170,9 @@ func (e *stageEnv) commit(k *keyStage, b *batch) (*Run, *CommitResult) {
 func (e *stageEnv) commitOn(k *keyStage, b *batch, placeOn *table.Table) (*Run, *CommitResult) {
 	e.t.Helper()
 	run := &Run{Table: e.ident, Branch: e.o.branch, WriterID: e.o.writerID, Epoch: 1, FirstSeq: b.Seq, LastSeq: b.Seq,
-		BaseSnapshotID: commit.HeadID(placeOn.Metadata(), e.o.branch), Rows: b.Rows, formatVersion: placeOn.Metadata().Version(),
-		spec: placeOn.Spec(), schema: placeOn.Schema(),
+		BaseSnapshotID: commit.HeadID(placeOn.Metadata(), e.o.branch), Rows: b.Rows,
 		Segments: []Segment{{DataFiles: b.enc.files, DeleteFiles: b.enc.deletes, DeleteKeys: b.keys.cowKeys, LastSeq: b.Seq, Rows: b.Rows}}}
+	commit.Describe(run, placeOn.Metadata().Version(), placeOn.Spec(), placeOn.Schema())
 	dvs, err := k.apply(e.ctx, placeOn, run, []*batch{b})
 	if err != nil {
 		e.t.Fatal(err)
@@ -243,7 +243,7 @@ func (e *stageEnv) compact(k *keyStage) {
 	}
 	k.rebase(e.ctx, pre, post, rewritten)
 	e.tbl = post
-	e.c.setLatest(e.ident, post)
+	e.c.SetLatest(e.ident, post)
 }
 
 // check compares the table with the model, and a live index with one loaded from the table as it is now.

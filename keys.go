@@ -15,6 +15,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/arrowx"
+	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/conform"
 	"github.com/icewriter/iceberg/internal/keyindex"
 	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
@@ -190,7 +191,7 @@ func (k *keyStage) readKeys(ctx context.Context, tbl *table.Table, files []ice.D
 
 // equalityDeletes writes equality delete files on the key columns for key-only records.
 func (k *keyStage) equalityDeletes(ctx context.Context, tbl *table.Table, recs []arrow.RecordBatch) ([]ice.DataFile, error) {
-	return writeKeyDeletes(ctx, tbl, k.spec.fieldIDs, recs)
+	return commit.WriteKeyDeletes(ctx, tbl, k.spec.fieldIDs, recs)
 }
 
 // keySpec is the writer's key: the columns Upsert and Delete match rows by.

@@ -87,9 +87,9 @@ func (w *Writer) waitedHook() func(d time.Duration, memory bool, rows, size int6
 
 // commitInfo is what WithOnCommit and HookCommitted get about a committed run of n batches.
 func (w *Writer) commitInfo(run *Run, n int, res *CommitResult) CommitInfo {
-	ci := CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: run.files(), Bytes: run.Bytes,
+	ci := CommitInfo{SnapshotID: res.SnapshotID, Token: run.Token, Rows: run.Rows, Files: commit.FileCount(run), Bytes: run.Bytes,
 		FirstSeq: run.FirstSeq, LastSeq: run.LastSeq, Batches: n, Attempts: res.Attempts, Conflicts: res.Conflicts,
-		Duration: run.committed.Sub(run.formed), CommitTime: run.committed, Table: w.env.ident, WriterID: w.env.id}
+		Duration: commit.CommittedAt(run).Sub(commit.FormedAt(run)), CommitTime: commit.CommittedAt(run), Table: w.env.ident, WriterID: w.env.id}
 	for _, s := range run.Segments {
 		for _, fs := range [][]ice.DataFile{s.DataFiles, s.DeleteFiles, s.DVFiles} {
 			for _, f := range fs {

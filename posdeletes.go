@@ -2,7 +2,6 @@ package iceberg
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 
@@ -39,30 +38,6 @@ func (k *keyStage) writePositionDeletes(ctx context.Context, fs iceio.WriteFileI
 		return nil, err
 	}
 	return out, nil
-}
-
-// stagePositionDeletes stages a segment whose position deletes are position delete files (format version 2):
-// a row delta adds its rows and delete files, then, when they supersede this writer's earlier files of the same
-// data files (seg.RemovedDVs), a rewrite snapshot removes those in the same catalog commit. iceberg-go's row
-// delta removes only deletion vectors (v3); a rewrite ("replace": no logical change, which changelog readers
-// skip) may remove any delete file, and removing one whose positions a live file of a later sequence number
-// repeats changes no row. Both snapshots carry the segment's summary, so the head names the run's marker.
-func stagePositionDeletes(ctx context.Context, tx *table.Transaction, seg *Segment, props ice.Properties) error {
-	if err := tx.NewRowDelta(props).AddRows(seg.DataFiles...).AddDeletes(seg.DeleteFiles...).
-		AddDeletes(seg.DVFiles...).Commit(ctx); err != nil {
-		return err
-	}
-	if len(seg.RemovedDVs) == 0 {
-		return nil
-	}
-	rw := tx.NewRewrite(props)
-	for _, f := range seg.RemovedDVs {
-		rw.DeleteFile(f)
-	}
-	if err := rw.Commit(ctx); err != nil {
-		return fmt.Errorf("iceberg: remove superseded position delete files: %w", err)
-	}
-	return nil
 }
 
 // supersededBatch is how many superseded position delete files a v2 writer lets accumulate before a commit

@@ -3,13 +3,7 @@ package iceberg
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
-	"unicode/utf8"
 
-	"github.com/icewriter/iceberg/internal/pipeline"
-
-	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
@@ -57,31 +51,6 @@ import (
 // folder (Spark's remove_orphan_files, iceberg-go's DeleteOrphanFiles) deletes them once old enough. Reading
 // positions then fails, naming the file; it never returns an empty map for a missing file.
 
-// Size caps of one position: a partition key and a position are at most this many bytes.
-const (
-	maxPositionPartitionBytes = 1 << 10
-	maxPositionBytes          = 1 << 10
-)
-
-// checkPosition validates one partition's position before it is accepted: both at most 1 KiB (every commit
-// that changes a position rewrites the table's whole map) and valid UTF-8 (the side file is JSON, which would
-// silently replace invalid bytes). The error names the partition and wraps ErrInvalidPosition.
-func checkPosition(partition, position string) error {
-	switch {
-	case len(partition) > maxPositionPartitionBytes:
-		return fmt.Errorf("%w: partition %s: key of %d bytes, at most %d", ErrInvalidPosition, pipeline.Quote(partition),
-			len(partition), maxPositionPartitionBytes)
-	case len(position) > maxPositionBytes:
-		return fmt.Errorf("%w: partition %s: position of %d bytes, at most %d", ErrInvalidPosition, pipeline.Quote(partition),
-			len(position), maxPositionBytes)
-	case !utf8.ValidString(partition):
-		return fmt.Errorf("%w: partition %s: key is not valid UTF-8", ErrInvalidPosition, pipeline.Quote(partition))
-	case !utf8.ValidString(position):
-		return fmt.Errorf("%w: partition %s: position is not valid UTF-8", ErrInvalidPosition, pipeline.Quote(partition))
-	}
-	return nil
-}
-
 // decimalPositionOrder is WithPositionOrder's default: two decimal integers (digits only: Kafka offsets,
 // Postgres LSNs as numbers) by value; any other pair is not compared.
 func decimalPositionOrder(_, a, b string) (int, bool) {
@@ -89,119 +58,6 @@ func decimalPositionOrder(_, a, b string) (int, bool) {
 		return 0, false
 	}
 	return ComparePositions(a, b), true
-}
-
-// stagePositions is an attempt's share of a run's positions: it merges the run's positions into those of the
-// head the attempt builds on and, when that changes any, writes the merged map as a new side file for the
-// attempt's snapshot to name (call.positions). A side file that cannot be read fails the build: committing on
-// an empty map would drop every other partition's position.
-func (c *catalogCommitter) stagePositions(ctx context.Context, call *commitCall, tbl *table.Table, run *Run) error {
-	call.positions = ""
-	if len(run.Positions) == 0 {
-		return nil
-	}
-	base := map[string]string{}
-	if ref, ok := commit.FindPositions(tbl.Metadata(), run.Branch); ok {
-		var err error
-		if base, err = c.sideFiles.Read(ctx, tbl, ref.Path); err != nil {
-			return err
-		}
-	}
-	if err := checkPositionBases(run, base); err != nil {
-		return err
-	}
-	changed := false
-	for p, v := range run.Positions {
-		if cur, ok := base[p]; !ok || cur != v {
-			changed = true
-			break
-		}
-	}
-	if !changed {
-		return nil
-	}
-	merged := maps.Clone(base)
-	maps.Copy(merged, run.Positions)
-	path, err := commit.WritePositionsFile(ctx, tbl, merged)
-	if path != "" {
-		call.positions, call.positionsTable = path, tbl
-	}
-	if err != nil {
-		return err
-	}
-	c.sideFiles.Put(path, merged)
-	return nil
-}
-
-// checkPositionBases refuses a run whose partitions moved on the table (head, the positions of the head the
-// attempt builds on) since the writer resumed or last committed them: another writer committed them, and this
-// run's rows of them are already on the table or were skipped by it. The error names the partition (the first
-// in name order, so that retries report the same one) and wraps ErrPositionMoved.
-func checkPositionBases(run *Run, head map[string]string) error {
-	for _, p := range slices.Sorted(maps.Keys(run.PositionBases)) {
-		if want, got := run.PositionBases[p], head[p]; got != want {
-			return fmt.Errorf("%w: partition %s is at %s on the table, this writer (%s) resumed or last committed "+
-				"it at %s", ErrPositionMoved, pipeline.Quote(p), quotePosition(got), run.WriterID, quotePosition(want))
-		}
-	}
-	return nil
-}
-
-// quotePosition quotes a position for an error message; the empty one is "no position".
-func quotePosition(p string) string {
-	if p == "" {
-		return "no position"
-	}
-	return pipeline.Quote(p)
-}
-
-// positionsMirrorProp is the mirror property the attempt sets beside its snapshot (pending, the branch head
-// it commits), when it wrote a side file.
-func positionsMirrorProp(call *commitCall, branch string, pending *table.Snapshot) ice.Properties {
-	if call.positions == "" {
-		return nil
-	}
-	m := commit.PositionsMirror{Path: call.positions}
-	if pending != nil {
-		m.SnapshotID, m.SeqNumber = pending.SnapshotID, pending.SequenceNumber
-	}
-	return ice.Properties{propPositionsPrefix + branch: commit.MustJSON(m)}
-}
-
-// positionsAttemptFailed files the side file of an attempt that failed: one never sent is provably not
-// committed; a sent one waits for the call's outcome.
-func (call *commitCall) positionsAttemptFailed(sent bool) {
-	if call.positions == "" {
-		return
-	}
-	if sent {
-		call.sentPositions = append(call.sentPositions, call.positions)
-	} else {
-		call.unsentPositions = append(call.unsentPositions, call.positions)
-	}
-	call.positions = ""
-}
-
-// settlePositions deletes the side files of the call's attempts that provably did not commit, once the call
-// ended: those never sent; after a commit, those of the earlier attempts; after a proof that an attempt
-// applied, those its snapshot (applied, when still in the table) does not name. Otherwise sent files are kept.
-func (c *catalogCommitter) settlePositions(ctx context.Context, call *commitCall, res *commit.Result, applied int64, err error) {
-	drop := call.unsentPositions
-	if err == nil && res.How == commit.Committed {
-		drop = append(drop, call.sentPositions...)
-	} else if err == nil && res.How == commit.Proven {
-		if s := res.Table.Metadata().SnapshotByID(applied); s != nil {
-			keep, _ := commit.SummaryProp(s, summaryPositions)
-			for _, p := range call.sentPositions {
-				if p != keep {
-					drop = append(drop, p)
-				}
-			}
-		}
-	}
-	if len(drop) > 0 && call.positionsTable != nil {
-		removePaths(ctx, c.Log, call.positionsTable, drop)
-	}
 }
 
 // Positions returns the source positions committed to the table (partition -> position, the newest per

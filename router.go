@@ -221,7 +221,7 @@ func (r *Router) table(ctx context.Context, ident table.Identifier, first *arrow
 	if len(ident) == 0 {
 		return nil, fmt.Errorf("iceberg: router: empty table identifier")
 	}
-	key := identKey(ident)
+	key := commit.IdentKey(ident)
 	for {
 		t, retry, err := r.tableOnce(ctx, key, ident, first)
 		if !retry {
@@ -317,7 +317,7 @@ func (r *Router) Open(ctx context.Context, idents ...table.Identifier) error {
 // returns ErrClosed.
 func (r *Router) Writer(ident table.Identifier) (*Writer, bool) {
 	r.mu.Lock()
-	t, ok := r.tables[identKey(ident)]
+	t, ok := r.tables[commit.IdentKey(ident)]
 	r.mu.Unlock()
 	if !ok {
 		return nil, false
@@ -621,7 +621,7 @@ func (r *Router) SetPhase(ctx context.Context, ident table.Identifier, phase Pha
 		return fmt.Errorf("iceberg: router: unknown phase %d", int(phase))
 	}
 	r.mu.Lock()
-	t, ok := r.tables[identKey(ident)]
+	t, ok := r.tables[commit.IdentKey(ident)]
 	r.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("iceberg: router: table %v is not open", ident)
@@ -654,7 +654,7 @@ func (r *Router) SetPhase(ctx context.Context, ident table.Identifier, phase Pha
 // Phase returns the phase of an open table, and whether the table is open.
 func (r *Router) Phase(ident table.Identifier) (Phase, bool) {
 	r.mu.Lock()
-	t, ok := r.tables[identKey(ident)]
+	t, ok := r.tables[commit.IdentKey(ident)]
 	r.mu.Unlock()
 	if !ok {
 		return 0, false

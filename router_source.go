@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/table"
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // RouterSource is one partition of an ordered source (a Kafka topic-partition, a replication slot) whose rows
@@ -85,7 +86,7 @@ func (s *RouterSource) Apply(ctx context.Context, ident table.Identifier, rec ar
 func (rs *routedSource) route(ctx context.Context, r *Router, ident table.Identifier, w *Writer, name string) error {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	key := identKey(ident)
+	key := commit.IdentKey(ident)
 	if rs.routed[key] == w {
 		return nil
 	}
@@ -114,7 +115,7 @@ func (rs *routedSource) route(ctx context.Context, r *Router, ident table.Identi
 // them, table by table. A position that goes backwards (Source.Checkpoint) in any of the tables is refused in
 // all of them with ErrPositionBackwards.
 func (s *RouterSource) Checkpoint(ctx context.Context, position string) error {
-	if err := checkPosition(s.name, position); err != nil {
+	if err := commit.CheckPosition(s.name, position); err != nil {
 		return err
 	}
 	rs := s.r.source(s.name)
@@ -187,7 +188,7 @@ type ResumePoint struct {
 // Covered reports whether the table already holds the partition's row at position (a row at or before the
 // table's own position): a replay skips it for that table.
 func (p ResumePoint) Covered(ident table.Identifier, position string) bool {
-	pos, ok := p.idents[identKey(ident)]
+	pos, ok := p.idents[commit.IdentKey(ident)]
 	return ok && pos != "" && p.order(position, pos) <= 0
 }
 
@@ -207,7 +208,7 @@ func (s *RouterSource) Resume(ctx context.Context) (ResumePoint, error) {
 			continue
 		}
 		p.Tables[strings.Join(t.ident, ".")] = pos
-		p.idents[identKey(t.ident)] = pos
+		p.idents[commit.IdentKey(t.ident)] = pos
 		if first || p.order(pos, p.Position) < 0 {
 			p.Position = pos
 		}

@@ -106,7 +106,7 @@ func newRunStage(env *writerEnv, c Committer, tbl *table.Table, cow cowConfig) *
 	r := &runStage{env: env, committer: c}
 	if c == nil {
 		r.def = newCatalogCommitter(env.cat, tbl, env.log, env.timeout, env.tables)
-		r.def.cow = cow
+		setCow(r.def, cow)
 		if env.retryWaits != nil {
 			r.def.MinWait, r.def.MaxWait = env.retryWaits[0], env.retryWaits[1]
 		}
@@ -123,15 +123,15 @@ func (r *runStage) commit(ctx context.Context, run *Run) (*CommitResult, error) 
 		return nil, err
 	}
 	r.rebase(run.Positions)
-	run.committed = time.Now()
-	r.lastAt.Store(run.committed.UnixNano())
+	commit.SetCommitted(run, time.Now())
+	r.lastAt.Store(commit.CommittedAt(run).UnixNano())
 	r.commits.Add(1)
 	r.rows.Add(run.Rows)
 	if res.Attempts > 1 {
 		r.retries.Add(int64(res.Attempts - 1))
 	}
 	r.conflicts.Add(int64(res.Conflicts))
-	r.deleteFiles.Add(int64(run.deleteFiles()))
+	r.deleteFiles.Add(int64(commit.DeleteFileCount(run)))
 	r.rewritten.Add(int64(res.FilesRewritten))
 	return res, nil
 }
@@ -140,7 +140,7 @@ func (r *runStage) commit(ctx context.Context, run *Run) (*CommitResult, error) 
 // run builds on it.
 func (r *runStage) installed(tbl *table.Table) {
 	if r.def != nil {
-		r.def.setLatest(r.env.ident, tbl)
+		r.def.SetLatest(r.env.ident, tbl)
 	}
 }
 
@@ -149,7 +149,7 @@ func (r *runStage) sideFiles() *commit.PositionsCache {
 	if r.def == nil {
 		return nil
 	}
-	return r.def.sideFiles
+	return r.def.SideFiles()
 }
 
 // form makes the run of consecutive staged batches the pipeline cut from its queue, on tbl, the table as the
@@ -161,8 +161,9 @@ func (r *runStage) form(tbl *table.Table, batches []*batch) (*Run, error) {
 		Table: e.ident, Branch: e.branch, WriterID: e.id, StableID: e.stableID, Epoch: e.epoch,
 		FirstSeq: batches[0].Seq, LastSeq: batches[n-1].Seq,
 		BaseSnapshotID: commit.HeadID(tbl.Metadata(), e.branch),
-		formatVersion:  tbl.Metadata().Version(), spec: tbl.Spec(), schema: tbl.Schema(), formed: time.Now(),
 	}
+	commit.Describe(run, tbl.Metadata().Version(), tbl.Spec(), tbl.Schema())
+	commit.SetFormed(run, time.Now())
 	// Batches coalesced into one snapshot share its sequence number, and an equality delete does not reach rows
 	// of its own sequence number: a batch that upserts or deletes a key written earlier in the run starts a new
 	// segment, a snapshot of its own inside the same atomic catalog commit.
@@ -213,7 +214,7 @@ func (w *Writer) committed(ctx context.Context, run *Run, batches []*batch, res 
 	w.env.log.Info("iceberg: committed", "table", w.env.ident, "snapshot", ci.SnapshotID, "rows", ci.Rows,
 		"files", ci.Files, "duration", ci.Duration, "attempts", ci.Attempts)
 	w.cbs.deliver(ci)
-	w.maint.AfterCommit(ctx, run.deleteFiles())
+	w.maint.AfterCommit(ctx, commit.DeleteFileCount(run))
 }
 
 // loopDone: nothing is delivered after the commit loop; the callback goroutine ends once it is drained.

@@ -6,6 +6,7 @@ import (
 	"github.com/icewriter/iceberg/internal/pipeline"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // ErrPartitionUncovered is returned by Source.Abort when rows of the partition were sealed before any checkpoint
@@ -99,7 +100,7 @@ func (s *Source) Abort(ctx context.Context) error {
 // that goes backwards (see Source.Checkpoint) refuses the whole call: none of its positions is recorded.
 func (w *Writer) CheckpointPositions(ctx context.Context, positions map[string]string) error {
 	for p, v := range positions {
-		if err := checkPosition(p, v); err != nil {
+		if err := commit.CheckPosition(p, v); err != nil {
 			return err
 		}
 	}

@@ -2,7 +2,6 @@ package iceberg
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -18,22 +17,18 @@ import (
 
 // Snapshot summary and table property keys the writer owns.
 const (
-	summaryWriterID   = commit.SummaryWriterID
-	summaryEpoch      = commit.SummaryEpoch
-	summarySeq        = "icewriter.seq"
-	summaryCheckpoint = "icewriter.checkpoint"
-	summaryFence      = commit.SummaryFence
-	summaryOperation  = maintain.SummaryOperation
-	summaryNonce      = maintain.SummaryNonce
-	summaryRewritten  = "icewriter.cow-rewritten-files"
-	summaryCandidates = "icewriter.cow-candidate-files"
-	propEpochPrefix   = commit.EpochPropPrefix
-	propCkptPrefix    = "icewriter.checkpoint."
-	// propCommittedPrefix names a stable writer's commit record: the (epoch, seq, snapshot id) of its newest
-	// committed run, set in the same catalog commit as the run. Unlike the run's snapshot it survives snapshot
-	// expiry, so a retry after a lost reply can tell "applied" from "not applied" whatever another writer
-	// expired meanwhile.
-	propCommittedPrefix = "icewriter.committed."
+	summaryWriterID     = commit.SummaryWriterID
+	summaryEpoch        = commit.SummaryEpoch
+	summarySeq          = commit.SummarySeq
+	summaryCheckpoint   = commit.SummaryCheckpoint
+	summaryFence        = commit.SummaryFence
+	summaryOperation    = maintain.SummaryOperation
+	summaryNonce        = maintain.SummaryNonce
+	summaryRewritten    = "icewriter.cow-rewritten-files"
+	summaryCandidates   = "icewriter.cow-candidate-files"
+	propEpochPrefix     = commit.EpochPropPrefix
+	propCkptPrefix      = commit.CheckpointPropPrefix
+	propCommittedPrefix = commit.CommittedPropPrefix
 	// summaryPositions names the side file holding every source position on the table as of the snapshot, on
 	// the snapshots that changed positions; propPositionsPrefix + branch mirrors the newest of them, so that
 	// snapshot expiry cannot erase it (see positions.go).
@@ -55,45 +50,11 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, ident table.Identifi
 	return tbl, created, err
 }
 
-// checkpointMirror is the table property copy of a writer's newest committed token, so that snapshot expiry
-// cannot erase it.
-type checkpointMirror struct {
-	Token      string `json:"token"`
-	SnapshotID int64  `json:"snapshot-id"`
-	SeqNumber  int64  `json:"sequence-number"`
-	Seq        int64  `json:"seq"`
-	Epoch      int64  `json:"epoch"`
-}
+// checkpointMirror is the table property copy of a writer's newest committed token (commit.CheckpointMirror).
+type checkpointMirror = commit.CheckpointMirror
 
 func readMirror(meta table.Metadata, id string) (checkpointMirror, bool) {
-	v, ok := meta.Properties()[propCkptPrefix+id]
-	if !ok {
-		return checkpointMirror{}, false
-	}
-	var m checkpointMirror
-	if json.Unmarshal([]byte(v), &m) != nil {
-		return checkpointMirror{}, false
-	}
-	return m, true
-}
-
-// commitRecord is a stable writer's newest committed run (see propCommittedPrefix).
-type commitRecord struct {
-	Epoch      int64 `json:"epoch"`
-	Seq        int64 `json:"seq"`
-	SnapshotID int64 `json:"snapshot-id"`
-}
-
-func readCommitRecord(meta table.Metadata, id string) (commitRecord, bool) {
-	v, ok := meta.Properties()[propCommittedPrefix+id]
-	if !ok {
-		return commitRecord{}, false
-	}
-	var r commitRecord
-	if json.Unmarshal([]byte(v), &r) != nil {
-		return commitRecord{}, false
-	}
-	return r, true
+	return commit.ReadJSONProp[checkpointMirror](meta, propCkptPrefix+id)
 }
 
 // lastCheckpoint finds the newest token committed by id on the branch: by ancestry first (a rollback is
@@ -171,7 +132,7 @@ func lastSeq(meta table.Metadata, branch, id string) int64 {
 	if m, ok := readMirror(meta, id); ok && m.Seq > seq {
 		seq = m.Seq
 	}
-	if r, ok := readCommitRecord(meta, id); ok && r.Seq > seq {
+	if r, ok := commit.ReadCommitRecord(meta, id); ok && r.Seq > seq {
 		seq = r.Seq
 	}
 	return seq

@@ -18,7 +18,7 @@ import (
 )
 
 // Env commits table transactions through the catalog. Every path that calls CommitTable goes through its
-// commit method: a run's commit (the root's catalogCommitter.Commit), the fence that takes a writer ID over (NewWriter),
+// commit method: a run's commit (CatalogCommitter.Commit), the fence that takes a writer ID over (NewWriter),
 // compaction, schema evolution and maintenance. So all of them retry the same way (backoff within the commit
 // timeout, a reload before every retry), classify a failed attempt the same way (any error may hide an applied
 // commit: only the path's proof, run on the reloaded table, clears it), check fencing on the metadata every
@@ -419,6 +419,9 @@ func (p *gatePass) leave() {
 
 // Kind names what a transaction does (the root's CommitKind, an alias).
 type Kind string
+
+// KindRun is a run of batches: the rows.
+const KindRun Kind = "run"
 
 // Outcome is what a proof establishes about earlier attempts (Op.Prove).
 type Outcome int

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/icewriter/iceberg/internal/commit"
 )
 
 // The errors the pipeline returns, public at the root under the same names (see there).
@@ -27,17 +29,9 @@ func checkPositionOrder(order func(partition, a, b string) (int, bool), position
 			errs = append(errs, fmt.Errorf("%w: partition %s: position %s comes before %s, the partition's last "+
 				"position in this writer (checkpointed or resumed); checkpoint positions in source order, resume "+
 				"the partition (Source.Resume) to start it over from the table's position, or set WithPositionOrder "+
-				"if these positions do not order as decimal numbers", ErrPositionBackwards, Quote(p),
-				Quote(positions[p]), Quote(prev)))
+				"if these positions do not order as decimal numbers", ErrPositionBackwards, commit.QuoteShort(p),
+				commit.QuoteShort(positions[p]), commit.QuoteShort(prev)))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// Quote quotes s for an error message, cut to its first 64 bytes.
-func Quote(s string) string {
-	if len(s) <= 64 {
-		return fmt.Sprintf("%q", s)
-	}
-	return fmt.Sprintf("%q...", s[:64])
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/icewriter/iceberg/internal/readonce"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	ice "github.com/apache/iceberg-go"
@@ -338,7 +340,7 @@ func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRe
 	plan.candidates = len(candidates)
 
 	lineage := tbl.Metadata().Version() >= 3
-	wholeMax := wholeReadBytes(tbl)
+	wholeMax := readonce.WholeReadBytes(tbl)
 	var mu sync.Mutex
 	var rewritten []table.FileScanTask
 	g, gctx := errgroup.WithContext(ctx)
@@ -349,11 +351,11 @@ func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRe
 			// (when small) only for the rewrite.
 			once := taskReadOnce(task, wholeMax)
 			defer func() {
-				if cerr := once.close(); err == nil {
+				if cerr := once.Close(); err == nil {
 					err = cerr
 				}
 			}()
-			src := once.table(tbl)
+			src := once.Table(tbl)
 			hit, err := fileHoldsKey(gctx, src, snap.SnapshotID, task, ks, filt)
 			if err != nil || !hit {
 				return err
@@ -477,19 +479,19 @@ func fileHoldsKey(ctx context.Context, tbl *table.Table, snapID int64, task tabl
 const inPruneLimit = 200
 
 // taskReadOnce names the files a scan of task reads (the data file and its delete files) for reading once.
-func taskReadOnce(task table.FileScanTask, wholeMax int64) *readOnce {
-	once := newReadOnce(wholeMax)
-	once.add(task.File.FilePath())
+func taskReadOnce(task table.FileScanTask, wholeMax int64) *readonce.Files {
+	once := readonce.New(wholeMax)
+	once.Add(task.File.FilePath())
 	for _, files := range [][]ice.DataFile{task.DeleteFiles, task.EqualityDeleteFiles, task.DeletionVectorFiles} {
 		for _, f := range files {
-			once.add(f.FilePath())
+			once.Add(f.FilePath())
 		}
 	}
 	return once
 }
 
 // rewriteWithout streams one data file (deletes applied), read through src, into new files of tbl without the
-// rows holding a key. src is tbl or a view of it that reads differently (readOnce.table).
+// rows holding a key. src is tbl or a view of it that reads differently (readonce.Files.Table).
 func rewriteWithout(ctx context.Context, tbl, src *table.Table, snapID int64, task table.FileScanTask, ks *keySet, cfg cowConfig, lineage bool, ids *rowIDs) ([]ice.DataFile, int64, error) {
 	scanOpts := []table.ScanOption{table.WithSnapshotID(snapID)}
 	writeOpts := []table.WriteRecordOption{table.WithClusteredWrite(), table.WithTargetFileSize(cfg.targetFileSize),

@@ -3,6 +3,8 @@ package iceberg
 import (
 	"context"
 
+	"github.com/icewriter/iceberg/internal/readonce"
+
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/dv"
 
@@ -67,7 +69,7 @@ func (w *Writer) newMaintainer(o *options) *maintain.Maintainer {
 		},
 		RefreshMirrors: refreshMirrors,
 		WholeReads: func(tbl *table.Table, sizes map[string]int64) *table.Table {
-			return wholeReads(tbl, sizes, wholeReadBytes(tbl))
+			return readonce.WholeReads(tbl, sizes, readonce.WholeReadBytes(tbl))
 		},
 		DropIndex:      func(reason string) { w.keys.drop(reason, nil) },
 		RebaseIndex:    w.keys.rebase,

@@ -1,4 +1,4 @@
-package iceberg
+package readonce
 
 import (
 	"bytes"
@@ -53,8 +53,8 @@ func TestReadOnceOpensANamedFileOnce(t *testing.T) {
 				o, _ := tabletest.FileReads(p)
 				return o - opened[p]
 			}
-			r := newReadOnce(tc.max)
-			r.add(named)
+			r := New(tc.max)
+			r.Add(named)
 			var reads atomic.Int64
 			o := &onceIO{IO: readAtCounter{wfs, &reads}, r: r}
 			var wg sync.WaitGroup
@@ -110,7 +110,7 @@ func TestReadOnceOpensANamedFileOnce(t *testing.T) {
 			if n := opensOf(other); n != 2 {
 				t.Errorf("a file not named was opened %d times for 2 opens, want 2", n)
 			}
-			if err := r.close(); err != nil {
+			if err := r.Close(); err != nil {
 				t.Fatal(err)
 			}
 			if r.file(named) != nil {

@@ -1,4 +1,4 @@
-package iceberg
+package readonce
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 	"github.com/icewriter/iceberg/storage"
 )
 
-// readOnce opens each of a few named files once, for a stage that reads them several times
+// Files opens each of a few named files once, for a stage that reads them several times
 // through iceberg-go's scanner: copy-on-write reads a candidate data file (with its delete files) to confirm
 // that it holds a key, then again to rewrite it. Each read of the scanner opens the file again (a request for
 // its end, where the footer is) and fetches each column chunk it needs in a request of its own: iceberg-go
@@ -30,7 +30,7 @@ import (
 // fetching only its column chunks again. The first open reads no more than before: a candidate that turns out
 // to hold no key costs what it did (its end and its key column), not the whole file. The memory is the
 // caller's: what it names is held until close.
-type readOnce struct {
+type Files struct {
 	max   int64
 	mu    sync.Mutex
 	files map[string]*onceFile // the named files, by path
@@ -45,13 +45,13 @@ type onceFile struct {
 	err  error
 }
 
-// newReadOnce returns a readOnce that reads files of at most max bytes whole.
-func newReadOnce(max int64) *readOnce {
-	return &readOnce{max: max, files: map[string]*onceFile{}}
+// New returns a Files that reads files of at most max bytes whole.
+func New(max int64) *Files {
+	return &Files{max: max, files: map[string]*onceFile{}}
 }
 
-// add names a file to read once.
-func (r *readOnce) add(name string) {
+// Add names a file to read once.
+func (r *Files) Add(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.files[name]; !ok {
@@ -59,14 +59,14 @@ func (r *readOnce) add(name string) {
 	}
 }
 
-func (r *readOnce) file(name string) *onceFile {
+func (r *Files) file(name string) *onceFile {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.files[name]
 }
 
-// close closes the files kept open and drops what was read.
-func (r *readOnce) close() error {
+// Close closes the files kept open and drops what was read.
+func (r *Files) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var first error
@@ -84,8 +84,8 @@ func (r *readOnce) close() error {
 	return first
 }
 
-// table returns tbl reading through r: a table to scan (it writes nothing; use tbl for writes).
-func (r *readOnce) table(tbl *table.Table) *table.Table {
+// Table returns tbl reading through r: a table to scan (it writes nothing; use tbl for writes).
+func (r *Files) Table(tbl *table.Table) *table.Table {
 	return table.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), func(ctx context.Context) (iceio.IO, error) {
 		fsys, err := tbl.FS(ctx)
 		if err != nil {
@@ -95,10 +95,10 @@ func (r *readOnce) table(tbl *table.Table) *table.Table {
 	}, nil)
 }
 
-// onceIO is a table's file system that opens the files a readOnce names through it.
+// onceIO is a table's file system that opens the files a Files names through it.
 type onceIO struct {
 	iceio.IO
-	r *readOnce
+	r *Files
 }
 
 var _ iceio.ReadFileIO = (*onceIO)(nil)
@@ -170,7 +170,7 @@ func readWhole(fsys iceio.IO, name string) ([]byte, error) {
 	return io.ReadAll(file)
 }
 
-// keptOpenFile is a file readOnce keeps open: closing it leaves it open for the next reader (readOnce.close
+// keptOpenFile is a file Files keeps open: closing it leaves it open for the next reader (Files.close
 // closes it). Its readers use ReadAt, which is safe for concurrent use; a scanner's Seek to the end (for the
 // size) moves no other reader's ReadAt.
 type keptOpenFile struct{ iceio.File }
@@ -198,17 +198,17 @@ func (f *memoryFile) Sys() any                   { return nil }
 // part size: S3's default part size, the largest file the writer uploads in one request.
 const defaultWholeReadBytes = 8 << 20
 
-// wholeReadBytes is the largest file a stage reads whole into memory on tbl (see readOnce): the table's upload
+// WholeReadBytes is the largest file a stage reads whole into memory on tbl (see Files): the table's upload
 // part size (storage.PartSizeKey) when set, the most the writer holds of a file it uploads; else
 // defaultWholeReadBytes.
-func wholeReadBytes(tbl *table.Table) int64 {
+func WholeReadBytes(tbl *table.Table) int64 {
 	if n, err := strconv.ParseInt(tbl.Metadata().Properties()[storage.PartSizeKey], 10, 64); err == nil && n > 0 {
 		return n
 	}
 	return defaultWholeReadBytes
 }
 
-// wholeReads returns tbl reading the files sizes names (path: size in bytes), those of at most max bytes, whole
+// WholeReads returns tbl reading the files sizes names (path: size in bytes), those of at most max bytes, whole
 // in one request each when the scanner opens them, and everything else (writes included) as tbl does; tbl
 // itself when its file system cannot write.
 //
@@ -216,7 +216,7 @@ func wholeReadBytes(tbl *table.Table) int64 {
 // column chunk in a request of its own (7 requests for the seed events' 6 columns). Read whole, it is one
 // request for the same bytes. Each file read is held only while the scanner reads it: a compaction's scanner
 // reads a few files at once, so memory stays within a few times max.
-func wholeReads(tbl *table.Table, sizes map[string]int64, max int64) *table.Table {
+func WholeReads(tbl *table.Table, sizes map[string]int64, max int64) *table.Table {
 	return table.New(tbl.Identifier(), tbl.Metadata(), tbl.MetadataLocation(), func(ctx context.Context) (iceio.IO, error) {
 		fsys, err := tbl.FS(ctx)
 		if err != nil {

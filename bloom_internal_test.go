@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/icewriter/iceberg/internal/commit/cow"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -263,15 +265,11 @@ func TestCopyOnWriteConfirmSkipsByBloom(t *testing.T) {
 		kb.Append(key)
 		keyRec := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil),
 			[]arrow.Array{kb.NewArray()}, 1)
-		ks, err := newKeySet([]arrow.RecordBatch{keyRec})
-		if err != nil {
-			t.Fatal(err)
-		}
 		tasks := tabletest.LiveDataFiles(t, tbl)
 		if len(tasks) != 1 {
 			t.Fatalf("%d files, want 1", len(tasks))
 		}
-		hit, err := fileHoldsKey(ctx, counted, tbl.CurrentSnapshot().SnapshotID, tasks[0], ks, ks.filter([]arrow.RecordBatch{keyRec}))
+		hit, err := cow.FileHoldsKey(ctx, counted, tbl.CurrentSnapshot().SnapshotID, tasks[0], []arrow.RecordBatch{keyRec})
 		if err != nil {
 			t.Fatal(err)
 		}

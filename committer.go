@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/icewriter/iceberg/internal/commit/cow"
+
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
@@ -58,13 +60,13 @@ type catalogCommitter = commit.CatalogCommitter
 // (NewCatalogCommitter's: two rewrites at a time, the default file sizes).
 func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger, timeout time.Duration, tabs *commit.Tables) *catalogCommitter {
 	c := commit.NewCatalogCommitter(cat, tbl, log, timeout, tabs)
-	setCow(c, cowConfig{parallel: 2, targetFileSize: DefaultTargetFileSize, rowGroupRows: DefaultRowGroupRows})
+	setCow(c, cow.Config{Parallel: 2, TargetFileSize: DefaultTargetFileSize, RowGroupRows: DefaultRowGroupRows})
 	return c
 }
 
 // setCow makes c's copy-on-write attempts cow stages of cfg.
-func setCow(c *catalogCommitter, cfg cowConfig) {
-	c.NewCow = func(branch string, segs []Segment) commit.CowAttempt { return newCowStage(cfg, branch, segs) }
+func setCow(c *catalogCommitter, cfg cow.Config) {
+	c.NewCow = func(branch string, segs []Segment) commit.CowAttempt { return cow.NewStage(cfg, branch, segs) }
 }
 
 // removePaths deletes files no snapshot references (commit.RemovePaths).

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/icewriter/iceberg/internal/commit/cow"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -60,10 +62,10 @@ func cowSegment(t *testing.T, tbl *table.Table, ids []int64, name string) Segmen
 }
 
 // applyCow stages segs through one cowStage in one transaction on tbl and commits it.
-func applyCow(t *testing.T, tbl *table.Table, segs []Segment) (*cowStage, *table.Table) {
+func applyCow(t *testing.T, tbl *table.Table, segs []Segment) (*cow.Stage, *table.Table) {
 	t.Helper()
 	ctx := context.Background()
-	stage := newCowStage(cowConfig{parallel: 2, targetFileSize: DefaultTargetFileSize, rowGroupRows: DefaultRowGroupRows},
+	stage := cow.NewStage(cow.Config{Parallel: 2, TargetFileSize: DefaultTargetFileSize, RowGroupRows: DefaultRowGroupRows},
 		table.MainBranch, segs)
 	tx := tbl.NewTransactionOnBranch(table.MainBranch)
 	for i := range segs {
@@ -106,20 +108,20 @@ func TestCowStageRewritesEachFileOnce(t *testing.T) {
 		t.Fatalf("%d of the table's 4 files are still live, want 1 (ids 10-19 hold no key)", kept)
 	}
 	// Three of the table's files, and the first segment's new-row file.
-	if stage.rewritten != 4 {
-		t.Fatalf("rewritten = %d, want 4", stage.rewritten)
+	if stage.Rewritten() != 4 {
+		t.Fatalf("rewritten = %d, want 4", stage.Rewritten())
 	}
-	if len(stage.written) == 0 || len(stage.replaced) != 0 {
-		t.Fatalf("written %d files, replaced %d; want some and none (v2 carries no row ids)", len(stage.written), len(stage.replaced))
+	if len(stage.Written()) == 0 || len(stage.Replaced()) != 0 {
+		t.Fatalf("written %d files, replaced %d; want some and none (v2 carries no row ids)", len(stage.Written()), len(stage.Replaced()))
 	}
-	for _, f := range stage.written {
+	for _, f := range stage.Written() {
 		if !live[f.FilePath()] {
 			t.Fatalf("the stage wrote %s, which the commit does not reference", f.FilePath())
 		}
 	}
 	snap := next.CurrentSnapshot()
-	if _, ok := snap.Summary.Properties[summaryRewritten]; !ok {
-		t.Fatalf("the last snapshot's summary has no %s: %v", summaryRewritten, snap.Summary.Properties)
+	if _, ok := snap.Summary.Properties[cow.SummaryRewritten]; !ok {
+		t.Fatalf("the last snapshot's summary has no %s: %v", cow.SummaryRewritten, snap.Summary.Properties)
 	}
 }
 
@@ -140,8 +142,8 @@ func TestCowStageKeepsRowIDs(t *testing.T) {
 	if got := tabletest.RowIDs(t, next); !maps.Equal(got, ids) {
 		t.Fatalf("row ids after the upsert %v, want %v", got, ids)
 	}
-	if len(stage.replaced) != 1 || stage.replaced[0].FilePath() != orig {
-		t.Fatalf("replaced %v, want the segment's new-row file %s", stage.replaced, orig)
+	if len(stage.Replaced()) != 1 || stage.Replaced()[0].FilePath() != orig {
+		t.Fatalf("replaced %v, want the segment's new-row file %s", stage.Replaced(), orig)
 	}
 	if tabletest.Paths(tabletest.LiveDataFiles(t, next))[orig] {
 		t.Fatalf("the replaced new-row file %s is live", orig)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/icewriter/iceberg/internal/commit/cow"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
@@ -43,7 +45,7 @@ type keyStage struct {
 	cow       bool        // copy-on-write mode: the committer rewrites the files that hold upserted and deleted keys
 	layoutErr error       // why Upsert and Delete cannot run on this table's layout (reported by check)
 	deletes   DeleteFiles // WithDeleteFiles: what a keyed change the index cannot cover becomes
-	rewrite   cowConfig   // how new data files are written again to carry row ids (carryRowIDs)
+	rewrite   cow.Config  // how new data files are written again to carry row ids (carryRowIDs)
 	// supersedeBatch is how many superseded v2 position delete files wait before a run removes them
 	// (supersededBatch; WithSupersededBatchForTest lowers it).
 	supersedeBatch int
@@ -72,15 +74,15 @@ func (k *keyStage) wantsFresh() bool { return k.fresh.Load() && k.idx.Load() != 
 
 // newKeyStage resolves the writer's key from WithKeys, else the table's identifier fields (see resolveKeys);
 // target is the table's schema as Arrow. The key index starts off: load opens it.
-func newKeyStage(tbl *table.Table, target *arrow.Schema, o *options, cow bool) (*keyStage, error) {
+func newKeyStage(tbl *table.Table, target *arrow.Schema, o *options, copyOnWrite bool) (*keyStage, error) {
 	spec, err, layoutErr := resolveKeys(tbl, target, o)
 	if err != nil {
 		return nil, err
 	}
 	return &keyStage{
-		spec: spec, cow: cow, layoutErr: layoutErr, ident: tbl.Identifier(), branch: o.branch,
+		spec: spec, cow: copyOnWrite, layoutErr: layoutErr, ident: tbl.Identifier(), branch: o.branch,
 		writerID: o.writerID, limit: o.keyed.indexBytes, deletes: o.keyed.deleteFiles, supersedeBatch: o.keyed.supersedeBatch,
-		rewrite: cowConfig{parallel: o.flush.maxInFlight, targetFileSize: o.files.targetFileSize, rowGroupRows: o.files.rowGroupRows}, parallel: o.flush.maxInFlight, log: o.logger, pool: routerIndexPool(o),
+		rewrite: cow.Config{Parallel: o.flush.maxInFlight, TargetFileSize: o.files.targetFileSize, RowGroupRows: o.files.rowGroupRows}, parallel: o.flush.maxInFlight, log: o.logger, pool: routerIndexPool(o),
 		spillDir: o.keyed.spillDir,
 		atCommit: o.keyed.rowIDsAtCommit,
 	}, nil

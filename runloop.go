@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/icewriter/iceberg/internal/commit/cow"
+
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
@@ -102,7 +104,7 @@ func (r *runStage) basesOf(positions map[string]string) map[string]string {
 
 // newRunStage hands runs to c or, when c is nil, to a catalog committer of its own working from tbl, the table
 // as NewWriter left it, that rewrites copy-on-write files as the writer encodes its own.
-func newRunStage(env *writerEnv, c Committer, tbl *table.Table, cow cowConfig) *runStage {
+func newRunStage(env *writerEnv, c Committer, tbl *table.Table, cow cow.Config) *runStage {
 	r := &runStage{env: env, committer: c}
 	if c == nil {
 		r.def = newCatalogCommitter(env.cat, tbl, env.log, env.timeout, env.tables)

@@ -24,8 +24,6 @@ const (
 	summaryFence        = commit.SummaryFence
 	summaryOperation    = maintain.SummaryOperation
 	summaryNonce        = maintain.SummaryNonce
-	summaryRewritten    = "icewriter.cow-rewritten-files"
-	summaryCandidates   = "icewriter.cow-candidate-files"
 	propEpochPrefix     = commit.EpochPropPrefix
 	propCkptPrefix      = commit.CheckpointPropPrefix
 	propCommittedPrefix = commit.CommittedPropPrefix

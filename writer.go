@@ -15,6 +15,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/icewriter/iceberg/internal/commit/cow"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/catalog"
@@ -177,8 +179,8 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	}
 	w.structs = newStructStage(env.mem, w.view, hooks, o.schema.evolve, w.evolveFor)
 	// NoDeleteFiles: every keyed change is a rewrite, as in copy-on-write mode.
-	cow := updateMode(&o, tbl) == CopyOnWrite || o.keyed.deleteFiles == NoDeleteFiles
-	if w.keys, err = newKeyStage(tbl, w.view.conformer().target, &o, cow); err != nil {
+	copyOnWrite := updateMode(&o, tbl) == CopyOnWrite || o.keyed.deleteFiles == NoDeleteFiles
+	if w.keys, err = newKeyStage(tbl, w.view.conformer().target, &o, copyOnWrite); err != nil {
 		return nil, err
 	}
 	if w.changes, err = newChangeStage(&o, w.view.conformer().target, w.keys.spec); err != nil {
@@ -194,7 +196,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	w.cbs = newCallbacks(newHookSet(o.writerHooks()), red, env.id)
 	env.events = w.cbs
 	w.runs = newRunStage(env, o.commit.committer, tbl,
-		cowConfig{parallel: o.flush.maxInFlight, targetFileSize: o.files.targetFileSize, rowGroupRows: o.files.rowGroupRows})
+		cow.Config{Parallel: o.flush.maxInFlight, TargetFileSize: o.files.targetFileSize, RowGroupRows: o.files.rowGroupRows})
 	if o.commit.wrapCommitter != nil {
 		w.runs.committer = o.commit.wrapCommitter(w.runs.committer)
 	}

@@ -90,12 +90,3 @@ func (v *tableView) table() *table.Table {
 	t, _ := v.get()
 	return t
 }
-
-func (v *tableView) conformer() *conformer {
-	_, c := v.get()
-	return c
-}
-
-// evolving reports whether schema evolution is on (WithSchemaEvolution): the view's conformers may relax a
-// column, and a call has the table take its input schema first (Writer.evolveFor).
-func (v *tableView) evolving() bool { return v.hooks != nil && v.hooks.relax != nil }

@@ -270,51 +270,6 @@ func (w *Writer) Schema() *arrow.Schema { return w.view.conformer().target }
 // Table returns the table as the writer last saw it (after its latest commit).
 func (w *Writer) Table() *table.Table { return w.view.table() }
 
-// Write appends the rows (insert: no key lookup). Columns are matched to the table by name; an unknown column
-// is an error unless schema evolution is on (WithSchemaEvolution); missing optional columns are null. All validation happens here: an error returned by Write means
-// nothing of this call was accepted, and the writer stays usable. Write copies what it keeps: the caller may
-// reuse or Release the batch as soon as the call returns. Write blocks while the memory limit or the limit on
-// uncommitted batches is reached, until ctx is done. A batch without rows is validated all the same (with
-// schema evolution on, its new columns are added), then nothing is kept.
-func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
-	return w.write(ctx, "", rec)
-}
-
-// write is Write of a source partition's rows.
-func (w *Writer) write(ctx context.Context, source string, rec arrow.RecordBatch) error {
-	if err := w.pipe.Usable(); err != nil {
-		return err
-	}
-	conf := w.view.conformer()
-	if w.view.evolving() && rec != nil {
-		var err error
-		if conf, err = w.evolveFor(ctx, rec.Schema()); err != nil {
-			return err
-		}
-	}
-	r, err := conf.conformFor(ctx, rec, opInsert)
-	if err != nil {
-		return err
-	}
-	r.Source = source
-	return w.accept(ctx, r)
-}
-
-// accept hands the pipeline a conformed record of one call. A record without rows was validated like any
-// other (an empty batch with an unknown column is an error), but there is nothing to keep. The record is the
-// pipeline's once accepted, unless it is a view, which the pipeline copies and which is released here.
-func (w *Writer) accept(ctx context.Context, r batchRecord) error {
-	if r.Rec.NumRows() == 0 {
-		r.Rec.Release()
-		return nil
-	}
-	err := w.pipe.Accept(ctx, r)
-	if err != nil || r.View {
-		r.Rec.Release()
-	}
-	return err
-}
-
 // encoderReserve is the working memory set aside for each batch encoding at once (Parquet pages, dictionaries
 // and the conversions of iceberg-go's writer): what the seed events take, with a margin for wider rows.
 const encoderReserve = 48 << 20

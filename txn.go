@@ -13,9 +13,8 @@ import (
 // txn is the writer's transaction environment for its own transactions (fence, compaction, schema evolution,
 // maintenance): its catalog, table cache and logger, the commit timeout, and waits capped at 2 s instead of a
 // run's 5 s. These transactions are short and contend with writers that commit in a tight loop: retried up to
-// 5 s apart, a takeover next to one lost the race for the branch head for over two minutes (measured: 35
-// attempts, 136 s; once for the whole 5 min timeout), and compaction and schema evolution hold the commit queue
-// for their 10 attempts.
+// 5 s apart, a takeover next to one could lose the race for the branch head for minutes, and compaction and
+// schema evolution hold the commit queue for their 10 attempts.
 func (e *writerEnv) txn() *commit.Env {
 	t := commit.NewEnv(e.cat, e.tables, e.log, e.timeout)
 	t.MinWait, t.MaxWait = 20*time.Millisecond, 2*time.Second

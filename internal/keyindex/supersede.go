@@ -31,8 +31,7 @@ func (k *RowKeys) Same(a, b int) bool {
 //
 // One pass from the last row to the first looks each row up once in an open-addressing table of the last row
 // that upserts or deletes each key (slot: row+1, 0 empty), probed from the key's hash and checked against the
-// hash, then the key: keys sharing a hash only probe further. It is cheaper per row than a Go map keyed by the
-// hash (BenchmarkApply compares).
+// hash, then the key: keys sharing a hash only probe further; cheaper per row than a Go map keyed by the hash.
 func Supersede[K comparable](hashes []uint64, kinds []K, insert K, changed int, keys *RowKeys, dropped []bool) []int32 {
 	lasts := make([]int32, max(8, 1<<bits.Len(uint(max(2*changed-1, 0))))) // a power of two, at least twice changed
 	mask := uint64(len(lasts) - 1)

@@ -22,7 +22,7 @@ const (
 	summarySeq          = commit.SummarySeq
 	summaryCheckpoint   = commit.SummaryCheckpoint
 	summaryFence        = commit.SummaryFence
-	summaryOperation    = maintain.SummaryOperation
+	summaryOperation    = commit.SummaryOperation
 	summaryNonce        = maintain.SummaryNonce
 	propEpochPrefix     = commit.EpochPropPrefix
 	propCkptPrefix      = commit.CheckpointPropPrefix

@@ -638,7 +638,7 @@ func ForeignSince(meta table.Metadata, branch string, base int64, writerID strin
 		// error (its reply may be lost) drops the index. A compaction under this ID met here is therefore
 		// another process's with the same ID (a zombie), and it moved rows the index places.
 		if w, _ := SummaryProp(s, SummaryWriterID); w == writerID {
-			if op, _ := SummaryProp(s, SummaryOperation); op != "compact" {
+			if op, _ := SummaryProp(s, SummaryOperation); op != OpCompact {
 				return false
 			}
 		}

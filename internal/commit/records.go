@@ -12,6 +12,7 @@ const (
 	SummaryCheckpoint = "icewriter.checkpoint"
 	// SummaryOperation names what a snapshot of the writer's own that is not a run does ("compact").
 	SummaryOperation     = "icewriter.operation"
+	OpCompact            = "compact" // the SummaryOperation of a compaction's snapshot
 	CheckpointPropPrefix = "icewriter.checkpoint."
 	// CommittedPropPrefix names a stable writer's commit record: the (epoch, seq, snapshot id) of its newest
 	// committed run, set in the same catalog commit as the run. Unlike the run's snapshot it survives snapshot

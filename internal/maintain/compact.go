@@ -104,7 +104,7 @@ func (m *Maintainer) planCompaction(ctx context.Context, tbl *table.Table, small
 	}
 	tx := pl.writeTable.NewTransactionOnBranch(m.env.Branch)
 	rr, err := tx.RewriteDataFiles(ctx, pl.groups, table.RewriteDataFilesOptions{
-		SnapshotProps:            ice.Properties{commit.SummaryWriterID: m.env.WriterID, SummaryOperation: opCompact, SummaryNonce: nonce},
+		SnapshotProps:            ice.Properties{commit.SummaryWriterID: m.env.WriterID, commit.SummaryOperation: commit.OpCompact, SummaryNonce: nonce},
 		ExtraDeleteFilesToRemove: pl.deadEq,
 		GroupOptions:             m.groupOptions(),
 	})

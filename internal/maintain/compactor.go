@@ -340,7 +340,7 @@ func (p *compactPass) build(ctx context.Context, tbl *table.Table, _ int) (*tabl
 		return nil, err
 	}
 	tx := tbl.NewTransactionOnBranch(p.env.Branch)
-	rw := tx.NewRewrite(ice.Properties{commit.SummaryWriterID: p.env.WriterID, SummaryOperation: opCompact, SummaryNonce: p.nonce})
+	rw := tx.NewRewrite(ice.Properties{commit.SummaryWriterID: p.env.WriterID, commit.SummaryOperation: commit.OpCompact, SummaryNonce: p.nonce})
 	// The delete files that die with the rewritten files go as iceberg-go's automatic removals: those of
 	// the pass's snapshot that are still live, and its dead equality deletes. The deletes committed since
 	// go as explicit removals, which the deletes re-based onto the new files replace (iceberg-go gives

@@ -70,7 +70,7 @@ func (m *Maintainer) convertLocked(ctx context.Context) (ConvertResult, error) {
 
 // conversionProps are the summary properties of a conversion's snapshots.
 func (m *Maintainer) conversionProps(nonce string) ice.Properties {
-	return ice.Properties{commit.SummaryWriterID: m.env.WriterID, SummaryOperation: opConvertDeletes, SummaryNonce: nonce}
+	return ice.Properties{commit.SummaryWriterID: m.env.WriterID, commit.SummaryOperation: opConvertDeletes, SummaryNonce: nonce}
 }
 
 // conversionFailed drops the key index after a conversion's commit that reached the catalog failed: which vector

@@ -95,13 +95,10 @@ type Config struct {
 
 // Snapshot summary keys of maintenance's own snapshots.
 const (
-	// SummaryOperation names what a snapshot of the writer's own that is not a run does ("compact").
-	SummaryOperation = "icewriter.operation"
 	// SummaryNonce marks the snapshot of one transaction call (a compaction): the proof, after a lost reply,
 	// that the call applied.
 	SummaryNonce = "icewriter.nonce"
 
-	opCompact        = "compact"         // the SummaryOperation of a compaction's snapshot
 	opConvertDeletes = "convert-deletes" // the SummaryOperation of a conversion's snapshots
 )
 

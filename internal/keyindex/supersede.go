@@ -2,7 +2,8 @@ package keyindex
 
 import (
 	"bytes"
-	"math/bits"
+
+	"github.com/icewriter/iceberg/internal/keyindex/keyenc"
 )
 
 // Resolution inside one batch: which rows a later change of their key supersedes, and whether two batches'
@@ -33,7 +34,7 @@ func (k *RowKeys) Same(a, b int) bool {
 // that upserts or deletes each key (slot: row+1, 0 empty), probed from the key's hash and checked against the
 // hash, then the key: keys sharing a hash only probe further; cheaper per row than a Go map keyed by the hash.
 func Supersede[K comparable](hashes []uint64, kinds []K, insert K, changed int, keys *RowKeys, dropped []bool) []int32 {
-	lasts := make([]int32, max(8, 1<<bits.Len(uint(max(2*changed-1, 0))))) // a power of two, at least twice changed
+	lasts := make([]int32, keyenc.TableSize(changed))
 	mask := uint64(len(lasts) - 1)
 	distinct := make([]int32, 0, min(changed, 1<<16))
 	for ord := len(hashes) - 1; ord >= 0; ord-- {

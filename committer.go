@@ -68,11 +68,3 @@ func newCatalogCommitter(cat catalog.Catalog, tbl *table.Table, log *slog.Logger
 func setCow(c *catalogCommitter, cfg cow.Config) {
 	c.NewCow = func(branch string, segs []Segment) commit.CowAttempt { return cow.NewStage(cfg, branch, segs) }
 }
-
-// removePaths deletes files no snapshot references (commit.RemovePaths).
-func removePaths(ctx context.Context, log *slog.Logger, tbl *table.Table, paths []string) {
-	commit.RemovePaths(ctx, log, tbl, paths)
-}
-
-// maxBuildAttempts bounds the builds of a transaction on one table head (commit.MaxBuildAttempts).
-const maxBuildAttempts = commit.MaxBuildAttempts

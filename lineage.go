@@ -86,7 +86,7 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 		return append(slices.DeleteFunc(slices.Clone(fs), func(f ice.DataFile) bool { return gone[f.FilePath()] }), added...)
 	}
 	seg.DataFiles, b.enc.files = keep(seg.DataFiles), keep(b.enc.files)
-	removePaths(ctx, k.log, tbl, paths)
+	commit.RemovePaths(ctx, k.log, tbl, paths)
 	return fks, ids, nil
 }
 

@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 
+	"github.com/icewriter/iceberg/internal/commit"
 	"github.com/icewriter/iceberg/internal/readonce"
 
 	"github.com/apache/iceberg-go/table"
@@ -59,13 +60,13 @@ func (w *Writer) newMaintainer(o *options) *maintain.Maintainer {
 	env := maintain.Env{
 		Ident: w.env.ident, Branch: w.env.branch, WriterID: w.env.id, Log: w.env.log, Redact: w.env.red.Error,
 		TargetFileSize: w.files.TargetFileSize, RowGroupRows: w.files.RowGroupRows, KeyNames: w.keys.names(),
-		Parallel: w.keys.parallel, FileUUID: w.own.names.next, MaxBuilds: maxBuildAttempts,
+		Parallel: w.keys.parallel, FileUUID: w.own.names.next, MaxBuilds: commit.MaxBuildAttempts,
 		Table: w.Table, Commit: w.commitTx,
 		EnterQueue: func() func() { return w.pipe.EnterQueue() },
 		Usable:     func() error { return w.pipe.Usable() },
 		Closed:     ErrClosed,
 		RemovePaths: func(ctx context.Context, tbl *table.Table, paths []string) {
-			removePaths(ctx, w.env.log, tbl, paths)
+			commit.RemovePaths(ctx, w.env.log, tbl, paths)
 		},
 		RefreshMirrors: refreshMirrors,
 		WholeReads: func(tbl *table.Table, sizes map[string]int64) *table.Table {

@@ -52,7 +52,7 @@ func (rd *Rounds) sent(arrivals []*arrival, whole bool, start time.Time) {
 			err = a.err
 		}
 	}
-	slices.SortFunc(tables, func(a, b table.Identifier) int { return strings.Compare(identKey(a), identKey(b)) })
+	slices.SortFunc(tables, func(a, b table.Identifier) int { return strings.Compare(IdentKey(a), IdentKey(b)) })
 	rd.OnSent(tables, whole, time.Since(start), err)
 }
 
@@ -144,7 +144,7 @@ func (rd *Rounds) gather(members []RoundMember) ([]*arrival, bool) {
 		rd.mu.Lock()
 		joined := map[string]bool{}
 		for _, a := range rd.arrivals {
-			joined[identKey(a.commit.Identifier)] = true
+			joined[IdentKey(a.commit.Identifier)] = true
 		}
 		wake := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(rd.changed)}}
 		rd.mu.Unlock()
@@ -155,7 +155,7 @@ func (rd *Rounds) gather(members []RoundMember) ([]*arrival, bool) {
 				continue
 			}
 			open = true
-			if !joined[identKey(m.Ident)] {
+			if !joined[IdentKey(m.Ident)] {
 				waiting = true
 				wake = append(wake, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 			}

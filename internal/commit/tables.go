@@ -2,7 +2,6 @@ package commit
 
 import (
 	"context"
-	"strings"
 	"sync"
 
 	iceio "github.com/apache/iceberg-go/io"
@@ -26,17 +25,17 @@ func NewTables() *Tables { return &Tables{roots: map[string]table.FSysF{}} }
 func (d *Tables) Loaded(t *table.Table) *table.Table {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.roots[identKey(t.Identifier())] = t.FS
+	d.roots[IdentKey(t.Identifier())] = t.FS
 	return t
 }
 
 // Derive builds the table a commit left from prev, the table the commit was based on.
 func (d *Tables) Derive(prev *table.Table, meta table.Metadata, loc string, cat table.CatalogIO) *table.Table {
 	d.mu.Lock()
-	fs, ok := d.roots[identKey(prev.Identifier())]
+	fs, ok := d.roots[IdentKey(prev.Identifier())]
 	if !ok {
 		fs = prev.FS
-		d.roots[identKey(prev.Identifier())] = fs
+		d.roots[IdentKey(prev.Identifier())] = fs
 	}
 	d.mu.Unlock()
 	return table.New(prev.Identifier(), meta, loc, boundFS(fs), cat)
@@ -55,6 +54,3 @@ func boundFS(fsF table.FSysF) table.FSysF {
 		return storage.WithContext(ctx, fs), nil
 	}
 }
-
-// identKey is a table identifier as a map key (identifier parts may hold dots).
-func identKey(ident table.Identifier) string { return strings.Join(ident, "\x00") }

@@ -47,4 +47,8 @@ type batchKeys struct {
 	// key, and lineage the schema it wrote them with (encodeRowIDs); apply checks them (nil: none written).
 	rowIDs  map[string]int64
 	lineage *ice.Schema
+	// replaced are the paths of the encoder's data files the key stage wrote again with their rows' ids
+	// (carryRowIDs), and deleted; rewritten are the files that replace them.
+	replaced  []string
+	rewritten []ice.DataFile
 }

@@ -1,11 +1,15 @@
 package iceberg
 
-import ice "github.com/apache/iceberg-go"
+import (
+	"slices"
+
+	ice "github.com/apache/iceberg-go"
+)
 
 // dataFileCount is the number of data files the batch wrote.
 func (b *batch) dataFileCount() int { return len(b.enc.files) + b.enc.packed.Len() }
 
-// dataFiles appends the batch's data files to dst, the packed ones decoded.
+// dataFiles appends the data files the encoder wrote for the batch to dst, the packed ones decoded.
 func (b *batch) dataFiles(dst []ice.DataFile) ([]ice.DataFile, error) {
 	dst = append(dst, b.enc.files...)
 	if b.enc.packed == nil {
@@ -14,18 +18,27 @@ func (b *batch) dataFiles(dst []ice.DataFile) ([]ice.DataFile, error) {
 	return b.enc.packed.Unpack(dst)
 }
 
-// filePaths returns the paths of the batch's data and delete files.
+// filePaths returns the paths of the batch's data and delete files: the encoder's, less those the key stage
+// wrote again (replaced), plus its rewrites.
 func (b *batch) filePaths() []string {
 	var out []string
+	add := func(p string) {
+		if !slices.Contains(b.keys.replaced, p) {
+			out = append(out, p)
+		}
+	}
 	for _, f := range append(b.enc.files[:len(b.enc.files):len(b.enc.files)], b.enc.deletes...) {
-		out = append(out, f.FilePath())
+		add(f.FilePath())
 	}
 	for i := range b.enc.packed.Len() {
 		// A pack is decoded by this writer's own code from bytes it encoded: an entry that does not decode
 		// is a defect, and its file is left for orphan removal rather than guessed at.
 		if df, err := b.enc.packed.File(i); err == nil {
-			out = append(out, df.FilePath())
+			add(df.FilePath())
 		}
+	}
+	for _, f := range b.keys.rewritten {
+		out = append(out, f.FilePath())
 	}
 	return out
 }

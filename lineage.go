@@ -20,7 +20,8 @@ import (
 // an update keeps its row id, so a changelog reader sees an update where it would see a delete and an insert.
 // The batch's data files that hold such a row are written again with an explicit _row_id column (carryRowIDs:
 // the id for those rows, null for the others, which take ids from the table) and replace the originals in the
-// segment and the batch; the originals, uploaded and never committed, are deleted. It returns the keys of the
+// segment (the batch's key part records the swap: replaced, rewritten); the originals, uploaded and never
+// committed, are deleted. It returns the keys of the
 // batch's files in row order after the rewrite, and per file the explicit ids by position.
 func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segment, b *batch, carried map[string]int64) ([]keyindex.FileKeys, []map[int32]int64, error) {
 	ks, err := cow.NewKeySet(b.keys.keyRecs)
@@ -85,7 +86,9 @@ func (k *keyStage) carryRowIDs(ctx context.Context, tbl *table.Table, seg *Segme
 	keep := func(fs []ice.DataFile) []ice.DataFile {
 		return append(slices.DeleteFunc(slices.Clone(fs), func(f ice.DataFile) bool { return gone[f.FilePath()] }), added...)
 	}
-	seg.DataFiles, b.enc.files = keep(seg.DataFiles), keep(b.enc.files)
+	seg.DataFiles = keep(seg.DataFiles)
+	b.keys.replaced = append(b.keys.replaced, paths...)
+	b.keys.rewritten = append(b.keys.rewritten, added...)
 	commit.RemovePaths(ctx, k.log, tbl, paths)
 	return fks, ids, nil
 }

@@ -1,6 +1,7 @@
 package iceberg
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/icewriter/iceberg/internal/tabletest"
@@ -43,6 +44,7 @@ func TestMergeOnReadRowIDsWrittenWithTheBatch(t *testing.T) {
 // reads the batch's uploaded file once and never reads the rewritten file back: the keys of both are those the
 // key index learnt from the batch (each read is two requests to S3).
 func TestMergeOnReadRowIDsReuseTheIndexKeys(t *testing.T) {
+	t.Parallel() // see TestMain
 	e, k, before := lineageStage(t)
 
 	del := e.encode(k, opDelete, []int64{1}, "")
@@ -54,13 +56,11 @@ func TestMergeOnReadRowIDsReuseTheIndexKeys(t *testing.T) {
 	orig := b.enc.files[0].FilePath()
 	read0 := fileReads(orig)
 	e.commit(k, b)
-	if len(b.enc.files) != 1 || b.enc.files[0].FilePath() == orig {
-		t.Fatalf("the batch's files after carrying row ids: %v, want one rewrite of %s", b.enc.files, orig)
-	}
+	rewrite := checkRewritten(t, b, orig)
 	if n := fileReads(orig) - read0; n != 1 {
 		t.Errorf("the uploaded file was opened %d times, want 1 (its rewrite)", n)
 	}
-	if n := fileReads(b.enc.files[0].FilePath()); n != 0 {
+	if n := fileReads(rewrite); n != 0 {
 		t.Errorf("the rewritten file was opened %d times, want 0 (its keys are the uploaded file's)", n)
 	}
 	e.check(k)
@@ -80,9 +80,22 @@ func TestMergeOnReadRowIDsIndexOffAtCommit(t *testing.T) {
 	orig := b.enc.files[0].FilePath()
 	k.drop("test", nil)
 	e.commit(k, b)
-	if len(b.enc.files) != 1 || b.enc.files[0].FilePath() == orig {
-		t.Fatalf("the batch's files after the index went off: %v, want one rewrite of %s", b.enc.files, orig)
-	}
+	checkRewritten(t, b, orig)
 	e.check(k)
 	checkRowIDs(t, before, tabletest.RowIDs(t, e.tbl), nil, []int64{1, 50, 1000})
+}
+
+// checkRewritten checks that the key stage wrote batch b's one data file, orig, again: the batch's key part
+// records the swap, and the batch's files (those removed should it never commit) are the rewrite, not orig.
+// It returns the rewrite's path.
+func checkRewritten(t *testing.T, b *batch, orig string) string {
+	t.Helper()
+	if len(b.keys.rewritten) != 1 || !slices.Equal(b.keys.replaced, []string{orig}) {
+		t.Fatalf("the key stage replaced %v with %d files, want %s with one rewrite", b.keys.replaced, len(b.keys.rewritten), orig)
+	}
+	rewrite := b.keys.rewritten[0].FilePath()
+	if paths := b.filePaths(); !slices.Equal(paths, []string{rewrite}) {
+		t.Fatalf("the batch's files %v, want only the rewrite %s", paths, rewrite)
+	}
+	return rewrite
 }

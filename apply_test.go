@@ -77,6 +77,7 @@ func flush(t *testing.T, w *iceberg.Writer) {
 // in every mode and format version: the table holds what the sequential model says, and each call hands the
 // writer one row per key it changed.
 func TestApplyOps(t *testing.T) {
+	t.Parallel() // see TestMain
 	first := []kvChange{
 		{op: "c", id: 1, v: 10, before: -1}, {op: "r", id: 2, v: 20, before: -1},
 		{op: "INSERT", id: 3, v: 30, before: -1}, {op: "Insert", id: 4, v: 40, before: -1},
@@ -390,6 +391,7 @@ func TestApplyVersionOrder(t *testing.T) {
 
 // TestApplyOptions: bad WithChangeColumns values fail NewWriter with an error naming the option.
 func TestApplyOptions(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cases := map[string]iceberg.ChangeColumns{
 		"op and version one column": {Op: "x", Version: "x"},
@@ -471,6 +473,7 @@ func TestApplyConcurrent(t *testing.T) {
 // no version: an older change of its key in a later call (a replay from before it) still applies, while an
 // older change of a key whose newer change was applied is skipped.
 func TestApplyVersionDeadLetter(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	required := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
@@ -532,6 +535,7 @@ func TestApplyVersionDeadLetter(t *testing.T) {
 // from its committed position applies changes older than the dropped ones (which were never committed); a key
 // that another partition changed since keeps that partition's version.
 func TestSourceAbortVersions(t *testing.T) {
+	t.Parallel() // see TestMain
 	cc := changeColumns{version: "seq"}
 	for _, c := range applyCases {
 		t.Run(c.String(), func(t *testing.T) {
@@ -585,6 +589,7 @@ func TestSourceAbortVersions(t *testing.T) {
 // holds what the model says, and the writer released every reference by Close; kept, their bytes are what they
 // were before the calls.
 func TestApplyCallerBuffers(t *testing.T) {
+	t.Parallel() // see TestMain
 	cc := changeColumns{version: "lsn"}
 	opt := iceberg.WithChangeColumns(iceberg.ChangeColumns{Version: "lsn"})
 	for i, c := range applyCases {

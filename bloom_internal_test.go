@@ -56,6 +56,7 @@ func columnBloom(t *testing.T, tbl *table.Table, path, column string) metadata.B
 // it does not hold at about the 1% false-positive rate; other columns have none, and a table property turning
 // the filter off wins.
 func TestKeyColumnsCarryBloomFilters(t *testing.T) {
+	t.Parallel() // see TestMain
 	w := idNameWriter(t, 2, 1000, WithCreate(idNameSchema, IdentifierFields("id")))
 	tasks := tabletest.LiveDataFiles(t, w.Table())
 	if len(tasks) != 2 {
@@ -143,6 +144,7 @@ func checkBloomSizes(t *testing.T, w *Writer, wantFiles func(n int) bool, skip m
 // rows each; every file's filter fits its rows (sized for the largest partition of the batch), the first
 // batch's as well as the second's.
 func TestBloomSizedForPartitionFile(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	w := idNameWriter(t, 1, 16_000, WithCreate(idNameSchema, IdentifierFields("id"), PartitionBy("bucket(16, id)")))
 	if err := w.Write(ctx, idNameRows(16_000, 16_000)); err != nil {
@@ -160,6 +162,7 @@ func TestBloomSizedForPartitionFile(t *testing.T) {
 // TestBloomSizedForSkewedPartitions: a batch of one partition of 4,000 rows and 60 of one row each, written in
 // chunks of 16 partitions: each single-row file gets a filter for its row, not the large partition's.
 func TestBloomSizedForSkewedPartitions(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	w := idNameWriter(t, 0, 0, WithCreate(idNameSchema, IdentifierFields("id"), PartitionBy("identity(name)")),
 		WithFanoutForTest(16, 0))
@@ -231,6 +234,7 @@ func (f countingFile) Read(p []byte) (int, error) {
 // file does not hold reads the footer and the bloom filter, not the key column; with the filter turned off the
 // key column is read.
 func TestCopyOnWriteConfirmSkipsByBloom(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	const rows = 20_000
 	read := func(props map[string]string, key int64) (bool, int64) {

@@ -89,6 +89,7 @@ func TestOnCommitMayCallWriter(t *testing.T) {
 // TestCloseWaitsForCallbacks: Close from another goroutine returns after every callback has returned; a
 // callback blocked on something Close's caller holds makes Close return by its ctx, with everything committed.
 func TestCloseWaitsForCallbacks(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"callbacks", "wait"}

@@ -22,6 +22,7 @@ import (
 // TestCheckpointsBoundCommits: with WithCheckpoints nothing after the newest token is committed, by Flush or by
 // Close, and LastCheckpoint and OnCommit report the token.
 func TestCheckpointsBoundCommits(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"ckpt", "events"}

@@ -88,6 +88,7 @@ func applyCow(t *testing.T, tbl *table.Table, segs []Segment) (*cow.Stage, *tabl
 // second; every file the stage wrote is live after the commit, and the table holds each id once with its newest
 // name.
 func TestCowStageRewritesEachFileOnce(t *testing.T) {
+	t.Parallel() // see TestMain
 	tbl, want := cowStageTable(t, 4, 2)
 	before := tabletest.Paths(tabletest.LiveDataFiles(t, tbl))
 	segs := []Segment{cowSegment(t, tbl, []int64{5, 25}, "a"), cowSegment(t, tbl, []int64{25, 35}, "b")}
@@ -129,6 +130,7 @@ func TestCowStageRewritesEachFileOnce(t *testing.T) {
 // replaces. The segment's new-row file is written again to carry it (the stage reports the file it replaced,
 // which the commit does not reference), and the other rows keep theirs.
 func TestCowStageKeepsRowIDs(t *testing.T) {
+	t.Parallel() // see TestMain
 	tbl, want := cowStageTable(t, 2, 3)
 	ids := tabletest.RowIDs(t, tbl)
 	seg := cowSegment(t, tbl, []int64{5}, "a")

@@ -79,6 +79,7 @@ func checkpointedUpsert(t *testing.T, cat icecatalog.Catalog, ident table.Identi
 // ancestry, so after a rollback to such a snapshot the caller replays from its token); on v3 that includes the
 // commit's first snapshot, the overwrite, whose rewritten file's other 99 rows no operation touched.
 func TestCopyOnWriteCheckpointSnapshotHoldsItsRows(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, version := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { copyOnWriteCheckpointSnapshots(t, version) })
 	}
@@ -114,6 +115,7 @@ func copyOnWriteCheckpointSnapshots(t *testing.T, version int) {
 // of the rewritten file as new data: an incremental append scan since the upsert's base (what iceberg-go's
 // IncrementalAppendScan and Spark/Flink streaming reads consume) returns at most the one upserted row.
 func TestCopyOnWriteRewrittenRowsNotAppended(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, version := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) { copyOnWriteRewrittenRowsNotAppended(t, version) })
 	}

@@ -75,6 +75,7 @@ func TestCopyOnWriteRewritesOnlyHoldingFiles(t *testing.T) {
 // iceberg-go's statistics pruning evaluates in a set) makes only the 2 files whose id ranges hold them
 // candidates, not all 20 of the table, and the table reads back as the model says.
 func TestCopyOnWritePrunesLargeUpsertsByKeyRange(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	w, holder, cat, ident := cowTable(t, ctx, 20, 200, false)
 	model := kvModel{}
@@ -209,6 +210,7 @@ func TestCopyOnWriteReadsEachFileOnce(t *testing.T) {
 // copy-on-write writer later rewrites its file, and the delete files that became dead are removed.
 // On v2 the earlier delete is an equality delete file, on v3 a deletion vector.
 func TestCopyOnWriteKeepsEarlierDeletes(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, v := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) { copyOnWriteKeepsEarlierDeletes(t, v) })
 	}
@@ -308,6 +310,7 @@ func copyOnWriteConcurrentAppend(t *testing.T, version int) {
 // split into two snapshots) and both hit the same table file: the file is rewritten once, by the first
 // snapshot, for the keys of both; the second only rewrites the file of new rows the first added.
 func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, v := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			ctx := context.Background()
@@ -392,6 +395,7 @@ func TestCopyOnWriteRewritesATableFileOnce(t *testing.T) {
 // not leave the originals behind, and when the first attempt fails the files it wrote (rewrites, carried
 // copies) are deleted once the retry commits.
 func TestCopyOnWriteLeavesNoUnreferencedDataFile(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, v := range []int{2, 3} {
 		for _, failFirst := range []bool{false, true} {
 			t.Run(fmt.Sprintf("v%d/fail-first=%v", v, failFirst), func(t *testing.T) {

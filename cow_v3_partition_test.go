@@ -34,6 +34,7 @@ func tsBatch(ids []int64, v int64) arrow.RecordBatch {
 // rewritten files' metadata must carry over), copy-on-write upserts and deletes read back as the model, with
 // the untouched rows' _row_id kept.
 func TestCopyOnWriteV3DayPartitions(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"cow", "days"}

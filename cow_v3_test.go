@@ -244,6 +244,7 @@ func mutate(t *testing.T, ctx context.Context, w *iceberg.Writer, model kvModel,
 // earlier row id or a fresh one, with a new sequence number; no delete file exists; and the mutation committed
 // an overwrite snapshot.
 func TestCopyOnWriteV3PreservesRowLineage(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"cowv3", "lineage"}

@@ -17,6 +17,7 @@ import (
 // writer changed the table (the index no longer covers it), they rewrite the files holding the keys. Every
 // step reads back as the model.
 func TestDeleteFilesNoEqualityDeletes(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, version := range []int{2, 3} {
 		for _, indexOff := range []bool{false, true} {
 			t.Run(fmt.Sprintf("v%d/index-off=%v", version, indexOff), func(t *testing.T) {
@@ -76,6 +77,7 @@ func TestDeleteFilesNoEqualityDeletes(t *testing.T) {
 // commits), and a commit the index no longer covers (another writer changed the table) fails with it: the
 // writer stops and nothing of that commit lands.
 func TestDeleteFilesNoEqualityDeletesOrFail(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, version := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
 			ctx := context.Background()
@@ -129,6 +131,7 @@ func TestDeleteFilesNoEqualityDeletesOrFail(t *testing.T) {
 // default mode) rewrites the files holding the keys it upserts and deletes, as WithMode(CopyOnWrite) does: the
 // table never holds a delete file, reads back as the model, and both rewrite the same number of files.
 func TestDeleteFilesNone(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, version := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
 			rewritten := map[string]int64{}

@@ -516,6 +516,7 @@ func TestEvolvePromoteKey(t *testing.T) {
 // (ErrNotSupported), a second AddColumn of a column the table has changes nothing, and a long default that
 // the metadata's JSON number would round is refused.
 func TestEvolveAddColumnWithDefault(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"evolve", "default"}

@@ -47,6 +47,7 @@ func TestLostReplyNotCommittedTwice(t *testing.T) {
 
 // TestFailedCommitRetried: a commit that fails without applying is retried and lands once.
 func TestFailedCommitRetried(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := &slowCatalog{Catalog: openCatalog(t)}
 	ident := table.Identifier{"fault", "retry"}
@@ -69,6 +70,7 @@ func TestFailedCommitRetried(t *testing.T) {
 // TestCommitStateUnknown: a catalog that keeps failing past the commit timeout stops the writer with
 // ErrCommitStateUnknown when an attempt may have applied; the writer refuses further work.
 func TestCommitStateUnknown(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := &slowCatalog{Catalog: openCatalog(t)}
 	ident := table.Identifier{"fault", "unknown"}

@@ -19,6 +19,7 @@ import (
 // TestFencing: a second process with the same writer ID fences the first, whose next commit fails with
 // ErrFenced; the new writer continues the sequence numbers and loses nothing.
 func TestFencing(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"fault", "fence"}
@@ -64,6 +65,7 @@ func TestFencing(t *testing.T) {
 // TestFenceStopsCompaction: a fenced writer's Compact returns ErrFenced and commits nothing, whether or not the
 // table has anything to compact.
 func TestFenceStopsCompaction(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, deletes := range []bool{false, true} {
 		t.Run(fmt.Sprintf("deletes=%v", deletes), func(t *testing.T) {
 			ctx := context.Background()
@@ -148,6 +150,7 @@ func TestFenceStopsSchemaEvolution(t *testing.T) {
 // the snapshot expiry due after it must not run for the fenced writer: it logs ErrFenced, the writer stops, and
 // the table stays as the takeover left it.
 func TestFenceStopsMaintenance(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	base := openCatalog(t)
 	cat := &slowCatalog{Catalog: base}

@@ -14,13 +14,14 @@ import (
 // 6 and 16 columns partitioned by identity, a file per partition: fileMetaBytes covers a DataFile as
 // iceberg-go's WriteRecords builds it and as a run's commit holds it (decoded from its pack, every accessor
 // read), within 1.5 times; a pack holds at most what it counts (memBytes) and under a quarter of the DataFiles
-// it replaces; and every file decodes from its pack as it was written.
+// it replaces; and every file decodes from its pack as it was written. 200 files a table (ICEWRITER_SOAK=1: 400).
 func TestFileMetadataMemory(t *testing.T) {
 	for _, cols := range []int{6, 16} {
 		t.Run(fmt.Sprintf("columns=%d", cols), func(t *testing.T) {
-			const files = 400
+			n := soak(t, 200, 400)
+			files := int64(n)
 			before := heapInUse()
-			tbl, schema, built := wideFiles(t, cols, files)
+			tbl, schema, built := wideFiles(t, cols, n)
 			builtCost := (heapInUse() - before) / files
 
 			warm := encode.NewPackedFiles(tbl) // iceberg-go caches the Avro schema of the table's entries at first use

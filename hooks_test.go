@@ -173,6 +173,7 @@ func TestHooksReportWhatTheWriterDid(t *testing.T) {
 // TestHooksReportConflictsAndRetries: writers that collide hear of each attempt the catalog rejected, why, and
 // each retry: as many as their Stats count.
 func TestHooksReportConflictsAndRetries(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	const writers = 3
 	base := openCatalog(t)
@@ -225,6 +226,7 @@ func TestHooksReportConflictsAndRetries(t *testing.T) {
 // TestHooksMayCallWriter: hooks run outside the writer's locks: one that calls Stats, Flush and Compact on its
 // writer from HookCommitted deadlocks nothing, and the compaction it runs is reported too.
 func TestHooksMayCallWriter(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"hooks", "reenter"}

@@ -304,6 +304,7 @@ func ids(from, n int) []int64 {
 // (a second vector on a file replaces the first, merged), a compaction moves the index to its new files, and
 // the next upserts place vectors there. After every step the live index equals one loaded from the table.
 func TestKeyStageApplyCommitRebase(t *testing.T) {
+	t.Parallel() // see TestMain
 	e := newStageEnv(t, 3)
 	k := e.stage(false)
 	if !k.indexed() {
@@ -380,6 +381,7 @@ func TestKeyStageCollidingHashes(t *testing.T) {
 // keyStage.wantsFresh): the index first catches up with the outside append and the fallback's equality deletes,
 // then gives the batch vectors, and so does every batch after it. The table reads back as the model says.
 func TestKeyStageFallbackWhenTableChangesOutside(t *testing.T) {
+	t.Parallel() // see TestMain
 	e := newStageEnv(t, 3)
 	k := e.stage(false)
 	e.do(k, opInsert, ids(0, 10), "a")
@@ -422,6 +424,7 @@ func TestKeyStageFallbackWhenTableChangesOutside(t *testing.T) {
 // TestKeyStageRebaseDropsAfterOutsideChange: a compaction over a table someone else appended to since the
 // index's base leaves the index off; later upserts are equality deletes and read back right.
 func TestKeyStageRebaseDropsAfterOutsideChange(t *testing.T) {
+	t.Parallel() // see TestMain
 	e := newStageEnv(t, 3)
 	k := e.stage(false)
 	e.do(k, opInsert, ids(0, 10), "a")
@@ -442,6 +445,7 @@ func TestKeyStageRebaseDropsAfterOutsideChange(t *testing.T) {
 // runs insert 400 at a time. An index still past its budget after spilling (a budget smaller than a run's
 // fences) commits its run, then goes off.
 func TestKeyStageOverBudget(t *testing.T) {
+	t.Parallel() // see TestMain
 	const budget = 40 << 10
 	for _, version := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d spills", version), func(t *testing.T) {
@@ -481,6 +485,7 @@ func TestKeyStageOverBudget(t *testing.T) {
 // holds rows it places the live rows (deletion vectors applied), spilling past the budget, and stays off when
 // even its spilled runs exceed the budget.
 func TestKeyStageLoad(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, c := range []struct {
 		name    string
 		version int

@@ -216,6 +216,7 @@ func maxRowGroups(t *testing.T, cat icecatalog.Catalog, ident table.Identifier) 
 // another writer committed after the index's snapshot and before the first commit of its own: the other
 // writer's rows of the keys it upserts and deletes must go too.
 func TestKeyIndexForeignCommitAfterLoad(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"mor", "foreign"}
@@ -353,6 +354,7 @@ func TestKeyIndexAfterRenames(t *testing.T) {
 // index reads the key columns of the files it writes back: a v3 merge-on-read writer keyed on such a column
 // writes, upserts and reopens, the table reads back as written and upserted, and holds no equality delete file.
 func TestKeyIndexSanitizedKeyName(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"mor", "sanitized"}

@@ -72,6 +72,7 @@ func (e *elsewhere) commitAndExpire(t *testing.T, keep int, deleteFiles bool) {
 // its base with it. The retry must recognise the run as applied (the writer's commit record survives expiry):
 // no row twice, no live file deleted, and the table reads back as the model says, in every mode.
 func TestLostReplyWhileAnotherWriterExpires(t *testing.T) {
+	t.Parallel() // see TestMain
 	cases := []struct {
 		name    string
 		mode    iceberg.Mode
@@ -210,6 +211,7 @@ func TestLostReplyWhileAnotherWriterExpires(t *testing.T) {
 // expired everything since the lost attempt's base the outcome cannot be established: the writer stops with
 // ErrCommitStateUnknown instead of committing the run again, and the table holds the run once.
 func TestLostReplyExpiredRandomID(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	base := openCatalog(t)
 	cat := &slowCatalog{Catalog: base}
@@ -299,6 +301,7 @@ func TestCopyOnWriteBusyExpirer(t *testing.T) {
 // every two of its commits, so the table the writer last saw is always expired. No reply is lost: every Flush
 // must succeed, and the rows read back once.
 func TestRandomIDNextToExpiringWriter(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"expiry", "random"}
@@ -333,6 +336,7 @@ func TestRandomIDNextToExpiringWriter(t *testing.T) {
 // and the marker still shows the run applied: Flush reports it committed (the Committer contract: an error
 // means not committed), and the old writer's next commit is fenced.
 func TestLostReplyThenTakeover(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	base := openCatalog(t)
 	cat := &slowCatalog{Catalog: base}

@@ -16,10 +16,11 @@ import (
 // TestMain keeps the writers' Info lines (one per commit) out of the output of tests and benchmarks; the tests
 // of what is logged give their writers loggers of their own.
 //
-// Parallel tests: every test over a few seconds calls t.Parallel(), unless it sets a package hook (resolveHash,
-// changes.Hash, testHook*, HoldRewritesForTest), measures memory or time, or stalls storage. Go runs the parallel
-// ones only after every other test of the package has ended, two at a time (GOMAXPROCS), so they never overlap
-// the tests that do; on two cores this lets one test's waits on commits overlap another's encoding.
+// Parallel tests: a test calls t.Parallel() unless it sets a package hook (resolveHash, changes.Hash,
+// testHook*, HoldRewritesForTest), measures memory, time or fairness between writers, or stalls storage. Go runs
+// the parallel ones only after every other test of the package has ended, two at a time (GOMAXPROCS), so they
+// never overlap the tests that must run alone; on two cores this lets one test's waits on commits overlap
+// another's encoding, where a test alone leaves a core idle.
 func TestMain(m *testing.M) {
 	slog.SetLogLoggerLevel(slog.LevelWarn)
 	os.Exit(m.Run())

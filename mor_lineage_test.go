@@ -13,6 +13,7 @@ import (
 // id again, from the file that carried it), while inserted keys and keys re-inserted after a delete get new
 // ids, and no two rows share an id. Read back with iceberg-go's scanner with row lineage.
 func TestMergeOnReadKeepsRowIDs(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"mor", "lineage"}

@@ -198,6 +198,7 @@ func TestCompactReadsEachFileInOneRequest(t *testing.T) {
 // finds nothing left to do. An upsert after it still replaces the row the compaction moved to its new file:
 // id 10 holds only the upserted value, and every id 0..99 holds exactly one row.
 func TestCompactLostReplyThenUpsert(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := &slowCatalog{Catalog: openCatalog(t)}
 	ident := table.Identifier{"mor", "compactlost"}

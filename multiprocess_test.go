@@ -93,6 +93,7 @@ func TestMultiProcessWriters(t *testing.T) {
 // TestFencingAcrossProcesses: a process keeps writing with writer ID "job"; the test opens a writer with the same
 // ID; the older process's next commit fails with ErrFenced, and nothing it accepted after the takeover lands.
 func TestFencingAcrossProcesses(t *testing.T) {
+	t.Parallel() // see TestMain
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}

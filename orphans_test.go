@@ -168,6 +168,7 @@ func openSweepClose(t *testing.T, ctx context.Context, cat icecatalog.Catalog, i
 // then deletes them and nothing else; the committed rows read back intact. The one file younger than the
 // window survives it, and a later NewWriter with ID "job" removes it once it is older than the writer's window.
 func TestOrphanFilesAfterKill(t *testing.T) {
+	t.Parallel() // see TestMain
 	if testing.Short() {
 		t.Skip("spawns a process")
 	}
@@ -335,6 +336,7 @@ func snapshotRows(t *testing.T, ctx context.Context, cat icecatalog.Catalog, ide
 // RemoveOrphanFiles, as do the files of a table in a sibling location (its name extends this one's), its
 // uncommitted ones included; only this table's uncommitted file goes. Every snapshot reads back whole.
 func TestOrphanFilesReferencedElsewhere(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident, sibling := table.Identifier{"ns", "t"}, table.Identifier{"ns", "t2"}

@@ -86,6 +86,7 @@ func TestPositionDeletesV2Model(t *testing.T) {
 // across commits, and a data file whose rows are deleted over several commits: the table reads back as the
 // model after each commit, and the data file's newest position delete file holds every position deleted so far.
 func TestPositionDeletesV2DeletedTwice(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"mor", "pos2twice"}

@@ -95,6 +95,7 @@ func assertSideFilesReferenced(t *testing.T, cat icecatalog.Catalog, ident table
 // TestPositionsCommitWithRows: positions commit in the snapshot that adds the rows they cover, not before the
 // rows; a run that does not commit commits neither.
 func TestPositionsCommitWithRows(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := &slowCatalog{Catalog: openCatalog(t)}
 	ident := table.Identifier{"pos", "rows"}
@@ -150,6 +151,7 @@ func TestPositionsCommitWithRows(t *testing.T) {
 // both are read back merged; a partition taken over by the other ID reads back with its newer value; a
 // restarted writer reads them all.
 func TestPositionsAcrossWriters(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"pos", "group"}
@@ -229,6 +231,7 @@ func TestPositionsWithoutRows(t *testing.T) {
 // TestPositionsSurviveExpiry: the writer's snapshot expiry removes the snapshots that named positions; the
 // mirror keeps the newest, and the side files only expired snapshots named are deleted.
 func TestPositionsSurviveExpiry(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"pos", "expiry"}
@@ -272,6 +275,7 @@ func TestPositionsSurviveExpiry(t *testing.T) {
 // TestPositionsThroughCoordinator: a run forwarded to a coordinator (Run.MarshalBinary and UnmarshalBinary,
 // then NewCatalogCommitter) keeps its positions.
 func TestPositionsThroughCoordinator(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"pos", "coord"}
@@ -369,6 +373,7 @@ func TestPositionsConcurrentWriters(t *testing.T) {
 // commit; the retry re-merges on the new head, keeping both, and the failed attempt's side file is deleted.
 // A lost reply after the commit applied and a failure before it keep exactly the side files referenced too.
 func TestPositionsRetryReMerges(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := &slowCatalog{Catalog: openCatalog(t)}
 	ident := table.Identifier{"pos", "retry"}
@@ -420,6 +425,7 @@ func TestPositionsRetryReMerges(t *testing.T) {
 // commit they are the older ones, and they stay so when the writer's expiry removes the rolled-back commit
 // (it re-derives the mirror from the ancestry first). The next commit merges into the restored positions.
 func TestPositionsRollback(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"pos", "rollback"}
@@ -543,6 +549,7 @@ func resumeAt(t *testing.T, w *iceberg.Writer, src, want string) {
 // writer that only resumed a partition, never committed it, is fenced the same way; one that released its
 // partition with Abort and resumed it again commits as usual.
 func TestPositionMovedFencesPausedWriter(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"pos", "handover"}
@@ -621,6 +628,7 @@ func TestPositionMovedFencesPausedWriter(t *testing.T) {
 // positions; nothing of the call is recorded, the writer stays usable, equal positions pass, and
 // WithPositionOrder decides which positions compare.
 func TestCheckpointRefusesBackwardsPosition(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"db", "backwards"}

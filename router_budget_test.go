@@ -18,6 +18,7 @@ import (
 // (RouterStats), nothing is logged as a fallback, and upserts on both tables are deletion vectors, never equality
 // deletes, and read back as the model says.
 func TestRouterKeyIndexSharesBudget(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	logs := &logRecords{}

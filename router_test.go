@@ -238,6 +238,7 @@ func recordBytes(rec arrow.RecordBatch) int64 {
 // another: without a row, byte or interval policy, the first table's buffer is sealed by the second table's
 // wait for room (nothing else would ever seal it), and both tables get all their rows.
 func TestRouterBudgetSealsIdleTables(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cat := openCatalog(t)
@@ -321,6 +322,7 @@ func TestRouterDeleteNeverCreates(t *testing.T) {
 // partition: without it b would have no position and the resume would start after 200, losing b's rows), and
 // the replay skips what each table holds. Each table then holds each of its rows exactly once.
 func TestRouterSourceResumeExactlyOnce(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	a, b := table.Identifier{"db", "a"}, table.Identifier{"db", "b"}

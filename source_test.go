@@ -23,6 +23,7 @@ func partitionRows(p, n, k int) ([]int64, []int64) {
 // policy, one partition revoked mid-stream (its rows up to its last position committed, the ones after it
 // dropped, the rest of the writer going on), and Close. The table then holds exactly each partition's rows up to its last position.
 func TestSourcesAsAConsumerGroupMember(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"sources", "member"}
@@ -214,6 +215,7 @@ func TestSourceAbortDropsRowsTheFlushPolicyMet(t *testing.T) {
 // partitioner): the revoked poll also changes every row the partition committed, which must keep its old
 // values, and with a version column the replay after Resume, older than the dropped changes, is applied.
 func TestSourceAbortDropsRowsTheMemoryLimitSealed(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, mode := range []string{"inserts", "upserts", "apply"} {
 		t.Run(mode, func(t *testing.T) { testAbortAfterMemorySeal(t, mode) })
 	}

@@ -14,6 +14,7 @@ import (
 // head. When another writer commits in between, the attempt built on the stale table is rejected, the retry
 // reloads at once, nothing is lost or doubled, and the next commits load first for a while.
 func TestCommitsBuildOnTheTableTheirLastCommitLeft(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	base := openCatalog(t)
 	cat := &slowCatalog{Catalog: base}
@@ -78,6 +79,7 @@ func TestCommitsBuildOnTheTableTheirLastCommitLeft(t *testing.T) {
 // position deletes) and converting every 2 commits, loads no table over 6 commits and 3 passes (each waited for
 // before the next commit, so none is skipped), and the table reads back as the model.
 func TestConversionBuildsOnTheTableTheLastCommitLeft(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := &slowCatalog{Catalog: openCatalog(t)}
 	ident := table.Identifier{"trips", "converted"}
@@ -138,6 +140,7 @@ func TestConversionBuildsOnTheTableTheLastCommitLeft(t *testing.T) {
 // commits, loads no table over the 8 commits and the pass (waited for), the pass rewrites the 8 files into one
 // in one attempt, and the table reads back every row once. (Before: one table load a pass.)
 func TestSmallFileCompactionBuildsOnTheTableTheLastCommitLeft(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := &slowCatalog{Catalog: openCatalog(t)}
 	ident := table.Identifier{"trips", "compacted"}

@@ -12,6 +12,7 @@ import (
 )
 
 func TestWriteReadBack(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"ns", "events"}

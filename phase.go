@@ -25,8 +25,9 @@ const (
 	// Close or SetPhase close it (then up to one file per encoder at once, WithMaxInFlight, is smaller). Rows in
 	// a file still open are not committed and their source positions not recorded; a process that dies leaves
 	// such files unreferenced, and the next writer with its ID removes them (WithOrphanOlderThan). With
-	// WithCheckpoints, a batch no checkpoint covers is written to files of its own. A partitioned table writes
-	// a batch's files per batch.
+	// WithCheckpoints, a batch no checkpoint covers is written to files of its own. A partitioned table, and one
+	// that shreds its variant columns (table property write.parquet.shred-variants), writes a batch's files per
+	// batch.
 	PhaseBulk
 )
 

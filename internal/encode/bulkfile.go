@@ -97,9 +97,39 @@ func (c *countingSink) Close() error { return c.w.Close() }
 
 // Carries reports whether a batch is written into an open bulk file: a bulk phase, an unpartitioned table, and
 // a covered batch: inserts only, and (with WithCheckpoints) rows a checkpoint covers: a batch sealed without
-// one gets files of its own, so that a file never holds rows no checkpoint covers next to rows one does.
+// one gets files of its own, so that a file never holds rows no checkpoint covers next to rows one does. A table
+// that shreds its variant columns (ShredsVariants) gets files of its own for every batch, as a partitioned one
+// does: a bulk file is written by pqarrow directly, and only iceberg-go's writer shreds (from each file's first
+// rows, by an inference it does not export), so a bulk file would hold the variants unshredded, without the
+// bounds readers prune on.
 func (e *Encoder[H]) Carries(tbl *table.Table, covered bool) bool {
-	return e.carry.Load() && e.Bulk() && covered && tbl.Spec().IsUnpartitioned()
+	if !e.carry.Load() || !e.Bulk() || !covered || !tbl.Spec().IsUnpartitioned() {
+		return false
+	}
+	if ShredsVariants(tbl.Properties(), tbl.Schema()) {
+		if e.Log != nil && e.shredWarned.CompareAndSwap(false, true) {
+			e.Log.Info("iceberg: the table shreds its variant columns (table property "+
+				table.ParquetShredVariantsKey+"): its bulk phase writes files per batch, shredded, instead of "+
+				"files kept open across batches; reported once per writer", "table", tbl.Identifier())
+		}
+		return false
+	}
+	return true
+}
+
+// ShredsVariants reports whether iceberg-go's writer shreds the variant columns of a table of these properties
+// and schema: the table property write.parquet.shred-variants (table.ParquetShredVariantsKey, default false) is
+// true and the schema has a top-level variant column (iceberg-go shreds those only).
+func ShredsVariants(props ice.Properties, schema *ice.Schema) bool {
+	if !props.GetBool(table.ParquetShredVariantsKey, table.ParquetShredVariantsDefault) {
+		return false
+	}
+	for _, f := range schema.Fields() {
+		if _, ok := f.Type.(ice.VariantType); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // take returns the fullest idle file of generation gen whose schema is schema, or nil; idle files of gen with another

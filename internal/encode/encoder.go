@@ -49,6 +49,8 @@ type Encoder[H any] struct {
 	// carry: in the bulk phase, an unpartitioned table's batches go into files kept open across batches (open).
 	carry atomic.Bool
 	open  bulkFiles[H]
+	// shredWarned: a bulk phase writing files per batch because the table shreds its variants was reported.
+	shredWarned atomic.Bool
 }
 
 // Batch is what the encoder takes of a sealed batch: its records, which it takes as it writes them (leaving

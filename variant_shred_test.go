@@ -265,6 +265,7 @@ func assertPrunes(t *testing.T, tbl *table.Table, reads func() int64, lo, hi int
 // TestShreddedVariantPrunes writes $.a in disjoint ranges, a file per range, and filters on $.a: the scan reads
 // only the files whose bounds admit the filter, returns the model's rows, and every variant reads back exactly.
 func TestShreddedVariantPrunes(t *testing.T) {
+	t.Parallel() // see TestMain
 	cat, reads := tabletest.CountedCatalog(t)
 	ident := table.Identifier{"db", "shred"}
 	w := shredWriter(t, cat, ident, nil)
@@ -281,6 +282,7 @@ func TestShreddedVariantPrunes(t *testing.T) {
 // shredded too (a file per batch instead of bulk files kept open across batches, which pqarrow would write
 // unshredded), so they prune like the writer's.
 func TestShreddedVariantRouterBulk(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat, reads := tabletest.CountedCatalog(t)
 	ident := table.Identifier{"db", "shred"}
@@ -299,6 +301,7 @@ func TestShreddedVariantRouterBulk(t *testing.T) {
 // delete's rewrite, a merge-on-read upsert's new file (format v3: the upserted rows' row ids go into it) and a
 // compaction's output (of a merge-on-read delete).
 func TestShreddedVariantKeyed(t *testing.T) {
+	t.Parallel() // see TestMain
 	inRange := func(id int64) bool { return id >= 150 && id < 160 } // the ids changed, in the second file
 	for _, c := range []struct {
 		name            string

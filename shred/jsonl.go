@@ -328,17 +328,17 @@ func (j *jnested) commit() {
 // jvariant puts a column's JSON value, of any shape, into a variant column
 // straight from the line's bytes.
 type jvariant struct {
-	d   *variantDst
+	d   variantDst
 	enc variantEncoder
 }
 
 // parse builds the value starting at l[vs] and returns its end.
-func (j *jvariant) parse(l []byte, vs int) (int, error) { return j.enc.buildJSONAt(l, vs, j.d) }
+func (j *jvariant) parse(l []byte, vs int) (int, error) { return j.enc.buildJSONAt(l, vs, &j.d) }
 
-func (j *jvariant) check(v []byte) error { return j.enc.buildJSON(v, j.d) }
+func (j *jvariant) check(v []byte) error { return j.enc.buildJSON(v, &j.d) }
 
 func (j *jvariant) commit() {
-	j.enc.put(j.d)
+	j.enc.put(&j.d)
 	j.enc.reset()
 }
 

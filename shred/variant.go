@@ -48,7 +48,8 @@ func isVariantGoType(t reflect.Type) bool {
 // the key dictionary (reused across values) and writes the metadata, as
 // variant.Builder.Build would. Not safe for concurrent use.
 type variantEncoder struct {
-	b        variant.Builder
+	b        variant.Builder     // values one after another: Reset only when it holds maxBuilt bytes
+	start    int                 // where the value being built begins in b
 	keys     map[string]*keySlot // keys seen by this encoder; an id is valid in the value of its gen
 	gen      uint32              // the value being built
 	keyList  []string            // the value's keys by id
@@ -58,17 +59,21 @@ type variantEncoder struct {
 	fields   [][]variant.FieldEntry // an object's fields, per depth
 	offs     [][]int                // an array's element offsets, per depth
 	str      []byte                 // unescaped strings
-	dirty    bool                   // b holds a value (and keys may reference the input)
+	dirty    bool                   // a value was begun
 }
 
-// reset drops the value built. Builder.Reset leaves the Builder's own
-// dictionary size behind (arrow-go v18.8.0), which would pad the metadata of
-// Build; the encoder keeps its own dictionary and never calls Build.
+// maxBuilt bounds the bytes of earlier values an encoder's Builder keeps
+// before it is reset.
+const maxBuilt = 256 << 10
+
+// reset drops the value built. The Builder's own dictionary is never used:
+// Builder.Reset leaves its size behind (arrow-go v18.8.0), which would pad the
+// metadata of Build, so the encoder keeps a dictionary of its own, writes the
+// metadata itself and never calls Build.
 func (e *variantEncoder) reset() {
 	if !e.dirty {
 		return
 	}
-	e.b.Reset()
 	clear(e.keyList)
 	e.keyList = e.keyList[:0]
 	e.keyBytes = 0
@@ -80,6 +85,10 @@ func (e *variantEncoder) reset() {
 func (e *variantEncoder) begin() {
 	e.reset()
 	e.dirty = true
+	if e.b.Offset() > maxBuilt {
+		e.b.Reset()
+	}
+	e.start = e.b.Offset()
 	e.gen++
 	if e.gen == 0 || len(e.keys) > maxKeysKept {
 		e.keys, e.gen = nil, 1
@@ -149,7 +158,7 @@ func (e *variantEncoder) seal(d *variantDst) error {
 	}
 	e.meta = m
 	if d.st == nil {
-		v, err := variant.New(m, e.b.BuildWithoutMeta())
+		v, err := variant.New(m, e.built())
 		if err != nil {
 			return err
 		}
@@ -173,8 +182,11 @@ func (e *variantEncoder) put(d *variantDst) {
 	}
 	d.st.Append(true)
 	d.meta.Append(e.meta)
-	d.value.Append(e.b.BuildWithoutMeta())
+	d.value.Append(e.built())
 }
+
+// built is the value built.
+func (e *variantEncoder) built() []byte { return e.b.BuildWithoutMeta()[e.start:] }
 
 // variantDst is a variant column's builder. An unshredded one is appended to
 // through its storage builders (what VariantBuilder.Append does), without a
@@ -185,17 +197,20 @@ type variantDst struct {
 	meta, value *array.BinaryBuilder
 }
 
-func newVariantDst(vb *extensions.VariantBuilder) *variantDst {
-	d := &variantDst{vb: vb}
+func newVariantDst(vb *extensions.VariantBuilder) variantDst {
+	d := variantDst{vb: vb}
 	vt, ok := vb.Type().(*extensions.VariantType)
-	st, ok2 := vb.StorageBuilder().(*array.StructBuilder)
-	if !ok || !ok2 || vt.TypedValue().Type != nil {
+	if !ok || vt.TypedValue().Type != nil {
 		return d
 	}
-	stt := st.Type().(*arrow.StructType)
+	stt, ok := vt.StorageType().(*arrow.StructType)
+	st, ok2 := vb.StorageBuilder().(*array.StructBuilder)
+	if !ok || !ok2 || stt.NumFields() != 2 {
+		return d
+	}
 	mi, ok1 := stt.FieldIdx("metadata")
 	vi, ok2 := stt.FieldIdx("value")
-	if !ok1 || !ok2 || stt.NumFields() != 2 {
+	if !ok1 || !ok2 {
 		return d
 	}
 	mb, ok1 := st.FieldBuilder(mi).(*array.BinaryBuilder)
@@ -230,7 +245,8 @@ var encoderPool = sync.Pool{New: func() any { return new(variantEncoder) }}
 func AppendVariantJSON(vb *extensions.VariantBuilder, doc []byte) error {
 	e := encoderPool.Get().(*variantEncoder)
 	defer encoderPool.Put(e)
-	return e.appendJSON(newVariantDst(vb), doc)
+	d := newVariantDst(vb)
+	return e.appendJSON(&d, doc)
 }
 
 // AppendVariant appends the Go value v to vb as one variant value. A nil
@@ -250,7 +266,7 @@ func AppendVariant(vb *extensions.VariantBuilder, v any) error {
 	e := encoderPool.Get().(*variantEncoder)
 	defer encoderPool.Put(e)
 	d := newVariantDst(vb)
-	null, err := e.appendTop(d, v)
+	null, err := e.appendTop(&d, v)
 	if err == nil && null {
 		d.appendNull()
 	}
@@ -594,7 +610,7 @@ func (e *variantEncoder) build(v any, d *variantDst) error {
 type variantConv struct {
 	col string
 	ok  bool
-	d   *variantDst
+	d   variantDst
 	enc variantEncoder
 }
 
@@ -610,10 +626,10 @@ func (c *variantConv) conv(v any, dry bool) error {
 	}
 	var err error
 	if dry {
-		err = c.enc.build(v, c.d)
+		err = c.enc.build(v, &c.d)
 		c.enc.reset()
 	} else {
-		_, err = c.enc.appendTop(c.d, v)
+		_, err = c.enc.appendTop(&c.d, v)
 	}
 	if err != nil {
 		return rowErr(c.col, -1, err)
@@ -910,7 +926,7 @@ type variantEnc struct {
 	t        reflect.Type
 	ws       []wrapper
 	from     int
-	d        *variantDst
+	d        variantDst
 	nullable bool
 	col      string
 	enc      variantEncoder
@@ -941,7 +957,7 @@ func (e *variantEnc) encode(base unsafe.Pointer, stride uintptr, n int) error {
 				if raw := *(*[]byte)(p); len(raw) == 0 {
 					null = true
 				} else {
-					err = e.enc.appendJSON(e.d, raw)
+					err = e.enc.appendJSON(&e.d, raw)
 				}
 			case variantFromValue:
 				if v := *(*variant.Value)(p); v.Bytes() == nil {
@@ -950,7 +966,7 @@ func (e *variantEnc) encode(base unsafe.Pointer, stride uintptr, n int) error {
 					e.d.appendValue(v)
 				}
 			default:
-				null, err = e.enc.appendTop(e.d, reflect.NewAt(e.t, p).Elem().Interface())
+				null, err = e.enc.appendTop(&e.d, reflect.NewAt(e.t, p).Elem().Interface())
 			}
 		}
 		if err != nil {

@@ -36,6 +36,27 @@ func ExampleAppendVariantJSON() {
 	// null row
 }
 
+func ExampleAppendVariant() {
+	vb := extensions.NewVariantBuilder(memory.DefaultAllocator, extensions.NewDefaultVariantType())
+	defer vb.Release()
+	values := []any{
+		map[string]any{"id": 7, "tags": []string{"a", "b"}, "seen": time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)},
+		json.RawMessage(`{"raw": true}`),
+		map[string]any{"bad": complex(1, 2)},
+	}
+	for _, v := range values {
+		if err := shred.AppendVariant(vb, v); err != nil {
+			fmt.Println("refused:", err)
+		}
+	}
+	arr := vb.NewArray()
+	defer arr.Release()
+	fmt.Println(arr)
+	// Output:
+	// refused: at bad: complex128 is not representable in a variant: unsupported type
+	// VariantArray[{"id":7,"seen":"2025-01-01 00:00:00Z","tags":["a","b"]} {"raw":true}]
+}
+
 func ExampleStructs_variant() {
 	type Event struct {
 		ID      int64           `iceberg:"id,required"`

@@ -22,8 +22,8 @@ import (
 // from the bytes into the builders through a small scanner (no maps): keys
 // match columns by name (an unknown key is ErrUnknownColumn), a missing key
 // or null is null, integers are parsed exactly, timestamps come from RFC 3339
-// strings (up to 9 fractional digits, exact in a nanosecond column; a
-// microsecond column truncates toward the past) or epoch numbers
+// strings (up to 9 fractional digits, exact in a nanosecond column, further
+// digits dropped; a microsecond column truncates toward the past) or epoch numbers
 // (MapOptions.EpochUnit), binary columns take base64 strings as encoding/json
 // does. A variant column (arrow-go's extensions.VariantType) takes the key's
 // JSON value of any shape, encoded as AppendVariantJSON does straight from the

@@ -7,12 +7,16 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 )
 
 // newEncoder builds the encoder writing Go type t into builder b, whose
 // field is f. col is the column path used in errors.
 func newEncoder(t reflect.Type, gf goField, col string, f arrow.Field, b array.Builder) (encoder, error) {
 	ws, bt := unwrap(t)
+	if vb, ok := b.(*extensions.VariantBuilder); ok {
+		return newVariantEnc(bt, ws, col, f.Nullable, vb), nil
+	}
 	var inner encoder
 	var err error
 	switch {

@@ -38,6 +38,10 @@ var ErrNull = errors.New("null value in a non-nullable column")
 // ErrOutOfRange is wrapped when a value does not fit the column's type.
 var ErrOutOfRange = errors.New("value out of range")
 
+// ErrInvalidJSON is wrapped when JSON text is malformed (a JSON lines line, a
+// json.RawMessage or a document for a variant column).
+var ErrInvalidJSON = errors.New("invalid JSON")
+
 // ErrTypeMismatch is wrapped when a value's type cannot be converted to the column's type.
 var ErrTypeMismatch = errors.New("type mismatch")
 

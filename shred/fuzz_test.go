@@ -1,7 +1,11 @@
 package shred
 
 import (
+	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -45,5 +49,42 @@ func FuzzJSONLines(f *testing.F) {
 			}
 		}
 		mem.AssertSize(t, 0)
+	})
+}
+
+// FuzzAppendVariantJSON checks AppendVariantJSON against encoding/json: valid
+// JSON (without a key twice in an object) reads back with the same meaning,
+// anything else (invalid UTF-8 too, which encoding/json replaces) is an
+// error that appends nothing.
+func FuzzAppendVariantJSON(f *testing.F) {
+	for _, s := range []string{`{"a": [1, 2.5, {"b": null}], "c": "\u00e9"}`, `[1e5, -0.0, 123456789012345678901234567890]`,
+		`"x"`, `{"a":1,"a":2}`, `[1,]`, `{"k\"": {"k\"": []}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		defer mem.AssertSize(t, 0)
+		vb := newVariantBuilder(mem)
+		defer vb.Release()
+		err := AppendVariantJSON(vb, doc)
+		var any0 any
+		valid := json.Unmarshal(doc, &any0) == nil && utf8.Valid(doc) // the scanner refuses invalid UTF-8
+		if err != nil {
+			if vb.Len() != 0 {
+				t.Fatalf("%q: error %v but %d values appended", doc, err, vb.Len())
+			}
+			if valid && !errors.Is(err, ErrOutOfRange) && !strings.Contains(err.Error(), "duplicate") && !strings.Contains(err.Error(), "too deep") {
+				t.Fatalf("%q: valid JSON refused: %v", doc, err)
+			}
+			return
+		}
+		if !valid {
+			t.Fatalf("%q: invalid JSON accepted", doc)
+		}
+		arr := vb.NewArray()
+		defer arr.Release()
+		if got, want := variantCells(t, arr)[0], canonJSON(t, doc); got != want {
+			t.Fatalf("%q reads back %s, want %s", doc, got, want)
+		}
 	})
 }

@@ -22,8 +22,15 @@ import (
 // from the bytes into the builders through a small scanner (no maps): keys
 // match columns by name (an unknown key is ErrUnknownColumn), a missing key
 // or null is null, integers are parsed exactly, timestamps come from RFC 3339
-// strings or epoch numbers (MapOptions.EpochUnit), binary columns take base64
-// strings as encoding/json does. Without a target, lines are decoded with
+// strings (up to 9 fractional digits, exact in a nanosecond column, further
+// digits dropped; a microsecond column truncates toward the past) or epoch numbers
+// (MapOptions.EpochUnit), binary columns take base64 strings as encoding/json
+// does. A variant column (arrow-go's extensions.VariantType) takes the key's
+// JSON value of any shape, encoded as AppendVariantJSON does straight from the
+// line's bytes: there a JSON null is the variant null and only a missing key
+// is a null row; invalid JSON in it is a *FieldError naming the column.
+// (A variant nested in a struct, list or map column goes through the map
+// converter: there null is a null row.) Without a target, lines are decoded with
 // json.Decoder.UseNumber into maps and InferSchema decides the types. The Row
 // of a *FieldError is the 0-based line number. Only the first opts is used.
 func JSONLines(mem memory.Allocator, data []byte, target *arrow.Schema, opts ...MapOptions) (arrow.RecordBatch, error) {
@@ -120,6 +127,7 @@ type jroot struct {
 	names    map[string]int
 	fields   []arrow.Field
 	cols     []jcol
+	variants []*jvariant // the variant columns' cols (nil for others), parsed as the line is scanned
 	builders []array.Builder
 	spans    [][]byte
 	seen     []uint64
@@ -132,6 +140,7 @@ func newJRoot(s *arrow.Schema, builders []array.Builder, o MapOptions) (*jroot, 
 	r := &jroot{names: map[string]int{}, fields: s.Fields(), builders: builders}
 	n := len(r.fields)
 	r.spans, r.seen, r.isNull = make([][]byte, n), make([]uint64, n), make([]bool, n)
+	r.variants = make([]*jvariant, n)
 	for i, f := range r.fields {
 		r.names[f.Name] = i
 		c, err := newJCol(f.Name, f, builders[i], o)
@@ -139,6 +148,7 @@ func newJRoot(s *arrow.Schema, builders []array.Builder, o MapOptions) (*jroot, 
 			return nil, err
 		}
 		r.cols = append(r.cols, c)
+		r.variants[i], _ = c.(*jvariant)
 	}
 	return r, nil
 }
@@ -168,28 +178,31 @@ func (r *jroot) row(l []byte) error {
 				return rowErr("", -1, syntaxErr(l, i, "want ':'"))
 			}
 			vs := skipSpace(l, i+1)
-			ve, err := scanValue(l, vs, 1)
-			if err != nil {
-				return rowErr("", -1, err)
-			}
 			idx, ok := r.names[string(key)]
 			if !ok {
+				if _, err := scanValue(l, vs, 1); err != nil {
+					return rowErr("", -1, err)
+				}
 				return rowErr(string(key), -1, ErrUnknownColumn)
 			}
 			if r.seen[idx] == r.gen {
 				return rowErr(string(key), -1, fmt.Errorf("key appears twice: %w", errSyntax))
 			}
-			r.seen[idx], r.spans[idx] = r.gen, l[vs:ve]
-			i = skipSpace(l, ve)
-			if i < len(l) && l[i] == ',' {
-				i = skipSpace(l, i+1)
-				continue
+			var ve int
+			if v := r.variants[idx]; v != nil {
+				if ve, err = v.parse(l, vs); err != nil {
+					return rowErr(r.fields[idx].Name, -1, err)
+				}
+			} else if ve, err = scanValue(l, vs, 1); err != nil {
+				return rowErr("", -1, err)
 			}
-			if i < len(l) && l[i] == '}' {
-				i++
+			r.seen[idx], r.spans[idx] = r.gen, l[vs:ve]
+			more := false
+			if i, more, err = nextElem(l, ve, '}'); err != nil {
+				return rowErr("", -1, err)
+			} else if !more {
 				break
 			}
-			return rowErr("", -1, syntaxErr(l, i, "want ',' or '}'"))
 		}
 	}
 	if skipSpace(l, i) != len(l) {
@@ -197,6 +210,10 @@ func (r *jroot) row(l []byte) error {
 	}
 	for idx, c := range r.cols {
 		v := r.spans[idx]
+		if r.variants[idx] != nil && r.seen[idx] == r.gen { // parsed already; null is the variant null
+			r.isNull[idx] = false
+			continue
+		}
 		if r.seen[idx] != r.gen || (len(v) == 4 && string(v) == "null") {
 			if !r.fields[idx].Nullable {
 				return rowErr(r.fields[idx].Name, -1, ErrNull)
@@ -308,9 +325,28 @@ func (j *jnested) commit() {
 	j.cur = nil
 }
 
+// jvariant puts a column's JSON value, of any shape, into a variant column
+// straight from the line's bytes.
+type jvariant struct {
+	d   variantDst
+	enc variantEncoder
+}
+
+// parse builds the value starting at l[vs] and returns its end.
+func (j *jvariant) parse(l []byte, vs int) (int, error) { return j.enc.buildJSONAt(l, vs, &j.d) }
+
+func (j *jvariant) check(v []byte) error { return j.enc.buildJSON(v, &j.d) }
+
+func (j *jvariant) commit() {
+	j.enc.put(&j.d)
+	j.enc.reset()
+}
+
 func newJCol(col string, f arrow.Field, b array.Builder, o MapOptions) (jcol, error) {
 	dt := f.Type
 	switch b := b.(type) {
+	case *extensions.VariantBuilder:
+		return &jvariant{d: newVariantDst(b)}, nil
 	case *array.StructBuilder, *array.ListBuilder, *array.LargeListBuilder, *array.MapBuilder:
 		m, err := newMConv(col, f, b, o)
 		if err != nil {

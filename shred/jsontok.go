@@ -1,7 +1,6 @@
 package shred
 
 import (
-	"errors"
 	"fmt"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -11,7 +10,8 @@ import (
 // JSON lines path can append straight into builders without decoding into
 // Go maps.
 
-var errSyntax = errors.New("invalid JSON")
+// errSyntax is wrapped by errors about malformed JSON text.
+var errSyntax = ErrInvalidJSON
 
 const maxDepth = 1000
 
@@ -60,15 +60,10 @@ func scanValue(d []byte, i, depth int) (int, error) {
 			if i, err = scanValue(d, skipSpace(d, i+1), depth+1); err != nil {
 				return i, err
 			}
-			i = skipSpace(d, i)
-			if i < len(d) && d[i] == ',' {
-				i = skipSpace(d, i+1)
-				continue
+			more := false
+			if i, more, err = nextElem(d, i, '}'); !more {
+				return i, err
 			}
-			if i < len(d) && d[i] == '}' {
-				return i + 1, nil
-			}
-			return i, syntaxErr(d, i, "want ',' or '}'")
 		}
 	case c == '[':
 		if depth > maxDepth {
@@ -83,15 +78,10 @@ func scanValue(d []byte, i, depth int) (int, error) {
 			if i, err = scanValue(d, i, depth+1); err != nil {
 				return i, err
 			}
-			i = skipSpace(d, i)
-			if i < len(d) && d[i] == ',' {
-				i = skipSpace(d, i+1)
-				continue
+			more := false
+			if i, more, err = nextElem(d, i, ']'); !more {
+				return i, err
 			}
-			if i < len(d) && d[i] == ']' {
-				return i + 1, nil
-			}
-			return i, syntaxErr(d, i, "want ',' or ']'")
 		}
 	case c == 't':
 		return scanLit(d, i, "true")
@@ -103,6 +93,20 @@ func scanValue(d []byte, i, depth int) (int, error) {
 		return scanNumber(d, i)
 	}
 	return i, syntaxErr(d, i, "unexpected character")
+}
+
+// nextElem moves past the separator after an object's or array's element
+// ending at i: more reports a ',' (next is the start of the next element),
+// else next is past the closing byte.
+func nextElem(d []byte, i int, closing byte) (next int, more bool, err error) {
+	i = skipSpace(d, i)
+	if i < len(d) && d[i] == ',' {
+		return skipSpace(d, i+1), true, nil
+	}
+	if i < len(d) && d[i] == closing {
+		return i + 1, false, nil
+	}
+	return i, false, syntaxErr(d, i, "want ',' or '"+string(closing)+"'")
 }
 
 func scanLit(d []byte, i int, lit string) (int, error) {

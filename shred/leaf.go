@@ -97,7 +97,11 @@ func (e *leafEnc[D]) encode(base unsafe.Pointer, stride uintptr, n int) error {
 	case modeTimeMicro:
 		ts := any(vals).([]arrow.Timestamp)
 		for i := range ts {
-			ts[i] = arrow.Timestamp((*time.Time)(unsafe.Add(base, uintptr(i)*stride)).UnixMicro())
+			t := (*time.Time)(unsafe.Add(base, uintptr(i)*stride))
+			if t.Before(minMicroTime) || t.After(maxMicroTime) {
+				return rowErr(e.col, i, timeRangeErr(*t, arrow.Microsecond))
+			}
+			ts[i] = arrow.Timestamp(t.UnixMicro())
 		}
 		e.app(vals, nil)
 	default:
@@ -276,10 +280,19 @@ func intBits(k reflect.Kind) int {
 	return 64
 }
 
+// The times an int64 holds in milli-, micro- and nanoseconds since the epoch.
 var (
-	minNanoTime = time.Unix(0, math.MinInt64).UTC()
-	maxNanoTime = time.Unix(0, math.MaxInt64).UTC()
+	minMilliTime = time.UnixMilli(math.MinInt64).UTC()
+	maxMilliTime = time.UnixMilli(math.MaxInt64).UTC()
+	minMicroTime = time.UnixMicro(math.MinInt64).UTC()
+	maxMicroTime = time.UnixMicro(math.MaxInt64).UTC()
+	minNanoTime  = time.Unix(0, math.MinInt64).UTC()
+	maxNanoTime  = time.Unix(0, math.MaxInt64).UTC()
 )
+
+func timeRangeErr(t time.Time, unit arrow.TimeUnit) error {
+	return fmt.Errorf("%v is outside the timestamp[%s] range: %w", t, unit, ErrOutOfRange)
+}
 
 // leafEncoder builds the encoder of a scalar Go type bt (wrapped by ws) into builder b.
 func leafEncoder(bt reflect.Type, ws []wrapper, gf goField, col string, nullable bool, b array.Builder) (encoder, error) {
@@ -509,26 +522,9 @@ func timeLeaf(col string, nullable bool, ws []wrapper, unit arrow.TimeUnit, app 
 	if unit == arrow.Microsecond && len(ws) == 0 {
 		return &leafEnc[arrow.Timestamp]{col: col, nullable: nullable, mode: modeTimeMicro, app: app}
 	}
-	var read func(p unsafe.Pointer) (arrow.Timestamp, error)
-	switch unit {
-	case arrow.Second:
-		read = func(p unsafe.Pointer) (arrow.Timestamp, error) { return arrow.Timestamp((*time.Time)(p).Unix()), nil }
-	case arrow.Millisecond:
-		read = func(p unsafe.Pointer) (arrow.Timestamp, error) {
-			return arrow.Timestamp((*time.Time)(p).UnixMilli()), nil
-		}
-	case arrow.Microsecond:
-		read = func(p unsafe.Pointer) (arrow.Timestamp, error) {
-			return arrow.Timestamp((*time.Time)(p).UnixMicro()), nil
-		}
-	default:
-		read = func(p unsafe.Pointer) (arrow.Timestamp, error) {
-			t := *(*time.Time)(p)
-			if t.Before(minNanoTime) || t.After(maxNanoTime) {
-				return 0, fmt.Errorf("%v is outside the timestamp[ns] range: %w", t, ErrOutOfRange)
-			}
-			return arrow.Timestamp(t.UnixNano()), nil
-		}
+	read := func(p unsafe.Pointer) (arrow.Timestamp, error) {
+		v, err := timeTo(*(*time.Time)(p), unit)
+		return arrow.Timestamp(v), err
 	}
 	return newLeaf(col, nullable, ws, false, read, app)
 }

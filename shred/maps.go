@@ -478,6 +478,8 @@ func newMConv(col string, f arrow.Field, b array.Builder, opts MapOptions) (mcon
 			}
 			return err
 		}
+	case *extensions.VariantBuilder:
+		return &variantConv{col: col, ok: f.Nullable, d: newVariantDst(b)}, nil
 	default:
 		return nil, planErr(col, "column type %v is not supported for map input: %w", dt, ErrUnsupportedType)
 	}

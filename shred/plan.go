@@ -26,6 +26,7 @@ type goField struct {
 	decimal  bool // decimal(P,S) option given
 	prec     int32
 	scale    int32
+	nanos    bool // ns option: time.Time infers timestamp[ns]
 	tagged   bool
 }
 
@@ -62,11 +63,28 @@ var (
 
 // isLeafStruct reports struct types that map to one scalar column.
 func isLeafStruct(t reflect.Type) bool {
-	if t == timeType || t == decimalType {
+	if t == timeType || t == decimalType || t == variantValueType {
 		return true
 	}
 	_, _, ok := sqlNullParts(t)
 	return ok
+}
+
+// holdsTime reports whether t is time.Time, possibly behind pointers,
+// sql.Null types, slices, arrays and map values.
+func holdsTime(t reflect.Type) bool {
+	for {
+		if v, _, ok := sqlNullParts(t); ok {
+			t = v.Type
+			continue
+		}
+		switch t.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+			t = t.Elem()
+			continue
+		}
+		return t == timeType
+	}
 }
 
 // sqlNullParts recognizes database/sql's NullX types and sql.Null[T]: a value
@@ -90,6 +108,7 @@ type tagInfo struct {
 	decimal  bool
 	prec     int32
 	scale    int32
+	nanos    bool
 }
 
 // splitTag splits a tag on commas outside parentheses.
@@ -128,6 +147,8 @@ func parseTags(sf reflect.StructField) (tagInfo, error) {
 			case opt == "required":
 				ti.required = true
 			case opt == "optional", opt == "":
+			case opt == "ns":
+				ti.nanos = true
 			case strings.HasPrefix(opt, "decimal(") && strings.HasSuffix(opt, ")"):
 				ps := strings.Split(opt[len("decimal("):len(opt)-1], ",")
 				if len(ps) != 2 {
@@ -226,6 +247,9 @@ func typeFields(t reflect.Type) ([]goField, error) {
 				if ti.skip {
 					continue
 				}
+				if ti.nanos && !holdsTime(sf.Type) {
+					return nil, planErr(SnakeCase(sf.Name), "field %s: the ns tag option applies to time.Time fields", sf.Name)
+				}
 				index := append(append([]int(nil), f.index...), i)
 				var offs []uintptr
 				if len(f.offs) == 0 {
@@ -251,7 +275,7 @@ func typeFields(t reflect.Type) ([]goField, error) {
 					fields = append(fields, goField{
 						name: name, goName: sf.Name, index: index, offs: offs, typ: sf.Type,
 						required: ti.required, decimal: ti.decimal, prec: ti.prec, scale: ti.scale,
-						tagged: ti.name != "",
+						nanos: ti.nanos, tagged: ti.name != "",
 					})
 					if count[f.typ] > 1 {
 						fields = append(fields, fields[len(fields)-1])

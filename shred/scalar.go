@@ -123,17 +123,26 @@ func epochTo(v int64, from, to arrow.TimeUnit) (int64, error) {
 	}
 }
 
+// timeTo converts t to unit since the epoch; a time outside what an int64
+// holds in that unit is an error (never a wrap-around). Microseconds and
+// coarser units truncate the finer digits toward the past.
 func timeTo(t time.Time, unit arrow.TimeUnit) (int64, error) {
 	switch unit {
 	case arrow.Second:
 		return t.Unix(), nil
 	case arrow.Millisecond:
+		if t.Before(minMilliTime) || t.After(maxMilliTime) {
+			return 0, timeRangeErr(t, unit)
+		}
 		return t.UnixMilli(), nil
 	case arrow.Microsecond:
+		if t.Before(minMicroTime) || t.After(maxMicroTime) {
+			return 0, timeRangeErr(t, unit)
+		}
 		return t.UnixMicro(), nil
 	}
 	if t.Before(minNanoTime) || t.After(maxNanoTime) {
-		return 0, fmt.Errorf("%v is outside the timestamp[ns] range: %w", t, ErrOutOfRange)
+		return 0, timeRangeErr(t, unit)
 	}
 	return t.UnixNano(), nil
 }

@@ -11,6 +11,10 @@ import (
 // TimestampType is the Arrow type of time.Time fields: microseconds, UTC.
 var TimestampType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 
+// TimestampNsType is the Arrow type of time.Time fields tagged with the ns
+// option (`iceberg:"ts,ns"`): nanoseconds, UTC (Iceberg timestamptz_ns).
+var TimestampNsType = &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}
+
 // SchemaOf returns the Arrow schema inferred from T's fields (T must be a
 // struct type). A field tagged `required` is Nullable=false; every other
 // field is Nullable=true, including non-pointer scalars. Nested struct fields
@@ -57,8 +61,14 @@ func arrowType(t reflect.Type, gf goField, col string) (arrow.DataType, error) {
 	if v, _, ok := sqlNullParts(t); ok {
 		return arrowType(v.Type, gf, col)
 	}
+	if isVariantGoType(t) {
+		return extensions.NewDefaultVariantType(), nil
+	}
 	switch t {
 	case timeType:
+		if gf.nanos {
+			return TimestampNsType, nil
+		}
 		return TimestampType, nil
 	case decimalType:
 		if !gf.decimal {
@@ -94,7 +104,7 @@ func arrowType(t reflect.Type, gf goField, col string) (arrow.DataType, error) {
 		if t.Elem().Kind() == reflect.Uint8 {
 			return arrow.BinaryTypes.Binary, nil
 		}
-		et, err := arrowType(t.Elem(), goField{goName: gf.goName}, col)
+		et, err := arrowType(t.Elem(), goField{goName: gf.goName, nanos: gf.nanos}, col)
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +114,7 @@ func arrowType(t reflect.Type, gf goField, col string) (arrow.DataType, error) {
 		if err != nil {
 			return nil, planErr(col, "Go field %s of type %v: %w", gf.goName, t, err)
 		}
-		vt, err := arrowType(t.Elem(), goField{goName: gf.goName}, col)
+		vt, err := arrowType(t.Elem(), goField{goName: gf.goName, nanos: gf.nanos}, col)
 		if err != nil {
 			return nil, err
 		}

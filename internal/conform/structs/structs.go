@@ -177,7 +177,8 @@ func ShredErr(err error) error {
 			reason = errors.Join(conform.ErrNullInRequired, fe.Err)
 		case errors.Is(err, shred.ErrUnknownColumn):
 			reason = errors.Join(conform.ErrUnknownColumn, fe.Err)
-		case errors.Is(err, shred.ErrTypeMismatch), errors.Is(err, shred.ErrOutOfRange), errors.Is(err, shred.ErrUnsupportedType):
+		case errors.Is(err, shred.ErrTypeMismatch), errors.Is(err, shred.ErrOutOfRange), errors.Is(err, shred.ErrUnsupportedType),
+			errors.Is(err, shred.ErrInvalidJSON):
 			reason = errors.Join(conform.ErrTypeMismatch, fe.Err)
 		}
 		return &conform.ColumnError{Column: fe.Column, Err: reason}

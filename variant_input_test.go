@@ -1,0 +1,247 @@
+package iceberg_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
+	ice "github.com/apache/iceberg-go"
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
+	"github.com/icewriter/iceberg/shred"
+)
+
+// Go values and JSON lines into the v3 types variant and timestamptz_ns: written through the Writer, read back
+// with iceberg-go's scanner, each value compared with what was written (variants by meaning; a null row apart
+// from the variant null; timestamps to the nanosecond).
+
+// variantEvent is a row with a nanosecond timestamp and variant fields of several Go types.
+type variantEvent struct {
+	ID    int64           `iceberg:"id,required"`
+	At    time.Time       `iceberg:"at,ns"`
+	Doc   any             `iceberg:"doc"`
+	Raw   json.RawMessage `iceberg:"raw"`
+	Attrs map[string]any  `iceberg:"attrs"`
+}
+
+// variantCell is one variant cell read back: "SQL NULL" for a null row, else the value's JSON.
+func variantCell(t *testing.T, a arrow.Array, i int) string {
+	t.Helper()
+	va, ok := a.(*extensions.VariantArray)
+	if !ok {
+		t.Fatalf("read a %T, not a variant array", a)
+	}
+	if va.Storage().IsNull(i) {
+		return "SQL NULL"
+	}
+	v, err := va.Value(i)
+	if err != nil {
+		t.Fatalf("variant row %d: %v", i, err)
+	}
+	j, err := v.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(j)
+}
+
+// sameJSON compares two JSON texts by meaning ("SQL NULL" only equals itself).
+func sameJSON(t *testing.T, got, want string) bool {
+	t.Helper()
+	if got == "SQL NULL" || want == "SQL NULL" {
+		return got == want
+	}
+	var g, w any
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		t.Fatalf("read back %q: %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("want %q: %v", want, err)
+	}
+	return reflect.DeepEqual(g, w)
+}
+
+// v3Row is a row read back: the timestamp in nanoseconds and each variant column's cell.
+type v3Row struct {
+	at   int64
+	cols map[string]string
+}
+
+// readV3Rows reads the table back by id.
+func readV3Rows(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, variants ...string) map[int64]v3Row {
+	t.Helper()
+	out := map[int64]v3Row{}
+	sc, recs := tabletest.Records(t, tabletest.Load(t, cat, ident))
+	id, at := sc.FieldIndices("id")[0], sc.FieldIndices("at")[0]
+	if got := sc.Field(at).Type; !arrow.TypeEqual(got, &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}) {
+		t.Errorf("column at reads as %v, want timestamp[ns, tz=UTC]", got)
+	}
+	for rec := range recs {
+		ids := rec.Column(id).(*array.Int64)
+		ats := rec.Column(at).(*array.Timestamp)
+		for r := range int(rec.NumRows()) {
+			row := v3Row{at: int64(ats.Value(r)), cols: map[string]string{}}
+			for _, name := range variants {
+				row.cols[name] = variantCell(t, rec.Column(sc.FieldIndices(name)[0]), r)
+			}
+			if _, dup := out[ids.Value(r)]; dup {
+				t.Fatalf("id %d read twice", ids.Value(r))
+			}
+			out[ids.Value(r)] = row
+		}
+	}
+	return out
+}
+
+func checkV3Rows(t *testing.T, got, want map[int64]v3Row) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("read %d rows, want %d", len(got), len(want))
+	}
+	for id, w := range want {
+		g, ok := got[id]
+		if !ok {
+			t.Errorf("id %d missing", id)
+			continue
+		}
+		if g.at != w.at {
+			t.Errorf("id %d: at = %d ns, want %d", id, g.at, w.at)
+		}
+		for name, wv := range w.cols {
+			if !sameJSON(t, g.cols[name], wv) {
+				t.Errorf("id %d: %s = %s, want %s", id, name, g.cols[name], wv)
+			}
+		}
+	}
+}
+
+func TestStructsIntoVariantAndNanosV3(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"db", "events"}
+	// A v2 table cannot hold these types: creating one is refused, naming the columns.
+	if _, err := iceberg.NewWriter(ctx, cat, table.Identifier{"db", "v2"}, iceberg.WithCreateFor[variantEvent]()); err == nil ||
+		!strings.Contains(err.Error(), "variant is not supported until v3") || !strings.Contains(err.Error(), "at: timestamptz_ns") {
+		t.Errorf("creating a v2 table with variant and timestamptz_ns columns: err = %v", err)
+	}
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreateFor[variantEvent](iceberg.FormatVersion(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	sc := loadSchema(t, cat, ident)
+	for name, want := range map[string]ice.Type{"doc": ice.VariantType{}, "raw": ice.VariantType{},
+		"attrs": ice.VariantType{}, "at": ice.PrimitiveTypes.TimestampTzNs} {
+		if got := fieldOf(t, sc, name).Type; !got.Equals(want) {
+			t.Errorf("created column %s is %v, want %v", name, got, want)
+		}
+	}
+
+	base := time.Date(2026, 12, 3, 10, 11, 12, 123456789, time.UTC)
+	rows := []variantEvent{
+		{ID: 1, At: base, Doc: map[string]any{"user": map[string]any{"id": 7, "tags": []any{"a", "b"}}, "n": nil},
+			Raw: json.RawMessage(`{"k": [1, 2.5, "three", true, null]}`), Attrs: map[string]any{"x": 1.25}},
+		{ID: 2, At: time.Unix(0, -1), Doc: []any{1, "two", map[string]any{"three": 3}}, Raw: json.RawMessage(`null`)},
+		{ID: 3, At: time.Unix(0, 1).In(time.FixedZone("X", 3600)), Doc: "just a string"},
+		{ID: 4, At: base.Add(-70 * 365 * 24 * time.Hour), Doc: nil, Raw: json.RawMessage(`"s"`)},
+		{ID: 5, At: base, Doc: json.RawMessage(`{"nested": {"deep": [[1], [2, [3]]]}}`), Raw: json.RawMessage(`12345678901234567890`)},
+	}
+	if err := iceberg.WriteStructs(ctx, w, rows); err != nil {
+		t.Fatal(err)
+	}
+
+	// Bad values: a *ColumnError naming the column; nothing of the call is accepted, the writer stays usable.
+	for _, bad := range []struct {
+		row variantEvent
+		col string
+	}{
+		{variantEvent{ID: 90, At: base, Raw: json.RawMessage(`{"a": `)}, "raw"},
+		{variantEvent{ID: 91, At: time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC)}, "at"},
+		{variantEvent{ID: 92, At: base, Doc: map[string]any{"c": complex(1, 2)}}, "doc"},
+	} {
+		err := iceberg.WriteStructs(ctx, w, []variantEvent{{ID: 89, At: base}, bad.row})
+		var ce *iceberg.ColumnError
+		if !errors.As(err, &ce) || ce.Column != bad.col {
+			t.Errorf("bad %s: err = %v, want a *ColumnError naming %s", bad.col, err, bad.col)
+		}
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[int64]v3Row{
+		1: {base.UnixNano(), map[string]string{"doc": `{"n": null, "user": {"id": 7, "tags": ["a", "b"]}}`,
+			"raw": `{"k": [1, 2.5, "three", true, null]}`, "attrs": `{"x": 1.25}`}},
+		2: {-1, map[string]string{"doc": `[1, "two", {"three": 3}]`, "raw": `null`, "attrs": "SQL NULL"}},
+		3: {1, map[string]string{"doc": `"just a string"`, "raw": "SQL NULL", "attrs": "SQL NULL"}},
+		4: {base.Add(-70 * 365 * 24 * time.Hour).UnixNano(), map[string]string{"doc": "SQL NULL", "raw": `"s"`}},
+		5: {base.UnixNano(), map[string]string{"doc": `{"nested": {"deep": [[1], [2, [3]]]}}`, "raw": `12345678901234567890`}},
+	}
+	checkV3Rows(t, readV3Rows(t, cat, ident, "doc", "raw", "attrs"), want)
+}
+
+func TestJSONLinesIntoVariantV3(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"db", "docs"}
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "at", Type: shred.TimestampNsType, Nullable: true},
+		{Name: "payload", Type: extensions.NewDefaultVariantType(), Nullable: true},
+	}, nil)
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(schema, iceberg.FormatVersion(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+
+	payloads := []string{
+		`{"user": {"id": 7, "tags": ["a", "b"]}, "score": 1.50, "ok": true}`,
+		`[1, {"k": "v"}, [null, false]]`,
+		`null`,
+		`"text with \"escapes\" and \u00e9"`,
+		`-12.5e3`,
+	}
+	at := time.Date(1969, 7, 20, 20, 17, 40, 999999999, time.UTC)
+	var lines bytes.Buffer
+	want := map[int64]v3Row{}
+	for i, p := range payloads {
+		ts := at.Add(time.Duration(i))
+		fmt.Fprintf(&lines, `{"id": %d, "at": %q, "payload": %s}`+"\n", i, ts.Format(time.RFC3339Nano), p)
+		want[int64(i)] = v3Row{ts.UnixNano(), map[string]string{"payload": p}}
+	}
+	fmt.Fprintf(&lines, `{"id": 99, "at": %q}`+"\n", at.Format(time.RFC3339Nano))
+	want[99] = v3Row{at.UnixNano(), map[string]string{"payload": "SQL NULL"}}
+
+	rec, err := shred.JSONLines(nil, lines.Bytes(), w.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Write(ctx, rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Invalid JSON in the variant column names it and the line.
+	_, err = shred.JSONLines(nil, []byte(`{"id": 1, "payload": {"a": [1, }}`), w.Schema())
+	var fe *shred.FieldError
+	if !errors.As(err, &fe) || fe.Column != "payload" || !errors.Is(err, shred.ErrInvalidJSON) {
+		t.Errorf("invalid JSON: err = %v, want a FieldError naming payload", err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkV3Rows(t, readV3Rows(t, cat, ident, "payload"), want)
+}

@@ -302,6 +302,7 @@ func TestShreddedVariantRouterBulk(t *testing.T) {
 // compaction's output (of a merge-on-read delete).
 func TestShreddedVariantKeyed(t *testing.T) {
 	t.Parallel() // see TestMain
+
 	inRange := func(id int64) bool { return id >= 150 && id < 160 } // the ids changed, in the second file
 	for _, c := range []struct {
 		name            string

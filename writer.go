@@ -13,6 +13,8 @@ package iceberg
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/icewriter/iceberg/internal/commit/cow"
@@ -174,6 +176,12 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		hooks.relax = w.relax
 	}
 	w.view = newTableView(env.mem, hooks)
+	if w.view.defaults = o.schema.defaults; len(w.view.defaults) > 0 {
+		if v := tbl.Metadata().Version(); v < 3 {
+			col := slices.Sorted(maps.Keys(w.view.defaults))[0]
+			return nil, columnErr(col, ErrNotSupported, "WithColumnDefaults: table %v is format version %d: a default needs version 3", ident, v)
+		}
+	}
 	if err := w.view.set(tbl); err != nil {
 		return nil, err
 	}

@@ -100,13 +100,16 @@ func (c *Conformer) convertStruct(ctx context.Context, path []string, tt *arrow.
 		cpath := append(slices.Clone(path), cf.Name)
 		idx, ok := st.FieldIdx(cf.Name)
 		if !ok {
-			if !cf.Nullable {
+			if !cf.Nullable && c.defaults.Of(cf) == nil {
 				return nil, ColumnErr(strings.Join(cpath, "."), ErrMissingColumn, "the batch's struct has no such field")
 			}
-			nulls := array.MakeArrayOfNull(c.mem, cf.Type, n)
-			children[i] = nulls.Data()
+			filled, err := c.missing(cpath, cf, n)
+			if err != nil {
+				return nil, err
+			}
+			children[i] = filled.Data()
 			children[i].Retain()
-			nulls.Release()
+			filled.Release()
 			continue
 		}
 		conv, err := c.Convert(ctx, cpath, cf, sa.Field(idx), childMask)

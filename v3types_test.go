@@ -1,0 +1,571 @@
+package iceberg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/variant"
+	ice "github.com/apache/iceberg-go"
+	icecatalog "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
+)
+
+// Iceberg v3 types on every keyed path: a variant column (variant null apart from SQL null) and nanosecond
+// timestamps (timestamp_ns, timestamptz_ns; values a nanosecond around a second and before 1970) written through
+// Write, Upsert and Delete in both modes, Apply, a Router's bulk phase and Compact, each read back with
+// iceberg-go's scanner and compared exactly with a model of the calls.
+
+// v3Row is a row of v3Schema. A nil timestamp is SQL null; v is the variant as JSON, "" for SQL null and
+// "null" for the variant null.
+type v3Row struct {
+	id     int64
+	ts, tz *int64
+	v      string
+}
+
+func (r v3Row) String() string {
+	show := func(p *int64) string {
+		if p == nil {
+			return "NULL"
+		}
+		return fmt.Sprint(*p)
+	}
+	v := r.v
+	if v == "" {
+		v = "NULL"
+	}
+	return fmt.Sprintf("{id %d ts %s tz %s v %s}", r.id, show(r.ts), show(r.tz), v)
+}
+
+var (
+	tsNs     = &arrow.TimestampType{Unit: arrow.Nanosecond}
+	tzNs     = &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}
+	v3Schema = arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "ts", Type: tsNs, Nullable: true},
+		{Name: "tz", Type: tzNs, Nullable: true},
+		{Name: "v", Type: extensions.NewDefaultVariantType(), Nullable: true},
+	}, nil)
+	// nsEdges are nanosecond instants where a lossy conversion shows: ±1 ns around a second, around the epoch
+	// and before 1970, and one with every digit set.
+	nsEdges = []int64{0, 1, -1, 999_999_999, 1_000_000_000, 1_000_000_001, -999_999_999, -1_000_000_000,
+		-1_000_000_001, 1_700_000_000_123_456_789, -86_400_000_000_000_001, 86_399_999_999_999}
+	// variantJSON are variant values of every kind: SQL null (""), the variant null, primitives, nested
+	// objects and arrays.
+	variantJSON = []string{"", "null", "true", "false", "0", "-17", "3.25", `"text"`, `""`, "[]", "{}",
+		`[1,"two",null,[3,{"four":4}]]`, `{"a":1,"b":{"c":[true,null,"x"],"d":{}},"e":null}`,
+		`{"nested":{"deeper":{"deepest":[[1],[2,[3]]]}}}`}
+)
+
+// v3Value is the i-th row's values for key id: timestamps from nsEdges (null every 7th), a variant from
+// variantJSON, normalised as the variant encoding writes it back.
+func v3Value(t testing.TB, id int64, i int) v3Row {
+	r := v3Row{id: id}
+	if i%7 != 3 {
+		ts := nsEdges[i%len(nsEdges)] + id
+		tz := nsEdges[(i+5)%len(nsEdges)] - id
+		r.ts, r.tz = &ts, &tz
+	}
+	if js := variantJSON[i%len(variantJSON)]; js != "" {
+		r.v = normVariant(t, js)
+	}
+	return r
+}
+
+// normVariant is js as iceberg-go's scanner gives a variant back (the variant's own JSON).
+func normVariant(t testing.TB, js string) string {
+	t.Helper()
+	v, err := variant.ParseJSON(js, false)
+	if err != nil {
+		t.Fatalf("variant %s: %v", js, err)
+	}
+	out, err := v.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// v3Batch builds rows of schema (v3Schema, or one with extra columns the fill callback sets).
+func v3Batch(t testing.TB, sc *arrow.Schema, rows []v3Row, extra func(b *array.RecordBuilder, r v3Row)) arrow.RecordBatch {
+	t.Helper()
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), sc)
+	defer b.Release()
+	for _, r := range rows {
+		for i, f := range sc.Fields() {
+			switch f.Name {
+			case "id":
+				b.Field(i).(*array.Int64Builder).Append(r.id)
+			case "ts", "tz":
+				p := r.ts
+				if f.Name == "tz" {
+					p = r.tz
+				}
+				if p == nil {
+					b.Field(i).AppendNull()
+				} else {
+					b.Field(i).(*array.TimestampBuilder).Append(arrow.Timestamp(*p))
+				}
+			case "v":
+				vb := b.Field(i).(*extensions.VariantBuilder)
+				if r.v == "" {
+					vb.AppendNull()
+					continue
+				}
+				v, err := variant.ParseJSON(r.v, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				vb.Append(v)
+			}
+		}
+		if extra != nil {
+			extra(b, r)
+		}
+	}
+	return b.NewRecordBatch()
+}
+
+// readV3 reads the table with iceberg-go's scanner: every row, sorted by id, then ts.
+func readV3(t testing.TB, cat tabletest.Loader, ident table.Identifier) []v3Row {
+	t.Helper()
+	var out []v3Row
+	sc, recs := tabletest.Records(t, tabletest.Load(t, cat, ident))
+	for rec := range recs {
+		for r := 0; r < int(rec.NumRows()); r++ {
+			var row v3Row
+			for c, f := range sc.Fields() {
+				col := rec.Column(c)
+				switch f.Name {
+				case "id":
+					row.id = col.(*array.Int64).Value(r)
+				case "ts", "tz":
+					if ft := f.Type.(*arrow.TimestampType); ft.Unit != arrow.Nanosecond {
+						t.Fatalf("column %s reads back as %s, want nanoseconds", f.Name, ft)
+					}
+					if col.IsNull(r) {
+						continue
+					}
+					v := int64(col.(*array.Timestamp).Value(r))
+					if f.Name == "ts" {
+						row.ts = &v
+					} else {
+						row.tz = &v
+					}
+				case "v":
+					va, ok := col.(*extensions.VariantArray)
+					if !ok {
+						t.Fatalf("column v reads back as %T (%s), want a variant", col, col.DataType())
+					}
+					row.v = variantAt(t, va, r)
+				}
+			}
+			out = append(out, row)
+		}
+	}
+	slices.SortFunc(out, cmpV3)
+	return out
+}
+
+// variantAt is row r of va as JSON, "" for SQL null (VariantArray.IsNull is true for the variant null too).
+func variantAt(t testing.TB, va *extensions.VariantArray, r int) string {
+	t.Helper()
+	if va.Storage().IsNull(r) {
+		return ""
+	}
+	v, err := va.Value(r)
+	if err != nil {
+		t.Fatalf("variant of row %d: %v", r, err)
+	}
+	js, err := v.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(js)
+}
+
+func cmpV3(a, b v3Row) int {
+	if a.id != b.id {
+		return int(a.id - b.id)
+	}
+	return strings.Compare(a.String(), b.String())
+}
+
+// v3Model is the rows a sequence of calls leaves, by key.
+type v3Model map[int64]v3Row
+
+func (m v3Model) rows() []v3Row {
+	out := slices.Collect(maps.Values(m))
+	slices.SortFunc(out, cmpV3)
+	return out
+}
+
+// call passes rows as a v3Schema batch to f and records them in m: the rows, or with del their keys gone.
+func (m v3Model) call(t testing.TB, ctx context.Context, rows []v3Row, del bool, f func(context.Context, arrow.RecordBatch) error) {
+	t.Helper()
+	rec := v3Batch(t, v3Schema, rows, nil)
+	defer rec.Release()
+	must(t, f(ctx, rec))
+	for _, r := range rows {
+		if del {
+			delete(m, r.id)
+		} else {
+			m[r.id] = r
+		}
+	}
+}
+
+// checkV3 compares the table with want, row by row.
+func checkV3(t testing.TB, what string, cat tabletest.Loader, ident table.Identifier, want []v3Row) {
+	t.Helper()
+	got := readV3(t, cat, ident)
+	if fmt.Sprint(got) == fmt.Sprint(want) {
+		return
+	}
+	n := 0
+	for i := 0; i < max(len(got), len(want)) && n < 10; i++ {
+		var g, w string
+		if i < len(got) {
+			g = got[i].String()
+		}
+		if i < len(want) {
+			w = want[i].String()
+		}
+		if g != w {
+			t.Errorf("%s: row %d: got %s, want %s", what, i, g, w)
+			n++
+		}
+	}
+	t.Fatalf("%s: table holds %d rows, the model %d (first differences above)", what, len(got), len(want))
+}
+
+// v3Rows are the rows of keys [from, to) at step i.
+func v3Rows(t testing.TB, from, to int64, step int) []v3Row {
+	var out []v3Row
+	for id := from; id < to; id++ {
+		out = append(out, v3Value(t, id, int(id)+step))
+	}
+	return out
+}
+
+// TestV3TypesKeyed writes a variant and nanosecond timestamps through Write, then Upsert and Delete in
+// merge-on-read (deletion vectors) and copy-on-write on a v3 table, over several commits, and a Compact at the
+// end; after each step the table read back equals the model.
+func TestV3TypesKeyed(t *testing.T) {
+	t.Parallel()
+	eachV3Mode(t, func(t *testing.T, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier, mode iceberg.Mode, w *iceberg.Writer) {
+		model := v3Model{}
+		model.call(t, ctx, v3Rows(t, 0, 60, 0), false, w.Write)
+		must(t, w.Flush(ctx))
+		checkV3(t, "after Write", cat, ident, model.rows())
+		for step := 1; step <= 3; step++ {
+			model.call(t, ctx, v3Rows(t, int64(step*10), int64(step*10+25), step*3), false, w.Upsert) // new keys at step 3
+			var dels []v3Row
+			for id := int64(step); id < 60; id += 9 {
+				dels = append(dels, v3Row{id: id})
+			}
+			model.call(t, ctx, dels, true, w.Delete)
+			must(t, w.Flush(ctx))
+			checkV3(t, fmt.Sprintf("after round %d", step), cat, ident, model.rows())
+		}
+		if mode == iceberg.MergeOnRead {
+			assertPositionDeletesOnly(t, cat, ident, 3)
+		}
+		if _, err := w.Compact(ctx); err != nil {
+			t.Fatalf("Compact: %v", err)
+		}
+		checkV3(t, "after Compact", cat, ident, model.rows())
+	}, "id")
+}
+
+// TestV3TypesTimestampKey keys a table on a timestamp_ns column, partitioned by day of it: keys a nanosecond
+// apart (around a second, midnight and before 1970) stay distinct through Upsert and Delete in both modes.
+func TestV3TypesTimestampKey(t *testing.T) {
+	t.Parallel()
+	eachV3Mode(t, func(t *testing.T, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier, _ iceberg.Mode, w *iceberg.Writer) {
+		model := v3Model{} // by ts: each row's id is its ts
+		row := func(ts int64, i int) v3Row {
+			r := v3Value(t, ts, i)
+			r.ts = &ts
+			return r
+		}
+		var all []v3Row
+		seen := map[int64]bool{}
+		for i, e := range nsEdges {
+			for d := int64(-1); d <= 1; d++ {
+				if !seen[e+d] {
+					seen[e+d] = true
+					all = append(all, row(e+d, i))
+				}
+			}
+		}
+		check := func(what string) {
+			t.Helper()
+			must(t, w.Flush(ctx))
+			checkV3(t, what, cat, ident, model.rows())
+		}
+		model.call(t, ctx, all, false, w.Write)
+		check("after Write")
+		var ups, dels []v3Row
+		for i, r := range all {
+			switch i % 3 {
+			case 0:
+				ups = append(ups, row(*r.ts, i+1))
+			case 1:
+				dels = append(dels, r)
+			}
+		}
+		model.call(t, ctx, ups, false, w.Upsert)
+		model.call(t, ctx, dels, true, w.Delete)
+		check("after Upsert and Delete")
+		if _, err := w.Compact(ctx); err != nil {
+			t.Fatalf("Compact: %v", err)
+		}
+		check("after Compact")
+		// A file per day of the rows live, the day before 1970 (-1) included.
+		days, want := map[int64]bool{}, map[int64]bool{}
+		for ts := range model {
+			want[floorDiv(ts, 86_400_000_000_000)] = true
+		}
+		for _, task := range tabletest.LiveDataFiles(t, tabletest.Load(t, cat, ident)) {
+			for _, v := range task.File.Partition() {
+				days[int64(v.(ice.Date))] = true
+			}
+		}
+		if !maps.Equal(days, want) {
+			t.Fatalf("partitions (days) %v, want %v", slices.Sorted(maps.Keys(days)), slices.Sorted(maps.Keys(want)))
+		}
+	}, "ts", iceberg.PartitionBy("day(ts)"))
+}
+
+// TestV3TypesApply applies a change stream (inserts, updates, deletes by op column) with variant and
+// nanosecond values to a merge-on-read and a copy-on-write v3 table.
+func TestV3TypesApply(t *testing.T) {
+	t.Parallel()
+	changeSchema := arrow.NewSchema(append([]arrow.Field{{Name: "op", Type: arrow.BinaryTypes.String}}, v3Schema.Fields()...), nil)
+	eachV3Mode(t, func(t *testing.T, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier, _ iceberg.Mode, w *iceberg.Writer) {
+		model := v3Model{}
+		for round := 0; round < 4; round++ {
+			var rows []v3Row
+			var ops []string
+			for id := int64(0); id < 40; id++ {
+				op := []string{"c", "u", "d", "r"}[(int(id)+round)%4]
+				if round == 0 {
+					op = "c"
+				}
+				ops = append(ops, op)
+				r := v3Value(t, id, int(id)*3+round)
+				rows = append(rows, r)
+				if op == "d" {
+					delete(model, id)
+				} else {
+					model[id] = r
+				}
+			}
+			n := 0
+			rec := v3Batch(t, changeSchema, rows, func(b *array.RecordBuilder, _ v3Row) {
+				b.Field(0).(*array.StringBuilder).Append(ops[n])
+				n++
+			})
+			must(t, w.Apply(ctx, rec))
+			rec.Release()
+			must(t, w.Flush(ctx))
+			checkV3(t, fmt.Sprintf("after round %d", round), cat, ident, model.rows())
+		}
+	}, "id")
+}
+
+// TestV3TypesRouterBulk loads variant and nanosecond rows through a Router's bulk phase (Parquet files kept
+// open across batches), then goes live and upserts: the table equals the model after each phase.
+func TestV3TypesRouterBulk(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"v3", "bulk"}
+	r, err := iceberg.NewRouter(cat, iceberg.WithBulkTargetFileSize(1<<20),
+		iceberg.WithWriterOptions(iceberg.WithFlushRows(500), iceberg.WithFlushInterval(0)),
+		iceberg.WithTableConfig(func(context.Context, table.Identifier, *arrow.Schema) (iceberg.TableConfig, error) {
+			return iceberg.TableConfig{Phase: iceberg.PhaseBulk,
+				Create: []iceberg.CreateOption{iceberg.FormatVersion(3), iceberg.IdentifierFields("id")}}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	model := v3Model{}
+	on := func(f func(context.Context, table.Identifier, arrow.RecordBatch) error) func(context.Context, arrow.RecordBatch) error {
+		return func(ctx context.Context, rec arrow.RecordBatch) error { return f(ctx, ident, rec) }
+	}
+	for from := int64(0); from < 3000; from += 300 {
+		model.call(t, ctx, v3Rows(t, from, from+300, 0), false, on(r.Write))
+	}
+	must(t, r.Flush(ctx))
+	checkV3(t, "after the bulk load", cat, ident, model.rows())
+	must(t, r.SetPhase(ctx, ident, iceberg.PhaseLive))
+	model.call(t, ctx, v3Rows(t, 100, 400, 5), false, on(r.Upsert))
+	must(t, r.Flush(ctx))
+	checkV3(t, "after live upserts", cat, ident, model.rows())
+}
+
+// floorDiv is a/b rounded down (the day of a timestamp before 1970 is negative).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// TestV3TypesVariantKeyRefused: a variant column cannot be a key (identifier fields must be primitive): WithKeys
+// and IdentifierFields naming it fail NewWriter with a *ColumnError naming the column, and create no table.
+func TestV3TypesVariantKeyRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cat := openCatalog(t)
+	for _, c := range []struct {
+		name string
+		opts []iceberg.Option
+	}{
+		{"identifier", []iceberg.Option{iceberg.WithCreate(v3Schema, iceberg.IdentifierFields("v"), iceberg.FormatVersion(3))}},
+		{"keys", []iceberg.Option{iceberg.WithCreate(v3Schema, iceberg.FormatVersion(3)), iceberg.WithKeys("id", "v")}},
+	} {
+		ident := table.Identifier{"v3", "varkey_" + c.name}
+		_, err := iceberg.NewWriter(ctx, cat, ident, c.opts...)
+		var ce *iceberg.ColumnError
+		if !errors.As(err, &ce) || ce.Column != "v" {
+			t.Fatalf("%s: NewWriter with a variant key = %v, want a *ColumnError naming v", c.name, err)
+		}
+		t.Logf("%s: %v", c.name, err)
+		if c.name == "identifier" {
+			if _, err := cat.LoadTable(ctx, ident); err == nil {
+				t.Fatal("the table was created")
+			}
+		}
+	}
+}
+
+// TestV3TypesV2Refused: a format-2 table has no variant or nanosecond types: WithCreate refuses them, and
+// schema evolution refuses to add a variant column, with a *ColumnError naming it; the table is unchanged.
+func TestV3TypesV2Refused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cat := openCatalog(t)
+	_, err := iceberg.NewWriter(ctx, cat, table.Identifier{"v2", "created"}, iceberg.WithCreate(v3Schema))
+	var ce *iceberg.ColumnError
+	if !errors.As(err, &ce) || ce.Column != "ts" {
+		t.Fatalf("WithCreate of variant and ns columns on v2 = %v, want a *ColumnError naming ts", err)
+	}
+	t.Logf("create: %v", err)
+	ident := table.Identifier{"v2", "evolve"}
+	w := newEvolvingWriter(t, cat, ident, arrow.NewSchema([]arrow.Field{fID}, nil))
+	defer w.Close(ctx)
+	rec := v3Batch(t, arrow.NewSchema([]arrow.Field{fID, v3Schema.Field(3)}, nil), []v3Row{{id: 1, v: "1"}}, nil)
+	defer rec.Release()
+	err = w.Write(ctx, rec)
+	if !errors.As(err, &ce) || ce.Column != "v" {
+		t.Fatalf("Write of a variant column into v2 with schema evolution = %v, want a *ColumnError naming v", err)
+	}
+	t.Logf("evolve: %v", err)
+	if _, ok := loadSchema(t, cat, ident).FindFieldByName("v"); ok {
+		t.Fatal("the v2 table has the column")
+	}
+	writeMaps(t, w, []arrow.Field{fID}, map[string]any{"id": 2})
+	must(t, w.Flush(ctx))
+	if counts, _ := readRows(t, cat, ident); len(counts) != 1 {
+		t.Fatalf("table ids %v, want 2", counts)
+	}
+}
+
+// eachV3Mode runs body in parallel subtests, one per mode, each on a fresh v3Schema table of format version 3
+// keyed by key (created with create besides), through a writer in that mode that flushes only when asked and
+// never compacts on its own.
+func eachV3Mode(t *testing.T, body func(t *testing.T, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier, mode iceberg.Mode, w *iceberg.Writer), key string, create ...iceberg.CreateOption) {
+	for _, mode := range []iceberg.Mode{iceberg.MergeOnRead, iceberg.CopyOnWrite} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			cat := openCatalog(t)
+			ident := table.Identifier{"v3", "keyed"}
+			create := append([]iceberg.CreateOption{iceberg.IdentifierFields(key), iceberg.FormatVersion(3)}, create...)
+			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(v3Schema, create...), iceberg.WithMode(mode),
+				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close(ctx)
+			body(t, ctx, cat, ident, mode, w)
+		})
+	}
+}
+
+// TestV3TypesEvolve: schema evolution adds variant, timestamp_ns and timestamptz_ns columns to a v3 table when a
+// batch brings them (no truncation to microseconds); rows written before read SQL null in them.
+func TestV3TypesEvolve(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"v3", "evolve"}
+	createTable(t, ctx, cat, ident, arrow.NewSchema([]arrow.Field{fID}, nil), iceberg.FormatVersion(3))
+	w := newEvolvingWriter(t, cat, ident, nil)
+	defer w.Close(ctx)
+	model := v3Model{}
+	idRows(t, w, 0, 10)
+	for id := int64(0); id < 10; id++ {
+		model[id] = v3Row{id: id}
+	}
+	model.call(t, ctx, v3Rows(t, 10, 60, 0), false, w.Write)
+	must(t, w.Flush(ctx))
+	sc := loadSchema(t, cat, ident)
+	for name, want := range map[string]ice.Type{"ts": ice.PrimitiveTypes.TimestampNs,
+		"tz": ice.PrimitiveTypes.TimestampTzNs, "v": ice.VariantType{}} {
+		if f := fieldOf(t, sc, name); !f.Type.Equals(want) {
+			t.Fatalf("column %s added as %s, want %s", name, f.Type, want)
+		}
+	}
+	checkV3(t, "after evolution", cat, ident, model.rows())
+
+	// A variant inside a struct column the table has.
+	fS := arrow.Field{Name: "s", Type: arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int64, Nullable: true}), Nullable: true}
+	writeMaps(t, w, []arrow.Field{fID, fS}, map[string]any{"id": 60, "s": map[string]any{"a": 1}})
+	sv := arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		arrow.Field{Name: "v", Type: extensions.NewDefaultVariantType(), Nullable: true})
+	rec := buildRecord(t, []arrow.Field{fID, {Name: "s", Type: sv, Nullable: true}}, func(b *array.RecordBuilder) {
+		b.Field(0).(*array.Int64Builder).Append(61)
+		sb := b.Field(1).(*array.StructBuilder)
+		sb.Append(true)
+		sb.FieldBuilder(0).(*array.Int64Builder).Append(2)
+		sb.FieldBuilder(1).(*extensions.VariantBuilder).Append(variant.NullValue)
+	})
+	defer rec.Release()
+	must(t, w.Write(ctx, rec))
+	must(t, w.Flush(ctx))
+	if f := fieldOf(t, loadSchema(t, cat, ident), "s"); !f.Type.(*ice.StructType).FieldList[1].Type.Equals(ice.VariantType{}) {
+		t.Fatalf("s added as %s, want a variant field v", f.Type)
+	}
+	// Row 60 was written before s.v existed (SQL null), row 61 holds the variant null.
+	got := map[int64]string{}
+	as, recs := tabletest.Records(t, tabletest.Load(t, cat, ident))
+	for rec := range recs {
+		ids, st := rec.Column(as.FieldIndices("id")[0]).(*array.Int64), rec.Column(as.FieldIndices("s")[0]).(*array.Struct)
+		va := st.Field(1).(*extensions.VariantArray)
+		for r := 0; r < int(rec.NumRows()); r++ {
+			if id := ids.Value(r); id >= 60 {
+				got[id] = variantAt(t, va, r)
+			}
+		}
+	}
+	if want := map[int64]string{60: "", 61: "null"}; !maps.Equal(got, want) {
+		t.Fatalf("s.v: %v, want %v", got, want)
+	}
+}

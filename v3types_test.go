@@ -290,10 +290,11 @@ func TestV3TypesKeyed(t *testing.T) {
 }
 
 // TestV3TypesTimestampKey keys a table on a timestamp_ns column, partitioned by day of it: keys a nanosecond
-// apart (around a second, midnight and before 1970) stay distinct through Upsert and Delete in both modes.
+// apart (around a second, midnight and before 1970) stay distinct through Upsert and Delete in both modes, a
+// Compact, and a writer opened on the table afterwards (its key index loaded from the files).
 func TestV3TypesTimestampKey(t *testing.T) {
 	t.Parallel()
-	eachV3Mode(t, func(t *testing.T, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier, _ iceberg.Mode, w *iceberg.Writer) {
+	eachV3Mode(t, func(t *testing.T, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier, mode iceberg.Mode, w *iceberg.Writer) {
 		model := v3Model{} // by ts: each row's id is its ts
 		row := func(ts int64, i int) v3Row {
 			r := v3Value(t, ts, i)
@@ -317,17 +318,22 @@ func TestV3TypesTimestampKey(t *testing.T) {
 		}
 		model.call(t, ctx, all, false, w.Write)
 		check("after Write")
-		var ups, dels []v3Row
-		for i, r := range all {
-			switch i % 3 {
-			case 0:
-				ups = append(ups, row(*r.ts, i+1))
-			case 1:
-				dels = append(dels, r)
+		// changes upserts every n-th key (new values) and deletes the ones after them, through w.
+		changes := func(w *iceberg.Writer, n, step int) {
+			t.Helper()
+			var ups, dels []v3Row
+			for i, r := range all {
+				switch i % n {
+				case 0:
+					ups = append(ups, row(*r.ts, i+step))
+				case 1:
+					dels = append(dels, r)
+				}
 			}
+			model.call(t, ctx, ups, false, w.Upsert)
+			model.call(t, ctx, dels, true, w.Delete)
 		}
-		model.call(t, ctx, ups, false, w.Upsert)
-		model.call(t, ctx, dels, true, w.Delete)
+		changes(w, 3, 1)
 		check("after Upsert and Delete")
 		if _, err := w.Compact(ctx); err != nil {
 			t.Fatalf("Compact: %v", err)
@@ -345,6 +351,19 @@ func TestV3TypesTimestampKey(t *testing.T) {
 		}
 		if !maps.Equal(days, want) {
 			t.Fatalf("partitions (days) %v, want %v", slices.Sorted(maps.Keys(days)), slices.Sorted(maps.Keys(want)))
+		}
+		// A writer opened on the table loads its key index from the timestamp_ns key column of the files.
+		must(t, w.Close(ctx))
+		w2, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithMode(mode), iceberg.WithFlushInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w2.Close(ctx)
+		w = w2
+		changes(w, 4, 2)
+		check("after a reopened writer's Upsert and Delete")
+		if mode == iceberg.MergeOnRead {
+			assertPositionDeletesOnly(t, cat, ident, 3)
 		}
 	}, "ts", iceberg.PartitionBy("day(ts)"))
 }

@@ -19,9 +19,10 @@ import (
 // is narrower than the batch's is promoted as the Iceberg spec allows (int to long, float to double, decimal
 // precision widening); a required column that receives nulls becomes optional, unless it is a key column. On a
 // format version 3 table a variant column is added as variant and a nanosecond timestamp as timestamp_ns
-// (timestamptz_ns with a UTC zone); below version 3 a nanosecond timestamp is added as a microsecond one (its
-// values are truncated) and a variant column is refused (a *ColumnError wrapping ErrNotSupported). An added
-// column gets no default unless WithColumnDefaults names it.
+// (timestamptz_ns with a UTC zone); below version 3 a nanosecond timestamp is added as a microsecond one (a
+// value that is not a whole microsecond is then refused, as in any microsecond column: a *ColumnError) and a
+// variant column is refused (a *ColumnError wrapping ErrNotSupported). An added column gets no default unless
+// WithColumnDefaults names it.
 //
 // The schema change is committed before the rows that need it are accepted, so every data file carries field
 // ids the table has; a change made by another writer or tool is picked up at the next batch that needs it.

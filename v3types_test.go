@@ -553,6 +553,13 @@ func TestV3TypesEvolve(t *testing.T) {
 		}
 	}
 	checkV3(t, "after evolution", cat, ident, model.rows())
+	// Writer.AddColumn maps the types as evolution does.
+	must(t, w.AddColumn(ctx, arrow.Field{Name: "v2", Type: extensions.NewDefaultVariantType()}, nil))
+	must(t, w.AddColumn(ctx, arrow.Field{Name: "ts2", Type: tsNs}, nil))
+	sc = loadSchema(t, cat, ident)
+	if v, ts := fieldOf(t, sc, "v2"), fieldOf(t, sc, "ts2"); !v.Type.Equals(ice.VariantType{}) || !ts.Type.Equals(ice.PrimitiveTypes.TimestampNs) {
+		t.Fatalf("AddColumn added v2 %s, ts2 %s", v.Type, ts.Type)
+	}
 
 	// A variant inside a struct column the table has.
 	fS := arrow.Field{Name: "s", Type: arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int64, Nullable: true}), Nullable: true}
@@ -587,4 +594,97 @@ func TestV3TypesEvolve(t *testing.T) {
 	if want := map[int64]string{60: "", 61: "null"}; !maps.Equal(got, want) {
 		t.Fatalf("s.v: %v, want %v", got, want)
 	}
+}
+
+// TestV3TypesNanosIntoV2: a format-2 table has microsecond timestamps only. Nanosecond Arrow timestamps that
+// are whole microseconds go into such a column, through upserts and deletes as v2 position deletes; one that is
+// not is refused with a *ColumnError naming the column (never truncated silently), and the writer stays
+// usable. Schema evolution adds a nanosecond column as microseconds, under the same rule.
+func TestV3TypesNanosIntoV2(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"v2", "micros"}
+	fUs := arrow.Field{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond}, Nullable: true}
+	createTable(t, ctx, cat, ident, arrow.NewSchema([]arrow.Field{fID, fUs}, nil), iceberg.IdentifierFields("id"))
+	w := newEvolvingWriter(t, cat, ident, nil)
+	defer w.Close(ctx)
+	withNs := arrow.NewSchema([]arrow.Field{fID, v3Schema.Field(1), v3Schema.Field(2)}, nil) // ts, and tz: new
+	micros := func(rows []v3Row) []v3Row {
+		for i := range rows {
+			for _, p := range []**int64{&rows[i].ts, &rows[i].tz} {
+				if *p != nil {
+					v := floorDiv(**p, 1000) * 1000
+					*p = &v
+				}
+			}
+			rows[i].v = ""
+		}
+		return rows
+	}
+	model := v3Model{}
+	put := func(rows []v3Row, f func(context.Context, arrow.RecordBatch) error, del bool) error {
+		rec := v3Batch(t, withNs, rows, nil)
+		defer rec.Release()
+		if err := f(ctx, rec); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if del {
+				delete(model, r.id)
+			} else {
+				model[r.id] = r
+			}
+		}
+		return nil
+	}
+	must(t, put(micros(v3Rows(t, 0, 40, 0)), w.Write, false))
+	must(t, w.Flush(ctx))
+	must(t, put(micros(v3Rows(t, 10, 30, 1)), w.Upsert, false))
+	must(t, put(micros(v3Rows(t, 0, 5, 0)), w.Delete, true))
+	for _, f := range []func(context.Context, arrow.RecordBatch) error{w.Write, w.Upsert} {
+		lossy := v3Rows(t, 100, 101, 0)
+		lossy[0].ts = new(int64)
+		*lossy[0].ts = 1_000_000_001
+		err := put(lossy, f, false)
+		var ce *iceberg.ColumnError
+		if !errors.As(err, &ce) || ce.Column != "ts" {
+			t.Fatalf("a nanosecond value into a microsecond column = %v, want a *ColumnError naming ts", err)
+		}
+	}
+	must(t, w.Flush(ctx))
+	if f := fieldOf(t, loadSchema(t, cat, ident), "tz"); !f.Type.Equals(ice.PrimitiveTypes.TimestampTz) {
+		t.Fatalf("tz added to a v2 table as %s, want timestamptz", f.Type)
+	}
+	assertPositionDeletesOnly(t, cat, ident, 2)
+	want := model.rows()
+	got := readV3Micros(t, cat, ident)
+	if len(got) != len(want) {
+		t.Fatalf("%d rows, want %d", len(got), len(want))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("table\n%v\nwant\n%v", got, want)
+	}
+}
+
+// readV3Micros reads a table whose timestamps are microseconds, as readV3 reads nanoseconds (in nanoseconds);
+// an id in several rows is there as often.
+func readV3Micros(t testing.TB, cat tabletest.Loader, ident table.Identifier) []v3Row {
+	var out []v3Row
+	counts, rows := readRows(t, cat, ident)
+	for id, r := range rows {
+		for range counts[id] - 1 {
+			out = append(out, v3Row{id: id})
+		}
+		row := v3Row{id: id}
+		for name, p := range map[string]**int64{"ts": &row.ts, "tz": &row.tz} {
+			if v, ok := r[name].(int64); ok {
+				v *= 1000
+				*p = &v
+			}
+		}
+		out = append(out, row)
+	}
+	slices.SortFunc(out, cmpV3)
+	return out
 }

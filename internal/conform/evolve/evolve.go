@@ -210,7 +210,7 @@ func planField(out *[]Change, path []string, in arrow.DataType, tf ice.NestedFie
 
 // ColumnType is the Iceberg type of a column added for an Arrow field to a table of format version v: every
 // nested field optional; a nanosecond timestamp stays one on version 3, and becomes microseconds below (which
-// have no other), as iceberg-go's writer then truncates the values.
+// have no other; the conformer refuses a value that is not a whole microsecond).
 func ColumnType(f arrow.Field, v int) (ice.Type, error) {
 	f.Nullable = true
 	sc, err := table.ArrowSchemaToIcebergWithFreshIDs(arrow.NewSchema([]arrow.Field{f}, nil), v < 3)

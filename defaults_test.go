@@ -196,3 +196,45 @@ func TestEvolveColumnDefaults(t *testing.T) {
 		t.Fatalf("WithColumnDefaults on v2 = %v, want a *ColumnError naming c wrapping ErrNotSupported", err)
 	}
 }
+
+// TestDefaultsSurviveRewrites: rows of files written before a column with an initial-default existed keep
+// reading the default after a copy-on-write rewrite of their file and after a compaction, which rewrite those
+// rows into files that have the column.
+func TestDefaultsSurviveRewrites(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []iceberg.Mode{iceberg.CopyOnWrite, iceberg.MergeOnRead} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			cat := openCatalog(t)
+			ident := table.Identifier{"defaults", "rewrite"}
+			createTable(t, ctx, cat, ident, arrow.NewSchema([]arrow.Field{fID}, nil), iceberg.FormatVersion(3), iceberg.IdentifierFields("id"))
+			w := newEvolvingWriter(t, cat, ident, nil, iceberg.WithMode(mode), iceberg.WithSmallFileCompactionEvery(0),
+				iceberg.WithColumnDefaults(map[string]ice.Literal{"c": ice.NewLiteral(int32(7))}))
+			defer w.Close(ctx)
+			idRows(t, w, 0, 20)
+			must(t, w.Flush(ctx)) // a file without c
+			fC := arrow.Field{Name: "c", Type: arrow.PrimitiveTypes.Int32, Nullable: true}
+			rec := mapsBatch(t, []arrow.Field{fID, fC}, map[string]any{"id": 3, "c": 30}, map[string]any{"id": 100, "c": 1})
+			must(t, w.Upsert(ctx, rec)) // adds c, rewrites (or deletes from) the first file
+			rec.Release()
+			must(t, w.Flush(ctx))
+			check := func(what string) {
+				t.Helper()
+				_, rows := readRows(t, cat, ident)
+				if len(rows) != 21 {
+					t.Fatalf("%s: %d rows, want 21", what, len(rows))
+				}
+				checkColumn(t, rows, "c", 0, 3, int64(7))
+				checkColumn(t, rows, "c", 3, 4, int64(30))
+				checkColumn(t, rows, "c", 4, 20, int64(7))
+				checkColumn(t, rows, "c", 100, 101, int64(1))
+			}
+			check("after the upsert")
+			if _, err := w.Compact(ctx); err != nil {
+				t.Fatalf("Compact: %v", err)
+			}
+			check("after Compact")
+		})
+	}
+}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/catalog"
+	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 )
@@ -51,7 +51,7 @@ func TestDefaultsSetOutside(t *testing.T) {
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"defaults", "outside"}
-	if err := cat.CreateNamespace(ctx, catalog.NamespaceFromIdent(ident), nil); err != nil {
+	if err := cat.CreateNamespace(ctx, icecatalog.NamespaceFromIdent(ident), nil); err != nil {
 		t.Fatal(err)
 	}
 	sc := ice.NewSchema(0,
@@ -63,7 +63,7 @@ func TestDefaultsSetOutside(t *testing.T) {
 			{ID: 6, Name: "y", Type: ice.PrimitiveTypes.Int32, InitialDefault: int32(5), WriteDefault: int32(5)}}}},
 		ice.NestedField{ID: 7, Name: "r", Type: ice.PrimitiveTypes.Int64, Required: true, InitialDefault: int64(9), WriteDefault: int64(9)},
 	)
-	if _, err := cat.CreateTable(ctx, ident, sc, catalog.WithProperties(ice.Properties{"format-version": "3"})); err != nil {
+	if _, err := cat.CreateTable(ctx, ident, sc, icecatalog.WithProperties(ice.Properties{"format-version": "3"})); err != nil {
 		t.Fatal(err)
 	}
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0))
@@ -202,39 +202,34 @@ func TestEvolveColumnDefaults(t *testing.T) {
 // rows into files that have the column.
 func TestDefaultsSurviveRewrites(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []iceberg.Mode{iceberg.CopyOnWrite, iceberg.MergeOnRead} {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			cat := openCatalog(t)
-			ident := table.Identifier{"defaults", "rewrite"}
-			createTable(t, ctx, cat, ident, arrow.NewSchema([]arrow.Field{fID}, nil), iceberg.FormatVersion(3), iceberg.IdentifierFields("id"))
-			w := newEvolvingWriter(t, cat, ident, nil, iceberg.WithMode(mode), iceberg.WithSmallFileCompactionEvery(0),
-				iceberg.WithColumnDefaults(map[string]ice.Literal{"c": ice.NewLiteral(int32(7))}))
-			defer w.Close(ctx)
-			idRows(t, w, 0, 20)
-			must(t, w.Flush(ctx)) // a file without c
-			fC := arrow.Field{Name: "c", Type: arrow.PrimitiveTypes.Int32, Nullable: true}
-			rec := mapsBatch(t, []arrow.Field{fID, fC}, map[string]any{"id": 3, "c": 30}, map[string]any{"id": 100, "c": 1})
-			must(t, w.Upsert(ctx, rec)) // adds c, rewrites (or deletes from) the first file
-			rec.Release()
-			must(t, w.Flush(ctx))
-			check := func(what string) {
-				t.Helper()
-				_, rows := readRows(t, cat, ident)
-				if len(rows) != 21 {
-					t.Fatalf("%s: %d rows, want 21", what, len(rows))
-				}
-				checkColumn(t, rows, "c", 0, 3, int64(7))
-				checkColumn(t, rows, "c", 3, 4, int64(30))
-				checkColumn(t, rows, "c", 4, 20, int64(7))
-				checkColumn(t, rows, "c", 100, 101, int64(1))
+	eachMode(t, func(t *testing.T, ctx context.Context, cat icecatalog.Catalog, mode iceberg.Mode) {
+		ident := table.Identifier{"defaults", "rewrite"}
+		createTable(t, ctx, cat, ident, arrow.NewSchema([]arrow.Field{fID}, nil), iceberg.FormatVersion(3), iceberg.IdentifierFields("id"))
+		w := newEvolvingWriter(t, cat, ident, nil, iceberg.WithMode(mode), iceberg.WithSmallFileCompactionEvery(0),
+			iceberg.WithColumnDefaults(map[string]ice.Literal{"c": ice.NewLiteral(int32(7))}))
+		defer w.Close(ctx)
+		idRows(t, w, 0, 20)
+		must(t, w.Flush(ctx)) // a file without c
+		fC := arrow.Field{Name: "c", Type: arrow.PrimitiveTypes.Int32, Nullable: true}
+		rec := mapsBatch(t, []arrow.Field{fID, fC}, map[string]any{"id": 3, "c": 30}, map[string]any{"id": 100, "c": 1})
+		must(t, w.Upsert(ctx, rec)) // adds c, rewrites (or deletes from) the first file
+		rec.Release()
+		must(t, w.Flush(ctx))
+		check := func(what string) {
+			t.Helper()
+			_, rows := readRows(t, cat, ident)
+			if len(rows) != 21 {
+				t.Fatalf("%s: %d rows, want 21", what, len(rows))
 			}
-			check("after the upsert")
-			if _, err := w.Compact(ctx); err != nil {
-				t.Fatalf("Compact: %v", err)
-			}
-			check("after Compact")
-		})
-	}
+			checkColumn(t, rows, "c", 0, 3, int64(7))
+			checkColumn(t, rows, "c", 3, 4, int64(30))
+			checkColumn(t, rows, "c", 4, 20, int64(7))
+			checkColumn(t, rows, "c", 100, 101, int64(1))
+		}
+		check("after the upsert")
+		if _, err := w.Compact(ctx); err != nil {
+			t.Fatalf("Compact: %v", err)
+		}
+		check("after Compact")
+	})
 }

@@ -510,20 +510,25 @@ func TestV3TypesV2Refused(t *testing.T) {
 // keyed by key (created with create besides), through a writer in that mode that flushes only when asked and
 // never compacts on its own.
 func eachV3Mode(t *testing.T, body func(t *testing.T, ctx context.Context, cat icecatalog.Catalog, ident table.Identifier, mode iceberg.Mode, w *iceberg.Writer), key string, create ...iceberg.CreateOption) {
+	eachMode(t, func(t *testing.T, ctx context.Context, cat icecatalog.Catalog, mode iceberg.Mode) {
+		ident := table.Identifier{"v3", "keyed"}
+		create := append([]iceberg.CreateOption{iceberg.IdentifierFields(key), iceberg.FormatVersion(3)}, create...)
+		w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(v3Schema, create...), iceberg.WithMode(mode),
+			iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close(ctx)
+		body(t, ctx, cat, ident, mode, w)
+	})
+}
+
+// eachMode runs body in parallel subtests, one per mode, each with a fresh catalog.
+func eachMode(t *testing.T, body func(t *testing.T, ctx context.Context, cat icecatalog.Catalog, mode iceberg.Mode)) {
 	for _, mode := range []iceberg.Mode{iceberg.MergeOnRead, iceberg.CopyOnWrite} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-			cat := openCatalog(t)
-			ident := table.Identifier{"v3", "keyed"}
-			create := append([]iceberg.CreateOption{iceberg.IdentifierFields(key), iceberg.FormatVersion(3)}, create...)
-			w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(v3Schema, create...), iceberg.WithMode(mode),
-				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close(ctx)
-			body(t, ctx, cat, ident, mode, w)
+			body(t, context.Background(), openCatalog(t), mode)
 		})
 	}
 }

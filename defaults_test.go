@@ -198,8 +198,8 @@ func TestEvolveColumnDefaults(t *testing.T) {
 }
 
 // TestDefaultsSurviveRewrites: rows of files written before a column with an initial-default existed keep
-// reading the default after a copy-on-write rewrite of their file and after a compaction, which rewrite those
-// rows into files that have the column.
+// reading the default (and null in a column added without one) after a copy-on-write rewrite of their file and
+// after a compaction, which rewrite those rows into files that have the columns.
 func TestDefaultsSurviveRewrites(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, ctx context.Context, cat icecatalog.Catalog, mode iceberg.Mode) {
@@ -211,7 +211,8 @@ func TestDefaultsSurviveRewrites(t *testing.T) {
 		idRows(t, w, 0, 20)
 		must(t, w.Flush(ctx)) // a file without c
 		fC := arrow.Field{Name: "c", Type: arrow.PrimitiveTypes.Int32, Nullable: true}
-		rec := mapsBatch(t, []arrow.Field{fID, fC}, map[string]any{"id": 3, "c": 30}, map[string]any{"id": 100, "c": 1})
+		fN := arrow.Field{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true} // no default
+		rec := mapsBatch(t, []arrow.Field{fID, fC, fN}, map[string]any{"id": 3, "c": 30, "n": 3}, map[string]any{"id": 100, "c": 1, "n": 4})
 		must(t, w.Upsert(ctx, rec)) // adds c, rewrites (or deletes from) the first file
 		rec.Release()
 		must(t, w.Flush(ctx))
@@ -225,6 +226,9 @@ func TestDefaultsSurviveRewrites(t *testing.T) {
 			checkColumn(t, rows, "c", 3, 4, int64(30))
 			checkColumn(t, rows, "c", 4, 20, int64(7))
 			checkColumn(t, rows, "c", 100, 101, int64(1))
+			checkColumn(t, rows, "n", 0, 3, nil)
+			checkColumn(t, rows, "n", 3, 4, int64(3))
+			checkColumn(t, rows, "n", 4, 20, nil)
 		}
 		check("after the upsert")
 		if _, err := w.Compact(ctx); err != nil {

@@ -213,33 +213,52 @@ func planField(out *[]Change, path []string, in arrow.DataType, tf ice.NestedFie
 // have no other; the conformer refuses a value that is not a whole microsecond).
 func ColumnType(f arrow.Field, v int) (ice.Type, error) {
 	f.Nullable = true
-	sc, err := table.ArrowSchemaToIcebergWithFreshIDs(arrow.NewSchema([]arrow.Field{f}, nil), v < 3)
+	// No downcast here: iceberg-go's logs a warning on the default logger, outside WithLogger's.
+	sc, err := table.ArrowSchemaToIcebergWithFreshIDs(arrow.NewSchema([]arrow.Field{f}, nil), false)
 	if err != nil {
 		return nil, err
 	}
-	return optionalType(sc.Field(0).Type), nil
+	return addedFieldType(sc.Field(0).Type, v), nil
 }
 
-func optionalType(t ice.Type) ice.Type {
+// addedFieldType is t with every nested field optional, and below format version 3 nanosecond timestamps as
+// microseconds.
+func addedFieldType(t ice.Type, v int) ice.Type {
 	switch tt := t.(type) {
 	case *ice.StructType:
 		fields := make([]ice.NestedField, len(tt.FieldList))
 		for i, f := range tt.FieldList {
 			f.Required = false
-			f.Type = optionalType(f.Type)
+			f.Type = addedFieldType(f.Type, v)
 			fields[i] = f
 		}
 		return &ice.StructType{FieldList: fields}
 	case *ice.ListType:
 		l := *tt
 		l.ElementRequired = false
-		l.Element = optionalType(l.Element)
+		l.Element = addedFieldType(l.Element, v)
 		return &l
 	case *ice.MapType:
 		m := *tt
 		m.ValueRequired = false
-		m.ValueType = optionalType(m.ValueType)
+		m.KeyType = micros(m.KeyType, v) // a key stays as it is but for its precision
+		m.ValueType = addedFieldType(m.ValueType, v)
 		return &m
+	}
+	return micros(t, v)
+}
+
+// micros is t, but a nanosecond timestamp below format version 3 (which has none) is a microsecond one.
+func micros(t ice.Type, v int) ice.Type {
+	switch t.(type) {
+	case ice.TimestampNsType:
+		if v < 3 {
+			return ice.PrimitiveTypes.Timestamp
+		}
+	case ice.TimestampTzNsType:
+		if v < 3 {
+			return ice.PrimitiveTypes.TimestampTz
+		}
 	}
 	return t
 }

@@ -64,8 +64,8 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// TestPlanVersions: a nanosecond timestamp column is added as timestamp_ns (timestamptz_ns with a UTC zone) on
-// format version 3, as microseconds below; a variant column (nested too) is added on 3 and refused below with a
+// TestPlanVersions: a nanosecond timestamp column (or one inside a map or list) is added as timestamp_ns
+// (timestamptz_ns with a UTC zone) on format version 3, as microseconds below; a variant column (nested too) is added on 3 and refused below with a
 // *ColumnError naming its path wrapping ErrNotSupported; a default of Options.Defaults goes with its column.
 func TestPlanVersions(t *testing.T) {
 	sc := ice.NewSchema(0, ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true})
@@ -73,10 +73,13 @@ func TestPlanVersions(t *testing.T) {
 		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Nanosecond}},
 		{Name: "tz", Type: &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}},
 		{Name: "c", Type: arrow.PrimitiveTypes.Int32},
+		{Name: "m", Type: arrow.MapOf(&arrow.TimestampType{Unit: arrow.Nanosecond},
+			arrow.ListOf(&arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}))},
 	}, nil)
 	defaults := map[string]ice.Literal{"c": ice.NewLiteral(int32(7))}
-	for v, want := range map[int]string{2: "[add ts timestamp add tz timestamptz add c int default 7]",
-		3: "[add ts timestamp_ns add tz timestamptz_ns add c int default 7]"} {
+	for v, want := range map[int]string{
+		2: "[add ts timestamp add tz timestamptz add c int default 7 add m map<timestamp, list<timestamptz>>]",
+		3: "[add ts timestamp_ns add tz timestamptz_ns add c int default 7 add m map<timestamp_ns, list<timestamptz_ns>>]"} {
 		got, err := For(in, sc, Options{Version: v, Defaults: defaults})
 		if err != nil || fmt.Sprint(got) != want {
 			t.Fatalf("v%d: plan %v, %v\nwant %s", v, got, err, want)

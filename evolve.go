@@ -117,9 +117,11 @@ func (w *Writer) relax(ctx context.Context, conf *conformer, path []string) (*co
 // than rounded. Decimals are stored as strings.
 //
 // Errors: a *ColumnError wrapping ErrTypeMismatch when f's type has no Iceberg mapping, or initial does not
-// convert to the column's type, or the column is a list, map or struct (Iceberg has no default for those);
-// ErrNotSupported when initial is set and the table's format version is below 3 (which has no initial-default:
-// the rows written before would read null); ErrClosed once the writer is closed; the commit's error otherwise.
+// convert to the column's type (or is out of its range), or the column is a list, map, struct or variant
+// (Iceberg has no default for those); a *ColumnError wrapping ErrNotSupported when the table's format version
+// is below 3 and initial is set (no initial-default there: the rows written before would read null) or f is a
+// variant (a nanosecond timestamp becomes a microsecond one there); ErrClosed once the writer is closed; the
+// commit's error otherwise.
 func (w *Writer) AddColumn(ctx context.Context, f arrow.Field, initial ice.Literal) error {
 	if err := w.pipe.Usable(); err != nil {
 		return err

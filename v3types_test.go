@@ -406,35 +406,68 @@ func TestV3TypesApply(t *testing.T) {
 }
 
 // TestV3TypesRouterBulk loads variant and nanosecond rows through a Router's bulk phase (Parquet files kept
-// open across batches), then goes live and upserts: the table equals the model after each phase.
+// open across batches) into a keyed table and one partitioned by hour of its timestamptz_ns column, then goes
+// live and upserts (writes, into the partitioned one): each table equals its model after each phase, and the
+// partitioned one has the hours of its rows (before 1970 too) as partitions.
 func TestV3TypesRouterBulk(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cat := openCatalog(t)
-	ident := table.Identifier{"v3", "bulk"}
+	keyed, hourly := table.Identifier{"v3", "bulk"}, table.Identifier{"v3", "bulk_hourly"}
 	r, err := iceberg.NewRouter(cat, iceberg.WithBulkTargetFileSize(1<<20),
 		iceberg.WithWriterOptions(iceberg.WithFlushRows(500), iceberg.WithFlushInterval(0)),
-		iceberg.WithTableConfig(func(context.Context, table.Identifier, *arrow.Schema) (iceberg.TableConfig, error) {
-			return iceberg.TableConfig{Phase: iceberg.PhaseBulk,
-				Create: []iceberg.CreateOption{iceberg.FormatVersion(3), iceberg.IdentifierFields("id")}}, nil
+		iceberg.WithTableConfig(func(_ context.Context, ident table.Identifier, _ *arrow.Schema) (iceberg.TableConfig, error) {
+			create := []iceberg.CreateOption{iceberg.FormatVersion(3), iceberg.IdentifierFields("id")}
+			if slices.Equal(ident, hourly) {
+				create = []iceberg.CreateOption{iceberg.FormatVersion(3), iceberg.PartitionBy("hour(tz)")}
+			}
+			return iceberg.TableConfig{Phase: iceberg.PhaseBulk, Create: create}, nil
 		}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close(ctx)
-	model := v3Model{}
-	on := func(f func(context.Context, table.Identifier, arrow.RecordBatch) error) func(context.Context, arrow.RecordBatch) error {
+	models := map[string]v3Model{}
+	on := func(ident table.Identifier, f func(context.Context, table.Identifier, arrow.RecordBatch) error) func(context.Context, arrow.RecordBatch) error {
 		return func(ctx context.Context, rec arrow.RecordBatch) error { return f(ctx, ident, rec) }
 	}
-	for from := int64(0); from < 3000; from += 300 {
-		model.call(t, ctx, v3Rows(t, from, from+300, 0), false, on(r.Write))
+	for _, ident := range []table.Identifier{keyed, hourly} {
+		models[fmt.Sprint(ident)] = v3Model{}
+		for from := int64(0); from < 3000; from += 300 {
+			models[fmt.Sprint(ident)].call(t, ctx, v3Rows(t, from, from+300, 0), false, on(ident, r.Write))
+		}
 	}
 	must(t, r.Flush(ctx))
-	checkV3(t, "after the bulk load", cat, ident, model.rows())
-	must(t, r.SetPhase(ctx, ident, iceberg.PhaseLive))
-	model.call(t, ctx, v3Rows(t, 100, 400, 5), false, on(r.Upsert))
+	for _, ident := range []table.Identifier{keyed, hourly} {
+		checkV3(t, fmt.Sprint(ident, " after the bulk load"), cat, ident, models[fmt.Sprint(ident)].rows())
+		must(t, r.SetPhase(ctx, ident, iceberg.PhaseLive))
+	}
+	models[fmt.Sprint(keyed)].call(t, ctx, v3Rows(t, 100, 400, 5), false, on(keyed, r.Upsert))
+	models[fmt.Sprint(hourly)].call(t, ctx, v3Rows(t, 3000, 3300, 5), false, on(hourly, r.Write))
 	must(t, r.Flush(ctx))
-	checkV3(t, "after live upserts", cat, ident, model.rows())
+	for _, ident := range []table.Identifier{keyed, hourly} {
+		checkV3(t, fmt.Sprint(ident, " after the live phase"), cat, ident, models[fmt.Sprint(ident)].rows())
+	}
+	hours, want := map[string]bool{}, map[string]bool{}
+	for _, row := range models[fmt.Sprint(hourly)] {
+		h := "null"
+		if row.tz != nil {
+			h = fmt.Sprint(floorDiv(*row.tz, 3_600_000_000_000))
+		}
+		want[h] = true
+	}
+	for _, task := range tabletest.LiveDataFiles(t, tabletest.Load(t, cat, hourly)) {
+		for _, v := range task.File.Partition() {
+			h := "null"
+			if v != nil {
+				h = fmt.Sprint(v)
+			}
+			hours[h] = true
+		}
+	}
+	if !maps.Equal(hours, want) {
+		t.Fatalf("partitions (hours) %v, want %v", slices.Sorted(maps.Keys(hours)), slices.Sorted(maps.Keys(want)))
+	}
 }
 
 // floorDiv is a/b rounded down (the day of a timestamp before 1970 is negative).

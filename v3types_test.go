@@ -726,3 +726,97 @@ func readV3Micros(t testing.TB, cat tabletest.Loader, ident table.Identifier) []
 	slices.SortFunc(out, cmpV3)
 	return out
 }
+
+// badVariantColumn is a variant column of n rows whose row bad holds bytes that are not a variant, the others the
+// integer of their row.
+func badVariantColumn(t testing.TB, n, bad int) arrow.Array {
+	t.Helper()
+	vt := extensions.NewDefaultVariantType()
+	sb := array.NewStructBuilder(memory.NewGoAllocator(), vt.StorageType().(*arrow.StructType))
+	defer sb.Release()
+	for i := range n {
+		sb.Append(true)
+		v, err := variant.Of(int64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, value := v.Metadata().Bytes(), v.Bytes()
+		if i == bad {
+			meta, value = []byte{0xff, 0x01}, []byte{0xff, 0xff}
+		}
+		sb.FieldBuilder(0).(*array.BinaryBuilder).Append(meta)
+		sb.FieldBuilder(1).(*array.BinaryBuilder).Append(value)
+	}
+	st := sb.NewArray()
+	defer st.Release()
+	return array.NewExtensionArrayWithStorage(vt, st)
+}
+
+// TestV3TypesBadVariant: variant bytes that do not decode (top level, and in a struct) fail Write with a
+// *ColumnError naming the column, and nothing of the call is written; with a dead letter handler only that row
+// is routed there and the others are written.
+func TestV3TypesBadVariant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"v3", "badvariant"}
+	vField := v3Schema.Field(3)
+	st := arrow.StructOf(vField)
+	sc := arrow.NewSchema([]arrow.Field{fID, vField, {Name: "s", Type: st, Nullable: true}}, nil)
+	var dead []error
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(sc, iceberg.FormatVersion(3)), iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	batch := func(badTop, badNested int) arrow.RecordBatch {
+		ids := make([]int64, 4)
+		for i := range ids {
+			ids[i] = int64(i)
+		}
+		ib := array.NewInt64Builder(memory.NewGoAllocator())
+		defer ib.Release()
+		ib.AppendValues(ids, nil)
+		idCol, top, nested := ib.NewArray(), badVariantColumn(t, 4, badTop), badVariantColumn(t, 4, badNested)
+		defer idCol.Release()
+		defer top.Release()
+		defer nested.Release()
+		sArr, err := array.NewStructArrayWithFields([]arrow.Array{nested}, st.Fields())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sArr.Release()
+		return array.NewRecordBatch(sc, []arrow.Array{idCol, top, sArr}, 4)
+	}
+	for _, c := range []struct {
+		col              string
+		badTop, badInner int
+	}{{"v", 2, -1}, {"s.v", -1, 1}} {
+		rec := batch(c.badTop, c.badInner)
+		err := w.Write(ctx, rec)
+		rec.Release()
+		var ce *iceberg.ColumnError
+		if !errors.As(err, &ce) || ce.Column != c.col || !errors.Is(err, iceberg.ErrTypeMismatch) {
+			t.Fatalf("invalid variant bytes in %s: Write = %v, want a *ColumnError naming it", c.col, err)
+		}
+	}
+	must(t, w.Flush(ctx))
+	if counts, _ := readRows(t, cat, ident); len(counts) != 0 {
+		t.Fatalf("the table holds rows %v of refused calls", counts)
+	}
+
+	w2, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0),
+		iceberg.WithDeadLetter(func(_ any, err error) { dead = append(dead, err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close(ctx)
+	rec := batch(2, -1)
+	must(t, w2.Write(ctx, rec))
+	rec.Release()
+	must(t, w2.Flush(ctx))
+	counts, _ := readRows(t, cat, ident)
+	if len(dead) != 1 || len(counts) != 3 || counts[2] != 0 {
+		t.Fatalf("dead letters %v, table ids %v: want row 2 routed, 0, 1 and 3 written", dead, counts)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -59,6 +60,11 @@ func (c *Conformer) Convert(ctx context.Context, path []string, tf arrow.Field, 
 			return nil, mismatch()
 		}
 		return c.convertMap(ctx, path, tt, ma, mask)
+	}
+	if va, ok := col.(*extensions.VariantArray); ok {
+		if err := checkVariants(path, va, mask); err != nil {
+			return nil, err
+		}
 	}
 	if arrow.TypeEqual(inType, tf.Type) {
 		col.Retain()

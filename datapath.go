@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/scalar"
 	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/commit"
@@ -95,7 +94,7 @@ type conformer struct {
 }
 
 // newConformer returns the conformer for target (with the write-defaults defaults), reporting to v's hooks.
-func (v *tableView) newConformer(target *arrow.Schema, defaults []scalar.Scalar) *conformer {
+func (v *tableView) newConformer(target *arrow.Schema, defaults conform.Defaults) *conformer {
 	return &conformer{Conformer: conform.New(target, defaults, v.mem, v.conformHooks, pipeline.GatherMaxRows),
 		target: target, gathers: pipeline.Gatherable(target)}
 }

@@ -45,7 +45,7 @@ var (
 	// over its budget, or another writer changed the table since the index was built).
 	ErrEqualityDeletesRefused = commit.ErrEqualityDeletesRefused
 	// ErrNotSupported is returned for an operation the table or mode does not support yet.
-	ErrNotSupported = errors.New("iceberg: not supported")
+	ErrNotSupported = conform.ErrNotSupported
 )
 
 // Errors that ColumnError wraps, for errors.Is.

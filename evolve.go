@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	ice "github.com/apache/iceberg-go"
@@ -16,12 +17,28 @@ import (
 // WithSchemaEvolution lets Write, Upsert, WriteStructs and UpsertStructs change the table's schema to take their
 // rows: a column (or nested struct field) the table lacks is added as an optional column; a column whose type
 // is narrower than the batch's is promoted as the Iceberg spec allows (int to long, float to double, decimal
-// precision widening); a required column that receives nulls becomes optional, unless it is a key column.
+// precision widening); a required column that receives nulls becomes optional, unless it is a key column. On a
+// format version 3 table a variant column is added as variant and a nanosecond timestamp as timestamp_ns
+// (timestamptz_ns with a UTC zone); below version 3 a nanosecond timestamp is added as a microsecond one (a
+// value that is not a whole microsecond is then refused, as in any microsecond column: a *ColumnError) and a
+// variant column is refused (a *ColumnError wrapping ErrNotSupported). An added column gets no default unless
+// WithColumnDefaults names it.
 //
 // The schema change is committed before the rows that need it are accepted, so every data file carries field
 // ids the table has; a change made by another writer or tool is picked up at the next batch that needs it.
 // Default: off, and a column the table lacks is a *ColumnError wrapping ErrUnknownColumn.
 func WithSchemaEvolution() Option { return func(o *options) { o.schema.evolve = true } }
+
+// WithColumnDefaults gives the top-level columns that schema evolution (WithSchemaEvolution) adds a default:
+// when a batch brings column name and the table lacks it, the column is added with defaults[name] as its
+// initial-default, which rows written before read, and its write-default, which fills the column in rows
+// written without it. Defaults need format version 3: NewWriter refuses them on an older table with a
+// *ColumnError wrapping ErrNotSupported. A default the added column's type cannot hold (it converts as AddColumn
+// converts initial) fails the call that brought the column with a *ColumnError wrapping ErrTypeMismatch, and
+// the column is not added. A column the table has already keeps its defaults. Default: none.
+func WithColumnDefaults(defaults map[string]ice.Literal) Option {
+	return func(o *options) { o.schema.defaults = maps.Clone(defaults) }
+}
 
 // WithDeadLetter routes rows that cannot be converted to fn, with the reason, instead of failing the whole call;
 // the other rows are accepted. Default: none, and a bad row fails the call (nothing of it is accepted).
@@ -52,7 +69,8 @@ func (w *Writer) evolveFor(ctx context.Context, in *arrow.Schema) (*conformer, e
 	if ok {
 		return conf, nil
 	}
-	plan := func(sc *ice.Schema) ([]evolve.Change, error) { return evolve.For(in, sc, w.keys.names()) }
+	opts := evolve.Options{Keys: w.keys.names(), Version: w.Table().Metadata().Version(), Defaults: w.view.defaults}
+	plan := func(sc *ice.Schema) ([]evolve.Change, error) { return evolve.For(in, sc, opts) }
 	changes, err := plan(w.Table().Schema())
 	if err != nil {
 		return nil, err
@@ -99,21 +117,27 @@ func (w *Writer) relax(ctx context.Context, conf *conformer, path []string) (*co
 // than rounded. Decimals are stored as strings.
 //
 // Errors: a *ColumnError wrapping ErrTypeMismatch when f's type has no Iceberg mapping, or initial does not
-// convert to the column's type, or the column is a list, map or struct (Iceberg has no default for those);
-// ErrNotSupported when initial is set and the table's format version is below 3 (which has no initial-default:
-// the rows written before would read null); ErrClosed once the writer is closed; the commit's error otherwise.
+// convert to the column's type (or is out of its range), or the column is a list, map, struct or variant
+// (Iceberg has no default for those); a *ColumnError wrapping ErrNotSupported when the table's format version
+// is below 3 and initial is set (no initial-default there: the rows written before would read null) or f is a
+// variant (a nanosecond timestamp becomes a microsecond one there); ErrClosed once the writer is closed; the
+// commit's error otherwise.
 func (w *Writer) AddColumn(ctx context.Context, f arrow.Field, initial ice.Literal) error {
 	if err := w.pipe.Usable(); err != nil {
 		return err
 	}
-	typ, err := evolve.ColumnType(f)
+	version := w.Table().Metadata().Version()
+	typ, err := evolve.ColumnType(f, version)
 	if err != nil {
 		return columnErr(f.Name, ErrTypeMismatch, "cannot add a column of type %s: %v", f.Type, err)
 	}
+	if err := evolve.CheckVersion(f.Name, typ, version); err != nil {
+		return err
+	}
 	var value any
 	if initial != nil {
-		if v := w.Table().Metadata().Version(); v < 3 {
-			return columnErr(f.Name, ErrNotSupported, "table %v is format version %d: an initial default needs version 3", w.env.ident, v)
+		if version < 3 {
+			return columnErr(f.Name, ErrNotSupported, "table %v is format version %d: an initial default needs version 3", w.env.ident, version)
 		}
 		if value, err = evolve.DefaultValue(typ, initial); err != nil {
 			return columnErr(f.Name, ErrTypeMismatch, "default %s for a column of type %s: %v", initial, typ, err)

@@ -264,6 +264,9 @@ func resolveKeys(tbl *table.Table, target *arrow.Schema, o *options) (*keySpec, 
 		if !ok || len(idx) == 0 {
 			return nil, columnErr(n, ErrUnknownColumn, "WithKeys: table columns are %s", conform.FieldNames(target)), nil
 		}
+		if _, ok := f.Type.(ice.PrimitiveType); !ok {
+			return nil, columnErr(n, ErrTypeMismatch, "a %s column cannot be a key (the spec allows primitive types only)", f.Type), nil
+		}
 		if err := keyenc.CheckType(target.Field(idx[0]).Type); err != nil {
 			return nil, columnErr(n, err, ""), nil
 		}

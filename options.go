@@ -6,6 +6,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/changes"
 	"github.com/icewriter/iceberg/internal/commit"
@@ -161,6 +162,7 @@ type schemaOptions struct {
 	createSchema *arrow.Schema
 	createErr    error                    // WithCreateFor: the struct type could not be mapped
 	evolve       bool                     // WithSchemaEvolution (evolve.go)
+	defaults     map[string]ice.Literal   // WithColumnDefaults (evolve.go)
 	deadLetter   func(row any, err error) // WithDeadLetter (evolve.go)
 }
 
@@ -457,6 +459,7 @@ type CreateOption func(*createOptions)
 
 type createOptions struct {
 	partitionBy   []string
+	defaults      map[string]ice.Literal
 	identifiers   []string
 	formatVersion int
 	properties    map[string]string
@@ -486,6 +489,21 @@ func TableProperties(p map[string]string) CreateOption {
 		for k, v := range p {
 			c.properties[k] = v
 		}
+	}
+}
+
+// ColumnDefault gives column of a created table a default, value: its initial-default (what readers fill in
+// for rows of files written without the column) and its write-default (what the writer fills in for rows
+// written without it: Write of a batch that lacks the column). It needs FormatVersion(3): the table is not
+// created on an older version, nor with a value the column's type cannot hold, nor for a list, map, struct or
+// variant column; each is a *ColumnError naming the column (wrapping ErrNotSupported or ErrTypeMismatch).
+// value converts to the column's type as AddColumn's initial does. Default: no defaults.
+func ColumnDefault(column string, value ice.Literal) CreateOption {
+	return func(c *createOptions) {
+		if c.defaults == nil {
+			c.defaults = map[string]ice.Literal{}
+		}
+		c.defaults[column] = value
 	}
 }
 

@@ -71,7 +71,7 @@ type routedTable struct {
 // TableConfig is what the router needs to know about a table it opens, besides the options every table gets.
 type TableConfig struct {
 	// Create configures the table when the router creates it from the first record's schema: PartitionBy,
-	// IdentifierFields, FormatVersion, TableProperties, Location. Unused for a table that exists.
+	// IdentifierFields, FormatVersion, TableProperties, Location, ColumnDefault. Unused for a table that exists.
 	Create []CreateOption
 	// Options are this table's writer options, applied after WithWriterOptions' (WithKeys, WithMode, ...).
 	// WithMemoryLimit and WithMaxInFlight here are ignored: the budget and the encoders are the router's.

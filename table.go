@@ -39,7 +39,7 @@ func loadOrCreate(ctx context.Context, cat catalog.Catalog, ident table.Identifi
 	var spec *tablecreate.Spec
 	if co := o.schema.create; co != nil {
 		spec = &tablecreate.Spec{Schema: o.schema.createSchema, PartitionBy: co.partitionBy, Identifiers: co.identifiers,
-			FormatVersion: co.formatVersion, Properties: co.properties, Location: co.location}
+			FormatVersion: co.formatVersion, Properties: co.properties, Location: co.location, Defaults: co.defaults}
 	}
 	tbl, created, err := tablecreate.LoadOrCreate(ctx, cat, ident, spec)
 	if oe := (*tablecreate.OptionError)(nil); errors.As(err, &oe) {

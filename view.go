@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	ice "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/conform"
 	"github.com/icewriter/iceberg/internal/conform/evolve"
@@ -19,6 +20,8 @@ type tableView struct {
 	mem   memory.Allocator
 	hooks *conformHooks // given to every conformer it builds (nil: every problem fails the call)
 	evo   evolve.Seen[*conformer]
+	// defaults are WithColumnDefaults': the defaults of columns schema evolution adds. Set once.
+	defaults map[string]ice.Literal
 
 	// conformHooks are hooks as the conform package takes them (nil when hooks is).
 	conformHooks *conform.Hooks
@@ -66,7 +69,7 @@ func (v *tableView) set(tbl *table.Table) error {
 	if err != nil {
 		return fmt.Errorf("iceberg: table schema to arrow: %w", err)
 	}
-	defaults, err := conform.WriteDefaults(tbl.Schema(), as)
+	defaults, err := conform.WriteDefaults(tbl.Schema())
 	if err != nil {
 		return err
 	}

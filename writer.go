@@ -13,6 +13,8 @@ package iceberg
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/icewriter/iceberg/internal/commit/cow"
@@ -126,6 +128,10 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	if err != nil {
 		return nil, err
 	}
+	if v := tbl.Metadata().Version(); v < 3 && len(o.schema.defaults) > 0 {
+		col := slices.Sorted(maps.Keys(o.schema.defaults))[0]
+		return nil, columnErr(col, ErrNotSupported, "WithColumnDefaults: table %v is format version %d: a default needs version 3", ident, v)
+	}
 	tabs := commit.NewTables()
 	tabs.Loaded(tbl)
 	if o.maint.smallFiles < 0 {
@@ -174,6 +180,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		hooks.relax = w.relax
 	}
 	w.view = newTableView(env.mem, hooks)
+	w.view.defaults = o.schema.defaults
 	if err := w.view.set(tbl); err != nil {
 		return nil, err
 	}

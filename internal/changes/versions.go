@@ -203,7 +203,11 @@ func (m *Versions) LoadOnce(ctx context.Context, tbl *table.Table, branch string
 		return nil
 	}
 	fail := func(err error) error { return fmt.Errorf("iceberg: Apply: read the versions of keys: %w", err) }
-	scan := tbl.Scan(table.WithSnapshotID(*head), table.WithSelectedFields(append(slices.Clone(keyNames), m.column)...))
+	// The branch's head in the table's current schema: the version column may be newer than the head snapshot.
+	scan, err := tbl.Scan(table.WithSelectedFields(append(slices.Clone(keyNames), m.column)...)).UseRef(branch)
+	if err != nil {
+		return fail(err)
+	}
 	_, recs, err := scan.ToArrowRecords(ctx)
 	if err != nil {
 		return fail(err)

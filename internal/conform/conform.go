@@ -21,9 +21,9 @@ import (
 // nothing.
 type Conformer struct {
 	target *arrow.Schema // the table's schema as Arrow, with field-id metadata
-	// defaults are the write-defaults of target's top-level fields (nil, or nil entries: none), which fill a
-	// column a batch lacks instead of nulls (Writer.AddColumn sets them).
-	defaults []scalar.Scalar
+	// defaults are the write-defaults of target's fields (nested ones included), which fill a column or struct
+	// field a batch lacks instead of nulls (Writer.AddColumn, ColumnDefault or another tool set them).
+	defaults Defaults
 	mem      memory.Allocator
 	// hooks, when set, relax a required column that received nulls (WithSchemaEvolution) and receive the rows
 	// that cannot be converted (WithDeadLetter). Without them every problem fails the call.
@@ -42,10 +42,9 @@ type Hooks struct {
 	Relax func(ctx context.Context, c *Conformer, path []string) (*Conformer, bool, error)
 }
 
-// New returns a Conformer for target, whose top-level fields' write-defaults are defaults (nil, or nil
-// entries: none), copying into mem. hooks may be nil (every problem fails the call). KeepRows declines calls
+// New returns a Conformer for target, whose fields' write-defaults are defaults (nil: none), copying into mem. hooks may be nil (every problem fails the call). KeepRows declines calls
 // under smallRows rows.
-func New(target *arrow.Schema, defaults []scalar.Scalar, mem memory.Allocator, hooks *Hooks, smallRows int64) *Conformer {
+func New(target *arrow.Schema, defaults Defaults, mem memory.Allocator, hooks *Hooks, smallRows int64) *Conformer {
 	return &Conformer{target: target, defaults: defaults, mem: mem, hooks: hooks, smallRows: smallRows}
 }
 
@@ -58,8 +57,8 @@ func (c *Conformer) Hooks() *Hooks { return c.hooks }
 // Mem is the allocator conformed records are copied into.
 func (c *Conformer) Mem() memory.Allocator { return c.mem }
 
-// Defaults are the write-defaults of Target's top-level fields (nil, or nil entries: none).
-func (c *Conformer) Defaults() []scalar.Scalar { return c.defaults }
+// Defaults are the write-defaults of Target's fields (nil: none).
+func (c *Conformer) Defaults() Defaults { return c.defaults }
 
 // MaxRetries bounds the schema changes (one relaxed column each) a single call may cause.
 const MaxRetries = 64
@@ -176,7 +175,7 @@ func (c *Conformer) KeepRows(rec arrow.RecordBatch, rows []int32) (arrow.RecordB
 			cols[i].Retain()
 			continue
 		}
-		if c.defaultOf(i) != nil {
+		if c.defaults.Of(tf) != nil {
 			return nil, 0, false // a copy fills it
 		}
 		cols[i] = array.MakeArrayOfNull(c.mem, tf.Type, int(n))
@@ -185,17 +184,9 @@ func (c *Conformer) KeepRows(rec arrow.RecordBatch, rows []int32) (arrow.RecordB
 	return array.NewRecordBatch(c.target, cols, n), pinned, true
 }
 
-func (c *Conformer) defaultOf(i int) scalar.Scalar {
-	if i < len(c.defaults) {
-		return c.defaults[i]
-	}
-	return nil
-}
-
-// missing is target column i for n rows of a batch that lacks it: its write-default, or nulls.
-func (c *Conformer) missing(i, n int) (arrow.Array, error) {
-	tf := c.target.Field(i)
-	d := c.defaultOf(i)
+// missing is the target field tf (at path) for n rows of a batch that lacks it: its write-default, or nulls.
+func (c *Conformer) missing(path []string, tf arrow.Field, n int) (arrow.Array, error) {
+	d := c.defaults.Of(tf)
 	if d == nil {
 		return array.MakeArrayOfNull(c.mem, tf.Type, n), nil
 	}
@@ -205,7 +196,7 @@ func (c *Conformer) missing(i, n int) (arrow.Array, error) {
 		err = fmt.Errorf("its type %s is not the column's %s", a.DataType(), tf.Type)
 	}
 	if err != nil {
-		return nil, ColumnErr(tf.Name, ErrTypeMismatch, "filling the column with its write-default: %v", err)
+		return nil, ColumnErr(strings.Join(path, "."), ErrTypeMismatch, "filling the column with its write-default: %v", err)
 	}
 	return a, nil
 }
@@ -364,11 +355,11 @@ func (c *Conformer) conformOnce(ctx context.Context, rec arrow.RecordBatch, own 
 		tf := c.target.Field(i)
 		in := lay.idx[i]
 		if in < 0 {
-			if !tf.Nullable {
+			if !tf.Nullable && c.defaults.Of(tf) == nil {
 				release()
 				return nil, 0, ColumnErr(tf.Name, ErrMissingColumn, "the batch has no such column")
 			}
-			if cols[i], err = c.missing(i, int(n)); err != nil {
+			if cols[i], err = c.missing([]string{tf.Name}, tf, int(n)); err != nil {
 				release()
 				return nil, 0, err
 			}

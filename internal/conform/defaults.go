@@ -3,7 +3,7 @@ package conform
 import (
 	"context"
 	"fmt"
-	"slices"
+	"maps"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -14,14 +14,22 @@ import (
 	"github.com/apache/iceberg-go/table"
 )
 
-// WriteDefaults is, per top-level field of as (the Arrow schema of sc), the field's write-default as an Arrow
-// scalar of its type (nil: none), built by iceberg-go's own projection, which fills a column missing from a
-// file with it. All nil (nil slice) when sc has no write-default.
-func WriteDefaults(sc *ice.Schema, as *arrow.Schema) (_ []scalar.Scalar, err error) {
+// Defaults are fields' write-defaults by field ID, as Arrow scalars of the field's type (nil: none).
+type Defaults map[int]scalar.Scalar
+
+// WriteDefaults are the write-defaults of sc's fields, nested ones included (nil when none has one), built by
+// iceberg-go's own projection, which fills a field missing from a file with it.
+func WriteDefaults(sc *ice.Schema) (_ Defaults, err error) {
+	flat, err := sc.FlatFields()
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: table write-defaults: %w", err)
+	}
 	var fields []ice.NestedField
-	for _, f := range sc.Fields() {
+	for f := range flat {
 		if f.WriteDefault != nil {
-			fields = append(fields, f)
+			// Lifted to the top level under its own ID: the projection fills it by ID.
+			fields = append(fields, ice.NestedField{ID: f.ID, Name: "f" + strconv.Itoa(f.ID), Type: f.Type,
+				Required: f.Required, WriteDefault: f.WriteDefault})
 		}
 	}
 	if len(fields) == 0 {
@@ -40,7 +48,7 @@ func WriteDefaults(sc *ice.Schema, as *arrow.Schema) (_ []scalar.Scalar, err err
 	col := bb.NewArray()
 	defer col.Release()
 	bb.Release()
-	md := arrow.MetadataFrom(map[string]string{"PARQUET:field_id": strconv.Itoa(id)})
+	md := arrow.MetadataFrom(map[string]string{fieldIDKey: strconv.Itoa(id)})
 	rec := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "_", Type: arrow.FixedWidthTypes.Boolean, Nullable: true, Metadata: md}}, nil),
 		[]arrow.Array{col}, 1)
 	defer rec.Release()
@@ -50,24 +58,38 @@ func WriteDefaults(sc *ice.Schema, as *arrow.Schema) (_ []scalar.Scalar, err err
 		return nil, fmt.Errorf("iceberg: table write-defaults: %w", err)
 	}
 	defer out.Release()
-	defaults := make([]scalar.Scalar, as.NumFields())
+	defaults := make(Defaults, len(fields))
 	for i, f := range fields {
-		idx := as.FieldIndices(f.Name)
-		if len(idx) != 1 {
-			continue
-		}
 		s, err := scalar.GetScalar(out.Column(i), 0)
 		if err != nil {
-			return nil, fmt.Errorf("iceberg: write-default of column %q: %w", f.Name, err)
+			name, _ := sc.FindColumnName(f.ID)
+			return nil, fmt.Errorf("iceberg: write-default of column %q: %w", name, err)
 		}
-		defaults[idx[0]] = s
+		defaults[f.ID] = s
 	}
 	return defaults, nil
 }
 
+// fieldIDKey is the Arrow field metadata key of the Iceberg field ID (iceberg-go's and Parquet's).
+const fieldIDKey = "PARQUET:field_id"
+
+// Of is the write-default of the target field f (nil: none).
+func (d Defaults) Of(f arrow.Field) scalar.Scalar {
+	if len(d) == 0 {
+		return nil
+	}
+	v, ok := f.Metadata.GetValue(fieldIDKey)
+	if !ok {
+		return nil
+	}
+	id, err := strconv.Atoi(v)
+	if err != nil {
+		return nil
+	}
+	return d[id]
+}
+
 // SameDefaults reports whether a and b (from WriteDefaults) hold the same defaults.
-func SameDefaults(a, b []scalar.Scalar) bool {
-	return slices.EqualFunc(a, b, func(x, y scalar.Scalar) bool {
-		return (x == nil) == (y == nil) && (x == nil || scalar.Equals(x, y))
-	})
+func SameDefaults(a, b Defaults) bool {
+	return maps.EqualFunc(a, b, func(x, y scalar.Scalar) bool { return scalar.Equals(x, y) })
 }

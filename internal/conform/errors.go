@@ -13,6 +13,8 @@ var (
 	ErrTypeMismatch   = keyenc.ErrTypeMismatch
 	ErrNullInRequired = errors.New("null in a required column")
 	ErrMissingColumn  = errors.New("required column missing")
+	// ErrNotSupported is an operation the table or mode does not support (yet).
+	ErrNotSupported = errors.New("iceberg: not supported")
 	// ErrEvolve wraps the failure of a schema change.
 	ErrEvolve = errors.New("iceberg: schema evolution")
 )

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -60,6 +61,11 @@ func (c *Conformer) Convert(ctx context.Context, path []string, tf arrow.Field, 
 		}
 		return c.convertMap(ctx, path, tt, ma, mask)
 	}
+	if va, ok := col.(*extensions.VariantArray); ok {
+		if err := checkVariants(path, va, mask); err != nil {
+			return nil, err
+		}
+	}
 	if arrow.TypeEqual(inType, tf.Type) {
 		col.Retain()
 		return col, nil
@@ -100,13 +106,16 @@ func (c *Conformer) convertStruct(ctx context.Context, path []string, tt *arrow.
 		cpath := append(slices.Clone(path), cf.Name)
 		idx, ok := st.FieldIdx(cf.Name)
 		if !ok {
-			if !cf.Nullable {
+			if !cf.Nullable && c.defaults.Of(cf) == nil {
 				return nil, ColumnErr(strings.Join(cpath, "."), ErrMissingColumn, "the batch's struct has no such field")
 			}
-			nulls := array.MakeArrayOfNull(c.mem, cf.Type, n)
-			children[i] = nulls.Data()
+			filled, err := c.missing(cpath, cf, n)
+			if err != nil {
+				return nil, err
+			}
+			children[i] = filled.Data()
 			children[i].Retain()
-			nulls.Release()
+			filled.Release()
 			continue
 		}
 		conv, err := c.Convert(ctx, cpath, cf, sa.Field(idx), childMask)

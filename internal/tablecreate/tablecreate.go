@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/icewriter/iceberg/internal/conform"
+	"github.com/icewriter/iceberg/internal/conform/evolve"
 )
 
 // Spec is a table to create (WithCreate and its CreateOptions).
@@ -26,6 +29,8 @@ type Spec struct {
 	FormatVersion int
 	Properties    map[string]string
 	Location      string
+	// Defaults are top-level columns' initial-default and write-default (ColumnDefault; format version 3).
+	Defaults map[string]ice.Literal
 }
 
 // OptionError is an invalid value of the option named Option; the root package reports it wrapping its
@@ -67,6 +72,9 @@ func LoadOrCreate(ctx context.Context, cat catalog.Catalog, ident table.Identifi
 	}
 	sc, pspec, err := Schema(spec.Schema, spec.Identifiers, spec.PartitionBy)
 	if err != nil {
+		return nil, false, err
+	}
+	if sc, err = versioned(sc, spec.FormatVersion, spec.Defaults); err != nil {
 		return nil, false, err
 	}
 	if len(ident) > 1 {
@@ -122,6 +130,10 @@ func Schema(as *arrow.Schema, identifiers, partitionBy []string) (*ice.Schema, *
 	ids := make([]int, 0, len(identifiers))
 	for _, key := range identifiers {
 		f, _ := fresh.FindFieldByName(key)
+		if _, ok := f.Type.(ice.PrimitiveType); !ok {
+			return nil, nil, conform.ColumnErr(key, conform.ErrTypeMismatch,
+				"a %s column cannot be an identifier field (the spec allows primitive types only)", f.Type)
+		}
 		ids = append(ids, f.ID)
 	}
 	sc := ice.NewSchemaWithIdentifiers(0, ids, fresh.Fields()...)
@@ -144,6 +156,35 @@ func Schema(as *arrow.Schema, identifiers, partitionBy []string) (*ice.Schema, *
 		return nil, nil, fmt.Errorf("iceberg: PartitionBy: %w", err)
 	}
 	return sc, &spec, nil
+}
+
+// versioned checks that a table of format version v can hold every type of sc, and gives its top-level columns
+// the defaults (initial-default and write-default; version 3 only).
+func versioned(sc *ice.Schema, v int, defaults map[string]ice.Literal) (*ice.Schema, error) {
+	fields := sc.Fields()
+	for _, f := range fields {
+		if err := evolve.CheckVersion(f.Name, f.Type, v); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(defaults)) {
+		i := slices.IndexFunc(fields, func(f ice.NestedField) bool { return f.Name == name })
+		if i < 0 {
+			return nil, conform.ColumnErr(name, conform.ErrMissingColumn, "ColumnDefault: no such column in the WithCreate schema")
+		}
+		if v < 3 {
+			return nil, conform.ColumnErr(name, conform.ErrNotSupported, "ColumnDefault: format version %d has no defaults: use FormatVersion(3)", v)
+		}
+		value, err := evolve.DefaultValue(fields[i].Type, defaults[name])
+		if err != nil {
+			return nil, conform.ColumnErr(name, conform.ErrTypeMismatch, "ColumnDefault %s for a column of type %s: %v", defaults[name], fields[i].Type, err)
+		}
+		fields[i].InitialDefault, fields[i].WriteDefault = value, value
+	}
+	if len(defaults) == 0 {
+		return sc, nil
+	}
+	return ice.NewSchemaWithIdentifiers(sc.ID, sc.IdentifierFieldIDs, fields...), nil
 }
 
 var partitionExpr = regexp.MustCompile(`^\s*([a-z]+)\s*\(\s*(?:(\d+)\s*,\s*)?([^(),\s]+)\s*\)\s*$`)

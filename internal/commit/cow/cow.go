@@ -374,7 +374,7 @@ func planCopyOnWrite(ctx context.Context, tbl *table.Table, branch string, keyRe
 			if err != nil || !hit {
 				return err
 			}
-			files, removed, err := rewriteWithout(gctx, tbl, src, snap.SnapshotID, task, ks, cfg, lineage, ids)
+			files, removed, err := rewriteWithout(gctx, tbl, src, task, ks, cfg, lineage, ids)
 			if err != nil {
 				return err
 			}
@@ -506,11 +506,13 @@ func taskReadOnce(task table.FileScanTask, wholeMax int64) *readonce.Files {
 
 // rewriteWithout streams one data file (deletes applied), read through src, into new files of tbl without the
 // rows holding a key. src is tbl or a view of it that reads differently (readonce.Files.Table).
-func rewriteWithout(ctx context.Context, tbl, src *table.Table, snapID int64, task table.FileScanTask, ks *KeySet, cfg Config, lineage bool, ids *RowIDs) ([]ice.DataFile, int64, error) {
-	scanOpts := []table.ScanOption{table.WithSnapshotID(snapID)}
+//
+// The file is read in the table's current schema, not its snapshot's: a column added since (schema evolution
+// commits before the run) is read as its initial-default, or null, and written as a column of the new file.
+func rewriteWithout(ctx context.Context, tbl, src *table.Table, task table.FileScanTask, ks *KeySet, cfg Config, lineage bool, ids *RowIDs) ([]ice.DataFile, int64, error) {
 	writeOpts := []table.WriteRecordOption{table.WithClusteredWrite(), table.WithTargetFileSize(cfg.TargetFileSize),
 		table.WithParquetRowGroupLimit(cfg.RowGroupRows), table.WithRecordBatchBufferSize(2)}
-	schema, recs, err := src.Scan(append(scanOpts, lineageScan(lineage)...)...).ReadTasks(ctx, []table.FileScanTask{task})
+	schema, recs, err := src.Scan(lineageScan(lineage)...).ReadTasks(ctx, []table.FileScanTask{task})
 	if err != nil {
 		return nil, 0, err
 	}

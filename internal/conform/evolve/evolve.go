@@ -42,27 +42,92 @@ func (c Change) String() string {
 	return fmt.Sprintf("make %s optional", name)
 }
 
-// For lists the changes the table schema sc needs to take batches of schema in; keys are the writer's key
-// columns (WithKeys), which are never relaxed. Type differences that are not promotions are left to the
-// conformer, which casts what it can and reports the rest.
-func For(in *arrow.Schema, sc *ice.Schema, keys []string) ([]Change, error) {
+// Options are what For plans with besides the two schemas.
+type Options struct {
+	// Keys are the writer's key columns (WithKeys), which are never relaxed.
+	Keys []string
+	// Version is the table's format version: below 3 a nanosecond timestamp is added as microseconds and a
+	// variant is refused (the format has neither).
+	Version int
+	// Defaults are initial-defaults and write-defaults of top-level columns, given to such a column when For
+	// adds it (format version 3 only: the caller refuses them below).
+	Defaults map[string]ice.Literal
+}
+
+// For lists the changes the table schema sc needs to take batches of schema in. Type differences that are not
+// promotions are left to the conformer, which casts what it can and reports the rest.
+func For(in *arrow.Schema, sc *ice.Schema, o Options) ([]Change, error) {
 	var out []Change
 	for _, f := range in.Fields() {
 		tf, ok := TopField(sc, f.Name)
 		if !ok {
-			t, err := ColumnType(f)
+			t, err := addedType([]string{f.Name}, f, o.Version)
 			if err != nil {
-				return nil, conform.ColumnErr(f.Name, conform.ErrTypeMismatch, "cannot add a column of type %s: %v", f.Type, err)
+				return nil, err
 			}
-			out = append(out, Change{Path: []string{f.Name}, Add: t})
+			c := Change{Path: []string{f.Name}, Add: t}
+			if lit, ok := o.Defaults[f.Name]; ok && lit != nil {
+				if c.Initial, err = DefaultValue(t, lit); err != nil {
+					return nil, conform.ColumnErr(f.Name, conform.ErrTypeMismatch, "default %s for a column of type %s: %v", lit, t, err)
+				}
+			}
+			out = append(out, c)
 			continue
 		}
-		key := isKey(keys, sc, f.Name, tf.ID)
-		if err := planField(&out, []string{f.Name}, f.Type, tf, key); err != nil {
+		key := isKey(o.Keys, sc, f.Name, tf.ID)
+		if err := planField(&out, []string{f.Name}, f.Type, tf, key, o.Version); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// addedType is the type of the column (or nested field) at path added for f, or a *ColumnError naming it.
+func addedType(path []string, f arrow.Field, version int) (ice.Type, error) {
+	name := strings.Join(path, ".")
+	t, err := ColumnType(f, version)
+	if err != nil {
+		return nil, conform.ColumnErr(name, conform.ErrTypeMismatch, "cannot add a field of type %s: %v", f.Type, err)
+	}
+	if err := CheckVersion(name, t, version); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// CheckVersion returns a *ColumnError wrapping ErrNotSupported, naming the field of t (at path name) whose type
+// a table of format version v cannot hold: variant and nanosecond timestamps need version 3. Nil when none.
+func CheckVersion(name string, t ice.Type, v int) error {
+	if v >= 3 {
+		return nil
+	}
+	path, bad := v3Only(name, t)
+	if bad == nil {
+		return nil
+	}
+	return conform.ColumnErr(path, conform.ErrNotSupported, "type %s needs table format version 3, the table's is %d", bad, v)
+}
+
+// v3Only finds a type inside t that only format version 3 has, and its path.
+func v3Only(path string, t ice.Type) (string, ice.Type) {
+	switch tt := t.(type) {
+	case ice.VariantType, ice.TimestampNsType, ice.TimestampTzNsType, ice.UnknownType:
+		return path, t
+	case *ice.StructType:
+		for _, f := range tt.FieldList {
+			if p, bad := v3Only(path+"."+f.Name, f.Type); bad != nil {
+				return p, bad
+			}
+		}
+	case *ice.ListType:
+		return v3Only(path+".element", tt.Element)
+	case *ice.MapType:
+		if p, bad := v3Only(path+".key", tt.KeyType); bad != nil {
+			return p, bad
+		}
+		return v3Only(path+".value", tt.ValueType)
+	}
+	return "", nil
 }
 
 // TopField is the top-level field name of sc.
@@ -87,7 +152,7 @@ func isKey(keys []string, sc *ice.Schema, top string, id int) bool {
 }
 
 // planField compares one input type with the table field at path, recursively.
-func planField(out *[]Change, path []string, in arrow.DataType, tf ice.NestedField, key bool) error {
+func planField(out *[]Change, path []string, in arrow.DataType, tf ice.NestedField, key bool, version int) error {
 	child := func(name string) []string { return append(slices.Clone(path), name) }
 	switch tt := tf.Type.(type) {
 	case *ice.StructType:
@@ -98,15 +163,14 @@ func planField(out *[]Change, path []string, in arrow.DataType, tf ice.NestedFie
 		for _, f := range st.Fields() {
 			idx := slices.IndexFunc(tt.FieldList, func(n ice.NestedField) bool { return n.Name == f.Name })
 			if idx < 0 {
-				t, err := ColumnType(f)
+				t, err := addedType(child(f.Name), f, version)
 				if err != nil {
-					return conform.ColumnErr(strings.Join(child(f.Name), "."), conform.ErrTypeMismatch,
-						"cannot add a field of type %s: %v", f.Type, err)
+					return err
 				}
 				*out = append(*out, Change{Path: child(f.Name), Add: t})
 				continue
 			}
-			if err := planField(out, child(f.Name), f.Type, tt.FieldList[idx], key); err != nil {
+			if err := planField(out, child(f.Name), f.Type, tt.FieldList[idx], key, version); err != nil {
 				return err
 			}
 		}
@@ -122,10 +186,10 @@ func planField(out *[]Change, path []string, in arrow.DataType, tf ice.NestedFie
 		default:
 			return nil
 		}
-		return planField(out, child("element"), elem, tt.ElementField(), key)
+		return planField(out, child("element"), elem, tt.ElementField(), key, version)
 	case *ice.MapType:
 		if mt, ok := in.(*arrow.MapType); ok {
-			return planField(out, child("value"), mt.ItemType(), tt.ValueField(), key)
+			return planField(out, child("value"), mt.ItemType(), tt.ValueField(), key, version)
 		}
 	case ice.Int32Type:
 		if in.ID() == arrow.INT64 || in.ID() == arrow.UINT32 || in.ID() == arrow.UINT64 {
@@ -144,36 +208,57 @@ func planField(out *[]Change, path []string, in arrow.DataType, tf ice.NestedFie
 	return nil
 }
 
-// ColumnType is the Iceberg type of a column added for an Arrow field: every nested field optional.
-func ColumnType(f arrow.Field) (ice.Type, error) {
+// ColumnType is the Iceberg type of a column added for an Arrow field to a table of format version v: every
+// nested field optional; a nanosecond timestamp stays one on version 3, and becomes microseconds below (which
+// have no other; the conformer refuses a value that is not a whole microsecond).
+func ColumnType(f arrow.Field, v int) (ice.Type, error) {
 	f.Nullable = true
-	sc, err := table.ArrowSchemaToIcebergWithFreshIDs(arrow.NewSchema([]arrow.Field{f}, nil), true)
+	// No downcast here: iceberg-go's logs a warning on the default logger, outside WithLogger's.
+	sc, err := table.ArrowSchemaToIcebergWithFreshIDs(arrow.NewSchema([]arrow.Field{f}, nil), false)
 	if err != nil {
 		return nil, err
 	}
-	return optionalType(sc.Field(0).Type), nil
+	return addedFieldType(sc.Field(0).Type, v), nil
 }
 
-func optionalType(t ice.Type) ice.Type {
+// addedFieldType is t with every nested field optional, and below format version 3 nanosecond timestamps as
+// microseconds.
+func addedFieldType(t ice.Type, v int) ice.Type {
 	switch tt := t.(type) {
 	case *ice.StructType:
 		fields := make([]ice.NestedField, len(tt.FieldList))
 		for i, f := range tt.FieldList {
 			f.Required = false
-			f.Type = optionalType(f.Type)
+			f.Type = addedFieldType(f.Type, v)
 			fields[i] = f
 		}
 		return &ice.StructType{FieldList: fields}
 	case *ice.ListType:
 		l := *tt
 		l.ElementRequired = false
-		l.Element = optionalType(l.Element)
+		l.Element = addedFieldType(l.Element, v)
 		return &l
 	case *ice.MapType:
 		m := *tt
 		m.ValueRequired = false
-		m.ValueType = optionalType(m.ValueType)
+		m.KeyType = micros(m.KeyType, v) // a key stays as it is but for its precision
+		m.ValueType = addedFieldType(m.ValueType, v)
 		return &m
+	}
+	return micros(t, v)
+}
+
+// micros is t, but a nanosecond timestamp below format version 3 (which has none) is a microsecond one.
+func micros(t ice.Type, v int) ice.Type {
+	switch t.(type) {
+	case ice.TimestampNsType:
+		if v < 3 {
+			return ice.PrimitiveTypes.Timestamp
+		}
+	case ice.TimestampTzNsType:
+		if v < 3 {
+			return ice.PrimitiveTypes.TimestampTz
+		}
 	}
 	return t
 }
@@ -190,6 +275,10 @@ func DefaultValue(typ ice.Type, lit ice.Literal) (any, error) {
 	lit, err := lit.To(typ)
 	if err != nil {
 		return nil, err
+	}
+	switch lit.(type) { // what To gives for a value out of the type's range
+	case ice.AboveMaxLiteral, ice.BelowMinLiteral:
+		return nil, fmt.Errorf("out of the range of %s", typ)
 	}
 	exact := func(n int64) error {
 		if n > maxExactDefault || n < -maxExactDefault {
@@ -235,6 +324,15 @@ func Tx(tbl *table.Table, branch string, plan Plan, changes *[]Change) (*table.T
 			us.UnionByNameWith(ice.NewSchema(0, ice.NestedField{Name: c.Path[0], Type: c.Add,
 				InitialDefault: c.Initial, WriteDefault: c.Initial}))
 		case c.Add != nil:
+			if _, variant := c.Add.(ice.VariantType); variant {
+				// AddColumn refuses a variant (not a primitive type); a union adds it.
+				union, err := unionSchema(tbl.Schema(), c.Path, ice.NestedField{Name: c.Path[len(c.Path)-1], Type: c.Add})
+				if err != nil {
+					return nil, err
+				}
+				us.UnionByNameWith(union)
+				continue
+			}
 			us.AddColumn(c.Path, c.Add, "", false, nil)
 		case c.Promote != nil:
 			us.UpdateColumn(c.Path, table.ColumnUpdate{FieldType: ice.Optional[ice.Type]{Valid: true, Val: c.Promote}})
@@ -246,6 +344,20 @@ func Tx(tbl *table.Table, branch string, plan Plan, changes *[]Change) (*table.T
 		return nil, fmt.Errorf("%w: %v: %w", conform.ErrEvolve, *changes, err)
 	}
 	return tx, nil
+}
+
+// unionSchema is the schema whose union with sc adds f at path: f inside its parents as sc has them, each of
+// them a struct.
+func unionSchema(sc *ice.Schema, path []string, f ice.NestedField) (*ice.Schema, error) {
+	for i := len(path) - 1; i > 0; i-- {
+		parent, ok := sc.FindFieldByName(strings.Join(path[:i], "."))
+		if _, isStruct := parent.Type.(*ice.StructType); !ok || !isStruct {
+			return nil, conform.ColumnErr(strings.Join(path, "."), conform.ErrNotSupported, "a variant is added only inside structs")
+		}
+		parent.Type = &ice.StructType{FieldList: []ice.NestedField{f}}
+		f = parent
+	}
+	return ice.NewSchema(0, f), nil
 }
 
 // Relax is the change that makes the required field at path of sc optional (nulls arrived in it), none when it

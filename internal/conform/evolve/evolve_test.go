@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	ice "github.com/apache/iceberg-go"
 	"github.com/icewriter/iceberg/internal/conform"
 )
@@ -29,7 +30,7 @@ func TestPlan(t *testing.T) {
 		{Name: "k", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "new", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64)},
 	}, nil)
-	got, err := For(in, sc, nil)
+	got, err := For(in, sc, Options{Version: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +53,46 @@ func TestPlan(t *testing.T) {
 		}
 	}
 	bad := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.FixedWidthTypes.MonthInterval}}, nil)
-	if _, err := For(bad, sc, nil); !errors.Is(err, conform.ErrTypeMismatch) {
+	if _, err := For(bad, sc, Options{Version: 2}); !errors.Is(err, conform.ErrTypeMismatch) {
 		t.Fatalf("a column of no Iceberg type: %v, want ErrTypeMismatch", err)
 	}
 	if _, err := DefaultValue(ice.PrimitiveTypes.Int64, ice.NewLiteral(int64(1)<<60)); err == nil {
 		t.Fatal("a long default beyond 2^53 was taken")
+	}
+	if _, err := DefaultValue(ice.PrimitiveTypes.Int32, ice.NewLiteral(int64(1)<<40)); err == nil {
+		t.Fatal("an int default beyond its range was taken")
+	}
+}
+
+// TestPlanVersions: a nanosecond timestamp column (or one inside a map or list) is added as timestamp_ns
+// (timestamptz_ns with a UTC zone) on format version 3, as microseconds below; a variant column (nested too) is added on 3 and refused below with a
+// *ColumnError naming its path wrapping ErrNotSupported; a default of Options.Defaults goes with its column.
+func TestPlanVersions(t *testing.T) {
+	sc := ice.NewSchema(0, ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true})
+	in := arrow.NewSchema([]arrow.Field{
+		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Nanosecond}},
+		{Name: "tz", Type: &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}},
+		{Name: "c", Type: arrow.PrimitiveTypes.Int32},
+		{Name: "m", Type: arrow.MapOf(&arrow.TimestampType{Unit: arrow.Nanosecond},
+			arrow.ListOf(&arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}))},
+	}, nil)
+	defaults := map[string]ice.Literal{"c": ice.NewLiteral(int32(7))}
+	for v, want := range map[int]string{
+		2: "[add ts timestamp add tz timestamptz add c int default 7 add m map<timestamp, list<timestamptz>>]",
+		3: "[add ts timestamp_ns add tz timestamptz_ns add c int default 7 add m map<timestamp_ns, list<timestamptz_ns>>]"} {
+		got, err := For(in, sc, Options{Version: v, Defaults: defaults})
+		if err != nil || fmt.Sprint(got) != want {
+			t.Fatalf("v%d: plan %v, %v\nwant %s", v, got, err, want)
+		}
+	}
+	variant := arrow.NewSchema([]arrow.Field{{Name: "s", Type: arrow.StructOf(
+		arrow.Field{Name: "v", Type: extensions.NewDefaultVariantType(), Nullable: true})}}, nil)
+	if got, err := For(variant, sc, Options{Version: 3}); err != nil || fmt.Sprint(got) != "[add s struct<2: v: optional variant>]" {
+		t.Fatalf("v3: plan %v, %v", got, err)
+	}
+	_, err := For(variant, sc, Options{Version: 2})
+	var ce *conform.ColumnError
+	if !errors.As(err, &ce) || ce.Column != "s.v" || !errors.Is(err, conform.ErrNotSupported) {
+		t.Fatalf("v2: a nested variant: %v, want a *ColumnError naming s.v wrapping ErrNotSupported", err)
 	}
 }

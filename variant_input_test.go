@@ -72,16 +72,16 @@ func sameJSON(t *testing.T, got, want string) bool {
 	return reflect.DeepEqual(g, w)
 }
 
-// v3Row is a row read back: the timestamp in nanoseconds and each variant column's cell.
-type v3Row struct {
+// inputRow is a row read back: the timestamp in nanoseconds and each variant column's cell.
+type inputRow struct {
 	at   int64
 	cols map[string]string
 }
 
 // readV3Rows reads the table back by id.
-func readV3Rows(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, variants ...string) map[int64]v3Row {
+func readV3Rows(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, variants ...string) map[int64]inputRow {
 	t.Helper()
-	out := map[int64]v3Row{}
+	out := map[int64]inputRow{}
 	sc, recs := tabletest.Records(t, tabletest.Load(t, cat, ident))
 	id, at := sc.FieldIndices("id")[0], sc.FieldIndices("at")[0]
 	if got := sc.Field(at).Type; !arrow.TypeEqual(got, &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}) {
@@ -91,7 +91,7 @@ func readV3Rows(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, va
 		ids := rec.Column(id).(*array.Int64)
 		ats := rec.Column(at).(*array.Timestamp)
 		for r := range int(rec.NumRows()) {
-			row := v3Row{at: int64(ats.Value(r)), cols: map[string]string{}}
+			row := inputRow{at: int64(ats.Value(r)), cols: map[string]string{}}
 			for _, name := range variants {
 				row.cols[name] = variantCell(t, rec.Column(sc.FieldIndices(name)[0]), r)
 			}
@@ -104,7 +104,7 @@ func readV3Rows(t *testing.T, cat icecatalog.Catalog, ident table.Identifier, va
 	return out
 }
 
-func checkV3Rows(t *testing.T, got, want map[int64]v3Row) {
+func checkV3Rows(t *testing.T, got, want map[int64]inputRow) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Errorf("read %d rows, want %d", len(got), len(want))
@@ -180,7 +180,7 @@ func TestStructsIntoVariantAndNanosV3(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	want := map[int64]v3Row{
+	want := map[int64]inputRow{
 		1: {base.UnixNano(), map[string]string{"doc": `{"n": null, "user": {"id": 7, "tags": ["a", "b"]}}`,
 			"raw": `{"k": [1, 2.5, "three", true, null]}`, "attrs": `{"x": 1.25}`}},
 		2: {-1, map[string]string{"doc": `[1, "two", {"three": 3}]`, "raw": `null`, "attrs": "SQL NULL"}},
@@ -215,14 +215,14 @@ func TestJSONLinesIntoVariantV3(t *testing.T) {
 	}
 	at := time.Date(1969, 7, 20, 20, 17, 40, 999999999, time.UTC)
 	var lines bytes.Buffer
-	want := map[int64]v3Row{}
+	want := map[int64]inputRow{}
 	for i, p := range payloads {
 		ts := at.Add(time.Duration(i))
 		fmt.Fprintf(&lines, `{"id": %d, "at": %q, "payload": %s}`+"\n", i, ts.Format(time.RFC3339Nano), p)
-		want[int64(i)] = v3Row{ts.UnixNano(), map[string]string{"payload": p}}
+		want[int64(i)] = inputRow{ts.UnixNano(), map[string]string{"payload": p}}
 	}
 	fmt.Fprintf(&lines, `{"id": 99, "at": %q}`+"\n", at.Format(time.RFC3339Nano))
-	want[99] = v3Row{at.UnixNano(), map[string]string{"payload": "SQL NULL"}}
+	want[99] = inputRow{at.UnixNano(), map[string]string{"payload": "SQL NULL"}}
 
 	rec, err := shred.JSONLines(nil, lines.Bytes(), w.Schema())
 	if err != nil {

@@ -42,7 +42,6 @@ func (f forwarder) Commit(ctx context.Context, run *iceberg.Run) (*iceberg.Commi
 // table the writer's own small-file compaction moved since reloads and commits (with no time to retry, the
 // writer stopped at its first run after a compaction with ErrCommitStateUnknown).
 func TestCatalogCommitterDefaultTimeout(t *testing.T) {
-	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"coord", "compacted"}

@@ -18,10 +18,9 @@ import (
 //
 // Parallel tests: a test calls t.Parallel() unless it sets a package hook (resolveHash, changes.Hash,
 // testHook*, HoldRewritesForTest), measures memory, time or fairness between writers, counts background
-// maintenance passes, or stalls storage. Go runs
-// the parallel ones only after every other test of the package has ended, two at a time (GOMAXPROCS), so they
-// never overlap the tests that must run alone; on two cores this lets one test's waits on commits overlap
-// another's encoding, where a test alone leaves a core idle.
+// maintenance passes, or stalls storage. Go runs the parallel ones only after every other test of the package
+// has ended, two at a time (GOMAXPROCS), so they never overlap the tests that must run alone; on two cores this
+// lets one test's waits on commits overlap another's encoding, where a test alone leaves a core idle.
 func TestMain(m *testing.M) {
 	slog.SetLogLoggerLevel(slog.LevelWarn)
 	os.Exit(m.Run())

@@ -126,6 +126,7 @@ func checkV3Rows(t *testing.T, got, want map[int64]inputRow) {
 }
 
 func TestStructsIntoVariantAndNanosV3(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"db", "events"}
@@ -192,6 +193,7 @@ func TestStructsIntoVariantAndNanosV3(t *testing.T) {
 }
 
 func TestJSONLinesIntoVariantV3(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"db", "docs"}

@@ -1,0 +1,87 @@
+package kafka
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/icewriter/iceberg/internal/variantjson"
+)
+
+// JSONVariant puts each value, one JSON document of any shape, into the variant column named column (a v3
+// table's variant column, arrow-go's extensions.VariantType), which must be the table's only value column (the
+// others being metadata columns). A nil value (a tombstone) is null; a value that is not one JSON document, or
+// holds a number no variant holds exactly (more than 38 digits that are not a double's, past a double's range),
+// is a bad record (ErrDecode). Objects keep their keys (a key given twice: its last value), integers become the
+// smallest variant integer that holds them, other numbers decimals of up to 38 digits, else doubles.
+func JSONVariant(column string) Decoder { return variantDecoder{column: column} }
+
+// JSONVariantField is JSONVariant for one top-level field: each value must be a JSON object, and the variant
+// column named column receives the value of its key field. A missing key (or a nil value) is null, a JSON null
+// the variant null; a value that is not a JSON object is a bad record (ErrDecode).
+func JSONVariantField(column, field string) Decoder {
+	return variantDecoder{column: column, field: field, byField: true}
+}
+
+type variantDecoder struct {
+	column, field string
+	byField       bool
+}
+
+func (d variantDecoder) name() string {
+	if d.byField {
+		return fmt.Sprintf("JSONVariantField(%q, %q)", d.column, d.field)
+	}
+	return fmt.Sprintf("JSONVariant(%q)", d.column)
+}
+
+func (d variantDecoder) check(schema *arrow.Schema) error {
+	if schema.NumFields() != 1 || schema.Field(0).Name != d.column {
+		return fmt.Errorf("%w: %s: the table's value columns are %v, want only %q (others must be metadata columns)",
+			ErrConfig, d.name(), fieldNames(schema), d.column)
+	}
+	if _, ok := schema.Field(0).Type.(*extensions.VariantType); !ok {
+		return fmt.Errorf("%w: %s: column %q is %s, want variant (a format version 3 table)",
+			ErrConfig, d.name(), d.column, schema.Field(0).Type)
+	}
+	return nil
+}
+
+func (d variantDecoder) Decode(mem memory.Allocator, values [][]byte, schema *arrow.Schema) (arrow.RecordBatch, int, error) {
+	b := extensions.NewVariantBuilder(mem, schema.Field(0).Type.(*extensions.VariantType))
+	defer b.Release()
+	for i, v := range values {
+		doc := v
+		if d.byField && v != nil {
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(v, &obj); err != nil {
+				return nil, i, fmt.Errorf("%w: column %q: value is not a JSON object: %w", ErrDecode, d.column, err)
+			}
+			raw, ok := obj[d.field]
+			switch {
+			case !ok:
+				doc = nil
+			case raw == nil: // encoding/json stores a JSON null as a nil RawMessage
+				doc = []byte("null")
+			default:
+				doc = raw
+			}
+		}
+		if doc == nil {
+			b.AppendNull()
+			continue
+		}
+		val, err := variantjson.Parse(doc)
+		if err != nil {
+			return nil, i, fmt.Errorf("%w: column %q: %w", ErrDecode, d.column, err)
+		}
+		b.Append(val)
+	}
+	col := b.NewArray()
+	defer col.Release()
+	return array.NewRecordBatch(schema, []arrow.Array{col}, int64(len(values))), len(values), nil
+}

@@ -178,14 +178,14 @@ func discover(ctx context.Context, q querier, m *typeMapper, names []string, nam
 		}
 	}
 	for _, t := range picked {
-		if err := describe(ctx, q, m, t); err != nil {
-			return nil, err
-		}
 		ns := namespace
 		if len(ns) == 0 {
 			ns = []string{t.schema}
 		}
 		t.ident = append(append(table.Identifier{}, ns...), t.name)
+		if err := describe(ctx, q, m, t); err != nil {
+			return nil, err
+		}
 	}
 	return picked, nil
 }
@@ -210,7 +210,7 @@ func describe(ctx context.Context, q querier, m *typeMapper, t *tableInfo) error
 	}
 	for i := range t.cols {
 		c := &t.cols[i]
-		if c.typ, err = m.mapType(ctx, c.oid, c.typmod); err != nil {
+		if c.typ, err = m.mapColumn(ctx, t.ident, c.name, c.oid, c.typmod); err != nil {
 			return fmt.Errorf("postgres: table %s column %q: %w", t, c.name, err)
 		}
 	}

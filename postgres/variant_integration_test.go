@@ -5,6 +5,7 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -202,5 +203,26 @@ func TestJSONColumnsStayStringsOnV2(t *testing.T) {
 		if f, ok := tbl.Schema().FindFieldByName(c); !ok || !f.Type.Equals(ice.PrimitiveTypes.String) {
 			t.Fatalf("column %s: %v, want string", c, f.Type)
 		}
+	}
+}
+
+// TestJSONColumnAddedWithDefaultOnV3: a jsonb column added with a default (which Postgres shows on the rows
+// that existed) cannot take it as a variant's initial-default (the spec allows only null): Run stops with
+// ErrAddedColumnDefault naming the table and column, rather than those rows reading NULL.
+func TestJSONColumnAddedWithDefaultOnV3(t *testing.T) {
+	ctx := context.Background()
+	dsn, slot := sourceDB(t)
+	execSQL(t, dsn, docsDDL, `INSERT INTO docs VALUES (1, '{"a": 1}', '[1]', 'x')`)
+	cat := openCatalog(t, catalogURI(t))
+	cfg := postgres.Config{DSN: dsn, Slot: slot, Mode: postgres.ModeSnapshot,
+		CreateOptions: []iceberg.CreateOption{iceberg.FormatVersion(3)}}
+	if err := postgres.Run(ctx, cat, cfg); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, dsn, `ALTER TABLE docs ADD COLUMN extra jsonb DEFAULT '{"d": true}'`)
+	err := postgres.Run(ctx, cat, cfg)
+	if !errors.Is(err, postgres.ErrAddedColumnDefault) || !strings.Contains(err.Error(), `"extra"`) ||
+		!strings.Contains(err.Error(), "variant") {
+		t.Fatalf("Run = %v, want ErrAddedColumnDefault naming extra and variant", err)
 	}
 }

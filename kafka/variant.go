@@ -8,8 +8,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/variant"
 
 	"github.com/icewriter/iceberg/internal/variantjson"
+	"github.com/icewriter/iceberg/shred"
 )
 
 // JSONVariant puts each value, one JSON document of any shape, into the variant column named column (a v3
@@ -84,4 +86,89 @@ func (d variantDecoder) Decode(mem memory.Allocator, values [][]byte, schema *ar
 	col := b.NewArray()
 	defer col.Release()
 	return array.NewRecordBatch(schema, []arrow.Array{col}, int64(len(values))), len(values), nil
+}
+
+// mapsWithVariants is shred.MapsWithOptions for a schema that may have variant columns, which shred does not
+// build: the other columns go through shred, each variant column is built here from its rows' values (taken
+// out of the rows). A string is JSON text (Debezium's io.debezium.data.Json), nil null, any other value (a
+// JSON event's object, number or bool) that value as JSON. A value that is not JSON, or whose numbers no variant
+// holds exactly, is a *shred.FieldError naming the column and row.
+func mapsWithVariants(mem memory.Allocator, rows []map[string]any, schema *arrow.Schema, opts shred.MapOptions) (arrow.RecordBatch, error) {
+	var variants []int
+	var others []arrow.Field
+	for i, f := range schema.Fields() {
+		if _, ok := f.Type.(*extensions.VariantType); ok {
+			variants = append(variants, i)
+		} else {
+			others = append(others, f)
+		}
+	}
+	if len(variants) == 0 {
+		return shred.MapsWithOptions(mem, rows, schema, opts)
+	}
+	cols := make([]arrow.Array, schema.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for _, i := range variants {
+		f := schema.Field(i)
+		b := extensions.NewVariantBuilder(mem, f.Type.(*extensions.VariantType))
+		for r, row := range rows {
+			v, err := variantOf(row[f.Name])
+			if err != nil {
+				b.Release()
+				return nil, &shred.FieldError{Column: f.Name, Row: r, Err: err}
+			}
+			if v == nil {
+				b.AppendNull()
+			} else {
+				b.Append(*v)
+			}
+			delete(row, f.Name)
+		}
+		cols[i] = b.NewArray()
+		b.Release()
+	}
+	if len(others) > 0 {
+		rec, err := shred.MapsWithOptions(mem, rows, arrow.NewSchema(others, nil), opts)
+		if err != nil {
+			return nil, err
+		}
+		defer rec.Release()
+		j := 0
+		for i := range cols {
+			if cols[i] == nil {
+				cols[i] = rec.Column(j)
+				cols[i].Retain()
+				j++
+			}
+		}
+	}
+	return array.NewRecordBatch(schema, cols, int64(len(rows))), nil
+}
+
+// variantOf is one value of a variant column as mapsWithVariants takes it; nil for null.
+func variantOf(x any) (*variant.Value, error) {
+	var doc []byte
+	switch x := x.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		doc = []byte(x)
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return nil, err
+		}
+		doc = b
+	}
+	v, err := variantjson.Parse(doc)
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
 }

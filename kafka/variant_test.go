@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/tabletest"
@@ -241,4 +242,126 @@ func ExampleJSONVariant() {
 	// Output:
 	// VariantArray[{"id":1,"tags":["a"]} {"id":2,"payload":{"n":2.5}} (null)]
 	// VariantArray[(null) {"n":2.5} (null)]
+}
+
+// debeziumDocsAvro is the Avro envelope of a table (id, doc json) as Debezium's AvroConverter registers it
+// (trimmed): the json column is a string of connect.name io.debezium.data.Json.
+const debeziumDocsAvro = `{"type":"record","name":"Envelope","namespace":"pg.public.docs","fields":[
+ {"name":"before","type":["null",{"type":"record","name":"Value","fields":[
+   {"name":"id","type":"long"},
+   {"name":"doc","type":["null",{"type":"string","connect.name":"io.debezium.data.Json"}],"default":null}]}],"default":null},
+ {"name":"after","type":["null","Value"],"default":null},
+ {"name":"op","type":"string"}]}`
+
+// TestDebeziumJSONColumnsIntoVariant applies Debezium change events of a table with a json column (its values
+// JSON text in a string) to a v3 table whose column is a variant, in JSON and in Avro: creates, updates between
+// documents, to the JSON null and to NULL, a key change, deletes with tombstones. The table reads back as the
+// model: each document by value, the JSON null as the variant null, NULL as NULL.
+func TestDebeziumJSONColumnsIntoVariant(t *testing.T) {
+	for _, avro := range []bool{false, true} {
+		t.Run(map[bool]string{false: "json", true: "avro"}[avro], func(t *testing.T) {
+			const topic = "pg.public.docs"
+			e := newValuesEnv(t, topic)
+			ident := table.Identifier{"kafka", "docs"}
+			e.createTable(ident, arrow.NewSchema([]arrow.Field{
+				{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+				{Name: "doc", Type: extensions.NewDefaultVariantType(), Nullable: true},
+			}, nil), iceberg.FormatVersion(3), iceberg.IdentifierFields("id"))
+			encode := func(ev map[string]any) []byte { return jsonEvent(ev, 1) }
+			opts := kafka.DebeziumOptions{}
+			if avro {
+				serde := new(sr.Serde)
+				e.registerAvro(serde, topic+"-value", debeziumDocsAvro)
+				encode = func(ev map[string]any) []byte {
+					b, err := serde.Encode(ev)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return b
+				}
+				opts.Registry = e.sr
+			}
+			model := map[int64]any{}
+			var recs []*kgo.Record
+			img := func(id int64, doc *string) map[string]any {
+				m := map[string]any{"id": id, "doc": nil}
+				if doc != nil {
+					m["doc"] = *doc
+				}
+				return m
+			}
+			docOf := func(i int) *string {
+				if i%6 == 5 {
+					return nil
+				}
+				d := variantDocs[i%len(variantDocs)]
+				return &d
+			}
+			state := map[int64]*string{}
+			change := func(op string, before, after int64, doc *string) {
+				ev := map[string]any{"op": op, "before": nil, "after": nil}
+				if op != "c" {
+					ev["before"] = img(before, state[before])
+					delete(state, before)
+					delete(model, before)
+				}
+				if op != "d" {
+					ev["after"] = img(after, doc)
+					state[after] = doc
+					model[after] = tabletest.SQLNull
+					if doc != nil {
+						model[after] = tabletest.JSONValue(t, []byte(*doc))
+					}
+				}
+				key := before
+				if op == "c" {
+					key = after
+				}
+				recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(key % valuesParts), Value: encode(ev)})
+				if op == "d" {
+					recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(key % valuesParts)})
+				}
+			}
+			for i := range int64(30) {
+				change("c", 0, i, docOf(int(i)))
+			}
+			jsonNull := "null"
+			for i := int64(0); i < 30; i += 3 {
+				switch i % 4 {
+				case 0:
+					change("u", i, i, &jsonNull)
+				case 1:
+					change("u", i, i, nil)
+				default:
+					change("u", i, i, docOf(int(i)+7))
+				}
+			}
+			change("u", 4, 4+valuesParts*50, docOf(3)) // a key change, in the same partition
+			for i := int64(1); i < 30; i += 5 {
+				change("d", i, 0, nil)
+			}
+			e.produce(recs...)
+			run := e.start(kafka.Config{Topics: []string{topic}, Catalog: e.cat, Table: ident, Decoder: kafka.Debezium(opts)})
+			e.waitPositions(ident, topic)
+			e.stop(run)
+
+			tbl := tabletest.Load(t, e.cat, ident)
+			sc, it := tabletest.Records(t, tbl)
+			got := map[int64]any{}
+			for rec := range it {
+				ids := rec.Column(tabletest.Column(t, sc, "id")).(*array.Int64)
+				for r := range int(rec.NumRows()) {
+					got[ids.Value(r)] = tabletest.Variant(t, rec.Column(tabletest.Column(t, sc, "doc")), r)
+				}
+			}
+			if !reflect.DeepEqual(got, model) {
+				for id, w := range model {
+					if !reflect.DeepEqual(got[id], w) {
+						t.Errorf("id %d: read %#v, want %#v", id, got[id], w)
+					}
+				}
+				t.Fatalf("%d rows, want %d", len(got), len(model))
+			}
+		})
+	}
 }

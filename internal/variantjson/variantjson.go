@@ -4,11 +4,9 @@
 package variantjson
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"strconv"
 	"strings"
@@ -34,34 +32,34 @@ func Parse(doc []byte) (variant.Value, error) {
 }
 
 // check validates doc and its numbers: what arrow-go's parser would otherwise accept after the document, round
-// without a word or panic on.
+// without a word or panic on. Once doc is valid JSON, a number is a run of number bytes outside strings.
 func check(doc []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	depth := 0
-	for first := true; first || depth > 0; first = false {
-		tok, err := dec.Token()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
+	if !json.Valid(doc) {
+		var v any
+		return fmt.Errorf("invalid JSON: %w", json.Unmarshal(doc, &v))
+	}
+	inString := false
+	for i := 0; i < len(doc); i++ {
+		c := doc[i]
+		switch {
+		case inString:
+			if c == '\\' {
+				i++ // the escaped byte
+			} else if c == '"' {
+				inString = false
 			}
-			return fmt.Errorf("invalid JSON: %w", err)
-		}
-		switch t := tok.(type) {
-		case json.Delim:
-			if t == '{' || t == '[' {
-				depth++
-			} else {
-				depth--
+		case c == '"':
+			inString = true
+		case c == '-' || (c >= '0' && c <= '9'):
+			j := i + 1
+			for j < len(doc) && strings.IndexByte("0123456789+-.eE", doc[j]) >= 0 {
+				j++
 			}
-		case json.Number:
-			if err := exact(t.String()); err != nil {
+			if err := exact(string(doc[i:j])); err != nil {
 				return err
 			}
+			i = j - 1
 		}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("invalid JSON: data after the document")
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func TestParseKeepsNumbersExactly(t *testing.T) {
 	}
 	for _, s := range []string{"1e400", "-1e400", "1e-400", "123456789012345678901234567890123456789012",
 		"0.000000000000000000000000000000000000000001", "100000000000000000000000000000000000000000000.5",
-		`{"a": [1, 0.1234567890123456789012345678901234567890123]}`} {
+		`{"a": [1, 0.1234567890123456789012345678901234567890123]}`, `{"x\\": 1e400}`} {
 		if _, err := variantjson.Parse([]byte(s)); !errors.Is(err, variantjson.ErrInexact) {
 			t.Errorf("%s: %v, want ErrInexact", s, err)
 		}
@@ -60,7 +60,8 @@ func readBack(t *testing.T, v variant.Value) any {
 // value); what is not one JSON document is an error.
 func TestParseDocuments(t *testing.T) {
 	for _, doc := range []string{`{"b":1,"a":{"y":[1,2],"x":null},"a":{"z":"last"}}`, `{}`, `[]`, `[[],{}]`, `null`,
-		`"s \u00e9 \ud83d\ude00"`, `true`, " \n{\"pretty\": [1, 2]}\n "} {
+		`"s \u00e9 \ud83d\ude00"`, `true`, " \n{\"pretty\": [1, 2]}\n ",
+		`{"n": "1e400 -0.0000000000000000000000000000000000000000001", "\"1e400": 1}`} {
 		v, err := variantjson.Parse([]byte(doc))
 		if err != nil {
 			t.Errorf("%s: %v", doc, err)

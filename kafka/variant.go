@@ -94,18 +94,44 @@ func (d variantDecoder) Decode(mem memory.Allocator, values [][]byte, schema *ar
 // JSON event's object, number or bool) that value as JSON. A value that is not JSON, or whose numbers no variant
 // holds exactly, is a *shred.FieldError naming the column and row.
 func mapsWithVariants(mem memory.Allocator, rows []map[string]any, schema *arrow.Schema, opts shred.MapOptions) (arrow.RecordBatch, error) {
-	var variants []int
-	var others []arrow.Field
-	for i, f := range schema.Fields() {
-		if _, ok := f.Type.(*extensions.VariantType); ok {
-			variants = append(variants, i)
-		} else {
-			others = append(others, f)
-		}
-	}
-	if len(variants) == 0 {
+	if !hasVariant(schema) {
 		return shred.MapsWithOptions(mem, rows, schema, opts)
 	}
+	doc := func(column string, r int) ([]byte, error) {
+		x := rows[r][column]
+		delete(rows[r], column)
+		switch x := x.(type) {
+		case nil:
+			return nil, nil
+		case string:
+			return []byte(x), nil
+		}
+		return json.Marshal(x)
+	}
+	return withVariants(mem, schema, len(rows), doc, func(others *arrow.Schema) (arrow.RecordBatch, error) {
+		return shred.MapsWithOptions(mem, rows, others, opts)
+	})
+}
+
+// hasVariant reports whether schema (nil: none yet, a routed table's first records) has a variant column.
+func hasVariant(schema *arrow.Schema) bool {
+	if schema == nil {
+		return false
+	}
+	for _, f := range schema.Fields() {
+		if _, ok := f.Type.(*extensions.VariantType); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// withVariants builds a batch of n rows in schema: each variant column from doc(column, row), JSON text (nil:
+// null), through variantjson, then the other columns, as one batch in their order, from others (not called
+// when there are none). A document that is not JSON, or whose numbers no variant holds exactly, is a
+// *shred.FieldError naming the column and row.
+func withVariants(mem memory.Allocator, schema *arrow.Schema, n int, doc func(column string, row int) ([]byte, error),
+	others func(*arrow.Schema) (arrow.RecordBatch, error)) (arrow.RecordBatch, error) {
 	cols := make([]arrow.Array, schema.NumFields())
 	defer func() {
 		for _, c := range cols {
@@ -114,27 +140,35 @@ func mapsWithVariants(mem memory.Allocator, rows []map[string]any, schema *arrow
 			}
 		}
 	}()
-	for _, i := range variants {
-		f := schema.Field(i)
-		b := extensions.NewVariantBuilder(mem, f.Type.(*extensions.VariantType))
-		for r, row := range rows {
-			v, err := variantOf(row[f.Name])
+	var rest []arrow.Field
+	for i, f := range schema.Fields() {
+		vt, ok := f.Type.(*extensions.VariantType)
+		if !ok {
+			rest = append(rest, f)
+			continue
+		}
+		b := extensions.NewVariantBuilder(mem, vt)
+		for r := range n {
+			d, err := doc(f.Name, r)
+			var v variant.Value
+			if err == nil && d != nil {
+				v, err = variantjson.Parse(d)
+			}
 			if err != nil {
 				b.Release()
 				return nil, &shred.FieldError{Column: f.Name, Row: r, Err: err}
 			}
-			if v == nil {
+			if d == nil {
 				b.AppendNull()
 			} else {
-				b.Append(*v)
+				b.Append(v)
 			}
-			delete(row, f.Name)
 		}
 		cols[i] = b.NewArray()
 		b.Release()
 	}
-	if len(others) > 0 {
-		rec, err := shred.MapsWithOptions(mem, rows, arrow.NewSchema(others, nil), opts)
+	if len(rest) > 0 {
+		rec, err := others(arrow.NewSchema(rest, nil))
 		if err != nil {
 			return nil, err
 		}
@@ -148,27 +182,53 @@ func mapsWithVariants(mem memory.Allocator, rows []map[string]any, schema *arrow
 			}
 		}
 	}
-	return array.NewRecordBatch(schema, cols, int64(len(rows))), nil
+	return array.NewRecordBatch(schema, cols, int64(n)), nil
 }
 
-// variantOf is one value of a variant column as mapsWithVariants takes it; nil for null.
-func variantOf(x any) (*variant.Value, error) {
-	var doc []byte
-	switch x := x.(type) {
-	case nil:
-		return nil, nil
-	case string:
-		doc = []byte(x)
-	default:
-		b, err := json.Marshal(x)
-		if err != nil {
-			return nil, err
-		}
-		doc = b
-	}
-	v, err := variantjson.Parse(doc)
-	if err != nil {
-		return nil, err
-	}
-	return &v, nil
+// variantSplit takes the variant columns' keys out of JSON objects, for the JSON decoder: shred.JSONLines
+// decodes the rest.
+type variantSplit struct {
+	columns []string
+	rest    bool                         // the schema has columns that are not variants
+	docs    []map[string]json.RawMessage // by row: the variant columns' documents
 }
+
+func newVariantSplit(schema *arrow.Schema) *variantSplit {
+	s := &variantSplit{}
+	for _, f := range schema.Fields() {
+		if _, ok := f.Type.(*extensions.VariantType); ok {
+			s.columns = append(s.columns, f.Name)
+		} else {
+			s.rest = true
+		}
+	}
+	return s
+}
+
+// take records the next row's variant documents and returns the object without them.
+func (s *variantSplit) take(value []byte) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(value, &obj); err != nil {
+		return nil, fmt.Errorf("value is not a JSON object: %w", err)
+	}
+	docs := map[string]json.RawMessage{}
+	for _, c := range s.columns {
+		if raw, ok := obj[c]; ok {
+			if raw == nil { // encoding/json stores a JSON null as a nil RawMessage
+				raw = json.RawMessage("null")
+			}
+			docs[c] = raw
+			delete(obj, c)
+		}
+	}
+	s.docs = append(s.docs, docs)
+	if !s.rest {
+		for k := range obj {
+			return nil, fmt.Errorf("key %q has no column", k)
+		}
+	}
+	return json.Marshal(obj)
+}
+
+// doc is a row's document of a variant column, nil for none.
+func (s *variantSplit) doc(column string, row int) ([]byte, error) { return s.docs[row][column], nil }

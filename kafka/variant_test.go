@@ -365,3 +365,63 @@ func TestDebeziumJSONColumnsIntoVariant(t *testing.T) {
 		})
 	}
 }
+
+// TestJSONDecoderFillsVariantColumns: the JSON decoder puts a key's value, of any shape, into the variant
+// column of that name, beside ordinary columns (JSONLines' rules): present, JSON null (the variant null) and
+// missing (NULL), in compact and pretty-printed values. Read back with the scanner, exactly.
+func TestJSONDecoderFillsVariantColumns(t *testing.T) {
+	const topic = "mixed"
+	e := newValuesEnv(t, topic)
+	ident := table.Identifier{"kafka", "mixed"}
+	e.createTable(ident, arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "payload", Type: extensions.NewDefaultVariantType(), Nullable: true},
+		{Name: "note", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil), iceberg.FormatVersion(3))
+	type row struct {
+		payload any
+		note    string
+	}
+	want := map[int64]row{}
+	var recs []*kgo.Record
+	for i := range int64(90) {
+		payload := variantDocs[int(i)%len(variantDocs)]
+		value := fmt.Sprintf(`{"id": %d, "payload": %s, "note": "n-%d"}`, i, payload, i)
+		want[i] = row{tabletest.JSONValue(t, []byte(payload)), fmt.Sprint("n-", i)}
+		if i%5 == 4 {
+			value = fmt.Sprintf(`{"note": "n-%d", "id": %d}`, i, i)
+			want[i] = row{tabletest.SQLNull, fmt.Sprint("n-", i)}
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % valuesParts), Value: []byte(value)})
+	}
+	e.produce(recs...)
+	e.sinkEach(topic, kafka.JSON(), ident)
+
+	tbl := tabletest.Load(t, e.cat, ident)
+	sc, it := tabletest.Records(t, tbl)
+	got := map[int64]row{}
+	for rec := range it {
+		ids := rec.Column(tabletest.Column(t, sc, "id")).(*array.Int64)
+		notes := rec.Column(tabletest.Column(t, sc, "note")).(*array.String)
+		for r := range int(rec.NumRows()) {
+			got[ids.Value(r)] = row{tabletest.Variant(t, rec.Column(tabletest.Column(t, sc, "payload")), r), notes.Value(r)}
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		for id, w := range want {
+			if !reflect.DeepEqual(got[id], w) {
+				t.Errorf("id %d: read %#v, want %#v", id, got[id], w)
+			}
+		}
+		t.Fatalf("%d rows, want %d", len(got), len(want))
+	}
+
+	// A key with no column is a bad record, as without variant columns, and so is a bad document.
+	schema := arrow.NewSchema([]arrow.Field{{Name: "payload", Type: extensions.NewDefaultVariantType(), Nullable: true}}, nil)
+	for _, bad := range []string{`{"payload": 1, "other": 2}`, `{"payload": 1e400}`, `[1]`} {
+		_, n, err := kafka.JSON().Decode(memory.DefaultAllocator, [][]byte{[]byte(`{"payload": {}}`), []byte(bad)}, schema)
+		if !errors.Is(err, kafka.ErrDecode) || n != 1 {
+			t.Errorf("%s: index %d, error %v; want ErrDecode at index 1", bad, n, err)
+		}
+	}
+}

@@ -480,6 +480,17 @@ func IdentifierFields(columns ...string) CreateOption {
 // FormatVersion sets the Iceberg format version of a created table. Default: 2.
 func FormatVersion(v int) CreateOption { return func(c *createOptions) { c.formatVersion = v } }
 
+// CreateFormatVersion is the format version of a table created with opts: the last FormatVersion among them,
+// else the default, 2. A source that maps its types by format version (the postgres source's json columns,
+// variant on v3) asks it of the options it will create its tables with.
+func CreateFormatVersion(opts ...CreateOption) int {
+	co := createOptions{formatVersion: 2}
+	for _, f := range opts {
+		f(&co)
+	}
+	return co.formatVersion
+}
+
 // TableProperties sets properties of a created table (they override the writer's defaults).
 func TableProperties(p map[string]string) CreateOption {
 	return func(c *createOptions) {

@@ -16,9 +16,11 @@ import (
 // writer schema's ID, the Avro binary value). Each writer schema is fetched from cl once, by ID, and mapped to
 // Arrow: records are structs, arrays lists, maps maps with string keys, enums strings, fixed fixed-size binary,
 // a union of null and one type is that type, nullable (other unions are not supported); logical types: decimal
-// (bytes or fixed) is decimal(precision, scale), date a date, timestamp-millis/micros/nanos a timestamp in
-// microseconds with zone UTC, local-timestamp-* one without zone, uuid a UUID, time-millis/micros a long of
-// microseconds. A record's top-level fields are the batch's columns, matched to the table's by name: a field
+// (bytes or fixed) is decimal(precision, scale), date a date, timestamp-millis/micros a timestamp in
+// microseconds with zone UTC and timestamp-nanos one in nanoseconds (timestamptz_ns, a format version 3 type),
+// local-timestamp-* the same without zone, uuid a UUID, time-millis/micros a long of microseconds. A timestamp
+// goes into its table column in the column's unit: a nanosecond value into a microsecond column (a v2 table's)
+// is truncated to the microsecond, as before there were nanosecond columns. A record's top-level fields are the batch's columns, matched to the table's by name: a field
 // the table lacks evolves the table when the writer has iceberg.WithSchemaEvolution, else it is an error. A
 // schema's named-type references to other subjects are resolved through the registry.
 //
@@ -144,10 +146,14 @@ func (m avroMapper) typ(name string, n avro.SchemaNode, depth int) (arrow.DataTy
 		}, nil
 	case "date":
 		return arrow.FixedWidthTypes.Date32, nil, nil
-	case "timestamp-millis", "timestamp-micros", "timestamp-nanos":
+	case "timestamp-millis", "timestamp-micros":
 		return &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, nil, nil
-	case "local-timestamp-millis", "local-timestamp-micros", "local-timestamp-nanos":
+	case "timestamp-nanos":
+		return &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}, nil, nil
+	case "local-timestamp-millis", "local-timestamp-micros":
 		return &arrow.TimestampType{Unit: arrow.Microsecond}, nil, nil
+	case "local-timestamp-nanos":
+		return &arrow.TimestampType{Unit: arrow.Nanosecond}, nil, nil
 	case "uuid":
 		if n.Type == "string" || (n.Type == "fixed" && n.Size == 16) {
 			return extensions.NewUUIDType(), nil, nil

@@ -49,7 +49,9 @@ type DebeziumOptions struct {
 //
 // A field the table lacks is an error (as for JSON); values follow JSON's rules, with numbers in timestamp
 // columns read as epoch microseconds (Debezium's MicroTimestamp) and strings as RFC 3339 (ZonedTimestamp):
-// configure the connector with decimal.handling.mode=string. Tombstones (null values after a delete, for log
+// configure the connector with decimal.handling.mode=string. A variant column (a format v3 table's) takes a
+// JSON column's value (io.debezium.data.Json, a string of JSON text) as the document it holds: the JSON null
+// is the variant null, a null field NULL. Tombstones (null values after a delete, for log
 // compaction) are skipped; truncate ("t") and message ("m") events are bad records.
 func Debezium(o DebeziumOptions) Decoder {
 	if o.Op == "" {
@@ -123,7 +125,7 @@ func (d *debeziumDecoder) decodeChanges(mem memory.Allocator, recs []*kgo.Record
 			return nil, i, fmt.Errorf("%w: Debezium event: %w", ErrDecode, err)
 		}
 	}
-	rec, err := shred.MapsWithOptions(mem, rows, target, shred.MapOptions{EpochUnit: arrow.Microsecond})
+	rec, err := mapsWithVariants(mem, rows, target, shred.MapOptions{EpochUnit: arrow.Microsecond})
 	if err != nil {
 		row := 0
 		if fe := (*shred.FieldError)(nil); errors.As(err, &fe) {

@@ -49,7 +49,8 @@ type Decoder interface {
 
 // JSON decodes each value as one JSON object whose keys are column names (shred.JSONLines' rules: a missing key
 // or null is null, timestamps are RFC 3339 strings or epoch seconds, binary columns take base64). A key with no
-// column is an error.
+// column is an error. A variant column (a format v3 table's) takes its key's JSON value, of any shape, as is
+// (a JSON null: the variant null; a missing key: null), as JSONVariant does.
 func JSON() Decoder { return jsonDecoder{} }
 
 type jsonDecoder struct{}
@@ -57,6 +58,10 @@ type jsonDecoder struct{}
 func (jsonDecoder) check(*arrow.Schema) error { return nil }
 
 func (jsonDecoder) Decode(mem memory.Allocator, values [][]byte, schema *arrow.Schema) (arrow.RecordBatch, int, error) {
+	var split *variantSplit // the variant columns' documents, taken out of the values
+	if hasVariant(schema) {
+		split = newVariantSplit(schema)
+	}
 	var buf bytes.Buffer
 	for i, v := range values {
 		if bytes.IndexByte(v, '\n') >= 0 { // one value per line: a pretty-printed value is compacted first
@@ -69,10 +74,23 @@ func (jsonDecoder) Decode(mem memory.Allocator, values [][]byte, schema *arrow.S
 		if len(bytes.TrimSpace(v)) == 0 { // JSONLines skips blank lines: an empty value would shift the rows
 			return nil, i, fmt.Errorf("%w: empty value", ErrDecode)
 		}
+		if split != nil {
+			var err error
+			if v, err = split.take(v); err != nil {
+				return nil, i, fmt.Errorf("%w: %w", ErrDecode, err)
+			}
+		}
 		buf.Write(v)
 		buf.WriteByte('\n')
 	}
-	rec, err := shred.JSONLines(mem, buf.Bytes(), schema)
+	lines := func(s *arrow.Schema) (arrow.RecordBatch, error) { return shred.JSONLines(mem, buf.Bytes(), s) }
+	var rec arrow.RecordBatch
+	var err error
+	if split != nil {
+		rec, err = withVariants(mem, schema, len(values), split.doc, lines)
+	} else {
+		rec, err = lines(schema)
+	}
 	if err != nil {
 		row := 0
 		if fe := (*shred.FieldError)(nil); errors.As(err, &fe) {

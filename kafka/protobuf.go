@@ -23,7 +23,7 @@ import (
 // is a struct (nullable), a repeated field a list, a map field a map with string keys (integer and bool keys
 // are written in decimal or as "true"/"false"), an enum its value's name as a string, uint32 a long, uint64 a
 // long (values above 2^63-1 are bad values), google.protobuf.Timestamp a timestamp in microseconds with zone
-// UTC. A field with presence (proto2, proto3 optional, a message) is nullable; a proto3 scalar without it is
+// UTC, or in nanoseconds, without loss, when the table's column is one (timestamptz_ns or timestamp_ns). A field with presence (proto2, proto3 optional, a message) is nullable; a proto3 scalar without it is
 // required and reads its default when unset. The message's top-level fields are the batch's columns, matched to
 // the table's by name as for Avro.
 //

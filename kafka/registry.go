@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,7 +72,7 @@ func (d *registryDecoder) check(*arrow.Schema) error { return nil }
 // Decode decodes the values up to the first one written with another schema (or another message of it) than
 // the first value's: its batch's schema is that writer schema's, not the table's. The writer matches columns by
 // name, evolves the table when it may, and fills absent optional columns with nulls.
-func (d *registryDecoder) Decode(mem memory.Allocator, values [][]byte, _ *arrow.Schema) (arrow.RecordBatch, int, error) {
+func (d *registryDecoder) Decode(mem memory.Allocator, values [][]byte, table *arrow.Schema) (arrow.RecordBatch, int, error) {
 	if len(values) == 0 {
 		return nil, 0, fmt.Errorf("kafka: %s: no values to decode", d.format.name())
 	}
@@ -98,7 +99,7 @@ func (d *registryDecoder) Decode(mem memory.Allocator, values [][]byte, _ *arrow
 		}
 		rows = append(rows, row)
 	}
-	rec, err := shred.Maps(mem, rows, ws.schema)
+	rec, err := shred.Maps(mem, rows, tableUnits(ws.schema, table))
 	if err != nil {
 		row := 0
 		if fe := (*shred.FieldError)(nil); errors.As(err, &fe) {
@@ -196,4 +197,73 @@ func (d *registryDecoder) field(value []byte, name string) (any, error) {
 		return nil, err
 	}
 	return row[name], nil
+}
+
+// tableUnits is the writer schema with each timestamp, at any depth, in the unit of the table's column at the
+// same path (columns and struct fields matched by name), so that a nanosecond column receives nanoseconds and a
+// microsecond one microseconds; columns the table lacks keep the writer's unit. It is schema itself when no
+// unit differs.
+func tableUnits(schema, table *arrow.Schema) *arrow.Schema {
+	if table == nil {
+		return schema
+	}
+	fields, changed := fieldsInUnits(schema.Fields(), table.Fields())
+	if !changed {
+		return schema
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+func fieldsInUnits(fields, table []arrow.Field) ([]arrow.Field, bool) {
+	var out []arrow.Field
+	for i, f := range fields {
+		j := slices.IndexFunc(table, func(t arrow.Field) bool { return t.Name == f.Name })
+		if j < 0 {
+			continue
+		}
+		typ, changed := typeInUnits(f.Type, table[j].Type)
+		if !changed {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(fields)
+		}
+		out[i].Type = typ
+	}
+	if out == nil {
+		return fields, false
+	}
+	return out, true
+}
+
+func typeInUnits(w, t arrow.DataType) (arrow.DataType, bool) {
+	switch wt := w.(type) {
+	case *arrow.TimestampType:
+		if tt, ok := t.(*arrow.TimestampType); ok && tt.Unit != wt.Unit {
+			return &arrow.TimestampType{Unit: tt.Unit, TimeZone: wt.TimeZone}, true
+		}
+	case *arrow.StructType:
+		if tt, ok := t.(*arrow.StructType); ok {
+			if fields, changed := fieldsInUnits(wt.Fields(), tt.Fields()); changed {
+				return arrow.StructOf(fields...), true
+			}
+		}
+	case *arrow.ListType:
+		if tt, ok := t.(arrow.ListLikeType); ok {
+			if elem, changed := typeInUnits(wt.Elem(), tt.Elem()); changed {
+				f := wt.ElemField()
+				f.Type = elem
+				return arrow.ListOfField(f), true
+			}
+		}
+	case *arrow.MapType:
+		if tt, ok := t.(*arrow.MapType); ok {
+			if item, changed := typeInUnits(wt.ItemType(), tt.ItemType()); changed {
+				mt := arrow.MapOf(wt.KeyType(), item)
+				mt.SetItemNullable(wt.ItemField().Nullable)
+				return mt, true
+			}
+		}
+	}
+	return w, false
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/jackc/pgx/v5"
@@ -271,6 +272,9 @@ func readTable(ctx context.Context, cat icecatalog.Catalog, ident table.Identifi
 
 // cell formats one value as the models write it.
 func cell(a arrow.Array, i int) string {
+	if _, ok := a.(*extensions.VariantArray); ok { // before IsNull: it is true for the variant null too
+		return variantCell(a, i)
+	}
 	if a.IsNull(i) {
 		return "NULL"
 	}

@@ -306,7 +306,7 @@ func (s *liveState) relation(ctx context.Context, m *pglogrepl.RelationMessage) 
 				continue
 			}
 		}
-		typ, err := s.p.mapper.mapType(ctx, c.DataType, c.TypeModifier)
+		typ, err := s.p.mapper.mapColumn(ctx, t.ident, c.Name, c.DataType, c.TypeModifier)
 		if err != nil {
 			return fmt.Errorf("postgres: table %s column %q: %w", t, c.Name, err)
 		}

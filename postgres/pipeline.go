@@ -239,12 +239,17 @@ func (p *pipeline) chunkPartition(i int) string {
 //
 // Types: smallint, integer → int; bigint, oid → long; real → float; double precision → double; numeric(p,s)
 // → decimal(p,s), its whole range (unconstrained numeric → decimal(NumericPrecision, NumericScale)); boolean;
-// text, varchar, char, name, "char", json, jsonb and enums → string; bytea → binary; uuid → uuid; date; time →
-// time; timestamp → timestamp; timestamptz → timestamptz; one-dimensional arrays of these → list; domains as
-// their base type. A value its Iceberg type cannot hold stops Run with an error wrapping ErrOutOfRange that
-// names the table, column and row key: never wrapped or rounded (timestamps after 294247-01-10
-// 04:00:54.775807, time 24:00:00, date and timestamp infinities, numeric NaN and ±Infinity, an unconstrained
-// numeric that does not fit).
+// text, varchar, char, name, "char" and enums → string; json and jsonb → variant on a format v3 table, string
+// on v2 (which has no variant); bytea → binary; uuid → uuid; date; time → time; timestamp → timestamp;
+// timestamptz → timestamptz; one-dimensional arrays of these → list (arrays of json or jsonb: of strings);
+// domains as their base type. A json or jsonb column an existing Iceberg table already has keeps that column's
+// type (a string column stays one on v3). Into a variant, a json value is its text's document and a jsonb value
+// Postgres's normalized one; both hold the last value of a key given twice (as Postgres's json functions read
+// it), and the JSON null is the variant null, not SQL NULL. A value its Iceberg type cannot hold stops Run with
+// an error wrapping ErrOutOfRange that names the table, column and row key: never wrapped or rounded
+// (timestamps after 294247-01-10 04:00:54.775807, time 24:00:00, date and timestamp infinities, numeric NaN and
+// ±Infinity, an unconstrained numeric that does not fit, a JSON number of more than 38 digits that is not a
+// double's or past a double's range).
 // Anything else (interval, money, inet, timetz, ranges, composites, ...) is an error wrapping
 // ErrUnsupportedType.
 //
@@ -325,7 +330,8 @@ func runOnce(ctx context.Context, cat catalog.Catalog, cfg Config, progress func
 	defer conn.Close(context.WithoutCancel(ctx))
 	lk := &catalogLookup{q: conn, cache: map[uint32]pgType{}}
 	p := &pipeline{cfg: cfg, cat: cat, conn: conn, slotPos: map[string]uint64{}, byOID: map[uint32]*tableInfo{}, progress: progress,
-		mapper: &typeMapper{lookup: lk.lookup, numPrec: int32(cfg.NumericPrecision), numScale: int32(cfg.NumericScale)}}
+		mapper: &typeMapper{lookup: lk.lookup, numPrec: int32(cfg.NumericPrecision), numScale: int32(cfg.NumericScale),
+			variantJSON: newJSONPolicy(cat, cfg.CreateOptions).variant}}
 	if p.tables, err = discover(ctx, conn, p.mapper, cfg.Tables, cfg.Namespace); err != nil {
 		return err
 	}

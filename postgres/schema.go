@@ -178,14 +178,14 @@ func discover(ctx context.Context, q querier, m *typeMapper, names []string, nam
 		}
 	}
 	for _, t := range picked {
-		if err := describe(ctx, q, m, t); err != nil {
-			return nil, err
-		}
 		ns := namespace
 		if len(ns) == 0 {
 			ns = []string{t.schema}
 		}
 		t.ident = append(append(table.Identifier{}, ns...), t.name)
+		if err := describe(ctx, q, m, t); err != nil {
+			return nil, err
+		}
 	}
 	return picked, nil
 }
@@ -210,7 +210,7 @@ func describe(ctx context.Context, q querier, m *typeMapper, t *tableInfo) error
 	}
 	for i := range t.cols {
 		c := &t.cols[i]
-		if c.typ, err = m.mapType(ctx, c.oid, c.typmod); err != nil {
+		if c.typ, err = m.mapColumn(ctx, t.ident, c.name, c.oid, c.typmod); err != nil {
 			return fmt.Errorf("postgres: table %s column %q: %w", t, c.name, err)
 		}
 	}
@@ -254,8 +254,9 @@ func describe(ctx context.Context, q querier, m *typeMapper, t *tableInfo) error
 // written. A column added with a constant default (pg_attribute.atthasmissing: Postgres keeps the value in
 // attmissingval and shows it on the older rows without rewriting them) is added with that value as its
 // initial-default on a format v3 table (Writer.AddColumn), so those rows read it. On v2, a default of a list
-// column, or a column added with a volatile default or as an identity (Postgres rewrote the rows, which the
-// stream does not carry), it stops with ErrAddedColumnDefault. Other columns are left to schema evolution.
+// or variant column (json/jsonb on v3: the spec gives variants no default but null), or a column added with a
+// volatile default or as an identity (Postgres rewrote the rows, which the stream does not carry), it stops
+// with ErrAddedColumnDefault. Other columns are left to schema evolution.
 func addColumns(ctx context.Context, q querier, t *tableInfo, w *iceberg.Writer, cols []column) error {
 	sc := w.Table().Schema()
 	var added []string
@@ -316,6 +317,9 @@ func addColumns(ctx context.Context, q querier, t *tableInfo, w *iceberg.Writer,
 func missingValue(ctx context.Context, q querier, c column, typ, text string) (ice.Literal, error) {
 	if _, list := c.typ.arrow.(*arrow.ListType); list {
 		return nil, errors.New("a list column takes no default in Iceberg")
+	}
+	if _, variant := c.typ.arrow.(*extensions.VariantType); variant {
+		return nil, errors.New("a variant column takes no default but null in Iceberg")
 	}
 	rows, err := q.Query(ctx, "SELECT ($1::text::"+typ+"[])[1]", pgx.QueryResultFormats{pgx.BinaryFormatCode}, text)
 	if err != nil {

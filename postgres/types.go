@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
+	"github.com/apache/iceberg-go/table"
 )
 
 // ErrUnsupportedType is wrapped by the error for a column whose Postgres type has no Iceberg mapping. The
@@ -76,47 +77,69 @@ type colType struct {
 	arrow arrow.DataType
 	// append decodes one value (Postgres binary format) into b, whose type is arrow.
 	append func(b array.Builder, v []byte) error
+	// json is oidJSON or oidJSONB for a json or jsonb column (or a domain over one), mapped to a string here:
+	// mapColumn may map it to a variant instead.
+	json uint32
 }
 
 // typeMapper maps Postgres types to Arrow types and decoders.
 type typeMapper struct {
 	lookup            typeLookup
 	numPrec, numScale int32
+	// variantJSON says whether a json or jsonb column of a table goes into a variant column (jsonPolicy); nil:
+	// never.
+	variantJSON func(ctx context.Context, ident table.Identifier, column string) (bool, error)
+}
+
+// mapColumn maps column name of the Iceberg table ident: mapType's mapping, but a json or jsonb column is a
+// variant where variantJSON says so.
+func (m *typeMapper) mapColumn(ctx context.Context, ident table.Identifier, name string, oid uint32, typmod int32) (colType, error) {
+	ct, err := m.mapType(ctx, oid, typmod)
+	if err != nil || ct.json == 0 || m.variantJSON == nil {
+		return ct, err
+	}
+	variant, err := m.variantJSON(ctx, ident, name)
+	if err != nil || !variant {
+		return ct, err
+	}
+	return variantColType(ct.json), nil
 }
 
 // mapType maps a column's type (OID and atttypmod). The error wraps ErrUnsupportedType and names the type.
 func (m *typeMapper) mapType(ctx context.Context, oid uint32, typmod int32) (colType, error) {
 	switch oid {
 	case oidBool:
-		return colType{arrow.FixedWidthTypes.Boolean, appendBool}, nil
+		return colType{arrow: arrow.FixedWidthTypes.Boolean, append: appendBool}, nil
 	case oidInt2:
-		return colType{arrow.PrimitiveTypes.Int32, appendInt2}, nil
+		return colType{arrow: arrow.PrimitiveTypes.Int32, append: appendInt2}, nil
 	case oidInt4:
-		return colType{arrow.PrimitiveTypes.Int32, appendInt4}, nil
+		return colType{arrow: arrow.PrimitiveTypes.Int32, append: appendInt4}, nil
 	case oidInt8:
-		return colType{arrow.PrimitiveTypes.Int64, appendInt8}, nil
+		return colType{arrow: arrow.PrimitiveTypes.Int64, append: appendInt8}, nil
 	case oidOID:
-		return colType{arrow.PrimitiveTypes.Int64, appendOID}, nil
+		return colType{arrow: arrow.PrimitiveTypes.Int64, append: appendOID}, nil
 	case oidFloat4:
-		return colType{arrow.PrimitiveTypes.Float32, appendFloat4}, nil
+		return colType{arrow: arrow.PrimitiveTypes.Float32, append: appendFloat4}, nil
 	case oidFloat8:
-		return colType{arrow.PrimitiveTypes.Float64, appendFloat8}, nil
-	case oidText, oidVarchar, oidBPChar, oidName, oidChar, oidJSON:
-		return colType{arrow.BinaryTypes.String, appendText}, nil
+		return colType{arrow: arrow.PrimitiveTypes.Float64, append: appendFloat8}, nil
+	case oidText, oidVarchar, oidBPChar, oidName, oidChar:
+		return colType{arrow: arrow.BinaryTypes.String, append: appendText}, nil
+	case oidJSON:
+		return colType{arrow: arrow.BinaryTypes.String, append: appendText, json: oidJSON}, nil
 	case oidJSONB:
-		return colType{arrow.BinaryTypes.String, appendJSONB}, nil
+		return colType{arrow: arrow.BinaryTypes.String, append: appendJSONB, json: oidJSONB}, nil
 	case oidBytea:
-		return colType{arrow.BinaryTypes.Binary, appendBytea}, nil
+		return colType{arrow: arrow.BinaryTypes.Binary, append: appendBytea}, nil
 	case oidUUID:
-		return colType{extensions.NewUUIDType(), appendUUID}, nil
+		return colType{arrow: extensions.NewUUIDType(), append: appendUUID}, nil
 	case oidDate:
-		return colType{arrow.FixedWidthTypes.Date32, appendDate}, nil
+		return colType{arrow: arrow.FixedWidthTypes.Date32, append: appendDate}, nil
 	case oidTime:
-		return colType{arrow.FixedWidthTypes.Time64us, appendTime}, nil
+		return colType{arrow: arrow.FixedWidthTypes.Time64us, append: appendTime}, nil
 	case oidTimestamp:
-		return colType{&arrow.TimestampType{Unit: arrow.Microsecond}, appendTimestamp}, nil
+		return colType{arrow: &arrow.TimestampType{Unit: arrow.Microsecond}, append: appendTimestamp}, nil
 	case oidTimestamptz:
-		return colType{&arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, appendTimestamp}, nil
+		return colType{arrow: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, append: appendTimestamp}, nil
 	case oidNumeric:
 		p, s := m.numPrec, m.numScale
 		if typmod >= 4 { // numeric(p,s): typmod = ((p << 16) | s) + VARHDRSZ
@@ -130,7 +153,7 @@ func (m *typeMapper) mapType(ctx context.Context, oid uint32, typmod int32) (col
 			}
 		}
 		dt := &arrow.Decimal128Type{Precision: p, Scale: s}
-		return colType{dt, func(b array.Builder, v []byte) error { return appendNumeric(b, v, dt) }}, nil
+		return colType{arrow: dt, append: func(b array.Builder, v []byte) error { return appendNumeric(b, v, dt) }}, nil
 	}
 	if m.lookup == nil {
 		return colType{}, fmt.Errorf("%w: type oid %d", ErrUnsupportedType, oid)
@@ -141,7 +164,7 @@ func (m *typeMapper) mapType(ctx context.Context, oid uint32, typmod int32) (col
 	}
 	switch {
 	case t.Kind == 'e': // enum: its binary form is its label
-		return colType{arrow.BinaryTypes.String, appendText}, nil
+		return colType{arrow: arrow.BinaryTypes.String, append: appendText}, nil
 	case t.Kind == 'd': // domain: the base type's wire format
 		mod := typmod
 		if t.BaseMod >= 0 {
@@ -157,7 +180,7 @@ func (m *typeMapper) mapType(ctx context.Context, oid uint32, typmod int32) (col
 			return colType{}, fmt.Errorf("%w: %s (nested arrays)", ErrUnsupportedType, t.Name)
 		}
 		lt := arrow.ListOf(el.arrow)
-		return colType{lt, func(b array.Builder, v []byte) error { return appendArray(b, v, el.append) }}, nil
+		return colType{arrow: lt, append: func(b array.Builder, v []byte) error { return appendArray(b, v, el.append) }}, nil
 	}
 	return colType{}, fmt.Errorf("%w: %s", ErrUnsupportedType, t.Name)
 }
@@ -231,11 +254,20 @@ func appendText(b array.Builder, v []byte) error {
 }
 
 func appendJSONB(b array.Builder, v []byte) error {
-	if len(v) == 0 || v[0] != 1 {
-		return fmt.Errorf("jsonb: unknown binary format version")
+	text, err := jsonbText(v)
+	if err != nil {
+		return err
 	}
-	b.(*array.StringBuilder).BinaryBuilder.Append(v[1:])
+	b.(*array.StringBuilder).BinaryBuilder.Append(text)
 	return nil
+}
+
+// jsonbText is the text of a jsonb value in binary format (a version byte, then the text).
+func jsonbText(v []byte) ([]byte, error) {
+	if len(v) == 0 || v[0] != 1 {
+		return nil, fmt.Errorf("jsonb: unknown binary format version")
+	}
+	return v[1:], nil
 }
 
 func appendBytea(b array.Builder, v []byte) error {
@@ -253,8 +285,8 @@ func appendUUID(b array.Builder, v []byte) error {
 
 // ErrOutOfRange is wrapped by the error for a value its column's Iceberg type cannot hold: a timestamp past
 // 294247-01-10 04:00:54.775807 (Iceberg counts microseconds from 1970 in 64 bits, Postgres from 2000), a time of
-// 24:00:00, 'infinity' or '-infinity' in a date or timestamp, a numeric NaN or ±Infinity, or a numeric that does
-// not fit its decimal. The error names the table, the column and the row's key; nothing is wrapped or rounded.
+// 24:00:00, 'infinity' or '-infinity' in a date or timestamp, a numeric NaN or ±Infinity, a numeric that does
+// not fit its decimal, or a JSON number no variant holds (past a double's range). The error names the table, the column and the row's key; nothing is wrapped or rounded.
 var ErrOutOfRange = errors.New("postgres: value outside its Iceberg type's range")
 
 // fixValue is what the errors for a value out of range tell the user to do.

@@ -2,8 +2,9 @@
 // times (one process per member, each with its own -id) to spread the partitions. The table must exist unless
 // -create is given (JSON: id int64 and payload string plus metadata columns; Avro and Protobuf: the subject's
 // latest schema from the registry). Values decode as JSON objects whose keys are the table's columns, Avro or
-// Protobuf through a schema registry, Debezium change events (applied by the table's identifier fields), or
-// raw bytes. Bad records go to -dlq when given. -route-field or -route-topics spread the records over tables
+// Protobuf through a schema registry, Debezium change events (applied by the table's identifier fields), raw
+// bytes, or whole JSON values of any shape into one variant column (-decoder variant: a format v3 table, value
+// variant plus metadata columns). Bad records go to -dlq when given. -route-field or -route-topics spread the records over tables
 // created on first sight. -fake runs without a Kafka: an in-process cluster (franz-go's kfake) seeded with
 // -fake-records JSON records, written into the table (created) and logged as they commit.
 //
@@ -30,6 +31,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -58,7 +60,7 @@ func run(ctx context.Context, args []string, hooks ...iceberg.Hook) error {
 	ident := fs.String("table", "kafka.events", "table identifier, dot-separated (without a route)")
 	id := fs.String("id", "", "this member's writer ID, stable across its restarts (default: random)")
 	create := fs.Bool("create", false, "create the table if missing (JSON: id, payload; Avro/Protobuf: the registry's schema of <first topic>-value)")
-	decoder := fs.String("decoder", "json", "value format: json, avro, protobuf, debezium, debezium-avro or raw")
+	decoder := fs.String("decoder", "json", "value format: json, avro, protobuf, debezium, debezium-avro, raw or variant")
 	registry := fs.String("registry", "http://localhost:8081", "schema registry URL (avro, protobuf, debezium-avro)")
 	version := fs.String("debezium-version", "", "debezium: a version column name, filled from source.lsn")
 	dlq := fs.String("dlq", "", "dead-letter topic for records that cannot be decoded or written (default: stop on them)")
@@ -77,8 +79,8 @@ func run(ctx context.Context, args []string, hooks ...iceberg.Hook) error {
 		if *topics == "" {
 			*topics = "orders"
 		}
-		if *decoder != "json" {
-			return fmt.Errorf("-fake seeds JSON records: -decoder %q is not json", *decoder)
+		if *decoder != "json" && *decoder != "variant" {
+			return fmt.Errorf("-fake seeds JSON records: -decoder %q is not json or variant", *decoder)
 		}
 		addrs, closeCluster, err := fakeCluster(ctx, strings.Split(*topics, ","), *fakeRecords)
 		if err != nil {
@@ -106,6 +108,7 @@ func run(ctx context.Context, args []string, hooks ...iceberg.Hook) error {
 
 	var dec kafka.Decoder
 	var valueSchema *arrow.Schema
+	var createOpts []iceberg.CreateOption
 	switch *decoder {
 	case "json":
 		dec = kafka.JSON()
@@ -139,8 +142,12 @@ func run(ctx context.Context, args []string, hooks ...iceberg.Hook) error {
 	case "raw":
 		dec = kafka.Raw("value")
 		valueSchema = arrow.NewSchema([]arrow.Field{{Name: "value", Type: arrow.BinaryTypes.Binary, Nullable: true}}, nil)
+	case "variant":
+		dec = kafka.JSONVariant("value")
+		valueSchema = arrow.NewSchema([]arrow.Field{{Name: "value", Type: extensions.NewDefaultVariantType(), Nullable: true}}, nil)
+		createOpts = append(createOpts, iceberg.FormatVersion(3)) // variant is a v3 type
 	default:
-		return fmt.Errorf("-decoder %q: want json, avro, protobuf, debezium, debezium-avro or raw", *decoder)
+		return fmt.Errorf("-decoder %q: want json, avro, protobuf, debezium, debezium-avro, raw or variant", *decoder)
 	}
 
 	cfg := kafka.Config{
@@ -174,12 +181,11 @@ func run(ctx context.Context, args []string, hooks ...iceberg.Hook) error {
 			if valueSchema == nil {
 				return fmt.Errorf("-create: the %s decoder's table must exist (create it with the source's columns and identifier fields)", *decoder)
 			}
-			var keys []iceberg.CreateOption
 			if *upsert {
-				keys = append(keys, iceberg.IdentifierFields("id")) // a key column is required: not nullable
+				createOpts = append(createOpts, iceberg.IdentifierFields("id")) // a key column is required: not nullable
 			}
 			cfg.WriterOptions = append(cfg.WriterOptions,
-				iceberg.WithCreate(arrow.NewSchema(append(valueSchema.Fields(), metaFields...), nil), keys...))
+				iceberg.WithCreate(arrow.NewSchema(append(valueSchema.Fields(), metaFields...), nil), createOpts...))
 		}
 	}
 	sink, err := kafka.New(ctx, cfg)

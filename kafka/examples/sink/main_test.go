@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
 
@@ -31,17 +33,17 @@ func (c *committedRows) OnCommitted(ci iceberg.CommitInfo) {
 	}
 }
 
-// TestFakeModeWritesTheSeededRecords runs the command with -fake (an in-process cluster, no Kafka) until the
-// table holds the seeded records, then reads the table back: every record once.
-func TestFakeModeWritesTheSeededRecords(t *testing.T) {
+// runFake runs the command with -fake (an in-process cluster, no Kafka) and args until the table demo.orders
+// holds the n seeded records, then reads it back: per record, what id reads of it.
+func runFake(t *testing.T, n int, args []string, id func(rec arrow.RecordBatch, sc *arrow.Schema, r int) int64) map[int64]int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const n = 300
 	uri := "sqlite://" + filepath.Join(t.TempDir(), "catalog.db")
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	err := run(runCtx, []string{"-fake", "-fake-records", "300", "-catalog", uri, "-table", "demo.orders",
-		"-session-timeout", "10s", "-group", "demo"}, &committedRows{n: n, done: stop})
+	err := run(runCtx, append([]string{"-fake", "-fake-records", fmt.Sprint(n), "-catalog", uri, "-table", "demo.orders",
+		"-session-timeout", "10s", "-group", "demo"}, args...), &committedRows{n: int64(n), done: stop})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -55,9 +57,8 @@ func TestFakeModeWritesTheSeededRecords(t *testing.T) {
 	sc, it := tabletest.Records(t, tabletest.Load(t, cat, table.Identifier{"demo", "orders"}))
 	seen := map[int64]int{}
 	for rec := range it {
-		ids := rec.Column(sc.FieldIndices("id")[0]).(*array.Int64)
 		for r := range int(rec.NumRows()) {
-			seen[ids.Value(r)]++
+			seen[id(rec, sc, r)]++
 		}
 	}
 	for id := range int64(n) {
@@ -68,4 +69,26 @@ func TestFakeModeWritesTheSeededRecords(t *testing.T) {
 	if len(seen) != n {
 		t.Errorf("the table holds %d ids, want %d", len(seen), n)
 	}
+	return seen
+}
+
+// TestFakeModeWritesTheSeededRecords: -fake's records into the JSON decoder's table, every record once.
+func TestFakeModeWritesTheSeededRecords(t *testing.T) {
+	runFake(t, 300, nil, func(rec arrow.RecordBatch, sc *arrow.Schema, r int) int64 {
+		return rec.Column(sc.FieldIndices("id")[0]).(*array.Int64).Value(r)
+	})
+}
+
+// TestFakeModeVariantDecoder: -decoder variant puts each whole record into the variant column of a v3 table;
+// each reads back as its JSON object.
+func TestFakeModeVariantDecoder(t *testing.T) {
+	runFake(t, 200, []string{"-decoder", "variant"}, func(rec arrow.RecordBatch, sc *arrow.Schema, r int) int64 {
+		v := tabletest.Variant(t, rec.Column(sc.FieldIndices("value")[0]), r).(map[string]any)
+		var id int64
+		fmt.Sscanf(v["id"].(string), "number %d", &id)
+		if v["payload"] != fmt.Sprintf("record %d", id) || len(v) != 2 {
+			t.Errorf("record %d reads %v", id, v)
+		}
+		return id
+	})
 }

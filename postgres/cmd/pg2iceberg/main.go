@@ -12,7 +12,8 @@
 // Without a catalog, the tables go to an embedded catalog in ./pg2iceberg. Flags given on the command line win
 // over the file. The source needs wal_level=logical and a role with the
 // REPLICATION attribute; each table a primary key. "mode" is "full" (snapshot, then changes until
-// interrupted) or "snapshot" (copy and exit). A REST catalog takes its settings in "catalog_properties"
+// interrupted) or "snapshot" (copy and exit). "format_version" (-format-version) is the format version of the
+// Iceberg tables it creates: 2 by default, 3 for json/jsonb columns as variant and added columns' defaults. A REST catalog takes its settings in "catalog_properties"
 // (credential, warehouse, s3.endpoint, ...). Interrupt (Ctrl-C, SIGTERM) commits what was read and exits; the
 // next start resumes from the replication slot.
 package main
@@ -32,6 +33,7 @@ import (
 
 	"github.com/apache/iceberg-go"
 
+	icewriter "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/catalog"
 	_ "github.com/icewriter/iceberg/catalog/rest"
 	"github.com/icewriter/iceberg/postgres"
@@ -48,6 +50,7 @@ type fileConfig struct {
 	Slot              string            `json:"slot"`
 	Namespace         string            `json:"namespace"`
 	Workers           int               `json:"workers"`
+	FormatVersion     int               `json:"format_version"`
 }
 
 // defaultCatalog is the embedded catalog in ./pg2iceberg (absolute paths: file:// URIs take no relative ones).
@@ -75,6 +78,7 @@ func run() error {
 	slot := flag.String("slot", "", `replication slot and publication name (default "icewriter")`)
 	namespace := flag.String("namespace", "", "Iceberg namespace (default: each table's Postgres schema)")
 	workers := flag.Int("workers", 0, "connections copying the snapshot in parallel (default: GOMAXPROCS)")
+	formatVersion := flag.Int("format-version", 0, "format version of the Iceberg tables it creates (default 2; 3: json/jsonb as variant, added columns' defaults kept)")
 	flag.Parse()
 
 	var fc fileConfig
@@ -102,6 +106,9 @@ func run() error {
 	if *workers > 0 {
 		fc.Workers = *workers
 	}
+	if *formatVersion > 0 {
+		fc.FormatVersion = *formatVersion
+	}
 	if fc.Catalog == "" {
 		fc.Catalog = defaultCatalog()
 	}
@@ -123,6 +130,9 @@ func run() error {
 		Workers: fc.Workers, Logger: slog.Default()}
 	if fc.Namespace != "" {
 		cfg.Namespace = strings.Split(fc.Namespace, ".")
+	}
+	if fc.FormatVersion > 0 {
+		cfg.CreateOptions = append(cfg.CreateOptions, icewriter.FormatVersion(fc.FormatVersion))
 	}
 	return postgres.Run(ctx, c, cfg)
 }

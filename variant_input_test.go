@@ -247,3 +247,66 @@ func TestJSONLinesIntoVariantV3(t *testing.T) {
 	}
 	checkV3Rows(t, readV3Rows(t, cat, ident, "payload"), want)
 }
+
+// TestWideVariantDocuments: documents with hundreds of distinct keys (a variant metadata dictionary whose
+// offsets pass byte 255, which arrow-go v18.8.0's reader could not parse: Write panicked checking them) go in
+// through JSON lines and Go maps, top level and nested, and read back as written.
+func TestWideVariantDocuments(t *testing.T) {
+	t.Parallel() // see TestMain
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"db", "wide"}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "doc", Type: extensions.NewDefaultVariantType(), Nullable: true}}, nil)
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(sc, iceberg.FormatVersion(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide := func(keys int, nested bool) map[string]any {
+		m := map[string]any{}
+		for k := range keys {
+			m[fmt.Sprintf("a_rather_long_key_name_%04d", k)] = k
+		}
+		if nested {
+			m["inner"] = map[string]any{"list": []any{map[string]any{"x": 1}, "s"}, "more": len(m)}
+		}
+		return m
+	}
+	docs := map[int64]map[string]any{1: wide(130, false), 2: wide(300, true), 3: wide(1000, false)}
+	var lines bytes.Buffer
+	for id, doc := range docs {
+		js, err := json.Marshal(map[string]any{"id": id, "doc": doc})
+		must(t, err)
+		lines.Write(append(js, '\n'))
+	}
+	rec, err := shred.JSONLines(nil, lines.Bytes(), sc)
+	must(t, err)
+	must(t, w.Write(ctx, rec))
+	rec.Release()
+	rows := []map[string]any{{"id": int64(10), "doc": wide(300, true)}}
+	docs[10] = rows[0]["doc"].(map[string]any)
+	rec, err = shred.Maps(nil, rows, sc)
+	must(t, err)
+	must(t, w.Write(ctx, rec))
+	rec.Release()
+	must(t, w.Close(ctx))
+
+	got := map[int64]any{}
+	rsc, recs := tabletest.Records(t, tabletest.Load(t, cat, ident))
+	for r := range recs {
+		ids := r.Column(rsc.FieldIndices("id")[0]).(*array.Int64)
+		for i := range int(r.NumRows()) {
+			got[ids.Value(i)] = tabletest.Variant(t, r.Column(rsc.FieldIndices("doc")[0]), i)
+		}
+	}
+	if len(got) != len(docs) {
+		t.Fatalf("read %d rows, want %d", len(got), len(docs))
+	}
+	for id, doc := range docs {
+		js, err := json.Marshal(doc)
+		must(t, err)
+		if want := tabletest.JSONValue(t, js); !reflect.DeepEqual(got[id], want) {
+			t.Errorf("row %d: read a different document (%d keys written)", id, len(doc))
+		}
+	}
+}

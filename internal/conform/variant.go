@@ -2,6 +2,7 @@ package conform
 
 import (
 	"bytes"
+	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -21,22 +22,29 @@ func checkVariants(path []string, va *extensions.VariantArray, mask []byte) erro
 		if va.Storage().IsNull(i) || (mask != nil && !bitutil.BitIsSet(mask, i)) {
 			continue
 		}
-		var err error
-		switch {
-		case !plain:
-			_, err = va.Value(i)
-		case values.IsNull(i):
-		default:
-			m := metas.Value(i)
-			if prev == nil || !bytes.Equal(m, prev) {
-				if meta, err = variant.NewMetadata(m); err == nil {
-					prev = m
+		err := func() (err error) {
+			defer func() { // arrow-go's reader panics on some bytes: a refused row, never a crashed Write
+				if r := recover(); r != nil {
+					prev, err = nil, fmt.Errorf("the variant reader panicked: %v", r)
+				}
+			}()
+			switch {
+			case !plain:
+				_, err = va.Value(i)
+			case values.IsNull(i):
+			default:
+				m := metas.Value(i)
+				if prev == nil || !bytes.Equal(m, prev) {
+					if meta, err = variant.NewMetadata(m); err == nil {
+						prev = m
+					}
+				}
+				if err == nil {
+					_, err = variant.NewWithMetadata(meta, values.Value(i))
 				}
 			}
-			if err == nil {
-				_, err = variant.NewWithMetadata(meta, values.Value(i))
-			}
-		}
+			return err
+		}()
 		if err != nil {
 			return rowErr(path, false, ErrTypeMismatch, "row %d is not a valid variant: %v", i, err)
 		}

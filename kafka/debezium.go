@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -47,8 +48,11 @@ type DebeziumOptions struct {
 // iceberg.WithChangeColumns (and WithKeys when Keys is set) before Config.WriterOptions, which may override them;
 // a writer given in Config.Writer must have been opened with them.
 //
-// A field the table lacks is an error (as for JSON); values follow JSON's rules, with numbers in timestamp
-// columns read as epoch microseconds (Debezium's MicroTimestamp) and strings as RFC 3339 (ZonedTimestamp):
+// A field the table lacks is an error (as for JSON); values follow JSON's rules. A number in a timestamp
+// column is read in the unit the JsonConverter's schema envelope names for it (io.debezium.time.Timestamp:
+// milliseconds, MicroTimestamp: microseconds, NanoTimestamp: nanoseconds, exact in a timestamp_ns column), and
+// as epoch microseconds without an envelope and in Avro events, whose io.debezium.time longs carry no logical
+// type; strings are RFC 3339 (ZonedTimestamp):
 // configure the connector with decimal.handling.mode=string. A variant column (a format v3 table's) takes a
 // JSON column's value (io.debezium.data.Json, a string of JSON text) as the document it holds: the JSON null
 // is the variant null, a null field NULL. Tombstones (null values after a delete, for log
@@ -175,12 +179,19 @@ func (d *debeziumDecoder) row(r *kgo.Record, keys []string) (map[string]any, err
 	if err != nil {
 		return nil, err
 	}
+	var units map[string]time.Duration
 	if p, ok := ev["payload"].(map[string]any); ok && ev["op"] == nil { // the JsonConverter's schema envelope
+		units = envelopeTimeUnits(ev["schema"])
 		ev = p
 	}
 	op, _ := ev["op"].(string)
 	before, _ := ev["before"].(map[string]any)
 	after, _ := ev["after"].(map[string]any)
+	for _, img := range []map[string]any{before, after} {
+		if err := epochTimes(img, units); err != nil {
+			return nil, err
+		}
+	}
 	var row map[string]any
 	switch op {
 	case "c", "r", "u":
@@ -210,6 +221,65 @@ func (d *debeziumDecoder) row(r *kgo.Record, keys []string) (map[string]any, err
 		row[d.o.Version] = v
 	}
 	return row, nil
+}
+
+// timeUnits are the units of the integer timestamps Debezium sends, by their Kafka Connect schema name.
+var timeUnits = map[string]time.Duration{
+	"io.debezium.time.Timestamp":              time.Millisecond,
+	"org.apache.kafka.connect.data.Timestamp": time.Millisecond,
+	"io.debezium.time.MicroTimestamp":         time.Microsecond,
+	"io.debezium.time.NanoTimestamp":          time.Nanosecond,
+}
+
+// envelopeTimeUnits reads, from a JsonConverter schema envelope, the unit of each integer timestamp field of
+// the before and after images (by field name); nil when the schema names none.
+func envelopeTimeUnits(schema any) map[string]time.Duration {
+	var units map[string]time.Duration
+	sc, _ := schema.(map[string]any)
+	images, _ := sc["fields"].([]any)
+	for _, img := range images {
+		im, _ := img.(map[string]any)
+		if f, _ := im["field"].(string); f != "before" && f != "after" {
+			continue
+		}
+		fields, _ := im["fields"].([]any)
+		for _, f := range fields {
+			fm, _ := f.(map[string]any)
+			name, _ := fm["name"].(string)
+			field, _ := fm["field"].(string)
+			if u, ok := timeUnits[name]; ok && field != "" {
+				if units == nil {
+					units = map[string]time.Duration{}
+				}
+				units[field] = u
+			}
+		}
+	}
+	return units
+}
+
+// epochTimes turns the integer timestamps of an image whose unit the envelope named into times, so that each
+// goes into its column exactly whatever the column's unit (numbers without a schema stay epoch microseconds).
+func epochTimes(img map[string]any, units map[string]time.Duration) error {
+	for field, unit := range units {
+		n, ok := img[field].(json.Number)
+		if !ok {
+			continue
+		}
+		v, err := n.Int64()
+		if err != nil {
+			return fmt.Errorf("field %q: timestamp %s is not an integer", field, n)
+		}
+		switch unit {
+		case time.Millisecond:
+			img[field] = time.UnixMilli(v).UTC()
+		case time.Microsecond:
+			img[field] = time.UnixMicro(v).UTC()
+		default:
+			img[field] = time.Unix(0, v).UTC()
+		}
+	}
+	return nil
 }
 
 // event decodes an event into its fields: JSON (numbers as json.Number), or Avro through the registry.

@@ -4,15 +4,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
 	"github.com/icewriter/iceberg/kafka"
 )
 
@@ -197,4 +201,101 @@ func testDebezium(t *testing.T, avro bool) {
 	if len(s.model) == 0 || len(s.model) == 24 {
 		t.Fatalf("model holds %d keys: the stream exercised nothing", len(s.model))
 	}
+}
+
+// TestDebeziumTimestampUnits: a number in a timestamp column is read in the unit the JsonConverter's schema
+// envelope names (io.debezium.time.Timestamp milliseconds, MicroTimestamp microseconds, NanoTimestamp
+// nanoseconds, the last exact in a timestamptz_ns column), in the after image and in a delete's before image,
+// and as epoch microseconds when an event has no envelope. Read back with the scanner, exactly.
+func TestDebeziumTimestampUnits(t *testing.T) {
+	const topic = "pg.public.times"
+	e := newValuesEnv(t, topic)
+	ident := table.Identifier{"kafka", "times"}
+	us := &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+	e.createTable(ident, arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "t_ms", Type: us, Nullable: true},
+		{Name: "t_us", Type: us, Nullable: true},
+		{Name: "t_ns", Type: &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}, Nullable: true},
+	}, nil), iceberg.FormatVersion(3), iceberg.IdentifierFields("id"))
+	field := func(name, unit string) map[string]any {
+		return map[string]any{"type": "int64", "optional": true, "name": "io.debezium.time." + unit, "field": name}
+	}
+	image := func(name string) map[string]any {
+		return map[string]any{"type": "struct", "optional": true, "field": name, "fields": []any{
+			map[string]any{"type": "int64", "field": "id"},
+			field("t_ms", "Timestamp"), field("t_us", "MicroTimestamp"), field("t_ns", "NanoTimestamp")}}
+	}
+	schema := map[string]any{"type": "struct", "fields": []any{image("before"), image("after"),
+		map[string]any{"type": "string", "field": "op"}}}
+	at := []time.Time{
+		time.Date(2026, 12, 3, 10, 11, 12, 123456789, time.UTC),
+		time.Date(1969, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Unix(0, 1).UTC(),
+	}
+	img := func(id int64, t time.Time) map[string]any {
+		return map[string]any{"id": id, "t_ms": t.UnixMilli(), "t_us": t.UnixMicro(), "t_ns": t.UnixNano()}
+	}
+	var recs []*kgo.Record
+	send := func(id int64, v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(id % valuesParts), Value: b})
+	}
+	for i, ts := range at {
+		send(int64(i), map[string]any{"schema": schema, "payload": map[string]any{"op": "c", "before": nil, "after": img(int64(i), ts)}})
+	}
+	// A delete whose before image's key is found by its timestamps' values too, and an event without envelope.
+	send(10, map[string]any{"schema": schema, "payload": map[string]any{"op": "c", "before": nil, "after": img(10, at[0])}})
+	send(10, map[string]any{"schema": schema, "payload": map[string]any{"op": "d", "before": img(10, at[0]), "after": nil}})
+	bare := time.Date(2026, 1, 2, 3, 4, 5, 678000, time.UTC)
+	send(3, map[string]any{"op": "c", "before": nil, "after": map[string]any{"id": 3, "t_us": bare.UnixMicro()}})
+	e.produce(recs...)
+	run := e.start(kafka.Config{Topics: []string{topic}, Catalog: e.cat, Table: ident, Decoder: kafka.Debezium(kafka.DebeziumOptions{})})
+	e.waitPositions(ident, topic)
+	e.stop(run)
+
+	type row struct{ ms, us, ns *int64 }
+	p := func(v int64) *int64 { return &v }
+	want := map[int64]row{3: {us: p(bare.UnixMicro())}}
+	for i, ts := range at {
+		want[int64(i)] = row{p(ts.UnixMilli() * 1000), p(ts.UnixMicro()), p(ts.UnixNano())}
+	}
+	got := map[int64]row{}
+	sc, it := tabletest.Records(t, tabletest.Load(t, e.cat, ident))
+	for rec := range it {
+		ids := rec.Column(tabletest.Column(t, sc, "id")).(*array.Int64)
+		cell := func(name string, r int) *int64 {
+			c := rec.Column(tabletest.Column(t, sc, name)).(*array.Timestamp)
+			if c.IsNull(r) {
+				return nil
+			}
+			return p(int64(c.Value(r)))
+		}
+		for r := range int(rec.NumRows()) {
+			got[ids.Value(r)] = row{cell("t_ms", r), cell("t_us", r), cell("t_ns", r)}
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		for id, w := range want {
+			if g := got[id]; !reflect.DeepEqual(g, w) {
+				t.Errorf("id %d: read %v, want %v", id, fmtRow(g.ms, g.us, g.ns), fmtRow(w.ms, w.us, w.ns))
+			}
+		}
+		t.Fatalf("read %d rows, want %d", len(got), len(want))
+	}
+}
+
+// fmtRow prints nullable values.
+func fmtRow(vs ...*int64) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = "null"
+		if v != nil {
+			out[i] = strconv.FormatInt(*v, 10)
+		}
+	}
+	return out
 }

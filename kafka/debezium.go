@@ -50,9 +50,9 @@ type DebeziumOptions struct {
 //
 // A field the table lacks is an error (as for JSON); values follow JSON's rules. A number in a timestamp
 // column is read in the unit the JsonConverter's schema envelope names for it (io.debezium.time.Timestamp:
-// milliseconds, MicroTimestamp: microseconds, NanoTimestamp: nanoseconds, exact in a timestamp_ns column), and
-// as epoch microseconds without an envelope and in Avro events, whose io.debezium.time longs carry no logical
-// type; strings are RFC 3339 (ZonedTimestamp):
+// milliseconds, MicroTimestamp: microseconds, NanoTimestamp: nanoseconds, exact in a timestamp_ns column; an
+// integer column keeps the number), and as epoch microseconds without an envelope and in Avro events, whose
+// io.debezium.time longs carry no logical type; strings are RFC 3339 (ZonedTimestamp):
 // configure the connector with decimal.handling.mode=string. A variant column (a format v3 table's) takes a
 // JSON column's value (io.debezium.data.Json, a string of JSON text) as the document it holds: the JSON null
 // is the variant null, a null field NULL. Tombstones (null values after a delete, for log
@@ -120,9 +120,15 @@ func (d *debeziumDecoder) decodeChanges(mem memory.Allocator, recs []*kgo.Record
 	if err != nil {
 		return nil, 0, err
 	}
+	stamps := map[string]bool{} // the timestamp columns, which take an envelope's integer timestamps as times
+	for _, f := range target.Fields() {
+		if f.Type.ID() == arrow.TIMESTAMP {
+			stamps[f.Name] = true
+		}
+	}
 	rows := make([]map[string]any, len(recs))
 	for i, r := range recs {
-		if rows[i], err = d.row(r, keys); err != nil {
+		if rows[i], err = d.row(r, keys, stamps); err != nil {
 			if errors.Is(err, ErrRegistry) {
 				return nil, i, err // the registry is down: the event is not bad
 			}
@@ -171,7 +177,7 @@ func (d *debeziumDecoder) target(schema *arrow.Schema, keys []string) (*arrow.Sc
 }
 
 // row turns one event into a change row; a tombstone into a row whose op is null (put drops it).
-func (d *debeziumDecoder) row(r *kgo.Record, keys []string) (map[string]any, error) {
+func (d *debeziumDecoder) row(r *kgo.Record, keys []string, stamps map[string]bool) (map[string]any, error) {
 	if r.Value == nil {
 		return map[string]any{}, nil
 	}
@@ -181,7 +187,7 @@ func (d *debeziumDecoder) row(r *kgo.Record, keys []string) (map[string]any, err
 	}
 	var units map[string]time.Duration
 	if p, ok := ev["payload"].(map[string]any); ok && ev["op"] == nil { // the JsonConverter's schema envelope
-		units = envelopeTimeUnits(ev["schema"])
+		units = envelopeTimeUnits(ev["schema"], stamps)
 		ev = p
 	}
 	op, _ := ev["op"].(string)
@@ -232,8 +238,9 @@ var timeUnits = map[string]time.Duration{
 }
 
 // envelopeTimeUnits reads, from a JsonConverter schema envelope, the unit of each integer timestamp field of
-// the before and after images (by field name); nil when the schema names none.
-func envelopeTimeUnits(schema any) map[string]time.Duration {
+// the before and after images whose column is a timestamp (stamps; an integer column keeps the number), by
+// field name; nil when the schema names none.
+func envelopeTimeUnits(schema any, stamps map[string]bool) map[string]time.Duration {
 	var units map[string]time.Duration
 	sc, _ := schema.(map[string]any)
 	images, _ := sc["fields"].([]any)
@@ -247,7 +254,7 @@ func envelopeTimeUnits(schema any) map[string]time.Duration {
 			fm, _ := f.(map[string]any)
 			name, _ := fm["name"].(string)
 			field, _ := fm["field"].(string)
-			if u, ok := timeUnits[name]; ok && field != "" {
+			if u, ok := timeUnits[name]; ok && stamps[field] {
 				if units == nil {
 					units = map[string]time.Duration{}
 				}
@@ -381,12 +388,12 @@ func (d *debeziumDecoder) field(value []byte, name string) (any, error) {
 	if value == nil {
 		return nil, nil // a tombstone: routed by topic or Default
 	}
-	row, err := d.row(&kgo.Record{Value: value, Offset: -1}, nil)
+	row, err := d.row(&kgo.Record{Value: value, Offset: -1}, nil, nil)
 	if err != nil && d.o.Version != "" {
 		// The version is not needed to route: only the images are.
 		o := d.o
 		o.Version = ""
-		row, err = (&debeziumDecoder{o: o}).row(&kgo.Record{Value: value}, nil)
+		row, err = (&debeziumDecoder{o: o}).row(&kgo.Record{Value: value}, nil, nil)
 	}
 	if err != nil {
 		return nil, err

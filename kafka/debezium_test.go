@@ -206,7 +206,8 @@ func testDebezium(t *testing.T, avro bool) {
 // TestDebeziumTimestampUnits: a number in a timestamp column is read in the unit the JsonConverter's schema
 // envelope names (io.debezium.time.Timestamp milliseconds, MicroTimestamp microseconds, NanoTimestamp
 // nanoseconds, the last exact in a timestamptz_ns column), in the after image and in a delete's before image,
-// and as epoch microseconds when an event has no envelope. Read back with the scanner, exactly.
+// and as epoch microseconds when an event has no envelope; an integer column keeps the number. Read back with
+// the scanner, exactly.
 func TestDebeziumTimestampUnits(t *testing.T) {
 	const topic = "pg.public.times"
 	e := newValuesEnv(t, topic)
@@ -217,6 +218,7 @@ func TestDebeziumTimestampUnits(t *testing.T) {
 		{Name: "t_ms", Type: us, Nullable: true},
 		{Name: "t_us", Type: us, Nullable: true},
 		{Name: "t_ns", Type: &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}, Nullable: true},
+		{Name: "t_raw", Type: arrow.PrimitiveTypes.Int64, Nullable: true}, // an integer column keeps the number
 	}, nil), iceberg.FormatVersion(3), iceberg.IdentifierFields("id"))
 	field := func(name, unit string) map[string]any {
 		return map[string]any{"type": "int64", "optional": true, "name": "io.debezium.time." + unit, "field": name}
@@ -224,7 +226,8 @@ func TestDebeziumTimestampUnits(t *testing.T) {
 	image := func(name string) map[string]any {
 		return map[string]any{"type": "struct", "optional": true, "field": name, "fields": []any{
 			map[string]any{"type": "int64", "field": "id"},
-			field("t_ms", "Timestamp"), field("t_us", "MicroTimestamp"), field("t_ns", "NanoTimestamp")}}
+			field("t_ms", "Timestamp"), field("t_us", "MicroTimestamp"), field("t_ns", "NanoTimestamp"),
+			field("t_raw", "Timestamp")}}
 	}
 	schema := map[string]any{"type": "struct", "fields": []any{image("before"), image("after"),
 		map[string]any{"type": "string", "field": "op"}}}
@@ -234,7 +237,8 @@ func TestDebeziumTimestampUnits(t *testing.T) {
 		time.Unix(0, 1).UTC(),
 	}
 	img := func(id int64, t time.Time) map[string]any {
-		return map[string]any{"id": id, "t_ms": t.UnixMilli(), "t_us": t.UnixMicro(), "t_ns": t.UnixNano()}
+		return map[string]any{"id": id, "t_ms": t.UnixMilli(), "t_us": t.UnixMicro(), "t_ns": t.UnixNano(),
+			"t_raw": t.UnixMilli()}
 	}
 	var recs []*kgo.Record
 	send := func(id int64, v any) {
@@ -257,31 +261,37 @@ func TestDebeziumTimestampUnits(t *testing.T) {
 	e.waitPositions(ident, topic)
 	e.stop(run)
 
-	type row struct{ ms, us, ns *int64 }
+	type row struct{ ms, us, ns, raw *int64 }
 	p := func(v int64) *int64 { return &v }
 	want := map[int64]row{3: {us: p(bare.UnixMicro())}}
 	for i, ts := range at {
-		want[int64(i)] = row{p(ts.UnixMilli() * 1000), p(ts.UnixMicro()), p(ts.UnixNano())}
+		want[int64(i)] = row{p(ts.UnixMilli() * 1000), p(ts.UnixMicro()), p(ts.UnixNano()), p(ts.UnixMilli())}
 	}
 	got := map[int64]row{}
 	sc, it := tabletest.Records(t, tabletest.Load(t, e.cat, ident))
 	for rec := range it {
 		ids := rec.Column(tabletest.Column(t, sc, "id")).(*array.Int64)
 		cell := func(name string, r int) *int64 {
-			c := rec.Column(tabletest.Column(t, sc, name)).(*array.Timestamp)
-			if c.IsNull(r) {
-				return nil
+			switch c := rec.Column(tabletest.Column(t, sc, name)).(type) {
+			case *array.Timestamp:
+				if !c.IsNull(r) {
+					return p(int64(c.Value(r)))
+				}
+			case *array.Int64:
+				if !c.IsNull(r) {
+					return p(c.Value(r))
+				}
 			}
-			return p(int64(c.Value(r)))
+			return nil
 		}
 		for r := range int(rec.NumRows()) {
-			got[ids.Value(r)] = row{cell("t_ms", r), cell("t_us", r), cell("t_ns", r)}
+			got[ids.Value(r)] = row{cell("t_ms", r), cell("t_us", r), cell("t_ns", r), cell("t_raw", r)}
 		}
 	}
 	if !reflect.DeepEqual(got, want) {
 		for id, w := range want {
 			if g := got[id]; !reflect.DeepEqual(g, w) {
-				t.Errorf("id %d: read %v, want %v", id, fmtRow(g.ms, g.us, g.ns), fmtRow(w.ms, w.us, w.ns))
+				t.Errorf("id %d: read %v, want %v", id, fmtRow(g.ms, g.us, g.ns, g.raw), fmtRow(w.ms, w.us, w.ns, w.raw))
 			}
 		}
 		t.Fatalf("read %d rows, want %d", len(got), len(want))

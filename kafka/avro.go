@@ -55,7 +55,7 @@ func (avroFormat) compile(ctx context.Context, cl *sr.Client, s sr.Schema, _ str
 	if err != nil {
 		return nil, err
 	}
-	return newWriterSchema(typ.(*arrow.StructType).Fields(), func(payload []byte) (map[string]any, error) {
+	ws := newWriterSchema(typ.(*arrow.StructType).Fields(), func(payload []byte) (map[string]any, error) {
 		var v any
 		rest, err := sch.Decode(payload, &v)
 		if err != nil {
@@ -72,7 +72,41 @@ func (avroFormat) compile(ctx context.Context, cl *sr.Client, s sr.Schema, _ str
 			fix(row)
 		}
 		return row, nil
-	}), nil
+	})
+	ws.timeUnits = avroTimeUnits(*root)
+	return ws, nil
+}
+
+// avroTimeUnits reads the units of the integer timestamps of a Debezium envelope's before and after images
+// (long fields whose connect.name is one of timeUnits), by field name; nil for other records.
+func avroTimeUnits(root avro.SchemaNode) map[string]time.Duration {
+	var units map[string]time.Duration
+	for _, img := range root.Fields {
+		if img.Name != "before" && img.Name != "after" {
+			continue
+		}
+		for _, rec := range append([]avro.SchemaNode{img.Type}, img.Type.Branches...) {
+			if rec.Type != "record" {
+				continue
+			}
+			for _, f := range rec.Fields {
+				n := f.Type
+				for _, b := range n.Branches { // [null, long]
+					if b.Type != "null" {
+						n = b
+					}
+				}
+				name, _ := n.Props["connect.name"].(string)
+				if u, ok := timeUnits[name]; ok && n.Type == "long" {
+					if units == nil {
+						units = map[string]time.Duration{}
+					}
+					units[f.Name] = u
+				}
+			}
+		}
+	}
+	return units
 }
 
 // parseAvroReferences parses the schemas a schema references (depth first, each once) into cache, so that

@@ -49,11 +49,11 @@ type DebeziumOptions struct {
 // a writer given in Config.Writer must have been opened with them.
 //
 // A field the table lacks is an error (as for JSON); values follow JSON's rules. A number in a timestamp
-// column is read in the unit the JsonConverter's schema envelope names for it (io.debezium.time.Timestamp:
-// milliseconds, MicroTimestamp: microseconds, NanoTimestamp: nanoseconds, exact in a timestamp_ns column; an
-// integer column keeps the number), and as epoch microseconds without an envelope and in Avro events, whose
-// io.debezium.time longs carry no logical type; strings are RFC 3339 (ZonedTimestamp):
-// configure the connector with decimal.handling.mode=string. A variant column (a format v3 table's) takes a
+// column is read in the unit its schema names (io.debezium.time.Timestamp: milliseconds, MicroTimestamp:
+// microseconds, NanoTimestamp: nanoseconds, exact in a timestamp_ns column; an integer column keeps the
+// number): the JsonConverter's schema envelope's, or the Avro schema's connect.name; a JSON event without an
+// envelope is read as epoch microseconds. Strings are RFC 3339 (ZonedTimestamp). Configure the connector
+// with decimal.handling.mode=string. A variant column (a format v3 table's) takes a
 // JSON column's value (io.debezium.data.Json, a string of JSON text) as the document it holds: the JSON null
 // is the variant null, a null field NULL. Tombstones (null values after a delete, for log
 // compaction) are skipped; truncate ("t") and message ("m") events are bad records.
@@ -181,20 +181,19 @@ func (d *debeziumDecoder) row(r *kgo.Record, keys []string, stamps map[string]bo
 	if r.Value == nil {
 		return map[string]any{}, nil
 	}
-	ev, err := d.event(r.Value)
+	ev, units, err := d.event(r.Value)
 	if err != nil {
 		return nil, err
 	}
-	var units map[string]time.Duration
 	if p, ok := ev["payload"].(map[string]any); ok && ev["op"] == nil { // the JsonConverter's schema envelope
-		units = envelopeTimeUnits(ev["schema"], stamps)
+		units = envelopeTimeUnits(ev["schema"])
 		ev = p
 	}
 	op, _ := ev["op"].(string)
 	before, _ := ev["before"].(map[string]any)
 	after, _ := ev["after"].(map[string]any)
 	for _, img := range []map[string]any{before, after} {
-		if err := epochTimes(img, units); err != nil {
+		if err := epochTimes(img, units, stamps); err != nil {
 			return nil, err
 		}
 	}
@@ -238,9 +237,8 @@ var timeUnits = map[string]time.Duration{
 }
 
 // envelopeTimeUnits reads, from a JsonConverter schema envelope, the unit of each integer timestamp field of
-// the before and after images whose column is a timestamp (stamps; an integer column keeps the number), by
-// field name; nil when the schema names none.
-func envelopeTimeUnits(schema any, stamps map[string]bool) map[string]time.Duration {
+// the before and after images, by field name; nil when the schema names none.
+func envelopeTimeUnits(schema any) map[string]time.Duration {
 	var units map[string]time.Duration
 	sc, _ := schema.(map[string]any)
 	images, _ := sc["fields"].([]any)
@@ -254,7 +252,7 @@ func envelopeTimeUnits(schema any, stamps map[string]bool) map[string]time.Durat
 			fm, _ := f.(map[string]any)
 			name, _ := fm["name"].(string)
 			field, _ := fm["field"].(string)
-			if u, ok := timeUnits[name]; ok && stamps[field] {
+			if u, ok := timeUnits[name]; ok && field != "" {
 				if units == nil {
 					units = map[string]time.Duration{}
 				}
@@ -265,17 +263,25 @@ func envelopeTimeUnits(schema any, stamps map[string]bool) map[string]time.Durat
 	return units
 }
 
-// epochTimes turns the integer timestamps of an image whose unit the envelope named into times, so that each
-// goes into its column exactly whatever the column's unit (numbers without a schema stay epoch microseconds).
-func epochTimes(img map[string]any, units map[string]time.Duration) error {
+// epochTimes turns the integer timestamps of an image whose unit its schema named (units) into times, so that
+// each goes into its column exactly whatever the column's unit; only for timestamp columns (stamps: an integer
+// column keeps the number). Numbers without a unit stay epoch microseconds.
+func epochTimes(img map[string]any, units map[string]time.Duration, stamps map[string]bool) error {
 	for field, unit := range units {
-		n, ok := img[field].(json.Number)
-		if !ok {
+		if !stamps[field] {
 			continue
 		}
-		v, err := n.Int64()
-		if err != nil {
-			return fmt.Errorf("field %q: timestamp %s is not an integer", field, n)
+		var v int64
+		switch n := img[field].(type) {
+		case json.Number:
+			var err error
+			if v, err = n.Int64(); err != nil {
+				return fmt.Errorf("field %q: timestamp %s is not an integer", field, n)
+			}
+		case int64:
+			v = n
+		default:
+			continue
 		}
 		switch unit {
 		case time.Millisecond:
@@ -289,26 +295,28 @@ func epochTimes(img map[string]any, units map[string]time.Duration) error {
 	return nil
 }
 
-// event decodes an event into its fields: JSON (numbers as json.Number), or Avro through the registry.
-func (d *debeziumDecoder) event(value []byte) (map[string]any, error) {
+// event decodes an event into its fields: JSON (numbers as json.Number), or Avro through the registry with the
+// units of its images' integer timestamps (the schema's).
+func (d *debeziumDecoder) event(value []byte) (map[string]any, map[string]time.Duration, error) {
 	if d.avro != nil {
 		key, payload, err := d.avro.header(value)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ws, err := d.avro.schema(key)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return ws.decode(payload)
+		ev, err := ws.decode(payload)
+		return ev, ws.timeUnits, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(value))
 	dec.UseNumber()
 	var ev map[string]any
 	if err := dec.Decode(&ev); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return ev, nil
+	return ev, nil, nil
 }
 
 func maps(m map[string]any) map[string]any {

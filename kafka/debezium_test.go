@@ -203,12 +203,30 @@ func testDebezium(t *testing.T, avro bool) {
 	}
 }
 
-// TestDebeziumTimestampUnits: a number in a timestamp column is read in the unit the JsonConverter's schema
-// envelope names (io.debezium.time.Timestamp milliseconds, MicroTimestamp microseconds, NanoTimestamp
-// nanoseconds, the last exact in a timestamptz_ns column), in the after image and in a delete's before image,
-// and as epoch microseconds when an event has no envelope; an integer column keeps the number. Read back with
-// the scanner, exactly.
+// debeziumTimesAvro is the Avro envelope of a table with integer timestamps as Debezium's AvroConverter
+// registers it (trimmed): the Kafka Connect schema name is the unit, with no Avro logical type.
+const debeziumTimesAvro = `{"type":"record","name":"Envelope","namespace":"pg.public.times","fields":[
+ {"name":"before","type":["null",{"type":"record","name":"Value","fields":[
+   {"name":"id","type":"long"},
+   {"name":"t_ms","type":["null",{"type":"long","connect.name":"io.debezium.time.Timestamp"}],"default":null},
+   {"name":"t_us","type":["null",{"type":"long","connect.name":"io.debezium.time.MicroTimestamp"}],"default":null},
+   {"name":"t_ns","type":["null",{"type":"long","connect.name":"io.debezium.time.NanoTimestamp"}],"default":null},
+   {"name":"t_raw","type":["null",{"type":"long","connect.name":"io.debezium.time.Timestamp"}],"default":null}]}],"default":null},
+ {"name":"after","type":["null","Value"],"default":null},
+ {"name":"op","type":"string"}]}`
+
+// TestDebeziumTimestampUnits: a number in a timestamp column is read in the unit its schema names
+// (io.debezium.time.Timestamp milliseconds, MicroTimestamp microseconds, NanoTimestamp nanoseconds, the last
+// exact in a timestamptz_ns column): the JsonConverter's schema envelope's, or the Avro schema's connect.name,
+// in the after image and in a delete's before image. A JSON event without envelope is read as epoch
+// microseconds; an integer column keeps the number. Read back with the scanner, exactly.
 func TestDebeziumTimestampUnits(t *testing.T) {
+	for _, avro := range []bool{false, true} {
+		t.Run(map[bool]string{false: "json", true: "avro"}[avro], func(t *testing.T) { debeziumTimestampUnits(t, avro) })
+	}
+}
+
+func debeziumTimestampUnits(t *testing.T, avro bool) {
 	const topic = "pg.public.times"
 	e := newValuesEnv(t, topic)
 	ident := table.Identifier{"kafka", "times"}
@@ -231,6 +249,18 @@ func TestDebeziumTimestampUnits(t *testing.T) {
 	}
 	schema := map[string]any{"type": "struct", "fields": []any{image("before"), image("after"),
 		map[string]any{"type": "string", "field": "op"}}}
+	opts := kafka.DebeziumOptions{}
+	encode := func(ev map[string]any) []byte {
+		b, err := json.Marshal(map[string]any{"schema": schema, "payload": ev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if avro {
+		encode = e.avroEncoder(topic+"-value", debeziumTimesAvro)
+		opts.Registry = e.sr
+	}
 	at := []time.Time{
 		time.Date(2026, 12, 3, 10, 11, 12, 123456789, time.UTC),
 		time.Date(1969, 12, 31, 23, 59, 59, 999999999, time.UTC),
@@ -241,32 +271,35 @@ func TestDebeziumTimestampUnits(t *testing.T) {
 			"t_raw": t.UnixMilli()}
 	}
 	var recs []*kgo.Record
-	send := func(id int64, v any) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(id % valuesParts), Value: b})
+	send := func(id int64, value []byte) {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(id % valuesParts), Value: value})
 	}
 	for i, ts := range at {
-		send(int64(i), map[string]any{"schema": schema, "payload": map[string]any{"op": "c", "before": nil, "after": img(int64(i), ts)}})
+		send(int64(i), encode(map[string]any{"op": "c", "before": nil, "after": img(int64(i), ts)}))
 	}
-	// A delete whose before image's key is found by its timestamps' values too, and an event without envelope.
-	send(10, map[string]any{"schema": schema, "payload": map[string]any{"op": "c", "before": nil, "after": img(10, at[0])}})
-	send(10, map[string]any{"schema": schema, "payload": map[string]any{"op": "d", "before": img(10, at[0]), "after": nil}})
-	bare := time.Date(2026, 1, 2, 3, 4, 5, 678000, time.UTC)
-	send(3, map[string]any{"op": "c", "before": nil, "after": map[string]any{"id": 3, "t_us": bare.UnixMicro()}})
-	e.produce(recs...)
-	run := e.start(kafka.Config{Topics: []string{topic}, Catalog: e.cat, Table: ident, Decoder: kafka.Debezium(kafka.DebeziumOptions{})})
-	e.waitPositions(ident, topic)
-	e.stop(run)
-
+	// A delete, whose before image is read in the same units.
+	send(10, encode(map[string]any{"op": "c", "before": nil, "after": img(10, at[0])}))
+	send(10, encode(map[string]any{"op": "d", "before": img(10, at[0]), "after": nil}))
 	type row struct{ ms, us, ns, raw *int64 }
 	p := func(v int64) *int64 { return &v }
-	want := map[int64]row{3: {us: p(bare.UnixMicro())}}
+	want := map[int64]row{}
 	for i, ts := range at {
 		want[int64(i)] = row{p(ts.UnixMilli() * 1000), p(ts.UnixMicro()), p(ts.UnixNano()), p(ts.UnixMilli())}
 	}
+	if !avro { // a JSON event without envelope: epoch microseconds
+		bare := time.Date(2026, 1, 2, 3, 4, 5, 678000, time.UTC)
+		b, err := json.Marshal(map[string]any{"op": "c", "before": nil, "after": map[string]any{"id": 3, "t_us": bare.UnixMicro()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		send(3, b)
+		want[3] = row{us: p(bare.UnixMicro())}
+	}
+	e.produce(recs...)
+	run := e.start(kafka.Config{Topics: []string{topic}, Catalog: e.cat, Table: ident, Decoder: kafka.Debezium(opts)})
+	e.waitPositions(ident, topic)
+	e.stop(run)
+
 	got := map[int64]row{}
 	sc, it := tabletest.Records(t, tabletest.Load(t, e.cat, ident))
 	for rec := range it {

@@ -46,6 +46,9 @@ type writerSchema struct {
 	// decode turns a value's bytes after the wire format's header into one row, keyed by column name, with
 	// values shred.Maps takes.
 	decode func(payload []byte) (map[string]any, error)
+	// timeUnits (Avro) are the units of the integer timestamps of a Debezium envelope's before and after images,
+	// by field name, from their Kafka Connect schema names (connect.name), which no Avro logical type carries.
+	timeUnits map[string]time.Duration
 }
 
 func newWriterSchema(fields []arrow.Field, decode func([]byte) (map[string]any, error)) *writerSchema {

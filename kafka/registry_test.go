@@ -70,6 +70,20 @@ func (e *valuesEnv) registerAvro(serde *sr.Serde, subject, schema string) int {
 	return ss.ID
 }
 
+// avroEncoder registers schema under subject and returns an encoder of values in the wire format with it.
+func (e *valuesEnv) avroEncoder(subject, schema string) func(ev map[string]any) []byte {
+	e.t.Helper()
+	serde := new(sr.Serde)
+	e.registerAvro(serde, subject, schema)
+	return func(ev map[string]any) []byte {
+		b, err := serde.Encode(ev)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return b
+	}
+}
+
 // TestAvroValuesEvolveTheTable creates the table from a subject's Avro schema (RegistrySchema plus metadata
 // columns), sinks values of it, registers a second version with an added optional field and sinks values of
 // that: the table gains the column, and reads back as the model (every logical type, nested record, list and

@@ -16,7 +16,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/tabletest"
@@ -270,15 +269,7 @@ func TestDebeziumJSONColumnsIntoVariant(t *testing.T) {
 			encode := func(ev map[string]any) []byte { return jsonEvent(ev, 1) }
 			opts := kafka.DebeziumOptions{}
 			if avro {
-				serde := new(sr.Serde)
-				e.registerAvro(serde, topic+"-value", debeziumDocsAvro)
-				encode = func(ev map[string]any) []byte {
-					b, err := serde.Encode(ev)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return b
-				}
+				encode = e.avroEncoder(topic+"-value", debeziumDocsAvro)
 				opts.Registry = e.sr
 			}
 			model := map[int64]any{}

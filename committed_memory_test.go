@@ -68,8 +68,10 @@ func (c *trackingCommitter) Commit(ctx context.Context, run *iceberg.Run) (*iceb
 
 // The data files a writer commits are garbage once committed: a writer committing many times holds no more of
 // them than a writer committing once. Through the writer's own committer, and through NewCatalogCommitter as a
-// coordinator of many writers runs it.
+// coordinator of many writers runs it. It counts the tracked files themselves (finalizers), not the heap, so
+// it runs beside other tests.
 func TestCommittedFilesAreNotRetained(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, tc := range []struct {
 		name string
 		opts func(cat icecatalog.Catalog, tracker *trackingCommitter) []iceberg.Option

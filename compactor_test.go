@@ -26,13 +26,14 @@ func (c compactions) OnCompaction(ev iceberg.Compaction) { c <- ev }
 // rewritten files kept the pass snapshot's sequence number, so the upserts' equality deletes still apply to
 // them, and the converted position deletes were moved onto the new files.
 func TestCompactionDoesNotHoldLiveFlushes(t *testing.T) {
+	t.Parallel() // see TestMain
 	ctx := context.Background()
 	cat := openCatalog(t)
 	ident := table.Identifier{"compact", "live"}
-	held, letGo := holdFirstPass(t)
+	hold, held, letGo := holdFirstPass()
 	events := make(compactions, 4)
 	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithCreate(seed.Schema), iceberg.WithKeys("id"),
-		iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(8), iceberg.WithHooks(events))
+		iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(8), iceberg.WithHooks(events), hold)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +97,7 @@ func TestCompactionDoesNotHoldLiveFlushes(t *testing.T) {
 // files and commits: it is not given up, the table read back holds every row once with its newest values, it
 // holds fewer data files, and later upserts of rows the pass moved still replace them.
 func TestCompactionRebasesConcurrentDeletes(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, tc := range []struct {
 		name    string
 		version int
@@ -108,11 +110,11 @@ func TestCompactionRebasesConcurrentDeletes(t *testing.T) {
 			ctx := context.Background()
 			cat := openCatalog(t)
 			ident := table.Identifier{"compact", "rebase"}
-			held, letGo := holdFirstPass(t)
+			hold, held, letGo := holdFirstPass()
 			events := make(compactions, 64)
 			opts := append([]iceberg.Option{
 				iceberg.WithCreate(seed.Schema, iceberg.FormatVersion(tc.version)), iceberg.WithKeys("id"),
-				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(8), iceberg.WithHooks(events),
+				iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(8), iceberg.WithHooks(events), hold,
 			}, tc.opts...)
 			w, err := iceberg.NewWriter(ctx, cat, ident, opts...)
 			if err != nil {

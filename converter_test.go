@@ -18,6 +18,7 @@ import (
 // pass inside the commit loop would hold them until the flush's timeout). Released, the pass commits: no
 // equality delete file is live, and the table reads back as the model.
 func TestConversionDoesNotHoldLiveFlushes(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, version := range []int{2, 3} {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
 			ctx := context.Background()
@@ -73,15 +74,14 @@ func TestConversionDoesNotHoldLiveFlushes(t *testing.T) {
 
 			held, release := make(chan struct{}), make(chan struct{})
 			var holdOnce, releaseOnce sync.Once
-			undo := iceberg.HoldRewritesForTest(func() {
+			hold := iceberg.WithHoldRewritesForTest(func() {
 				holdOnce.Do(func() {
 					close(held)
 					<-release
 				})
 			})
-			defer undo()
 			events := make(conversions, 8)
-			a := open("a", iceberg.WithDeleteConversionEvery(2), iceberg.WithHooks(events))
+			a := open("a", iceberg.WithDeleteConversionEvery(2), iceberg.WithHooks(events), hold)
 			defer a.Close(ctx)
 			letGo := func() { releaseOnce.Do(func() { close(release) }) }
 			defer letGo() // before Close: a failed test must not leave the pass held

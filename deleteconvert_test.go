@@ -66,7 +66,7 @@ func liveDeleteFilesAt(t *testing.T, cat icecatalog.Catalog, ident table.Identif
 // the first writer's fallback (the second writer's commits made its key index stale); ConvertEqualityDeletes
 // leaves no equality delete file live, writes position deletes (v2) or deletion vectors (v3) instead, and the
 // table reads back as the model before and after, and after more upserts and deletes of the first writer. Both
-// format versions, partitioned and not.
+// format versions, partitioned and not; 2 rounds of both writers before the conversion (ICEWRITER_SOAK=1: 4).
 func TestConvertEqualityDeletes(t *testing.T) {
 	t.Parallel() // see TestMain
 	for _, c := range []struct {
@@ -107,7 +107,7 @@ func TestConvertEqualityDeletes(t *testing.T) {
 			}
 			b := open("b", iceberg.WithKeyIndexBytes(0))
 			ops := &kvOps{rng: rng, keySpace: 1200, maxRows: 30, writes: 2, next: 1_000_000}
-			for round := 0; round < 4; round++ {
+			for range iceberg.SoakForTest(t, 2, 4) { // rounds
 				for _, w := range []*iceberg.Writer{a, b} {
 					for range 5 {
 						ops.apply(t, ctx, w, model)

@@ -19,19 +19,20 @@ import (
 // both files land while the pass is held after writing its files: the pass's commit moves those on the
 // rewritten file onto its new file. The table read back holds every row once with its newest values.
 func TestBackgroundPassRewritesDeletedFiles(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, version := range []int{2, 3} {
 		t.Run(map[int]string{2: "v2", 3: "v3"}[version], func(t *testing.T) {
 			ctx := context.Background()
 			cat := openCatalog(t)
 			ident := table.Identifier{"compact", "ratio"}
-			held, letGo := holdFirstPass(t)
+			hold, held, letGo := holdFirstPass()
 			events := make(compactions, 16)
 			// 200 seed rows encode to about 20 KB: right-sized for a 64 KB target (small is under 8 KB), so
 			// only the delete share can pick a file.
 			w, err := iceberg.NewWriter(ctx, cat, ident,
 				iceberg.WithCreate(seed.Schema, iceberg.FormatVersion(version)), iceberg.WithKeys("id"),
 				iceberg.WithFlushInterval(0), iceberg.WithTargetFileSize(64<<10), iceberg.WithSmallFileCompactionEvery(4),
-				iceberg.WithDeleteConversionEvery(0), iceberg.WithDeleteRewriteRatio(0.3), iceberg.WithHooks(events))
+				iceberg.WithDeleteConversionEvery(0), iceberg.WithDeleteRewriteRatio(0.3), iceberg.WithHooks(events), hold)
 			if err != nil {
 				t.Fatal(err)
 			}

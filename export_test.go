@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/icewriter/iceberg/internal/encode"
-	"github.com/icewriter/iceberg/internal/maintain"
 )
 
 // Names the external tests need that users do not get.
@@ -46,12 +45,10 @@ func WithFanoutForTest(chunkPartitions, warnPartitions int) Option {
 	}
 }
 
-// HoldRewritesForTest makes every background pass of the writer's maintenance (compaction or conversion of
-// equality deletes) call hold once it has written its files and before it takes the commit queue; the returned
-// func undoes it.
-func HoldRewritesForTest(hold func()) (undo func()) {
-	maintain.TestHookRewriteWritten = hold
-	return func() { maintain.TestHookRewriteWritten = nil }
+// WithHoldRewritesForTest makes every background pass of the writer's maintenance (compaction or conversion
+// of equality deletes) call hold once it has written its files and before it takes the commit queue.
+func WithHoldRewritesForTest(hold func()) Option {
+	return func(o *options) { o.maint.rewriteWritten = hold }
 }
 
 // WithCommitterWrapForTest wraps the committer the writer hands its runs to (the default one, unless

@@ -94,13 +94,14 @@ func takeOver(t testing.TB, ctx context.Context, cat icecatalog.Catalog, ident t
 	return w
 }
 
-// holdFirstPass holds the writer's first background compaction pass after it wrote its files, before it takes
-// the commit queue: held is closed once it waits, letGo releases it (later passes run through). Defer letGo
-// after the writer's Close, so that a failed test does not leave Close waiting for the held pass.
-func holdFirstPass(t *testing.T) (held <-chan struct{}, letGo func()) {
+// holdFirstPass holds the first background compaction pass of the writer given hold (an option) after it wrote
+// its files, before it takes the commit queue: held is closed once it waits, letGo releases it (later passes run
+// through). Defer letGo after the writer's Close, so that a failed test does not leave Close waiting for the
+// held pass.
+func holdFirstPass() (hold iceberg.Option, held <-chan struct{}, letGo func()) {
 	h, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	t.Cleanup(iceberg.HoldRewritesForTest(func() {
+	hold = iceberg.WithHoldRewritesForTest(func() {
 		select {
 		case <-h:
 			return
@@ -108,8 +109,8 @@ func holdFirstPass(t *testing.T) (held <-chan struct{}, letGo func()) {
 		}
 		close(h)
 		<-release
-	}))
-	return h, func() { once.Do(func() { close(release) }) }
+	})
+	return hold, h, func() { once.Do(func() { close(release) }) }
 }
 
 // writeSeed writes the generator's next n rows.

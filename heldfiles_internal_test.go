@@ -14,7 +14,8 @@ import (
 // 6 and 16 columns partitioned by identity, a file per partition: fileMetaBytes covers a DataFile as
 // iceberg-go's WriteRecords builds it and as a run's commit holds it (decoded from its pack, every accessor
 // read), within 1.5 times; a pack holds at most what it counts (memBytes) and under a quarter of the DataFiles
-// it replaces; and every file decodes from its pack as it was written. 200 files a table (ICEWRITER_SOAK=1: 400).
+// it replaces; and every file decodes from its pack as it was written. On 6 columns it also measures what the
+// key index keeps of the same files (checkFileRefMemory). 200 files a table (ICEWRITER_SOAK=1: 400).
 func TestFileMetadataMemory(t *testing.T) {
 	for _, cols := range []int{6, 16} {
 		t.Run(fmt.Sprintf("columns=%d", cols), func(t *testing.T) {
@@ -73,8 +74,11 @@ func TestFileMetadataMemory(t *testing.T) {
 			if 4*pack.MemBytes() > builtCost*files {
 				t.Errorf("a pack of %d files takes %d B, the files as built %d B: not a quarter", files, pack.MemBytes(), builtCost*files)
 			}
-			runtime.KeepAlive(built)
 			runtime.KeepAlive(decoded)
+			if cols == 6 {
+				checkFileRefMemory(t, schema, built)
+			}
+			runtime.KeepAlive(built)
 		})
 	}
 }

@@ -17,10 +17,11 @@ import (
 // of what is logged give their writers loggers of their own.
 //
 // Parallel tests: a test calls t.Parallel() unless it sets a package hook (resolveHash, changes.Hash,
-// testHook*, HoldRewritesForTest), measures memory, time or fairness between writers, counts background
-// maintenance passes, or stalls storage. Go runs the parallel ones only after every other test of the package
-// has ended, two at a time (GOMAXPROCS), so they never overlap the tests that must run alone; on two cores this
-// lets one test's waits on commits overlap another's encoding, where a test alone leaves a core idle.
+// testHook*), measures memory, time or fairness between writers, or stalls storage (holding a writer's
+// background pass is that writer's option, WithHoldRewritesForTest). Go runs the parallel ones only after every
+// other test of the package has ended, two at a time (GOMAXPROCS), so they never overlap the tests that must run
+// alone; on two cores this lets one test's waits on commits overlap another's encoding, where a test alone
+// leaves a core idle.
 func TestMain(m *testing.M) {
 	slog.SetLogLoggerLevel(slog.LevelWarn)
 	os.Exit(m.Run())

@@ -86,6 +86,8 @@ func (w *Writer) newMaintainer(o *options) *maintain.Maintainer {
 		OnCompaction: w.compacted,
 		OnConversion: w.converted,
 		OnExpiry:     w.expired,
+
+		RewriteWritten: o.maint.rewriteWritten,
 	}
 	return maintain.New(env, maintain.Config{
 		Keep: o.maint.keepSnapshots, ExpireAge: o.maint.expireAge, RewriteEvery: o.maint.rewriteEvery,

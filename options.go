@@ -141,6 +141,8 @@ type maintOptions struct {
 	convertEvery  int     // WithDeleteConversionEvery
 	deleteRatio   float64 // WithDeleteRewriteRatio
 	orphanAge     time.Duration
+	// rewriteWritten holds a background pass once it wrote its files (WithHoldRewritesForTest).
+	rewriteWritten func()
 }
 
 // commitOptions are how runs are committed and reported.

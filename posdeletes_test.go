@@ -16,11 +16,11 @@ import (
 // files it supersedes are removed a batch at a time), and never an equality delete. Random
 // writes, upserts and deletes over a small key space (so keys are updated across files and deleted, re-inserted
 // and deleted again across commits), partitioned or not, read back with iceberg-go's scanner as the sequential
-// model after every few commits.
+// model after every few commits: 2 rounds of 15 calls (ICEWRITER_SOAK=1: 4).
 func TestPositionDeletesV2Model(t *testing.T) {
 	t.Parallel() // see TestMain
-	// Superseded files are removed eight at a time rather than sixteen (the default): four rounds of commits
-	// still reach a removal, and the bound on live files is as tight relative to the batch.
+	// Superseded files are removed eight at a time rather than sixteen (the default): the default run's two
+	// rounds of commits still reach a removal, and the bound on live files is as tight relative to the batch.
 	const batch = 8
 	for _, partitioned := range []bool{false, true} {
 		t.Run(fmt.Sprintf("partitioned=%v", partitioned), func(t *testing.T) {
@@ -40,7 +40,7 @@ func TestPositionDeletesV2Model(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, 18))
 			model := kvModel{}
 			ops := &kvOps{rng: rng, keySpace: 200, maxRows: 30, writes: 2, next: 1_000_000}
-			for round := 0; round < 4; round++ {
+			for round := range iceberg.SoakForTest(t, 2, 4) {
 				for op := 0; op < 15; op++ {
 					ops.apply(t, ctx, w, model)
 					if rng.IntN(3) == 0 {

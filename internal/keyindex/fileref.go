@@ -34,7 +34,7 @@ func (r FileRef) SpecID() int32 { return r.specID }
 func (r FileRef) Partition() map[int]any { return r.partition }
 
 // Bytes estimates the memory a FileRef holds: the struct and its path, and a small map of the partition's
-// values (the root package's TestFileRefMemory measures it).
+// values (the root package's TestFileMetadataMemory measures it).
 func (r FileRef) Bytes() int64 {
 	n := int64(64 + len(r.path))
 	if len(r.partition) > 0 {

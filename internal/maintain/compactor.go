@@ -56,10 +56,6 @@ func newCompactor(log *slog.Logger, ident table.Identifier) *compactor {
 	return &compactor{log: log, ident: ident, ctx: ctx, cancel: cancel}
 }
 
-// TestHookRewriteWritten, when set, runs after a background pass (compaction or conversion) wrote its files
-// and before it takes the commit queue (tests hold a pass there).
-var TestHookRewriteWritten func()
-
 // start begins a background pass (a compaction or an equality delete conversion: what names it in logs) unless
 // one is running or the writer is closing; it reports whether it began one. pass runs on the compactor's
 // goroutine with a context that stop cancels; it reports its own events. A failure is logged and the pass runs
@@ -154,8 +150,8 @@ func (m *Maintainer) compactBackground(ctx context.Context, smallOnly bool) (Com
 	if len(p.results) == 0 {
 		return CompactResult{}, nil
 	}
-	if TestHookRewriteWritten != nil {
-		TestHookRewriteWritten()
+	if m.env.RewriteWritten != nil {
+		m.env.RewriteWritten()
 	}
 	if ctx.Err() != nil {
 		p.removeNew(ctx)

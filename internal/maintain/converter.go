@@ -67,8 +67,8 @@ func (m *Maintainer) convertPass(ctx context.Context) (res ConvertResult, overla
 		return ConvertResult{}, nil, err
 	}
 	removeNew := func() { plan.removeFiles(context.WithoutCancel(ctx), base) }
-	if TestHookRewriteWritten != nil {
-		TestHookRewriteWritten()
+	if m.env.RewriteWritten != nil {
+		m.env.RewriteWritten()
 	}
 	if ctx.Err() != nil {
 		removeNew()

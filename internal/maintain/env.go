@@ -70,6 +70,10 @@ type Env struct {
 	OnCompaction func(start time.Time, automatic, smallOnly bool, res CompactResult, err error)
 	OnConversion func(start time.Time, automatic bool, res ConvertResult, err error)
 	OnExpiry     func(start time.Time, r commit.Result, n int, full bool, err error)
+
+	// RewriteWritten, when set (tests only), runs after a background pass (compaction or conversion) wrote its
+	// files and before it takes the commit queue: a test holds the pass there.
+	RewriteWritten func()
 }
 
 // DeleteResolver finds the rows of a data file that the delete files of a scan task remove.

@@ -29,13 +29,18 @@ import (
 // Default: off, and a column the table lacks is a *ColumnError wrapping ErrUnknownColumn.
 func WithSchemaEvolution() Option { return func(o *options) { o.schema.evolve = true } }
 
-// WithColumnDefaults gives the top-level columns that schema evolution (WithSchemaEvolution) adds a default:
-// when a batch brings column name and the table lacks it, the column is added with defaults[name] as its
-// initial-default, which rows written before read, and its write-default, which fills the column in rows
-// written without it. Defaults need format version 3: NewWriter refuses them on an older table with a
-// *ColumnError wrapping ErrNotSupported. A default the added column's type cannot hold (it converts as AddColumn
-// converts initial) fails the call that brought the column with a *ColumnError wrapping ErrTypeMismatch, and
-// the column is not added. A column the table has already keeps its defaults. Default: none.
+// WithColumnDefaults gives the columns and nested fields that schema evolution (WithSchemaEvolution) adds a
+// default. A key is a column's path: its name at the top level, names joined by dots for a field inside
+// structs ("address.country"), as *ColumnError names columns. When a batch brings the field at that path and
+// the table lacks it, the field is added with defaults[path] as its initial-default, which rows written before
+// read, and its write-default, which fills the field in rows written without it (a struct without the field).
+// A struct added whole carries the defaults of its fields; the struct itself has none, so rows written before
+// it existed read it as null. Defaults need format version 3: NewWriter refuses them on an older table with a
+// *ColumnError wrapping ErrNotSupported. A default the added field's type cannot hold (it converts as
+// AddColumn converts initial; a list, map, struct, variant or nanosecond timestamp takes none) fails the call
+// that brought the field with a *ColumnError naming its path wrapping ErrTypeMismatch, and nothing is added;
+// so does a default for a field inside a list or map, wrapping ErrNotSupported. A column or field the table
+// has already keeps its defaults. Default: none.
 func WithColumnDefaults(defaults map[string]ice.Literal) Option {
 	return func(o *options) { o.schema.defaults = maps.Clone(defaults) }
 }

@@ -96,3 +96,32 @@ func TestPlanVersions(t *testing.T) {
 		t.Fatalf("v2: a nested variant: %v, want a *ColumnError naming s.v wrapping ErrNotSupported", err)
 	}
 }
+
+// TestPlanNestedDefaults: Options.Defaults names fields inside structs by dotted path: a field added to an
+// existing struct gets its default on the change, a struct column added whole carries its fields' defaults in
+// its type (two levels down too); a default under a list is a *ColumnError wrapping ErrNotSupported naming it.
+func TestPlanNestedDefaults(t *testing.T) {
+	sc := ice.NewSchema(0,
+		ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true},
+		ice.NestedField{ID: 2, Name: "st", Type: &ice.StructType{FieldList: []ice.NestedField{{ID: 3, Name: "x", Type: ice.PrimitiveTypes.Int32}}}})
+	i32 := arrow.Field{Name: "y", Type: arrow.PrimitiveTypes.Int32, Nullable: true}
+	in := arrow.NewSchema([]arrow.Field{
+		{Name: "st", Type: arrow.StructOf(arrow.Field{Name: "x", Type: arrow.PrimitiveTypes.Int32, Nullable: true}, i32), Nullable: true},
+		{Name: "n", Type: arrow.StructOf(i32, arrow.Field{Name: "in", Type: arrow.StructOf(i32)}), Nullable: true},
+	}, nil)
+	o := Options{Version: 3, Defaults: map[string]ice.Literal{"st.y": ice.NewLiteral(int32(5)), "n.in.y": ice.NewLiteral(int32(6))}}
+	got, err := For(in, sc, o)
+	if err != nil || fmt.Sprint(got) != "[add st.y int default 5 add n struct<2: y: optional int, 3: in: optional struct<4: y: optional int>>]" {
+		t.Fatalf("plan %v, %v", got, err)
+	}
+	inner := got[1].Add.(*ice.StructType).FieldList[1].Type.(*ice.StructType).FieldList[0]
+	if inner.InitialDefault != int32(6) || inner.WriteDefault != int32(6) {
+		t.Fatalf("n.in.y: initial-default %v, write-default %v, want 6", inner.InitialDefault, inner.WriteDefault)
+	}
+	list := arrow.NewSchema([]arrow.Field{{Name: "l", Type: arrow.ListOf(arrow.StructOf(i32)), Nullable: true}}, nil)
+	_, err = For(list, sc, Options{Version: 3, Defaults: map[string]ice.Literal{"l.element.y": ice.NewLiteral(int32(1))}})
+	var ce *conform.ColumnError
+	if !errors.As(err, &ce) || ce.Column != "l.element.y" || !errors.Is(err, conform.ErrNotSupported) {
+		t.Fatalf("a default inside a list = %v, want a *ColumnError naming l.element.y wrapping ErrNotSupported", err)
+	}
+}

@@ -119,11 +119,15 @@ func (w *Writer) relax(ctx context.Context, conf *conformer, path []string) (*co
 // initial is converted to the column's type (ice.Literal.To: an int32 literal for a long column is fine). The
 // default is stored as iceberg-go stores defaults, as a JSON number for integers, dates, times and
 // timestamps, which it reads back as a float64: a long or timestamp default beyond ±2^53 is refused rather
-// than rounded. Decimals are stored as strings.
+// than rounded. Decimals are stored as strings. (The spec's JSON form of a date, time or timestamp default is
+// an ISO-8601 string; a reader that insists on it, as Java's SingleValueParser does, may refuse the number.)
+// A timestamp_ns or timestamptz_ns column takes no default: iceberg-go v0.7.0 writes it as a JSON number of
+// nanoseconds and reads it back through a float64, exact only within about 104 days of 1970 (details at
+// internal/conform/evolve's errNanosDefault); add the column without one, or as a microsecond timestamp.
 //
 // Errors: a *ColumnError wrapping ErrTypeMismatch when f's type has no Iceberg mapping, or initial does not
 // convert to the column's type (or is out of its range), or the column is a list, map, struct or variant
-// (Iceberg has no default for those); a *ColumnError wrapping ErrNotSupported when the table's format version
+// (Iceberg has no default for those) or a nanosecond timestamp; a *ColumnError wrapping ErrNotSupported when the table's format version
 // is below 3 and initial is set (no initial-default there: the rows written before would read null) or f is a
 // variant (a nanosecond timestamp becomes a microsecond one there); ErrClosed once the writer is closed; the
 // commit's error otherwise.

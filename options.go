@@ -506,8 +506,9 @@ func TableProperties(p map[string]string) CreateOption {
 // ColumnDefault gives column of a created table a default, value: its initial-default (what readers fill in
 // for rows of files written without the column) and its write-default (what the writer fills in for rows
 // written without it: Write of a batch that lacks the column). It needs FormatVersion(3): the table is not
-// created on an older version, nor with a value the column's type cannot hold, nor for a list, map, struct or
-// variant column; each is a *ColumnError naming the column (wrapping ErrNotSupported or ErrTypeMismatch).
+// created on an older version, nor with a value the column's type cannot hold, nor for a list, map, struct,
+// variant or nanosecond timestamp column (iceberg-go cannot store the last exactly: see AddColumn); each is a
+// *ColumnError naming the column (wrapping ErrNotSupported or ErrTypeMismatch).
 // value converts to the column's type as AddColumn's initial does. Default: no defaults.
 func ColumnDefault(column string, value ice.Literal) CreateOption {
 	return func(c *createOptions) {

@@ -336,6 +336,17 @@ func micros(t ice.Type, v int) ice.Type {
 	return t
 }
 
+// errNanosDefault refuses a timestamp_ns or timestamptz_ns default. The spec's JSON single-value serialization
+// of these types is an ISO-8601 string with nine fraction digits ("2017-11-16T22:31:08.123456789"), but
+// iceberg-go v0.7.0 writes a default as the Go value it holds (types.go:360, defaultValueToJSON: a
+// TimestampNano becomes a JSON number) and reads it back from the metadata as a float64 (NestedField's
+// InitialDefault is an `any`), which its scanner and writer turn into nanoseconds through float64
+// (table/arrow_utils.go:922, numericDefault, also for a json.Number; defaultToScalar at :955). A float64 holds
+// whole nanoseconds exactly only within ±2^53 ns of 1970 (about 104 days), and a spec string makes
+// numericDefault panic (:936). TestNanosDefaultRoundTrip pins this.
+var errNanosDefault = errors.New("iceberg-go v0.7.0 cannot store a nanosecond timestamp default exactly " +
+	"(it keeps defaults as JSON numbers, read back as float64): a timestamp_ns or timestamptz_ns column takes no default")
+
 // maxExactDefault is the largest integer iceberg-go reads back exactly from a default's JSON number (float64).
 const maxExactDefault = 1 << 53
 
@@ -375,7 +386,7 @@ func DefaultValue(typ ice.Type, lit ice.Literal) (any, error) {
 	case ice.Decimal:
 		return v.Val.ToString(int32(v.Scale)), nil // iceberg-go reads a decimal default back from a string
 	case ice.TimestampNano:
-		return nil, errors.New("nanosecond timestamps take no default here")
+		return nil, errNanosDefault
 	default:
 		return v, nil
 	}

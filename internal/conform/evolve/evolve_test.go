@@ -1,8 +1,10 @@
 package evolve
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -123,5 +125,35 @@ func TestPlanNestedDefaults(t *testing.T) {
 	var ce *conform.ColumnError
 	if !errors.As(err, &ce) || ce.Column != "l.element.y" || !errors.Is(err, conform.ErrNotSupported) {
 		t.Fatalf("a default inside a list = %v, want a *ColumnError naming l.element.y wrapping ErrNotSupported", err)
+	}
+}
+
+// TestNanosDefaultRoundTrip pins why a nanosecond timestamp default is refused (errNanosDefault): iceberg-go
+// writes it to the table metadata as a JSON number, not the spec's ISO-8601 string, and reads it back as a
+// float64, which loses the nanoseconds of a present-day instant. If this test fails, iceberg-go keeps them
+// now, and DefaultValue could take such defaults.
+func TestNanosDefaultRoundTrip(t *testing.T) {
+	const ns = 1_700_000_000_123_456_789
+	b, err := json.Marshal(ice.NestedField{ID: 1, Name: "ts", Type: ice.PrimitiveTypes.TimestampNs,
+		InitialDefault: ice.TimestampNano(ns), WriteDefault: ice.TimestampNano(ns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"initial-default":1700000000123456789`) {
+		t.Fatalf("metadata %s: the default is no longer a JSON number", b)
+	}
+	var back ice.NestedField
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := back.InitialDefault.(float64); !ok || int64(f) == ns {
+		t.Fatalf("read back %v (%T): iceberg-go now keeps the nanoseconds", back.InitialDefault, back.InitialDefault)
+	}
+	for _, typ := range []ice.Type{ice.PrimitiveTypes.TimestampNs, ice.PrimitiveTypes.TimestampTzNs} {
+		for _, lit := range []ice.Literal{ice.NewLiteral(ice.TimestampNano(ns)), ice.NewLiteral(ice.Timestamp(0))} {
+			if _, err := DefaultValue(typ, lit); !errors.Is(err, errNanosDefault) {
+				t.Fatalf("DefaultValue(%s, %v) = %v, want errNanosDefault", typ, lit, err)
+			}
+		}
 	}
 }

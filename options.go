@@ -197,7 +197,10 @@ func defaultOptions() options {
 // else MergeOnRead.
 func WithMode(m Mode) Option { return func(o *options) { o.keyed.mode = &m } }
 
-// WithKeys names the key columns of Upsert and Delete. Default: the table's identifier fields.
+// WithKeys names the key columns of Upsert and Delete. Default: the table's identifier fields. A key column
+// must be of a primitive type: NewWriter refuses another one named here (a variant, a struct) with a
+// *ColumnError naming it. Identifier fields of such a type (another tool set them) do not stop NewWriter:
+// Write works, and Upsert, Delete and Apply return that *ColumnError unless WithKeys names other columns.
 func WithKeys(columns ...string) Option {
 	return func(o *options) { o.keyed.keys = append([]string(nil), columns...) }
 }

@@ -197,6 +197,81 @@ func TestEvolveColumnDefaults(t *testing.T) {
 	}
 }
 
+// TestEvolveNestedColumnDefaults: WithColumnDefaults names fields inside structs by dotted path. A field added
+// to an existing struct (st.y) reads its default in the rows committed before (initial-default), and rows
+// written after with the struct but without the field get it too (write-default); a struct column added with
+// a defaulted field (n.a, and n.in.c two levels down) fills it in rows whose struct lacks it. A default the field's
+// type cannot hold, or for a field inside a list, fails the call that brought the field with a *ColumnError
+// naming its path, and nothing is added.
+func TestEvolveNestedColumnDefaults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"defaults", "nested"}
+	i32 := func(name string) arrow.Field {
+		return arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int32, Nullable: true}
+	}
+	structOf := func(name string, fs ...arrow.Field) arrow.Field {
+		return arrow.Field{Name: name, Type: arrow.StructOf(fs...), Nullable: true}
+	}
+	createTable(t, ctx, cat, ident, arrow.NewSchema([]arrow.Field{fID, structOf("st", i32("x"))}, nil), iceberg.FormatVersion(3))
+	w := newEvolvingWriter(t, cat, ident, nil, iceberg.WithColumnDefaults(map[string]ice.Literal{
+		"st.y": ice.NewLiteral(int32(5)), "n.a": ice.NewLiteral("none"), "n.in.c": ice.NewLiteral(int64(3)),
+		"st.bad": ice.NewLiteral("not a number"), "l.element.e": ice.NewLiteral(int32(1))}))
+	defer w.Close(ctx)
+	fSt := structOf("st", i32("x"))
+	fStY := structOf("st", i32("x"), i32("y"))
+	for id := 0; id < 20; id++ {
+		writeMaps(t, w, []arrow.Field{fID, fSt}, map[string]any{"id": id, "st": map[string]any{"x": id}})
+	}
+	must(t, w.Flush(ctx)) // committed before st.y exists: its initial-default
+	writeMaps(t, w, []arrow.Field{fID, fStY}, map[string]any{"id": 20, "st": map[string]any{"x": 20, "y": 1}})
+	writeMaps(t, w, []arrow.Field{fID, fSt}, map[string]any{"id": 21, "st": map[string]any{"x": 21}}) // write-default
+	f := fieldOf(t, loadSchema(t, cat, ident), "st.y")
+	if f.InitialDefault == nil || f.WriteDefault == nil {
+		t.Fatalf("st.y: initial-default %v, write-default %v", f.InitialDefault, f.WriteDefault)
+	}
+
+	fN := structOf("n", arrow.Field{Name: "a", Type: arrow.BinaryTypes.String, Nullable: true}, i32("z"),
+		structOf("in", arrow.Field{Name: "c", Type: arrow.PrimitiveTypes.Int64, Nullable: true}, i32("d")))
+	writeMaps(t, w, []arrow.Field{fID, fN}, map[string]any{"id": 22, "n": map[string]any{"a": "x", "z": 1, "in": map[string]any{"c": 9, "d": 1}}})
+	fNz := structOf("n", i32("z"), structOf("in", i32("d")))
+	writeMaps(t, w, []arrow.Field{fID, fNz}, map[string]any{"id": 23, "n": map[string]any{"z": 2, "in": map[string]any{"d": 2}}})
+
+	for _, c := range []struct {
+		field arrow.Field
+		path  string
+		want  error
+	}{
+		{structOf("st", i32("x"), i32("bad")), "st.bad", iceberg.ErrTypeMismatch},
+		{arrow.Field{Name: "l", Type: arrow.ListOf(arrow.StructOf(i32("e"))), Nullable: true}, "l.element.e", iceberg.ErrNotSupported},
+	} {
+		rec := mapsBatch(t, []arrow.Field{fID, c.field}, map[string]any{"id": 1000})
+		err := w.Write(ctx, rec)
+		rec.Release()
+		var ce *iceberg.ColumnError
+		if !errors.As(err, &ce) || ce.Column != c.path || !errors.Is(err, c.want) {
+			t.Fatalf("a default for %s = %v, want a *ColumnError naming it wrapping %v", c.path, err, c.want)
+		}
+		if _, ok := loadSchema(t, cat, ident).FindFieldByName(c.path); ok {
+			t.Fatalf("%s was added", c.path)
+		}
+	}
+	must(t, w.Flush(ctx))
+	_, rows := readRows(t, cat, ident)
+	if len(rows) != 24 {
+		t.Fatalf("%d rows, want 24", len(rows))
+	}
+	for id := 0; id < 20; id++ {
+		checkColumn(t, rows, "st", id, id+1, fmt.Sprintf(`{"x":%d,"y":5}`, id))
+	}
+	checkColumn(t, rows, "st", 20, 21, `{"x":20,"y":1}`)
+	checkColumn(t, rows, "st", 21, 22, `{"x":21,"y":5}`)
+	checkColumn(t, rows, "n", 0, 22, nil) // the struct has no default: null before it existed
+	checkColumn(t, rows, "n", 22, 23, `{"a":"x","in":{"c":9,"d":1},"z":1}`)
+	checkColumn(t, rows, "n", 23, 24, `{"a":"none","in":{"c":3,"d":2},"z":2}`)
+}
+
 // TestDefaultsSurviveRewrites: rows of files written before a column with an initial-default existed keep
 // reading the default (and null in a column added without one) after a copy-on-write rewrite of their file and
 // after a compaction, which rewrite those rows into files that have the columns.

@@ -29,13 +29,18 @@ import (
 // Default: off, and a column the table lacks is a *ColumnError wrapping ErrUnknownColumn.
 func WithSchemaEvolution() Option { return func(o *options) { o.schema.evolve = true } }
 
-// WithColumnDefaults gives the top-level columns that schema evolution (WithSchemaEvolution) adds a default:
-// when a batch brings column name and the table lacks it, the column is added with defaults[name] as its
-// initial-default, which rows written before read, and its write-default, which fills the column in rows
-// written without it. Defaults need format version 3: NewWriter refuses them on an older table with a
-// *ColumnError wrapping ErrNotSupported. A default the added column's type cannot hold (it converts as AddColumn
-// converts initial) fails the call that brought the column with a *ColumnError wrapping ErrTypeMismatch, and
-// the column is not added. A column the table has already keeps its defaults. Default: none.
+// WithColumnDefaults gives the columns and nested fields that schema evolution (WithSchemaEvolution) adds a
+// default. A key is a column's path: its name at the top level, names joined by dots for a field inside
+// structs ("address.country"), as *ColumnError names columns. When a batch brings the field at that path and
+// the table lacks it, the field is added with defaults[path] as its initial-default, which rows written before
+// read, and its write-default, which fills the field in rows written without it (a struct without the field).
+// A struct added whole carries the defaults of its fields; the struct itself has none, so rows written before
+// it existed read it as null. Defaults need format version 3: NewWriter refuses them on an older table with a
+// *ColumnError wrapping ErrNotSupported. A default the added field's type cannot hold (it converts as
+// AddColumn converts initial; a list, map, struct, variant or nanosecond timestamp takes none) fails the call
+// that brought the field with a *ColumnError naming its path wrapping ErrTypeMismatch, and nothing is added;
+// so does a default for a field inside a list or map, wrapping ErrNotSupported. A column or field the table
+// has already keeps its defaults. Default: none.
 func WithColumnDefaults(defaults map[string]ice.Literal) Option {
 	return func(o *options) { o.schema.defaults = maps.Clone(defaults) }
 }
@@ -114,11 +119,15 @@ func (w *Writer) relax(ctx context.Context, conf *conformer, path []string) (*co
 // initial is converted to the column's type (ice.Literal.To: an int32 literal for a long column is fine). The
 // default is stored as iceberg-go stores defaults, as a JSON number for integers, dates, times and
 // timestamps, which it reads back as a float64: a long or timestamp default beyond ±2^53 is refused rather
-// than rounded. Decimals are stored as strings.
+// than rounded. Decimals are stored as strings. (The spec's JSON form of a date, time or timestamp default is
+// an ISO-8601 string; a reader that insists on it, as Java's SingleValueParser does, may refuse the number.)
+// A timestamp_ns or timestamptz_ns column takes no default: iceberg-go v0.7.0 writes it as a JSON number of
+// nanoseconds and reads it back through a float64, exact only within about 104 days of 1970 (details at
+// internal/conform/evolve's errNanosDefault); add the column without one, or as a microsecond timestamp.
 //
 // Errors: a *ColumnError wrapping ErrTypeMismatch when f's type has no Iceberg mapping, or initial does not
 // convert to the column's type (or is out of its range), or the column is a list, map, struct or variant
-// (Iceberg has no default for those); a *ColumnError wrapping ErrNotSupported when the table's format version
+// (Iceberg has no default for those) or a nanosecond timestamp; a *ColumnError wrapping ErrNotSupported when the table's format version
 // is below 3 and initial is set (no initial-default there: the rows written before would read null) or f is a
 // variant (a nanosecond timestamp becomes a microsecond one there); ErrClosed once the writer is closed; the
 // commit's error otherwise.

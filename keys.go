@@ -30,7 +30,7 @@ import (
 // and position delete files on v2, while the key index places every key, else what WithDeleteFiles allows:
 // equality deletes, rewrites or an error, see uncovered) and the key index itself, with its operations in
 // keyindex.go (load, apply a run, committed, rebase after a compaction, drop). A Writer holds one whether or not
-// it has a key (spec nil: no key columns; Upsert and Delete then fail check).
+// it has a key (spec nil: no key columns, or identifier fields no key can be; Upsert and Delete then fail check).
 //
 // Locking. spec, cow, layoutErr and the configuration are set by newKeyStage and never change: read them
 // freely. The index is changed only by load, apply, committed, rebase and drop, which hold mu for their whole
@@ -43,7 +43,7 @@ import (
 type keyStage struct {
 	spec      *keySpec    // nil: no key columns
 	cow       bool        // copy-on-write mode: the committer rewrites the files that hold upserted and deleted keys
-	layoutErr error       // why Upsert and Delete cannot run on this table's layout (reported by check)
+	layoutErr error       // why Upsert and Delete cannot run on this table's layout or identifier fields (reported by check)
 	deletes   DeleteFiles // WithDeleteFiles: what a keyed change the index cannot cover becomes
 	rewrite   cow.Config  // how new data files are written again to carry row ids (carryRowIDs)
 	// supersedeBatch is how many superseded v2 position delete files wait before a run removes them
@@ -109,11 +109,11 @@ func (k *keyStage) names() []string {
 
 // check reports why op (Upsert or Delete) cannot run on a table of the given format version, if it cannot.
 func (k *keyStage) check(op string, formatVersion int) error {
-	if k.spec == nil {
-		return fmt.Errorf("%s: %w", op, ErrNoKeys)
-	}
 	if k.layoutErr != nil {
 		return k.layoutErr
+	}
+	if k.spec == nil {
+		return fmt.Errorf("%s: %w", op, ErrNoKeys)
 	}
 	if !k.cow && formatVersion < 2 {
 		return fmt.Errorf("%w: %s in merge-on-read mode needs a format-version 2 or later table (use WithMode(CopyOnWrite))", ErrNotSupported, op)
@@ -241,7 +241,9 @@ func (ks *keySpec) arraysSchema(cols []arrow.Array) *arrow.Schema {
 // resolveKeys sets the writer's key from WithKeys, else the table's identifier fields. On a partitioned table
 // every partition source column must be part of the key: an upsert that moved a key to another partition would
 // otherwise leave the old row alive (equality deletes apply within one partition only). With WithKeys that is
-// an error here; with identifier fields it is reported by the first Upsert or Delete.
+// an error here; with identifier fields it is reported by the first Upsert or Delete. So is a key column of a
+// type no key can have (a variant): with WithKeys an error here; with identifier fields the writer has no key,
+// appends work, and Upsert, Delete and Apply return the error (the third result).
 func resolveKeys(tbl *table.Table, target *arrow.Schema, o *options) (*keySpec, error, error) {
 	names := o.keyed.keys
 	explicit := len(names) > 0
@@ -264,11 +266,19 @@ func resolveKeys(tbl *table.Table, target *arrow.Schema, o *options) (*keySpec, 
 		if !ok || len(idx) == 0 {
 			return nil, columnErr(n, ErrUnknownColumn, "WithKeys: table columns are %s", conform.FieldNames(target)), nil
 		}
+		var typeErr error
 		if _, ok := f.Type.(ice.PrimitiveType); !ok {
-			return nil, columnErr(n, ErrTypeMismatch, "a %s column cannot be a key (the spec allows primitive types only)", f.Type), nil
+			typeErr = columnErr(n, ErrTypeMismatch, "a %s column cannot be a key (the spec allows primitive types only)", f.Type)
+		} else if err := keyenc.CheckType(target.Field(idx[0]).Type); err != nil {
+			typeErr = columnErr(n, err, "")
 		}
-		if err := keyenc.CheckType(target.Field(idx[0]).Type); err != nil {
-			return nil, columnErr(n, err, ""), nil
+		if typeErr != nil && explicit {
+			return nil, typeErr, nil
+		}
+		if typeErr != nil {
+			// Identifier fields another tool set (a variant one): appends go on; Upsert, Delete and Apply,
+			// which would match rows by it, fail with typeErr (check).
+			return nil, nil, typeErr
 		}
 		ks.fieldIDs = append(ks.fieldIDs, f.ID)
 		ks.idx = append(ks.idx, idx[0])

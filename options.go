@@ -199,7 +199,10 @@ func defaultOptions() options {
 // else MergeOnRead.
 func WithMode(m Mode) Option { return func(o *options) { o.keyed.mode = &m } }
 
-// WithKeys names the key columns of Upsert and Delete. Default: the table's identifier fields.
+// WithKeys names the key columns of Upsert and Delete. Default: the table's identifier fields. A key column
+// must be of a primitive type: NewWriter refuses another one named here (a variant, a struct) with a
+// *ColumnError naming it. Identifier fields of such a type (another tool set them) do not stop NewWriter:
+// Write works, and Upsert, Delete and Apply return that *ColumnError unless WithKeys names other columns.
 func WithKeys(columns ...string) Option {
 	return func(o *options) { o.keyed.keys = append([]string(nil), columns...) }
 }
@@ -508,8 +511,9 @@ func TableProperties(p map[string]string) CreateOption {
 // ColumnDefault gives column of a created table a default, value: its initial-default (what readers fill in
 // for rows of files written without the column) and its write-default (what the writer fills in for rows
 // written without it: Write of a batch that lacks the column). It needs FormatVersion(3): the table is not
-// created on an older version, nor with a value the column's type cannot hold, nor for a list, map, struct or
-// variant column; each is a *ColumnError naming the column (wrapping ErrNotSupported or ErrTypeMismatch).
+// created on an older version, nor with a value the column's type cannot hold, nor for a list, map, struct,
+// variant or nanosecond timestamp column (iceberg-go cannot store the last exactly: see AddColumn); each is a
+// *ColumnError naming the column (wrapping ErrNotSupported or ErrTypeMismatch).
 // value converts to the column's type as AddColumn's initial does. Default: no defaults.
 func ColumnDefault(column string, value ice.Literal) CreateOption {
 	return func(c *createOptions) {

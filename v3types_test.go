@@ -507,6 +507,66 @@ func TestV3TypesVariantKeyRefused(t *testing.T) {
 	}
 }
 
+// TestV3TypesVariantIdentifierAppends: a v3 table created through iceberg-go's catalog API with a variant
+// identifier field (which iceberg-go does not refuse) opens for appends: Write and a Flush work and read back
+// exactly, while Upsert, Delete and Apply, which would match rows by that key, return a *ColumnError naming the
+// variant column. WithKeys naming the variant is refused by NewWriter; WithKeys("id") upserts by id.
+func TestV3TypesVariantIdentifierAppends(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cat := openCatalog(t)
+	ident := table.Identifier{"v3", "variant_identifier"}
+	must(t, cat.CreateNamespace(ctx, icecatalog.NamespaceFromIdent(ident), nil))
+	sc := ice.NewSchemaWithIdentifiers(0, []int{1, 4},
+		ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true},
+		ice.NestedField{ID: 2, Name: "ts", Type: ice.PrimitiveTypes.TimestampNs},
+		ice.NestedField{ID: 3, Name: "tz", Type: ice.PrimitiveTypes.TimestampTzNs},
+		ice.NestedField{ID: 4, Name: "v", Type: ice.VariantType{}, Required: true})
+	if _, err := cat.CreateTable(ctx, ident, sc, icecatalog.WithProperties(ice.Properties{"format-version": "3"})); err != nil {
+		t.Fatal(err)
+	}
+	required := func(rows []v3Row) []v3Row { // v is required: the variant null, not SQL null
+		for i := range rows {
+			if rows[i].v == "" {
+				rows[i].v = "null"
+			}
+		}
+		return rows
+	}
+	rows := required(v3Rows(t, 0, 40, 0))
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0))
+	if err != nil {
+		t.Fatalf("NewWriter on a table with a variant identifier field: %v", err)
+	}
+	defer w.Close(ctx)
+	m := v3Model{}
+	m.call(t, ctx, rows, false, w.Write)
+	must(t, w.Flush(ctx))
+	checkV3(t, "appended", cat, ident, m.rows())
+
+	rec := v3Batch(t, v3Schema, rows[:1], nil)
+	defer rec.Release()
+	for name, call := range map[string]func(context.Context, arrow.RecordBatch) error{
+		"Upsert": w.Upsert, "Delete": w.Delete, "Apply": w.Apply} {
+		err := call(ctx, rec)
+		var ce *iceberg.ColumnError
+		if !errors.As(err, &ce) || ce.Column != "v" {
+			t.Fatalf("%s on a variant identifier field = %v, want a *ColumnError naming v", name, err)
+		}
+	}
+	if _, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithKeys("id", "v")); err == nil {
+		t.Fatal("NewWriter with WithKeys naming the variant column succeeded")
+	}
+	w2, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0), iceberg.WithKeys("id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close(ctx)
+	m.call(t, ctx, required(v3Rows(t, 30, 50, 1)), false, w2.Upsert)
+	must(t, w2.Flush(ctx))
+	checkV3(t, "upserted by id", cat, ident, m.rows())
+}
+
 // TestV3TypesV2Refused: a format-2 table has no variant or nanosecond types: WithCreate refuses them, and
 // schema evolution refuses to add a variant column, with a *ColumnError naming it; the table is unchanged.
 func TestV3TypesV2Refused(t *testing.T) {

@@ -20,7 +20,13 @@ import (
 // microseconds with zone UTC and timestamp-nanos one in nanoseconds (timestamptz_ns, a format version 3 type),
 // local-timestamp-* the same without zone, uuid a UUID, time-millis/micros a long of microseconds. A timestamp
 // goes into its table column in the column's unit: a nanosecond value into a microsecond column (a v2 table's)
-// is truncated to the microsecond, as before there were nanosecond columns. A record's top-level fields are the batch's columns, matched to the table's by name: a field
+// is truncated to the microsecond, as before there were nanosecond columns. A top-level long field without a
+// logical type whose Kafka Connect schema name (connect.name) is a Debezium timestamp (io.debezium.time.Timestamp
+// milliseconds, MicroTimestamp microseconds, NanoTimestamp nanoseconds; a row as Debezium's
+// ExtractNewRecordState transform leaves it) or Kafka Connect's Timestamp is a timestamp column (nanoseconds for
+// NanoTimestamp, else microseconds; zone UTC for Kafka Connect's, none for Debezium's) read in that unit, as
+// the Debezium decoder reads it: into the table's timestamp column of any unit and zone, while an integer
+// column keeps the number. A record's top-level fields are the batch's columns, matched to the table's by name: a field
 // the table lacks evolves the table when the writer has iceberg.WithSchemaEvolution, else it is an error. A
 // schema's named-type references to other subjects are resolved through the registry.
 //
@@ -74,11 +80,22 @@ func (avroFormat) compile(ctx context.Context, cl *sr.Client, s sr.Schema, _ str
 		return row, nil
 	})
 	ws.timeUnits = avroTimeUnits(*root)
+	if ws.fieldUnits = recordTimeUnits(*root, nil); ws.fieldUnits != nil {
+		// The record's own integer timestamps are timestamp columns (a flattened Debezium row: its
+		// ExtractNewRecordState transform), read in their unit by Decode (epochColumns).
+		fields := ws.schema.Fields()
+		for i, f := range fields {
+			if u, ok := ws.fieldUnits[f.Name]; ok {
+				fields[i].Type = connectTimestampType(u, f.Name, *root)
+			}
+		}
+		ws.schema = arrow.NewSchema(fields, nil)
+	}
 	return ws, nil
 }
 
 // avroTimeUnits reads the units of the integer timestamps of a Debezium envelope's before and after images
-// (long fields whose connect.name is one of timeUnits), by field name; nil for other records.
+// (recordTimeUnits of each), by field name; nil for other records.
 func avroTimeUnits(root avro.SchemaNode) map[string]time.Duration {
 	var units map[string]time.Duration
 	for _, img := range root.Fields {
@@ -86,27 +103,56 @@ func avroTimeUnits(root avro.SchemaNode) map[string]time.Duration {
 			continue
 		}
 		for _, rec := range append([]avro.SchemaNode{img.Type}, img.Type.Branches...) {
-			if rec.Type != "record" {
-				continue
-			}
-			for _, f := range rec.Fields {
-				n := f.Type
-				for _, b := range n.Branches { // [null, long]
-					if b.Type != "null" {
-						n = b
-					}
-				}
-				name, _ := n.Props["connect.name"].(string)
-				if u, ok := timeUnits[name]; ok && n.Type == "long" {
-					if units == nil {
-						units = map[string]time.Duration{}
-					}
-					units[f.Name] = u
-				}
+			if rec.Type == "record" {
+				units = recordTimeUnits(rec, units)
 			}
 		}
 	}
 	return units
+}
+
+// recordTimeUnits adds to units (nil: a new map when there is any) the units of the integer timestamps among a
+// record's fields: long fields without an Avro logical type whose Kafka Connect schema name (connect.name) is
+// one of timeUnits, by field name.
+func recordTimeUnits(rec avro.SchemaNode, units map[string]time.Duration) map[string]time.Duration {
+	for _, f := range rec.Fields {
+		n := connectLong(f.Type)
+		name, _ := n.Props["connect.name"].(string)
+		if u, ok := timeUnits[name]; ok && n.Type == "long" && n.LogicalType == "" {
+			if units == nil {
+				units = map[string]time.Duration{}
+			}
+			units[f.Name] = u
+		}
+	}
+	return units
+}
+
+// connectLong is the non-null branch of a [null, T] union, else n.
+func connectLong(n avro.SchemaNode) avro.SchemaNode {
+	for _, b := range n.Branches {
+		if b.Type != "null" {
+			n = b
+		}
+	}
+	return n
+}
+
+// connectTimestampType is the column type of a record's integer timestamp field of unit u: nanoseconds for a
+// NanoTimestamp (timestamp_ns, a format version 3 type), else microseconds; with zone UTC for Kafka Connect's
+// Timestamp (an instant), without for Debezium's, which carry a column's local date and time.
+func connectTimestampType(u time.Duration, field string, rec avro.SchemaNode) arrow.DataType {
+	unit := arrow.Microsecond
+	if u == time.Nanosecond {
+		unit = arrow.Nanosecond
+	}
+	zone := ""
+	for _, f := range rec.Fields {
+		if name, _ := connectLong(f.Type).Props["connect.name"].(string); f.Name == field && name == connectTimestamp {
+			zone = "UTC"
+		}
+	}
+	return &arrow.TimestampType{Unit: unit, TimeZone: zone}
 }
 
 // parseAvroReferences parses the schemas a schema references (depth first, each once) into cache, so that

@@ -230,11 +230,14 @@ func (d *debeziumDecoder) row(r *kgo.Record, keys []string, stamps map[string]bo
 
 // timeUnits are the units of the integer timestamps Debezium sends, by their Kafka Connect schema name.
 var timeUnits = map[string]time.Duration{
-	"io.debezium.time.Timestamp":              time.Millisecond,
-	"org.apache.kafka.connect.data.Timestamp": time.Millisecond,
-	"io.debezium.time.MicroTimestamp":         time.Microsecond,
-	"io.debezium.time.NanoTimestamp":          time.Nanosecond,
+	"io.debezium.time.Timestamp":      time.Millisecond,
+	connectTimestamp:                  time.Millisecond,
+	"io.debezium.time.MicroTimestamp": time.Microsecond,
+	"io.debezium.time.NanoTimestamp":  time.Nanosecond,
 }
+
+// connectTimestamp is Kafka Connect's own Timestamp logical type: epoch milliseconds of an instant.
+const connectTimestamp = "org.apache.kafka.connect.data.Timestamp"
 
 // envelopeTimeUnits reads, from a JsonConverter schema envelope, the unit of each integer timestamp field of
 // the before and after images, by field name; nil when the schema names none.

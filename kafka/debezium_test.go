@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,18 +216,28 @@ const debeziumTimesAvro = `{"type":"record","name":"Envelope","namespace":"pg.pu
  {"name":"after","type":["null","Value"],"default":null},
  {"name":"op","type":"string"}]}`
 
+// debeziumRowAvro is the Avro schema of the after image alone, as Debezium's ExtractNewRecordState transform
+// leaves a row for the generic registry decoder (kafka.Avro): connect.name on the record's own fields.
+const debeziumRowAvro = `{"type":"record","name":"Value","namespace":"pg.public.times","fields":[
+ {"name":"id","type":"long"},
+ {"name":"t_ms","type":["null",{"type":"long","connect.name":"io.debezium.time.Timestamp"}],"default":null},
+ {"name":"t_us","type":["null",{"type":"long","connect.name":"io.debezium.time.MicroTimestamp"}],"default":null},
+ {"name":"t_ns","type":["null",{"type":"long","connect.name":"io.debezium.time.NanoTimestamp"}],"default":null},
+ {"name":"t_raw","type":["null",{"type":"long","connect.name":"io.debezium.time.Timestamp"}],"default":null}]}`
+
 // TestDebeziumTimestampUnits: a number in a timestamp column is read in the unit its schema names
 // (io.debezium.time.Timestamp milliseconds, MicroTimestamp microseconds, NanoTimestamp nanoseconds, the last
 // exact in a timestamptz_ns column): the JsonConverter's schema envelope's, or the Avro schema's connect.name,
-// in the after image and in a delete's before image. A JSON event without envelope is read as epoch
-// microseconds; an integer column keeps the number. Read back with the scanner, exactly.
+// in the after image and in a delete's before image; and by the generic registry decoder (kafka.Avro), the
+// connect.name of a record's own fields. A JSON event without envelope is read as epoch microseconds; an
+// integer column keeps the number. Read back with the scanner, exactly.
 func TestDebeziumTimestampUnits(t *testing.T) {
-	for _, avro := range []bool{false, true} {
-		t.Run(map[bool]string{false: "json", true: "avro"}[avro], func(t *testing.T) { debeziumTimestampUnits(t, avro) })
+	for _, mode := range []string{"json", "avro", "registry"} {
+		t.Run(mode, func(t *testing.T) { debeziumTimestampUnits(t, mode) })
 	}
 }
 
-func debeziumTimestampUnits(t *testing.T, avro bool) {
+func debeziumTimestampUnits(t *testing.T, mode string) {
 	const topic = "pg.public.times"
 	e := newValuesEnv(t, topic)
 	ident := table.Identifier{"kafka", "times"}
@@ -257,9 +268,32 @@ func debeziumTimestampUnits(t *testing.T, avro bool) {
 		}
 		return b
 	}
-	if avro {
+	var dec kafka.Decoder
+	switch mode {
+	case "avro":
 		encode = e.avroEncoder(topic+"-value", debeziumTimesAvro)
 		opts.Registry = e.sr
+	case "registry":
+		row := e.avroEncoder(topic+"-value", debeziumRowAvro)
+		encode = func(ev map[string]any) []byte { return row(ev["after"].(map[string]any)) }
+		dec = kafka.Avro(e.sr)
+		// What a table created from the subject gets: Debezium's timestamps as timestamp columns (no zone: a
+		// column's local date and time), nanoseconds as timestamp_ns.
+		sc, err := kafka.RegistrySchema(e.ctx, e.sr, topic+"-value")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const want = "id: int64, t_ms: timestamp[us], t_us: timestamp[us], t_ns: timestamp[ns], t_raw: timestamp[us]"
+		var got []string
+		for _, f := range sc.Fields() {
+			got = append(got, f.Name+": "+f.Type.String())
+		}
+		if strings.Join(got, ", ") != want {
+			t.Fatalf("RegistrySchema: %s, want %s", strings.Join(got, ", "), want)
+		}
+	}
+	if dec == nil {
+		dec = kafka.Debezium(opts)
 	}
 	at := []time.Time{
 		time.Date(2026, 12, 3, 10, 11, 12, 123456789, time.UTC),
@@ -277,16 +311,17 @@ func debeziumTimestampUnits(t *testing.T, avro bool) {
 	for i, ts := range at {
 		send(int64(i), encode(map[string]any{"op": "c", "before": nil, "after": img(int64(i), ts)}))
 	}
-	// A delete, whose before image is read in the same units.
-	send(10, encode(map[string]any{"op": "c", "before": nil, "after": img(10, at[0])}))
-	send(10, encode(map[string]any{"op": "d", "before": img(10, at[0]), "after": nil}))
+	if mode != "registry" { // a delete, whose before image is read in the same units
+		send(10, encode(map[string]any{"op": "c", "before": nil, "after": img(10, at[0])}))
+		send(10, encode(map[string]any{"op": "d", "before": img(10, at[0]), "after": nil}))
+	}
 	type row struct{ ms, us, ns, raw *int64 }
 	p := func(v int64) *int64 { return &v }
 	want := map[int64]row{}
 	for i, ts := range at {
 		want[int64(i)] = row{p(ts.UnixMilli() * 1000), p(ts.UnixMicro()), p(ts.UnixNano()), p(ts.UnixMilli())}
 	}
-	if !avro { // a JSON event without envelope: epoch microseconds
+	if mode == "json" { // a JSON event without envelope: epoch microseconds
 		bare := time.Date(2026, 1, 2, 3, 4, 5, 678000, time.UTC)
 		b, err := json.Marshal(map[string]any{"op": "c", "before": nil, "after": map[string]any{"id": 3, "t_us": bare.UnixMicro()}})
 		if err != nil {
@@ -296,7 +331,7 @@ func debeziumTimestampUnits(t *testing.T, avro bool) {
 		want[3] = row{us: p(bare.UnixMicro())}
 	}
 	e.produce(recs...)
-	run := e.start(kafka.Config{Topics: []string{topic}, Catalog: e.cat, Table: ident, Decoder: kafka.Debezium(opts)})
+	run := e.start(kafka.Config{Topics: []string{topic}, Catalog: e.cat, Table: ident, Decoder: dec})
 	e.waitPositions(ident, topic)
 	e.stop(run)
 

@@ -49,6 +49,9 @@ type writerSchema struct {
 	// timeUnits (Avro) are the units of the integer timestamps of a Debezium envelope's before and after images,
 	// by field name, from their Kafka Connect schema names (connect.name), which no Avro logical type carries.
 	timeUnits map[string]time.Duration
+	// fieldUnits (Avro) are the units of the record's own integer timestamps, by column, read the same way:
+	// schema types those columns as timestamps, and Decode turns the numbers into times (epochColumns).
+	fieldUnits map[string]time.Duration
 }
 
 func newWriterSchema(fields []arrow.Field, decode func([]byte) (map[string]any, error)) *writerSchema {
@@ -102,7 +105,15 @@ func (d *registryDecoder) Decode(mem memory.Allocator, values [][]byte, table *a
 		}
 		rows = append(rows, row)
 	}
-	rec, err := shred.Maps(mem, rows, tableUnits(ws.schema, table))
+	sc := tableUnits(ws.schema, table)
+	var err error
+	if ws.fieldUnits != nil {
+		var row int
+		if sc, row, err = epochColumns(rows, sc, table, ws.fieldUnits); err != nil {
+			return nil, row, fmt.Errorf("%w: %s value of schema %d: %w", ErrDecode, d.format.name(), first.id, err)
+		}
+	}
+	rec, err := shred.Maps(mem, rows, sc)
 	if err != nil {
 		row := 0
 		if fe := (*shred.FieldError)(nil); errors.As(err, &fe) {
@@ -149,7 +160,8 @@ func isNotFound(err error) bool {
 
 // RegistrySchema returns the Arrow schema the values of a subject's latest version decode into (Avro or
 // Protobuf, by the schema's type; for Protobuf, the file's first message): what a table to receive them
-// is created with (iceberg.WithCreate). Fields that are not nullable in the schema are required columns.
+// is created with (iceberg.WithCreate). Fields that are not nullable in the schema are required columns. An
+// Avro long with a Debezium connect.name is a timestamp column (see Avro).
 func RegistrySchema(ctx context.Context, cl *sr.Client, subject string) (*arrow.Schema, error) {
 	s, err := cl.SchemaByVersion(ctx, subject, -1)
 	if err != nil {
@@ -200,6 +212,40 @@ func (d *registryDecoder) field(value []byte, name string) (any, error) {
 		return nil, err
 	}
 	return row[name], nil
+}
+
+// epochColumns turns the integer timestamps of rows (columns of known units) into times, as the Debezium
+// decoder does with its images' (epochTimes), and returns schema with those columns typed as the table's: a
+// timestamp column of the table's unit and zone (the number names no zone, as in the Debezium decoder), an
+// integer column as int64, which keeps the number.
+func epochColumns(rows []map[string]any, schema, table *arrow.Schema, units map[string]time.Duration) (*arrow.Schema, int, error) {
+	stamps := make(map[string]bool, len(units))
+	fields := schema.Fields()
+	for i, f := range fields {
+		if _, ok := units[f.Name]; !ok {
+			continue
+		}
+		var col arrow.DataType
+		if table != nil {
+			if j := table.FieldIndices(f.Name); len(j) > 0 {
+				col = table.Field(j[0]).Type
+			}
+		}
+		switch {
+		case col != nil && arrow.IsInteger(col.ID()):
+			fields[i].Type = arrow.PrimitiveTypes.Int64
+			continue
+		case col != nil && col.ID() == arrow.TIMESTAMP:
+			fields[i].Type = col
+		}
+		stamps[f.Name] = true
+	}
+	for i, row := range rows {
+		if err := epochTimes(row, units, stamps); err != nil {
+			return nil, i, err
+		}
+	}
+	return arrow.NewSchema(fields, nil), 0, nil
 }
 
 // tableUnits is the writer schema with each timestamp, at any depth, in the unit of the table's column at the

@@ -226,3 +226,91 @@ func TestJSONColumnAddedWithDefaultOnV3(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrAddedColumnDefault naming extra and variant", err)
 	}
 }
+
+// TestJSONColumnAddedMidStreamOnV3: ALTER TABLE ... ADD COLUMN j jsonb while streaming into a format v3 table
+// adds j as a variant column (schema evolution), and every row reads back exactly: the rows from before it as
+// NULL (no default), new rows and updated old rows with their documents, the JSON null as the variant null,
+// SQL NULL as NULL. A jsonb column added with a default afterwards (Postgres shows it on every existing row, and
+// the spec gives a variant no default but null) stops Run with ErrAddedColumnDefault naming it, before a row
+// of the new shape reaches the table.
+func TestJSONColumnAddedMidStreamOnV3(t *testing.T) {
+	ctx := context.Background()
+	dsn, slot := sourceDB(t)
+	execSQL(t, dsn, "CREATE TABLE notes (id int PRIMARY KEY, note text)",
+		"INSERT INTO notes SELECT i, 'n' || i FROM generate_series(1, 20) i")
+	want := model{}
+	for i := 1; i <= 20; i++ {
+		want[fmt.Sprint(i)] = map[string]string{"id": fmt.Sprint(i), "note": fmt.Sprint("n", i)}
+	}
+	cat := openCatalog(t, catalogURI(t))
+	p := startPipeline(t, cat, postgres.Config{DSN: dsn, Slot: slot, FlushInterval: 50 * time.Millisecond,
+		CreateOptions: []iceberg.CreateOption{iceberg.FormatVersion(3)}})
+	p.wait(t, "live-start")
+	ident := table.Identifier{"public", "notes"}
+	read := func() (model, error) { return readTable(ctx, cat, ident, "id") }
+	p.converge(t, read, want)
+
+	execSQL(t, dsn, "ALTER TABLE notes ADD COLUMN j jsonb")
+	for _, row := range want {
+		row["j"] = "NULL"
+	}
+	set := func(id int, j *string, insert bool) {
+		sql := "NULL"
+		if j != nil {
+			sql = lit(*j)
+		}
+		if insert {
+			execSQL(t, dsn, fmt.Sprintf("INSERT INTO notes VALUES (%d, 'new', %s)", id, sql))
+			want[fmt.Sprint(id)] = map[string]string{"id": fmt.Sprint(id), "note": "new"}
+		} else {
+			execSQL(t, dsn, fmt.Sprintf("UPDATE notes SET j = %s WHERE id = %d", sql, id))
+		}
+		want[fmt.Sprint(id)]["j"] = variantWant(t, j)
+	}
+	for i := range len(jsonDocs) + 7 {
+		set(100+i, doc(i), true)
+	}
+	big := bigDoc()
+	set(200, &big, true)
+	jsonNull := "null"
+	set(1, doc(0), false)
+	set(2, &jsonNull, false)
+	set(3, doc(3), false)
+	set(3, nil, false) // back to SQL NULL
+	// An old row, j untouched: still NULL.
+	execSQL(t, dsn, "UPDATE notes SET note = 'u' WHERE id = 4")
+	want["4"]["note"] = "u"
+	p.converge(t, read, want)
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := tbl.Schema().FindFieldByName("j"); !ok || !f.Type.Equals(ice.VariantType{}) {
+		t.Fatalf("column j: %v, want variant", f.Type)
+	}
+
+	execSQL(t, dsn, `ALTER TABLE notes ADD COLUMN k jsonb DEFAULT '{"a": 1}'`, "INSERT INTO notes VALUES (300, 'k', NULL, '[2]')")
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case err := <-p.errc:
+			if !errors.Is(err, postgres.ErrAddedColumnDefault) || !strings.Contains(err.Error(), `"k"`) {
+				t.Fatalf("Run = %v, want ErrAddedColumnDefault naming k", err)
+			}
+			got, err := read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := diff(want, got); d != "" {
+				t.Fatalf("after the stop: %s", d)
+			}
+			return
+		case <-p.kick:
+			if got, err := read(); err == nil && got["300"] != nil {
+				t.Fatal("the pipeline went on past the column added with a default")
+			}
+		case <-timeout:
+			t.Fatal("the pipeline neither stopped nor went on")
+		}
+	}
+}

@@ -7,6 +7,7 @@ package evolve
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -49,8 +50,10 @@ type Options struct {
 	// Version is the table's format version: below 3 a nanosecond timestamp is added as microseconds and a
 	// variant is refused (the format has neither).
 	Version int
-	// Defaults are initial-defaults and write-defaults of top-level columns, given to such a column when For
-	// adds it (format version 3 only: the caller refuses them below).
+	// Defaults are initial-defaults and write-defaults of columns by path (a top-level name, or names joined
+	// by dots for a field inside structs: "s.x"), given to such a column or field when For adds it, alone or
+	// inside an added struct (format version 3 only: the caller refuses them below). A default for a field
+	// inside a list or map is refused when the field is added.
 	Defaults map[string]ice.Literal
 }
 
@@ -61,25 +64,94 @@ func For(in *arrow.Schema, sc *ice.Schema, o Options) ([]Change, error) {
 	for _, f := range in.Fields() {
 		tf, ok := TopField(sc, f.Name)
 		if !ok {
-			t, err := addedType([]string{f.Name}, f, o.Version)
+			c, err := o.added([]string{f.Name}, f, false)
 			if err != nil {
 				return nil, err
-			}
-			c := Change{Path: []string{f.Name}, Add: t}
-			if lit, ok := o.Defaults[f.Name]; ok && lit != nil {
-				if c.Initial, err = DefaultValue(t, lit); err != nil {
-					return nil, conform.ColumnErr(f.Name, conform.ErrTypeMismatch, "default %s for a column of type %s: %v", lit, t, err)
-				}
 			}
 			out = append(out, c)
 			continue
 		}
 		key := isKey(o.Keys, sc, f.Name, tf.ID)
-		if err := planField(&out, []string{f.Name}, f.Type, tf, key, o.Version); err != nil {
+		if err := o.planField(&out, []string{f.Name}, f.Type, tf, key, false); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// added is the change that adds the field at path for f, with the defaults o names for it and for the fields
+// of the structs inside it. inColl: path passes through a list or map, whose fields take no default here.
+func (o Options) added(path []string, f arrow.Field, inColl bool) (Change, error) {
+	t, err := addedType(path, f, o.Version)
+	if err != nil {
+		return Change{}, err
+	}
+	name := strings.Join(path, ".")
+	if inColl {
+		return Change{Path: path, Add: t}, o.refuseUnder(name, true)
+	}
+	c := Change{Path: path, Add: t}
+	if lit := o.Defaults[name]; lit != nil {
+		if c.Initial, err = DefaultValue(t, lit); err != nil {
+			return Change{}, conform.ColumnErr(name, conform.ErrTypeMismatch, "default %s for a column of type %s: %v", lit, t, err)
+		}
+	}
+	if len(o.Defaults) > 0 {
+		c.Add, err = o.nestedDefaults(name, t)
+	}
+	return c, err
+}
+
+// nestedDefaults is t, the type of the added field at path, with the defaults o names for the fields of its
+// structs set as their initial-default and write-default.
+func (o Options) nestedDefaults(path string, t ice.Type) (ice.Type, error) {
+	switch tt := t.(type) {
+	case *ice.StructType:
+		fields := slices.Clone(tt.FieldList)
+		for i := range fields {
+			p := path + "." + fields[i].Name
+			if lit := o.Defaults[p]; lit != nil {
+				v, err := DefaultValue(fields[i].Type, lit)
+				if err != nil {
+					return nil, conform.ColumnErr(p, conform.ErrTypeMismatch, "default %s for a field of type %s: %v", lit, fields[i].Type, err)
+				}
+				fields[i].InitialDefault, fields[i].WriteDefault = v, v
+			}
+			var err error
+			if fields[i].Type, err = o.nestedDefaults(p, fields[i].Type); err != nil {
+				return nil, err
+			}
+		}
+		return &ice.StructType{FieldList: fields}, nil
+	case *ice.ListType, *ice.MapType:
+		return t, o.refuseUnder(path, false)
+	}
+	return t, nil
+}
+
+// refuseUnder is a *ColumnError wrapping ErrNotSupported for a default o names under path (at it too, when
+// self), which passes through a list or map: iceberg-go adds such a field only by name inside structs.
+func (o Options) refuseUnder(path string, self bool) error {
+	for _, name := range slices.Sorted(maps.Keys(o.Defaults)) {
+		if (self && name == path) || strings.HasPrefix(name, path+".") {
+			return conform.ColumnErr(name, conform.ErrNotSupported, "a default for a field inside a list or map is not supported")
+		}
+	}
+	return nil
+}
+
+// hasDefaults reports whether a field inside t has a default.
+func hasDefaults(t ice.Type) bool {
+	st, ok := t.(*ice.StructType)
+	if !ok {
+		return false
+	}
+	for _, f := range st.FieldList {
+		if f.InitialDefault != nil || f.WriteDefault != nil || hasDefaults(f.Type) {
+			return true
+		}
+	}
+	return false
 }
 
 // addedType is the type of the column (or nested field) at path added for f, or a *ColumnError naming it.
@@ -151,8 +223,9 @@ func isKey(keys []string, sc *ice.Schema, top string, id int) bool {
 	return slices.Contains(sc.IdentifierFieldIDs, id)
 }
 
-// planField compares one input type with the table field at path, recursively.
-func planField(out *[]Change, path []string, in arrow.DataType, tf ice.NestedField, key bool, version int) error {
+// planField compares one input type with the table field at path, recursively. inColl: path passes through a
+// list or map.
+func (o Options) planField(out *[]Change, path []string, in arrow.DataType, tf ice.NestedField, key, inColl bool) error {
 	child := func(name string) []string { return append(slices.Clone(path), name) }
 	switch tt := tf.Type.(type) {
 	case *ice.StructType:
@@ -163,14 +236,14 @@ func planField(out *[]Change, path []string, in arrow.DataType, tf ice.NestedFie
 		for _, f := range st.Fields() {
 			idx := slices.IndexFunc(tt.FieldList, func(n ice.NestedField) bool { return n.Name == f.Name })
 			if idx < 0 {
-				t, err := addedType(child(f.Name), f, version)
+				c, err := o.added(child(f.Name), f, inColl)
 				if err != nil {
 					return err
 				}
-				*out = append(*out, Change{Path: child(f.Name), Add: t})
+				*out = append(*out, c)
 				continue
 			}
-			if err := planField(out, child(f.Name), f.Type, tt.FieldList[idx], key, version); err != nil {
+			if err := o.planField(out, child(f.Name), f.Type, tt.FieldList[idx], key, inColl); err != nil {
 				return err
 			}
 		}
@@ -186,10 +259,10 @@ func planField(out *[]Change, path []string, in arrow.DataType, tf ice.NestedFie
 		default:
 			return nil
 		}
-		return planField(out, child("element"), elem, tt.ElementField(), key, version)
+		return o.planField(out, child("element"), elem, tt.ElementField(), key, true)
 	case *ice.MapType:
 		if mt, ok := in.(*arrow.MapType); ok {
-			return planField(out, child("value"), mt.ItemType(), tt.ValueField(), key, version)
+			return o.planField(out, child("value"), mt.ItemType(), tt.ValueField(), key, true)
 		}
 	case ice.Int32Type:
 		if in.ID() == arrow.INT64 || in.ID() == arrow.UINT32 || in.ID() == arrow.UINT64 {
@@ -263,6 +336,17 @@ func micros(t ice.Type, v int) ice.Type {
 	return t
 }
 
+// errNanosDefault refuses a timestamp_ns or timestamptz_ns default. The spec's JSON single-value serialization
+// of these types is an ISO-8601 string with nine fraction digits ("2017-11-16T22:31:08.123456789"), but
+// iceberg-go v0.7.0 writes a default as the Go value it holds (types.go:360, defaultValueToJSON: a
+// TimestampNano becomes a JSON number) and reads it back from the metadata as a float64 (NestedField's
+// InitialDefault is an `any`), which its scanner and writer turn into nanoseconds through float64
+// (table/arrow_utils.go:922, numericDefault, also for a json.Number; defaultToScalar at :955). A float64 holds
+// whole nanoseconds exactly only within ±2^53 ns of 1970 (about 104 days), and a spec string makes
+// numericDefault panic (:936). TestNanosDefaultRoundTrip pins this.
+var errNanosDefault = errors.New("iceberg-go v0.7.0 cannot store a nanosecond timestamp default exactly " +
+	"(it keeps defaults as JSON numbers, read back as float64): a timestamp_ns or timestamptz_ns column takes no default")
+
 // maxExactDefault is the largest integer iceberg-go reads back exactly from a default's JSON number (float64).
 const maxExactDefault = 1 << 53
 
@@ -302,7 +386,7 @@ func DefaultValue(typ ice.Type, lit ice.Literal) (any, error) {
 	case ice.Decimal:
 		return v.Val.ToString(int32(v.Scale)), nil // iceberg-go reads a decimal default back from a string
 	case ice.TimestampNano:
-		return nil, errors.New("nanosecond timestamps take no default here")
+		return nil, errNanosDefault
 	default:
 		return v, nil
 	}
@@ -318,22 +402,21 @@ func Tx(tbl *table.Table, branch string, plan Plan, changes *[]Change) (*table.T
 	us := tx.UpdateSchema(true, false)
 	for _, c := range *changes {
 		switch {
-		case c.Add != nil && c.Initial != nil:
-			// UnionByNameWith, not AddColumn: AddColumn wants a literal of the column's exact type, which
-			// iceberg-go has none of for timestamptz or a decimal of precision other than 9.
-			us.UnionByNameWith(ice.NewSchema(0, ice.NestedField{Name: c.Path[0], Type: c.Add,
-				InitialDefault: c.Initial, WriteDefault: c.Initial}))
 		case c.Add != nil:
-			if _, variant := c.Add.(ice.VariantType); variant {
-				// AddColumn refuses a variant (not a primitive type); a union adds it.
-				union, err := unionSchema(tbl.Schema(), c.Path, ice.NestedField{Name: c.Path[len(c.Path)-1], Type: c.Add})
-				if err != nil {
-					return nil, err
-				}
-				us.UnionByNameWith(union)
+			_, variant := c.Add.(ice.VariantType)
+			if c.Initial == nil && !variant && !hasDefaults(c.Add) {
+				us.AddColumn(c.Path, c.Add, "", false, nil)
 				continue
 			}
-			us.AddColumn(c.Path, c.Add, "", false, nil)
+			// UnionByNameWith, not AddColumn: AddColumn refuses a variant (not a primitive type) and defaults
+			// inside a struct, and wants a default literal of the column's exact type, which iceberg-go has none
+			// of for timestamptz or a decimal of precision other than 9.
+			union, err := unionSchema(tbl.Schema(), c.Path, ice.NestedField{Name: c.Path[len(c.Path)-1], Type: c.Add,
+				InitialDefault: c.Initial, WriteDefault: c.Initial})
+			if err != nil {
+				return nil, err
+			}
+			us.UnionByNameWith(union)
 		case c.Promote != nil:
 			us.UpdateColumn(c.Path, table.ColumnUpdate{FieldType: ice.Optional[ice.Type]{Valid: true, Val: c.Promote}})
 		case c.Relax:
@@ -352,7 +435,7 @@ func unionSchema(sc *ice.Schema, path []string, f ice.NestedField) (*ice.Schema,
 	for i := len(path) - 1; i > 0; i-- {
 		parent, ok := sc.FindFieldByName(strings.Join(path[:i], "."))
 		if _, isStruct := parent.Type.(*ice.StructType); !ok || !isStruct {
-			return nil, conform.ColumnErr(strings.Join(path, "."), conform.ErrNotSupported, "a variant is added only inside structs")
+			return nil, conform.ColumnErr(strings.Join(path, "."), conform.ErrNotSupported, "a variant or a field with a default is added only inside structs")
 		}
 		parent.Type = &ice.StructType{FieldList: []ice.NestedField{f}}
 		f = parent

@@ -1,8 +1,10 @@
 package evolve
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -94,5 +96,64 @@ func TestPlanVersions(t *testing.T) {
 	var ce *conform.ColumnError
 	if !errors.As(err, &ce) || ce.Column != "s.v" || !errors.Is(err, conform.ErrNotSupported) {
 		t.Fatalf("v2: a nested variant: %v, want a *ColumnError naming s.v wrapping ErrNotSupported", err)
+	}
+}
+
+// TestPlanNestedDefaults: Options.Defaults names fields inside structs by dotted path: a field added to an
+// existing struct gets its default on the change, a struct column added whole carries its fields' defaults in
+// its type (two levels down too); a default under a list is a *ColumnError wrapping ErrNotSupported naming it.
+func TestPlanNestedDefaults(t *testing.T) {
+	sc := ice.NewSchema(0,
+		ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true},
+		ice.NestedField{ID: 2, Name: "st", Type: &ice.StructType{FieldList: []ice.NestedField{{ID: 3, Name: "x", Type: ice.PrimitiveTypes.Int32}}}})
+	i32 := arrow.Field{Name: "y", Type: arrow.PrimitiveTypes.Int32, Nullable: true}
+	in := arrow.NewSchema([]arrow.Field{
+		{Name: "st", Type: arrow.StructOf(arrow.Field{Name: "x", Type: arrow.PrimitiveTypes.Int32, Nullable: true}, i32), Nullable: true},
+		{Name: "n", Type: arrow.StructOf(i32, arrow.Field{Name: "in", Type: arrow.StructOf(i32)}), Nullable: true},
+	}, nil)
+	o := Options{Version: 3, Defaults: map[string]ice.Literal{"st.y": ice.NewLiteral(int32(5)), "n.in.y": ice.NewLiteral(int32(6))}}
+	got, err := For(in, sc, o)
+	if err != nil || fmt.Sprint(got) != "[add st.y int default 5 add n struct<2: y: optional int, 3: in: optional struct<4: y: optional int>>]" {
+		t.Fatalf("plan %v, %v", got, err)
+	}
+	inner := got[1].Add.(*ice.StructType).FieldList[1].Type.(*ice.StructType).FieldList[0]
+	if inner.InitialDefault != int32(6) || inner.WriteDefault != int32(6) {
+		t.Fatalf("n.in.y: initial-default %v, write-default %v, want 6", inner.InitialDefault, inner.WriteDefault)
+	}
+	list := arrow.NewSchema([]arrow.Field{{Name: "l", Type: arrow.ListOf(arrow.StructOf(i32)), Nullable: true}}, nil)
+	_, err = For(list, sc, Options{Version: 3, Defaults: map[string]ice.Literal{"l.element.y": ice.NewLiteral(int32(1))}})
+	var ce *conform.ColumnError
+	if !errors.As(err, &ce) || ce.Column != "l.element.y" || !errors.Is(err, conform.ErrNotSupported) {
+		t.Fatalf("a default inside a list = %v, want a *ColumnError naming l.element.y wrapping ErrNotSupported", err)
+	}
+}
+
+// TestNanosDefaultRoundTrip pins why a nanosecond timestamp default is refused (errNanosDefault): iceberg-go
+// writes it to the table metadata as a JSON number, not the spec's ISO-8601 string, and reads it back as a
+// float64, which loses the nanoseconds of a present-day instant. If this test fails, iceberg-go keeps them
+// now, and DefaultValue could take such defaults.
+func TestNanosDefaultRoundTrip(t *testing.T) {
+	const ns = 1_700_000_000_123_456_789
+	b, err := json.Marshal(ice.NestedField{ID: 1, Name: "ts", Type: ice.PrimitiveTypes.TimestampNs,
+		InitialDefault: ice.TimestampNano(ns), WriteDefault: ice.TimestampNano(ns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"initial-default":1700000000123456789`) {
+		t.Fatalf("metadata %s: the default is no longer a JSON number", b)
+	}
+	var back ice.NestedField
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := back.InitialDefault.(float64); !ok || int64(f) == ns {
+		t.Fatalf("read back %v (%T): iceberg-go now keeps the nanoseconds", back.InitialDefault, back.InitialDefault)
+	}
+	for _, typ := range []ice.Type{ice.PrimitiveTypes.TimestampNs, ice.PrimitiveTypes.TimestampTzNs} {
+		for _, lit := range []ice.Literal{ice.NewLiteral(ice.TimestampNano(ns)), ice.NewLiteral(ice.Timestamp(0))} {
+			if _, err := DefaultValue(typ, lit); !errors.Is(err, errNanosDefault) {
+				t.Fatalf("DefaultValue(%s, %v) = %v, want errNanosDefault", typ, lit, err)
+			}
+		}
 	}
 }

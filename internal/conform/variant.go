@@ -16,8 +16,9 @@ import (
 // checkVariants returns a *ColumnError (row-level, so a dead letter handler can take the row) for the first data
 // slot of va (mask as Convert takes it) whose variant does not decode: metadata or value bytes that are not a
 // variant would be written as they are and fail every reader of the file. A plain variant goes through
-// variantCheck (about 3.7x arrow-go's validation, docs/benchmarks.md), and through arrow-go only when that
-// does not accept it: arrow-go then refuses it, with its reason, or accepts what variantCheck does not follow.
+// variantCheck (faster than arrow-go's validation: BenchmarkVariantCheckPair, docs/benchmarks.md), and through
+// arrow-go only when that does not accept it: arrow-go then refuses it, with its reason, or accepts what
+// variantCheck does not follow.
 func checkVariants(path []string, va *extensions.VariantArray, mask []byte) error {
 	metas, values, plain := plainVariant(va)
 	var prev []byte // the metadata bytes meta was parsed from: rows of one source usually share them
@@ -77,8 +78,8 @@ func plainVariant(va *extensions.VariantArray) (metas, values arrow.TypedArray[[
 }
 
 // variantCheck validates plain variants (metadata and value bytes) by the rules of arrow-go v18.9.0's
-// variant.New, without what makes that cost about 1 µs per row of a 7-key object: a Metadata with its keys
-// allocated per distinct dictionary and a generic validation stack. valid reports true only when every rule
+// variant.New, without what makes that slower: a Metadata with its keys allocated per distinct dictionary and
+// a generic validation stack. valid reports true only when every rule
 // arrow-go checks holds (FuzzVariantCheck compares the two); false means invalid or not checked here (nesting
 // deeper than fastDepth), and the caller asks arrow-go. Not safe for concurrent use.
 type variantCheck struct {

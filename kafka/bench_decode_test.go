@@ -1,8 +1,11 @@
 package kafka_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -13,6 +16,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/icewriter/iceberg/internal/benchpair"
 	"github.com/icewriter/iceberg/kafka"
 )
 
@@ -93,4 +97,46 @@ func BenchmarkDecoders(b *testing.B) {
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "rows/s")
 		})
 	}
+}
+
+// BenchmarkJSONVariantPair decodes polls of 1,000 JSON objects of varying shape (randomDoc's) into one variant
+// column with JSONVariant, and unmarshals the same values into map[string]any with encoding/json, in pairs:
+// x-encoding-json above 1 means JSONVariant is faster (the median of the paired ratios, so a shared machine's
+// load falls on both sides of each pair).
+func BenchmarkJSONVariantPair(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var values [][]byte
+	for len(values) < 1000 {
+		d, ok := randomDoc(r, 0).(map[string]any)
+		if !ok || len(d) == 0 {
+			continue
+		}
+		v, err := json.Marshal(d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		values = append(values, v)
+	}
+	schema := arrow.NewSchema([]arrow.Field{{Name: "doc", Type: variantTableSchema.Field(0).Type, Nullable: true}}, nil)
+	dec := kafka.JSONVariant("doc")
+	var base, x []float64
+	for b.Loop() {
+		start := time.Now()
+		for _, v := range values {
+			var m map[string]any
+			if err := json.Unmarshal(v, &m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		base = append(base, time.Since(start).Seconds())
+		start = time.Now()
+		rec, k, err := dec.Decode(memory.DefaultAllocator, values, schema)
+		if err != nil || k != len(values) {
+			b.Fatalf("decoded %d: %v", k, err)
+		}
+		rec.Release()
+		x = append(x, time.Since(start).Seconds())
+	}
+	b.ReportMetric(benchpair.Ratio(base, x), "x-encoding-json")
+	b.ReportMetric(float64(len(values))/benchpair.Median(x), "rows/s")
 }

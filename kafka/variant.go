@@ -8,18 +8,18 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/variant"
 
-	"github.com/icewriter/iceberg/internal/variantjson"
 	"github.com/icewriter/iceberg/shred"
 )
 
 // JSONVariant puts each value, one JSON document of any shape, into the variant column named column (a v3
 // table's variant column, arrow-go's extensions.VariantType), which must be the table's only value column (the
-// others being metadata columns). A nil value (a tombstone) is null; a value that is not one JSON document, or
-// holds a number no variant holds exactly (more than 38 digits that are not a double's, past a double's range),
+// others being metadata columns). A nil value (a tombstone) is null; a value that is not one JSON document
+// (invalid UTF-8 in a string and nesting past 1000 levels included), or holds a number no variant holds exactly
+// (more than 38 digits that are not a double's, past a double's range: the error wraps shred.ErrInexactNumber),
 // is a bad record (ErrDecode). Objects keep their keys (a key given twice: its last value), integers become the
-// smallest variant integer that holds them, other numbers decimals of up to 38 digits, else doubles.
+// smallest variant integer that holds them, other numbers decimals of up to 38 digits, else doubles
+// (shred.AppendVariantJSONWithOptions with LastKeyWins and ExactNumbers).
 func JSONVariant(column string) Decoder { return variantDecoder{column: column} }
 
 // JSONVariantField is JSONVariant for one top-level field: each value must be a JSON object, and the variant
@@ -28,6 +28,11 @@ func JSONVariant(column string) Decoder { return variantDecoder{column: column} 
 func JSONVariantField(column, field string) Decoder {
 	return variantDecoder{column: column, field: field, byField: true}
 }
+
+// variantJSON are the rules of every JSON document the sink puts into a variant: a key given twice keeps its
+// last value, as encoding/json (which reads the rest of a JSON event) does; a number no variant holds exactly
+// is a bad record, never rounded.
+var variantJSON = shred.VariantJSONOptions{LastKeyWins: true, ExactNumbers: true}
 
 type variantDecoder struct {
 	column, field string
@@ -77,11 +82,9 @@ func (d variantDecoder) Decode(mem memory.Allocator, values [][]byte, schema *ar
 			b.AppendNull()
 			continue
 		}
-		val, err := variantjson.Parse(doc)
-		if err != nil {
+		if err := shred.AppendVariantJSONWithOptions(b, doc, variantJSON); err != nil {
 			return nil, i, fmt.Errorf("%w: column %q: %w", ErrDecode, d.column, err)
 		}
-		b.Append(val)
 	}
 	col := b.NewArray()
 	defer col.Release()
@@ -127,7 +130,7 @@ func hasVariant(schema *arrow.Schema) bool {
 }
 
 // withVariants builds a batch of n rows in schema: each variant column from doc(column, row), JSON text (nil:
-// null), through variantjson, then the other columns, as one batch in their order, from others (not called
+// null), through shred.AppendVariantJSONWithOptions (variantJSON's rules), then the other columns, as one batch in their order, from others (not called
 // when there are none). A document that is not JSON, or whose numbers no variant holds exactly, is a
 // *shred.FieldError naming the column and row.
 func withVariants(mem memory.Allocator, schema *arrow.Schema, n int, doc func(column string, row int) ([]byte, error),
@@ -150,18 +153,16 @@ func withVariants(mem memory.Allocator, schema *arrow.Schema, n int, doc func(co
 		b := extensions.NewVariantBuilder(mem, vt)
 		for r := range n {
 			d, err := doc(f.Name, r)
-			var v variant.Value
-			if err == nil && d != nil {
-				v, err = variantjson.Parse(d)
+			switch {
+			case err != nil:
+			case d == nil:
+				b.AppendNull()
+			default:
+				err = shred.AppendVariantJSONWithOptions(b, d, variantJSON)
 			}
 			if err != nil {
 				b.Release()
 				return nil, &shred.FieldError{Column: f.Name, Row: r, Err: err}
-			}
-			if d == nil {
-				b.AppendNull()
-			} else {
-				b.Append(v)
 			}
 		}
 		cols[i] = b.NewArray()

@@ -20,6 +20,7 @@ import (
 	"github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/tabletest"
 	"github.com/icewriter/iceberg/kafka"
+	"github.com/icewriter/iceberg/shred"
 )
 
 // variantDocs are JSON documents of every kind a variant holds: objects (nested, empty, a key given twice),
@@ -194,24 +195,33 @@ func TestJSONVariantFieldTakesOneField(t *testing.T) {
 	}
 }
 
-// TestJSONVariantRejectsBadValues: a value that is not one JSON document (or, for a field, not an object) is a
-// bad record (ErrDecode) at its index, naming the column; a table without the variant column is refused at New.
+// TestJSONVariantRejectsBadValues: a value that is not one JSON document (or, for a field, not an object; invalid
+// UTF-8 in a string too), or holds a number no variant holds exactly (shred.ErrInexactNumber), is a bad record
+// (ErrDecode) at its index, naming the column; a table without the variant column is refused at New.
 func TestJSONVariantRejectsBadValues(t *testing.T) {
 	schema := arrow.NewSchema([]arrow.Field{{Name: "doc", Type: extensions.NewDefaultVariantType(), Nullable: true}}, nil)
 	for _, c := range []struct {
-		dec kafka.Decoder
-		bad string
+		dec     kafka.Decoder
+		bad     string
+		inexact bool
 	}{
-		{kafka.JSONVariant("doc"), `{"a":1`},
-		{kafka.JSONVariant("doc"), `{"a":1} {"b":2}`},
-		{kafka.JSONVariant("doc"), ``},
-		{kafka.JSONVariant("doc"), `nope`},
-		{kafka.JSONVariantField("doc", "a"), `[1,2]`},
-		{kafka.JSONVariantField("doc", "a"), `{"a":1,}`},
+		{kafka.JSONVariant("doc"), `{"a":1`, false},
+		{kafka.JSONVariant("doc"), `{"a":1} {"b":2}`, false},
+		{kafka.JSONVariant("doc"), ``, false},
+		{kafka.JSONVariant("doc"), `nope`, false},
+		{kafka.JSONVariant("doc"), "\"\xff\"", false},
+		{kafka.JSONVariant("doc"), `{"n": [1e-400]}`, true},
+		{kafka.JSONVariant("doc"), `123456789012345678901234567890123456789012`, true},
+		{kafka.JSONVariantField("doc", "a"), `[1,2]`, false},
+		{kafka.JSONVariantField("doc", "a"), `{"a":1,}`, false},
+		{kafka.JSONVariantField("doc", "a"), `{"a":1e400}`, true},
 	} {
 		_, n, err := c.dec.Decode(memory.DefaultAllocator, [][]byte{[]byte(`{"a":1}`), []byte(c.bad)}, schema)
 		if !errors.Is(err, kafka.ErrDecode) || n != 1 || !strings.Contains(err.Error(), `"doc"`) {
 			t.Errorf("%q: index %d, error %v; want ErrDecode at index 1 naming the column", c.bad, n, err)
+		}
+		if c.inexact && !errors.Is(err, shred.ErrInexactNumber) {
+			t.Errorf("%q: %v, want shred.ErrInexactNumber", c.bad, err)
 		}
 	}
 

@@ -13,7 +13,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/icewriter/iceberg"
-	"github.com/icewriter/iceberg/internal/variantjson"
+	"github.com/icewriter/iceberg/shred"
 )
 
 // jsonPolicy decides, per Iceberg table, where json and jsonb columns go: a column the table already has keeps
@@ -76,13 +76,18 @@ func variantColType(oid uint32) colType {
 	return ct
 }
 
+// variantJSON are the rules of a json or jsonb value put into a variant: a key given twice keeps its last value,
+// as Postgres's json functions and jsonb do; a number no variant holds exactly (jsonb keeps numerics of any
+// precision) stops the source rather than be rounded.
+var variantJSON = shred.VariantJSONOptions{LastKeyWins: true, ExactNumbers: true}
+
 // appendJSONVariant appends a json value (binary format: its text) as a variant.
 func appendJSONVariant(b array.Builder, v []byte) error {
-	val, err := variantjson.Parse(v)
-	if err != nil { // Postgres checked the JSON: a number no variant holds exactly (1e400, 42 digits)
+	// Postgres checked the JSON: what is left is a number no variant holds exactly (1e400, 42 digits) or more
+	// than 1000 levels of nesting.
+	if err := shred.AppendVariantJSONWithOptions(b.(*extensions.VariantBuilder), v, variantJSON); err != nil {
 		return fmt.Errorf("%w: %w: %s", ErrOutOfRange, err, fixValue)
 	}
-	b.(*extensions.VariantBuilder).Append(val)
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/tabletest"
+	"github.com/icewriter/iceberg/shred"
 )
 
 // TestJSONPolicyFollowsTheTable: a json or jsonb column is a variant on a v3 table and a string on v2, by the
@@ -59,13 +60,14 @@ func TestJSONPolicyFollowsTheTable(t *testing.T) {
 }
 
 // TestJSONVariantValues: json (its text) and jsonb (a version byte, then its text) values into a variant read
-// back as their documents; a number no variant holds exactly is ErrOutOfRange; a jsonb of another format
-// version is an error.
+// back as their documents (a key given twice: its last value, as in Postgres); a number no variant holds exactly
+// is ErrOutOfRange (wrapping shred.ErrInexactNumber); a jsonb of another format version is an error.
 func TestJSONVariantValues(t *testing.T) {
 	for _, oid := range []uint32{oidJSON, oidJSONB} {
 		ct := variantColType(oid)
 		b := ct.arrow.(*extensions.VariantType).NewBuilder(memory.DefaultAllocator)
-		docs := []string{`{"a": 1, "a": [true, null, "x"], "b": 2.50}`, `null`, `[]`}
+		docs := []string{`{"a": 1, "a": [true, null, "x"], "b": 2.50}`, `null`, `[]`,
+			`{"o": {"k": 1, "k": {"d": 2}}, "u": "\u00e9 \ud83d\ude00", "n": [-0, 1e-7, 12345678901234567890123456789012345678]}`}
 		for _, d := range docs {
 			v := []byte(d)
 			if oid == oidJSONB {
@@ -82,12 +84,14 @@ func TestJSONVariantValues(t *testing.T) {
 			}
 		}
 		arr.Release()
-		bad := []byte(`{"n": 1e400}`)
-		if oid == oidJSONB {
-			bad = append([]byte{1}, bad...)
-		}
-		if err := ct.append(b, bad); !errors.Is(err, ErrOutOfRange) {
-			t.Errorf("%d: 1e400: %v, want ErrOutOfRange", oid, err)
+		for _, bad := range []string{`{"n": 1e400}`, `[123456789012345678901234567890123456789012]`} {
+			v := []byte(bad)
+			if oid == oidJSONB {
+				v = append([]byte{1}, v...)
+			}
+			if err := ct.append(b, v); !errors.Is(err, ErrOutOfRange) || !errors.Is(err, shred.ErrInexactNumber) {
+				t.Errorf("%d: %s: %v, want ErrOutOfRange and shred.ErrInexactNumber", oid, bad, err)
+			}
 		}
 		b.Release()
 	}

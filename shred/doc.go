@@ -50,5 +50,8 @@
 // the JSON text null and nil inside a value are the variant null. Maps and
 // JSON lines write into variant columns as well (see JSONLines).
 // AppendVariantJSON and AppendVariant append one value to an arrow-go
-// VariantBuilder, for sources that build their own batches.
+// VariantBuilder, for sources that build their own batches;
+// AppendVariantJSONWithOptions chooses what a key given twice and a number
+// without an exact variant value do (the Kafka sink and the Postgres source
+// keep the last value and refuse such numbers).
 package shred

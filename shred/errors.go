@@ -42,6 +42,11 @@ var ErrOutOfRange = errors.New("value out of range")
 // json.RawMessage or a document for a variant column).
 var ErrInvalidJSON = errors.New("invalid JSON")
 
+// ErrInexactNumber is wrapped, under VariantJSONOptions.ExactNumbers, when a
+// JSON number has no exact variant value (1e-400, 41 significant digits that
+// no double prints as).
+var ErrInexactNumber = errors.New("JSON number has no exact variant value")
+
 // ErrTypeMismatch is wrapped when a value's type cannot be converted to the column's type.
 var ErrTypeMismatch = errors.New("type mismatch")
 

@@ -2,6 +2,7 @@ package shred_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -34,6 +35,26 @@ func ExampleAppendVariantJSON() {
 	// {"score":1.50,"user":{"id":7,"tags":["a","b"]}}
 	// null
 	// null row
+}
+
+// The rules of a source whose JSON comes from elsewhere (the Kafka sink's and the Postgres source's): a key
+// given twice keeps its last value, a number no variant holds exactly is refused rather than rounded.
+func ExampleAppendVariantJSONWithOptions() {
+	vb := extensions.NewVariantBuilder(memory.DefaultAllocator, extensions.NewDefaultVariantType())
+	defer vb.Release()
+	opts := shred.VariantJSONOptions{LastKeyWins: true, ExactNumbers: true}
+	for _, doc := range []string{`{"a": 1, "a": {"b": 2}}`, `[1.5e300, 1e-400]`, `123456789012345678901234567890123456789012`} {
+		if err := shred.AppendVariantJSONWithOptions(vb, []byte(doc), opts); err != nil {
+			fmt.Println("refused:", err, errors.Is(err, shred.ErrInexactNumber))
+		}
+	}
+	arr := vb.NewArray()
+	defer arr.Release()
+	fmt.Println(arr)
+	// Output:
+	// refused: number 1e-400: JSON number has no exact variant value (the nearest double is 0) true
+	// refused: number 123456789012345678901234567890123456789012: JSON number has no exact variant value (the nearest double is 1.2345678901234568e+41) true
+	// VariantArray[{"a":{"b":2}}]
 }
 
 func ExampleAppendVariant() {

@@ -88,3 +88,42 @@ func FuzzAppendVariantJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAppendVariantJSONWithOptions checks the options against encoding/json:
+// with LastKeyWins and ExactNumbers, valid JSON reads back as encoding/json
+// reads it (the last value of a key given twice) unless a number has no
+// exact variant value (ErrInexactNumber) or it nests too deep; anything else
+// is an error that appends nothing.
+func FuzzAppendVariantJSONWithOptions(f *testing.F) {
+	for _, s := range []string{`{"a": [1, 2.5, {"b": null}], "a": "\u00e9"}`, `[1e5, -0.0, 1e-400, 1e400]`,
+		`{"k": {"k": 1, "k": 2}, "k": 3}`, `{"a":1,"a":}`, `123456789012345678901234567890123456789012`} {
+		f.Add([]byte(s))
+	}
+	opts := VariantJSONOptions{LastKeyWins: true, ExactNumbers: true}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		defer mem.AssertSize(t, 0)
+		vb := newVariantBuilder(mem)
+		defer vb.Release()
+		err := AppendVariantJSONWithOptions(vb, doc, opts)
+		var any0 any
+		valid := json.Unmarshal(doc, &any0) == nil && utf8.Valid(doc)
+		if err != nil {
+			if vb.Len() != 0 {
+				t.Fatalf("%q: error %v but %d values appended", doc, err, vb.Len())
+			}
+			if valid && !errors.Is(err, ErrInexactNumber) && !strings.Contains(err.Error(), "too deep") {
+				t.Fatalf("%q: valid JSON refused: %v", doc, err)
+			}
+			return
+		}
+		if !valid {
+			t.Fatalf("%q: invalid JSON accepted", doc)
+		}
+		arr := vb.NewArray()
+		defer arr.Release()
+		if got, want := variantCells(t, arr)[0], canonJSON(t, doc); got != want {
+			t.Fatalf("%q reads back %s, want %s", doc, got, want)
+		}
+	})
+}

@@ -60,6 +60,7 @@ type variantEncoder struct {
 	offs     [][]int                // an array's element offsets, per depth
 	str      []byte                 // unescaped strings
 	dirty    bool                   // a value was begun
+	opts     VariantJSONOptions     // the rules for JSON text; the zero value on every path but AppendVariantJSONWithOptions
 }
 
 // maxBuilt bounds the bytes of earlier values an encoder's Builder keeps
@@ -89,6 +90,7 @@ func (e *variantEncoder) begin() {
 		e.b.Reset()
 	}
 	e.start = e.b.Offset()
+	e.b.SetAllowDuplicates(e.opts.LastKeyWins)
 	e.gen++
 	if e.gen == 0 || len(e.keys) > maxKeysKept {
 		e.keys, e.gen = nil, 1
@@ -229,6 +231,36 @@ func (d *variantDst) appendValue(v variant.Value) { d.vb.Append(v) }
 
 var encoderPool = sync.Pool{New: func() any { return new(variantEncoder) }}
 
+// VariantJSONOptions are the rules of AppendVariantJSONWithOptions for the
+// JSON that a variant holds in more than one way, or not exactly. The zero
+// value is AppendVariantJSON's rules.
+type VariantJSONOptions struct {
+	// LastKeyWins keeps the last value of a key given twice in one object, as
+	// encoding/json, Postgres's jsonb and most JSON parsers do. Default false:
+	// such a document is an error wrapping ErrInvalidJSON.
+	LastKeyWins bool
+	// ExactNumbers refuses a number that no variant type holds exactly, with an
+	// error wrapping ErrInexactNumber (and ErrOutOfRange past a double's range,
+	// 1e400): a number in exponent form, or of more than 38 significant digits,
+	// is kept (as a double) only when the double nearest it prints back as the
+	// same number (1e-7, 1.5e300 are kept; 1e-400, 12345678901234567890123456789012345678901
+	// are refused). Default false: such a number is the double nearest it, and
+	// only a number past a double's range is an error (ErrOutOfRange).
+	ExactNumbers bool
+}
+
+// AppendVariantJSONWithOptions is AppendVariantJSON with the rules opts
+// chooses for a key given twice and for numbers without an exact variant
+// value. It is safe for concurrent use on distinct builders.
+func AppendVariantJSONWithOptions(vb *extensions.VariantBuilder, doc []byte, opts VariantJSONOptions) error {
+	e := encoderPool.Get().(*variantEncoder)
+	defer encoderPool.Put(e)
+	e.opts = opts
+	defer func() { e.opts = VariantJSONOptions{} }()
+	d := newVariantDst(vb)
+	return e.appendJSON(&d, doc)
+}
+
 // AppendVariantJSON appends the JSON document doc (one value of any shape,
 // with optional white space around it) to vb as one variant value: objects
 // become variant objects (a key appearing twice in one object is an error),
@@ -238,10 +270,12 @@ var encoderPool = sync.Pool{New: func() any { return new(variantEncoder) }}
 // int64 is the smallest of int8..int64, an integer or a number with a
 // fraction and no exponent of at most 38 digits is the smallest of
 // decimal4/8/16 with the number's scale (1.50 is decimal 150 scale 2), and
-// any other number (an exponent, more digits) is a double. On error (invalid
-// JSON, wrapping ErrInvalidJSON; a number outside the double range, wrapping
-// ErrOutOfRange) nothing is appended. It is safe for concurrent use on
-// distinct builders.
+// any other number (an exponent, more digits) is the double nearest it. On
+// error (invalid JSON, a key twice in one object or nesting deeper than 1000
+// levels, wrapping ErrInvalidJSON; a number outside the double range,
+// wrapping ErrOutOfRange) nothing is appended. AppendVariantJSONWithOptions
+// chooses other rules for a key given twice and for numbers. It is safe for
+// concurrent use on distinct builders.
 func AppendVariantJSON(vb *extensions.VariantBuilder, doc []byte) error {
 	e := encoderPool.Get().(*variantEncoder)
 	defer encoderPool.Put(e)
@@ -547,12 +581,85 @@ func signedDigits(digits []byte, neg bool) int64 {
 	return v
 }
 
+// appendDouble appends the number t, which no integer or decimal holds, as
+// the double nearest it; with ExactNumbers only when that double prints back
+// as t's number.
 func (e *variantEncoder) appendDouble(t []byte) error {
 	f, err := strconv.ParseFloat(str(t), 64)
 	if err != nil {
+		if e.opts.ExactNumbers {
+			return fmt.Errorf("number %s does not fit a double: %w (%w)", t, ErrOutOfRange, ErrInexactNumber)
+		}
 		return fmt.Errorf("number %s does not fit a double: %w", t, ErrOutOfRange)
 	}
+	if e.opts.ExactNumbers {
+		var buf [32]byte
+		if !sameNumber(t, strconv.AppendFloat(buf[:0], f, 'e', -1, 64), e.str) {
+			return fmt.Errorf("number %s: %w (the nearest double is %g)", t, ErrInexactNumber, f)
+		}
+	}
 	return e.b.AppendFloat64(f)
+}
+
+// sameNumber reports whether the JSON numbers a and b (valid number tokens)
+// have the same value: the same sign and significant digits at the same
+// powers of ten. -0 and 0 are the same. buf is scratch space.
+func sameNumber(a, b, buf []byte) bool {
+	da, ea, na := decimalForm(a, buf[:0])
+	db, eb, nb := decimalForm(b, da[len(da):])
+	if len(da) == 0 || len(db) == 0 {
+		return len(da) == len(db)
+	}
+	return na == nb && ea == eb && string(da) == string(db)
+}
+
+// decimalForm is the value of the JSON number token t as digits × 10^exp
+// (digits without leading or trailing zeros, appended to buf; none for zero)
+// and its sign. The exponent is clamped far past a double's range.
+func decimalForm(t, buf []byte) (digits []byte, exp int, neg bool) {
+	i := 0
+	if t[0] == '-' {
+		neg = true
+		i++
+	}
+	frac := false
+	for ; i < len(t) && t[i] != 'e' && t[i] != 'E'; i++ {
+		switch c := t[i]; {
+		case c == '.':
+			frac = true
+		case c == '0' && len(buf) == 0: // a leading zero
+			if frac {
+				exp--
+			}
+		default:
+			buf = append(buf, c)
+			if frac {
+				exp--
+			}
+		}
+	}
+	if i < len(t) { // the exponent
+		i++
+		eneg := false
+		if t[i] == '+' || t[i] == '-' {
+			eneg = t[i] == '-'
+			i++
+		}
+		x := 0
+		for ; i < len(t); i++ {
+			x = min(x*10+int(t[i]-'0'), 1<<30)
+		}
+		if eneg {
+			x = -x
+		}
+		exp += x
+	}
+	n := len(buf)
+	for n > 0 && buf[n-1] == '0' {
+		n--
+		exp++
+	}
+	return buf[:n], exp, neg
 }
 
 // variantNull reports the Go values that are a null row in a variant column:

@@ -227,11 +227,19 @@ func TestAppendVariantJSONNumberTypes(t *testing.T) {
 func TestAppendVariantJSONErrors(t *testing.T) {
 	vb := newVariantBuilder(memory.DefaultAllocator)
 	defer vb.Release()
-	for _, doc := range []string{``, `{`, `{"a":}`, `[1,]`, `{"a":1}x`, `nul`, `"\x"`, `01`, `{"a":1,"a":2}`,
-		"\"\xff\"", strings.Repeat("[", 1100) + strings.Repeat("]", 1100)} {
+	for _, doc := range []string{``, ` `, `{`, `{"a":}`, `[1,]`, `{"a":1}x`, `{"a":1} {"b":2}`, `nul`, `nope`,
+		`"\x"`, `01`, `{"a":1,"a":2}`, `{"a":1,}`, `[1 2]`, `{"a"}`, "\"\xff\"",
+		strings.Repeat("[", 1100) + strings.Repeat("]", 1100)} {
 		err := AppendVariantJSON(vb, []byte(doc))
 		if !errors.Is(err, ErrInvalidJSON) {
 			t.Errorf("%q: err = %v, want ErrInvalidJSON", doc, err)
+		}
+		if doc == `{"a":1,"a":2}` {
+			continue
+		}
+		err = AppendVariantJSONWithOptions(vb, []byte(doc), VariantJSONOptions{LastKeyWins: true, ExactNumbers: true})
+		if !errors.Is(err, ErrInvalidJSON) {
+			t.Errorf("%q with options: err = %v, want ErrInvalidJSON", doc, err)
 		}
 	}
 	if err := AppendVariantJSON(vb, []byte(`1e400`)); !errors.Is(err, ErrOutOfRange) {
@@ -239,6 +247,104 @@ func TestAppendVariantJSONErrors(t *testing.T) {
 	}
 	if vb.Len() != 0 {
 		t.Errorf("%d values appended by failed calls", vb.Len())
+	}
+}
+
+// TestAppendVariantJSONLastKeyWins: with LastKeyWins a key given twice keeps
+// its last value, at any depth, and the document reads back as encoding/json
+// reads it; without, it is an error (also right after a call with the option:
+// pooled encoders forget it).
+func TestAppendVariantJSONLastKeyWins(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer check(t, mem)
+	docs := []string{
+		`{"b":1,"a":{"y":[1,2],"x":null},"a":{"z":"last"}}`,
+		`{"k":1,"k":2,"k":3}`,
+		`{"o":{"k":1,"k":{"deep":true}},"k":[{"k":1,"k":"two"}],"o":{"k":[1,{"k":1,"k":0.5}],"k":"x"}}`,
+		`{"a\u0062":1,"ab":2}`, // the same key, escaped once
+		`{"` + strings.Repeat("k", 300) + `":1,"z":2,"` + strings.Repeat("k", 300) + `":"long"}`,
+		`{"a":1,"b":2}`, `[]`, `"s"`,
+	}
+	// An object of 300 keys (the large object encoding), each given twice.
+	var big strings.Builder
+	big.WriteString("{")
+	for i := range 600 {
+		fmt.Fprintf(&big, `"k%03d":%d,`, i%300, i)
+	}
+	big.WriteString(`"end":null}`)
+	docs = append(docs, big.String())
+	vb := newVariantBuilder(mem)
+	defer vb.Release()
+	for _, d := range docs {
+		if err := AppendVariantJSONWithOptions(vb, []byte(d), VariantJSONOptions{LastKeyWins: true}); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		if err := AppendVariantJSON(newVariantBuilder(memory.DefaultAllocator), []byte(`{"a":1,"a":2}`)); !errors.Is(err, ErrInvalidJSON) {
+			t.Fatalf("AppendVariantJSON after a LastKeyWins call: %v, want ErrInvalidJSON", err)
+		}
+	}
+	arr := vb.NewArray()
+	defer arr.Release()
+	got := variantCells(t, arr)
+	for i, d := range docs {
+		if want := canonJSON(t, []byte(d)); got[i] != want {
+			t.Errorf("%.80s: reads back %.200s, want %.200s", d, got[i], want)
+		}
+	}
+}
+
+// TestAppendVariantJSONExactNumbers: with ExactNumbers every number accepted
+// reads back as the same number, and the others wrap ErrInexactNumber and
+// append nothing; without, they are the nearest double (past a double's
+// range ErrOutOfRange either way).
+func TestAppendVariantJSONExactNumbers(t *testing.T) {
+	exact := VariantJSONOptions{ExactNumbers: true}
+	kept := []string{"0", "-0", "-0.0", "-0e5", "0e999", "42", "-9223372036854775808",
+		"9223372036854775807", "9223372036854775808", "12345678901234567890123456789012345678",
+		"-12345678901234567890123456789012345678", "0.1", "-12.50", "1e-7", "1.0e-5", "1E+2", "1e20", "1.5e300",
+		"0.00000000000000000000000000000000000001", "3.141592653589793", "1.7976931348623157e308", "5e-324",
+		"100000000000000000000000000000000000000000", "0.000000000000000000000000000000000000000001",
+		"1.000000000000000000000000000000000000000", "15000000000000000000000000000000000000000000e-3"}
+	for _, s := range kept {
+		vb := newVariantBuilder(memory.DefaultAllocator)
+		if err := AppendVariantJSONWithOptions(vb, []byte(s), exact); err != nil {
+			t.Errorf("%s: %v", s, err)
+			vb.Release()
+			continue
+		}
+		arr := vb.NewArray().(*extensions.VariantArray)
+		v, err := arr.Value(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := v.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := new(big.Rat).SetString(string(b))
+		want, _ := new(big.Rat).SetString(s)
+		if got == nil || got.Cmp(want) != 0 {
+			t.Errorf("%s reads back as %s", s, b)
+		}
+		arr.Release()
+		vb.Release()
+	}
+	vb := newVariantBuilder(memory.DefaultAllocator)
+	defer vb.Release()
+	for _, s := range []string{"1e400", "-1e400", "1e-400", "1e-99999999999999999999", "4e-324", "123456789012345678901234567890123456789012",
+		"0.0000000000000000000000000000000000000000011000000000000000001", "100000000000000000000000000000000000000000000.5",
+		"1.00000000000000000001e0", `{"a": [1, 0.1234567890123456789012345678901234567890123]}`, `{"x\\": 1e400}`} {
+		err := AppendVariantJSONWithOptions(vb, []byte(s), exact)
+		if !errors.Is(err, ErrInexactNumber) {
+			t.Errorf("%s: %v, want ErrInexactNumber", s, err)
+		}
+		err = AppendVariantJSON(vb, []byte(s))
+		if outside := strings.Contains(s, "e400"); outside != errors.Is(err, ErrOutOfRange) || !outside && err != nil {
+			t.Errorf("%s without ExactNumbers: %v", s, err)
+		}
+	}
+	if vb.Len() != 8 {
+		t.Errorf("%d values appended, want the 8 accepted without ExactNumbers", vb.Len())
 	}
 }
 

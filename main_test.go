@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -19,11 +21,20 @@ import (
 // Parallel tests: a test calls t.Parallel() unless it sets a package hook (resolveHash, changes.Hash,
 // testHook*), measures memory, time or fairness between writers, or stalls storage (holding a writer's
 // background pass is that writer's option, WithHoldRewritesForTest). Go runs the parallel ones only after every
-// other test of the package has ended, two at a time (GOMAXPROCS), so they never overlap the tests that must run
-// alone; on two cores this lets one test's waits on commits overlap another's encoding, where a test alone
-// leaves a core idle.
+// other test of the package has ended, so they never overlap the tests that must run alone. They spend much of
+// their time waiting (commits, fsyncs, flush intervals, child processes), so TestMain runs twice GOMAXPROCS of
+// them at a time unless -parallel is given, which keeps two cores busy where the default (GOMAXPROCS) left them
+// idle about a third of the time (docs/benchmarks.md, "The hermetic suite's time").
 func TestMain(m *testing.M) {
 	slog.SetLogLoggerLevel(slog.LevelWarn)
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(2*runtime.GOMAXPROCS(0))); err != nil {
+			panic(err)
+		}
+	}
 	os.Exit(m.Run())
 }
 

@@ -357,3 +357,59 @@ func TestShreddedVariantKeyed(t *testing.T) {
 		})
 	}
 }
+
+// TestShreddedVariantFileInfersFromEveryRow: a file's shredded layout is inferred from all of its rows, not its
+// first 100 (iceberg-go's default): in a file of ids 0-299, $.a is 0-99 in the first 100 rows, which an int8
+// holds, and up to 299 after. Inferred from those alone, the larger values went to the file's residual and the
+// file had no bound on $.a, so a filter admitting no row still read it. The file of an append, of a
+// copy-on-write rewrite of it, and of a compaction of three files of 100 rows each all prune.
+func TestShreddedVariantFileInfersFromEveryRow(t *testing.T) {
+	t.Parallel() // see TestMain
+	const rows = 300
+	for _, c := range []struct {
+		name     string
+		mode     iceberg.Mode
+		write    int64 // ids per Write and Flush
+		cow      bool  // delete id 5 in copy-on-write mode: its file is rewritten
+		compact  bool
+		files    int // the live data files at the end
+		deleted  func(int64) bool
+		filesHit []int64 // per shredCases filter
+	}{
+		{name: "append", mode: iceberg.MergeOnRead, write: rows, files: 1, filesHit: []int64{1, 1, 1, 0}},
+		{name: "copy-on-write", mode: iceberg.CopyOnWrite, write: rows, cow: true, files: 1,
+			deleted: func(id int64) bool { return id == 5 }, filesHit: []int64{1, 1, 1, 0}},
+		{name: "compaction", mode: iceberg.MergeOnRead, write: 100, compact: true, files: 1, filesHit: []int64{1, 1, 1, 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			cat, reads := tabletest.CountedCatalog(t)
+			ident := table.Identifier{"db", "shred"}
+			w := shredWriter(t, cat, ident, []iceberg.CreateOption{iceberg.IdentifierFields("id")}, iceberg.WithMode(c.mode))
+			for i := int64(0); i < rows; i += c.write {
+				lo := rows - c.write - i // the files in descending ids: a compaction reads the newest first
+				rec := shredBatch(t, lo, lo+c.write)
+				must(t, w.Write(ctx, rec))
+				rec.Release()
+				must(t, w.Flush(ctx))
+			}
+			if c.cow {
+				must(t, w.Delete(ctx, keyBatch([]int64{5})))
+				must(t, w.Flush(ctx))
+			}
+			if c.compact {
+				res, err := w.Compact(ctx)
+				must(t, err)
+				if res.RewrittenDataFiles != 3 {
+					t.Fatalf("compaction: %+v, want the 3 files rewritten", res)
+				}
+			}
+			must(t, w.Close(ctx))
+			tbl := tabletest.Load(t, cat, ident)
+			if got := len(shreddedFiles(t, tbl)); got != c.files {
+				t.Fatalf("%d data files, want %d", got, c.files)
+			}
+			assertPrunes(t, tbl, reads, 0, rows, c.deleted, c.filesHit...)
+		})
+	}
+}

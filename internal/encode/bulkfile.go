@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -115,6 +116,25 @@ func (e *Encoder[H]) Carries(tbl *table.Table, covered bool) bool {
 		return false
 	}
 	return true
+}
+
+// ShredInference returns the write property that makes iceberg-go infer the shredded layout of each file of a
+// write of up to rows rows from all of its rows (nil: the table does not shred, or sets the property itself).
+// iceberg-go infers it from a file's first rows (table.ParquetVariantBufferSizeKey, default 100): an integer
+// path is typed by the widest of those, a larger value after them goes to the file's residual, and the file
+// then has no bound on the path, so that filters on it stop pruning the file while its rows read back right.
+// The rows it buffers to infer are the write's own records, which the write holds until encoded anyway.
+func ShredInference(props ice.Properties, schema *ice.Schema, rows int64) ice.Properties {
+	if _, set := props[table.ParquetVariantBufferSizeKey]; set || rows <= table.ParquetVariantBufferSizeDefault ||
+		!ShredsVariants(props, schema) {
+		return nil
+	}
+	return ice.Properties{table.ParquetVariantBufferSizeKey: strconv.FormatInt(rows, 10)}
+}
+
+// WithShredInference is tbl with ShredInference's property for a write of up to rows rows, or tbl itself.
+func WithShredInference(tbl *table.Table, rows int64) (*table.Table, error) {
+	return WithWriteProperties(tbl, ShredInference(tbl.Properties(), tbl.Schema(), rows))
 }
 
 // ShredsVariants reports whether iceberg-go's writer shreds the variant columns of a table of these properties

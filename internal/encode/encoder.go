@@ -248,8 +248,9 @@ func (e *Encoder[H]) WarnFanout(tbl *table.Table, partitions int, rows int64) {
 }
 
 // writeTable returns tbl, or a copy of it for iceberg-go's writer to write recs with: bloom filters on the key
-// columns sized for files of rows rows (none without key columns, and in a bulk phase), and the Parquet write
-// batch of writeBatchRows.
+// columns sized for files of rows rows (none without key columns, and in a bulk phase), the Parquet write
+// batch of writeBatchRows, and on a table that shreds its variants the inference over all of recs' rows
+// (ShredInference).
 func (e *Encoder[H]) writeTable(tbl *table.Table, rows int64, recs ...arrow.RecordBatch) (*table.Table, error) {
 	props := tbl.Properties()
 	set := ice.Properties{}
@@ -259,6 +260,14 @@ func (e *Encoder[H]) writeTable(tbl *table.Table, rows int64, recs ...arrow.Reco
 	if n := WriteBatchRows(props, recs); n > 0 {
 		set[table.ParquetPageRowLimitKey] = strconv.Itoa(n)
 	}
+	written := rows
+	if len(recs) > 0 {
+		written = 0
+		for _, r := range recs {
+			written += r.NumRows()
+		}
+	}
+	maps.Copy(set, ShredInference(props, tbl.Schema(), written))
 	return WithWriteProperties(tbl, set)
 }
 

@@ -3,6 +3,7 @@ package maintain
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"time"
@@ -191,7 +192,8 @@ func (m *Maintainer) planRewrite(ctx context.Context, tbl *table.Table, smallOnl
 	if pl.deadEq, err = compaction.CollectDeadEqualityDeletesWithSpecs(ctx, fs, tbl.Metadata(), snap, pl.rewritten); err != nil {
 		return nil, fmt.Errorf("iceberg: compact: dead equality deletes: %w", err)
 	}
-	// Write the output as the writer writes its files: key bloom filters, and its Parquet write batch.
+	// Write the output as the writer writes its files: key bloom filters, its Parquet write batch, and the
+	// shredding inference over every row of a group (encode.ShredInference).
 	set := encode.KeyBloomProperties(tbl.Properties(), m.env.KeyNames, min(groupRows, int64(m.env.RowGroupRows)))
 	var inputs []ice.DataFile
 	for _, g := range pl.groups {
@@ -203,12 +205,13 @@ func (m *Maintainer) planRewrite(ctx context.Context, tbl *table.Table, smallOnl
 	if err != nil { // the rewrite reads the same file: it would fail too
 		return nil, fmt.Errorf("iceberg: compact: read an input file's footer: %w", err)
 	}
+	if set == nil {
+		set = ice.Properties{}
+	}
 	if n > 0 {
-		if set == nil {
-			set = ice.Properties{}
-		}
 		set[table.ParquetPageRowLimitKey] = strconv.Itoa(n)
 	}
+	maps.Copy(set, encode.ShredInference(tbl.Properties(), tbl.Schema(), groupRows))
 	if pl.writeTable, err = encode.WithWriteProperties(tbl, set); err != nil {
 		return nil, err
 	}

@@ -519,6 +519,9 @@ func rewriteWithout(ctx context.Context, tbl, src *table.Table, task table.FileS
 	if tbl, err = encode.WithKeyBlooms(tbl, ks.names, min(task.File.Count(), int64(cfg.RowGroupRows))); err != nil {
 		return nil, 0, err
 	}
+	if tbl, err = encode.WithShredInference(tbl, task.File.Count()); err != nil {
+		return nil, 0, err
+	}
 	if lineage {
 		projected := ice.SchemaWithRowLineage(tbl.Schema())
 		if schema, err = table.SchemaToArrowSchemaWithOptions(projected, table.ArrowSchemaOptions{IncludeFieldIDs: true,
@@ -810,6 +813,9 @@ func CarryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, se
 			}
 		}
 		wt, err := encode.WithKeyBlooms(tbl, seg.names, min(df.Count(), int64(cfg.RowGroupRows)))
+		if err == nil {
+			wt, err = encode.WithShredInference(wt, df.Count())
+		}
 		if err != nil {
 			return nil, nil, nil, err
 		}

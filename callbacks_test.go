@@ -109,6 +109,11 @@ func TestCloseWaitsForCallbacks(t *testing.T) {
 	delivered.Add(1)
 	writeSeed(t, w, seed.New(0, 1), 100)
 	userMu.Lock()
+	// The rows commit before Close (Flush does not wait for callbacks): a Close that had to commit them within
+	// its short ctx on a busy machine returned with them uncommitted, and no callback ever came.
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	err = w.Close(short)

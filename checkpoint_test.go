@@ -279,8 +279,6 @@ func TestCheckpointsWriteDoesNotDeadlock(t *testing.T) {
 	}
 }
 
-const crashTotal = 60_000
-
 // TestCrashResume kills a writer process at random moments and restarts it with the same writer ID: after each
 // kill the table holds exactly the rows before the checkpoint LastCheckpoint returns, and replaying the source
 // from there ends with every row exactly once.
@@ -292,10 +290,12 @@ func TestCrashResume(t *testing.T) {
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(3, 4))
 	ctx := context.Background()
-	kills := iceberg.SoakForTest(t, 2, 4) // rounds that kill the child before the one that runs to its end
+	kills := iceberg.SoakForTest(t, 2, 4)           // rounds that kill the child before the one that runs to its end
+	total := iceberg.SoakForTest(t, 20_000, 60_000) // the ids the children write, checkpointing after each batch
 	for round := 0; ; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
-		cmd.Env = append(os.Environ(), "ICEWRITER_CRASH_DIR="+dir, fmt.Sprintf("ICEWRITER_CRASH_SEED=%d", round))
+		cmd.Env = append(os.Environ(), "ICEWRITER_CRASH_DIR="+dir, fmt.Sprintf("ICEWRITER_CRASH_SEED=%d", round),
+			fmt.Sprintf("ICEWRITER_CRASH_TOTAL=%d", total))
 		out, _ := os.Create(filepath.Join(dir, fmt.Sprintf("child-%d.log", round)))
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
@@ -330,8 +330,8 @@ func TestCrashResume(t *testing.T) {
 		t.Logf("round %d: checkpoint %d", round, upto)
 		cat.(icecatalog.Closer).Close()
 		if finalRound {
-			if upto != crashTotal {
-				t.Fatalf("final checkpoint %d, want %d", upto, crashTotal)
+			if upto != int64(total) {
+				t.Fatalf("final checkpoint %d, want %d", upto, total)
 			}
 			return
 		}
@@ -339,7 +339,7 @@ func TestCrashResume(t *testing.T) {
 }
 
 // TestCrashChild is the process TestCrashResume kills: it resumes from its last checkpoint and writes ids up to
-// crashTotal, checkpointing after every batch.
+// ICEWRITER_CRASH_TOTAL, checkpointing after every batch.
 func TestCrashChild(t *testing.T) {
 	dir := os.Getenv("ICEWRITER_CRASH_DIR")
 	if dir == "" {
@@ -348,6 +348,10 @@ func TestCrashChild(t *testing.T) {
 	ctx := context.Background()
 	cat := openCatalogAt(t, filepath.Join(dir, "catalog.db"))
 	seedN, _ := strconv.Atoi(os.Getenv("ICEWRITER_CRASH_SEED"))
+	crashTotal, err := strconv.ParseInt(os.Getenv("ICEWRITER_CRASH_TOTAL"), 10, 64)
+	if err != nil {
+		t.Fatalf("ICEWRITER_CRASH_TOTAL: %v", err)
+	}
 	rng := rand.New(rand.NewPCG(uint64(seedN), 1))
 	w, err := iceberg.NewWriter(ctx, cat, table.Identifier{"crash", "events"}, iceberg.WithCreate(seed.Schema),
 		iceberg.WithWriterID("crash-writer"), iceberg.WithCheckpoints(),

@@ -318,7 +318,8 @@ func runModel(t *testing.T, c modelCase, seed uint64) {
 	default:
 		ops.keySpace, ops.maxRows, ops.writes = int64(20+rng.IntN(200)), 12, 3
 	}
-	nOps = max(1, int(float64(nOps)**modelOps))
+	// Half the operations unless ICEWRITER_SOAK=1 (CI's soak step runs the full counts).
+	nOps = max(1, int(float64(nOps)**modelOps*float64(iceberg.SoakForTest(t, 1, 2))/2))
 	opts = append(opts, iceberg.WithFlushRows(flushRows),
 		iceberg.WithFlushInterval(time.Duration(rng.IntN(5))*time.Millisecond))
 	if c.mode != appendOnly {

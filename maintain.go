@@ -34,7 +34,15 @@ const DefaultDeleteConversionEvery = 10
 // concurrent commit by another writer makes the replace fail its requirement; Compact then plans again from the
 // new table (iceberg-go's own rewrite would refuse concurrent equality deletes), up to 10 attempts within the
 // commit timeout. A writer whose ID a newer process took over gets ErrFenced and stops, having committed nothing.
-func (w *Writer) Compact(ctx context.Context) (CompactResult, error) { return w.maint.Compact(ctx) }
+//
+// A writer with shredded variant paths (WithShreddedPaths) returns ErrNotSupported: the rewrite would not keep
+// the layout.
+func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
+	if w.files.Shred != nil {
+		return CompactResult{}, errShredCompact
+	}
+	return w.maint.Compact(ctx)
+}
 
 // ConvertEqualityDeletes resolves every live equality delete file of the table to the rows it removes, writes
 // those rows as position deletes (format v2: one file-scoped position delete file per data file) or deletion

@@ -1,0 +1,122 @@
+package iceberg
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/icewriter/iceberg/internal/encode"
+)
+
+// ShreddedPathsPropertyPrefix is the table property prefix naming a variant column's chosen shredded paths:
+// write.parquet.variant-shredded-paths.<column> = "<path>:<type>,...", for example
+// "write.parquet.variant-shredded-paths.payload" = "user.id:long, event:string". Types: boolean, int, long,
+// float, double, string, binary, date, time, timestamp, timestamptz. Every writer of this library that opens
+// the table follows it (see WithShreddedPaths); other writers ignore it.
+const ShreddedPathsPropertyPrefix = encode.ShredPropertyPrefix
+
+// ShreddedPath is a path of a variant column to shred: its values of Type are stored in a column of their own
+// in each data file, with the spec's variant bounds in the file's metrics, so that a reader filtering on the path
+// (iceberg.Extract(iceberg.Reference(column), path, type)) skips the files whose bounds exclude it.
+type ShreddedPath struct {
+	// Path names object fields from the variant's root: "$.user.id" or "user.id". Array elements cannot be
+	// chosen.
+	Path string
+	// Type is the Iceberg type the path's values are stored as: a primitive of iceberg-go's PrimitiveTypes
+	// (Bool, Int32, Int64, Float32, Float64, String, Binary, Date, Time, Timestamp, TimestampTz). A value of
+	// another type at the path (an integer too large for Int32, a string where Int64 was chosen) is kept in the
+	// variant's residual, never lost; it only gives the file no bound for it.
+	Type ice.Type
+}
+
+// shredOption is one WithShreddedPaths call.
+type shredOption struct {
+	column string
+	paths  []ShreddedPath
+}
+
+// WithShreddedPaths shreds the chosen paths of a variant column in every data file the writer writes: each
+// file stores exactly those paths typed (in the variant's typed_value) and everything else in the residual,
+// whatever the rows hold, and its metrics carry the spec's variant bounds on them (iceberg-go's writer, used
+// otherwise, infers a layout per file from its rows, which drops a path whose type varies). The rows read back
+// exactly: values at the paths, values of another type there, rows without the path, the variant null and SQL
+// null.
+//
+// The option overrides, for its column, the table property ShreddedPathsPropertyPrefix+column, which sets the
+// same for every writer of this library that opens the table (set it at creation with TableProperties to make
+// the choice part of the table). Default: the table property's paths, else none (each file's layout inferred when
+// write.parquet.shred-variants is true).
+//
+// NewWriter checks the paths against the table: the column must be a top-level variant column, each path
+// object fields with a type listed at ShreddedPath.Type, no path inside another; a bad one is a *ColumnError
+// naming the column and wrapping ErrInvalidOption. With chosen paths the data files are written by this
+// library (pqarrow) instead of iceberg-go's writer; variant columns without chosen paths are then stored
+// unshredded. Not yet supported, and refused by NewWriter with ErrNotSupported: partitioned or sorted tables,
+// copy-on-write (WithMode(CopyOnWrite), the table's write.update.mode, WithDeleteFiles other than
+// AnyDeleteFiles) and compaction (WithAutoCompactEvery, WithSmallFileCompactionEvery; the small-file passes a
+// created table gets by default are off, and Compact returns ErrNotSupported): those rewrites would not keep
+// the layout.
+func WithShreddedPaths(column string, paths ...ShreddedPath) Option {
+	return func(o *options) {
+		o.files.shred = append(o.files.shred, shredOption{column: column, paths: slices.Clone(paths)})
+	}
+}
+
+// shredLayout resolves the chosen paths of tbl's variant columns: the table property's, overridden per column
+// by WithShreddedPaths, each checked against the table (nil: none chosen).
+func shredLayout(o *options, tbl *table.Table) (encode.ShredLayout, error) {
+	layout, err := encode.ShredLayoutOf(tbl.Properties())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	for _, s := range o.files.shred {
+		paths := make([]encode.ShredPath, len(s.paths))
+		for i, p := range s.paths {
+			fields, err := encode.ParsePath(p.Path)
+			if err != nil {
+				return nil, columnErr(s.column, ErrInvalidOption, "WithShreddedPaths: %v", err)
+			}
+			paths[i] = encode.ShredPath{Fields: fields, Type: p.Type}
+		}
+		if layout == nil {
+			layout = encode.ShredLayout{}
+		}
+		layout[s.column] = paths
+	}
+	for _, col := range slices.Sorted(maps.Keys(layout)) {
+		if err := encode.CheckColumn(tbl.Schema(), col, layout[col]); err != nil {
+			return nil, columnErr(col, ErrInvalidOption, "shredded paths (WithShreddedPaths or table property %s%s): %v",
+				ShreddedPathsPropertyPrefix, col, err)
+		}
+	}
+	if len(layout) == 0 {
+		return nil, nil
+	}
+	col := slices.Sorted(maps.Keys(layout))[0]
+	unsupported := func(format string, args ...any) error {
+		return columnErr(col, ErrNotSupported, "shredded paths: "+format, args...)
+	}
+	switch {
+	case !tbl.Spec().IsUnpartitioned():
+		return nil, unsupported("table %v is partitioned", tbl.Identifier())
+	case !tbl.SortOrder().IsUnsorted():
+		return nil, unsupported("table %v has a sort order", tbl.Identifier())
+	case updateMode(o, tbl) == CopyOnWrite:
+		return nil, unsupported("copy-on-write mode (WithMode or the table's write.update.mode) rewrites files without the layout")
+	case o.keyed.deleteFiles != AnyDeleteFiles:
+		return nil, unsupported("WithDeleteFiles other than AnyDeleteFiles rewrites files without the layout")
+	case o.maint.autoCompact > 0:
+		return nil, unsupported("WithAutoCompactEvery: compaction rewrites files without the layout")
+	case o.maint.smallFiles > 0:
+		return nil, unsupported("WithSmallFileCompactionEvery: compaction rewrites files without the layout")
+	}
+	o.maint.smallFiles = 0 // the default passes of a created table: off
+	return layout, nil
+}
+
+// errShredCompact is Compact's error on a writer with chosen shredded paths.
+var errShredCompact = fmt.Errorf("%w: Compact on a writer with shredded variant paths (WithShreddedPaths, table property %s<column>): "+
+	"compaction would rewrite the files without the layout", ErrNotSupported, ShreddedPathsPropertyPrefix)

@@ -1,0 +1,313 @@
+package iceberg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/arrow-go/v18/parquet/variant"
+	ice "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	iceberg "github.com/icewriter/iceberg"
+	"github.com/icewriter/iceberg/internal/tabletest"
+)
+
+// Shredding of chosen variant paths (WithShreddedPaths, table property write.parquet.variant-shredded-paths.<column>):
+// every data file stores exactly the chosen paths typed, whatever its rows hold, with variant bounds on them.
+
+// pathDoc is row id's variant for the chosen-path tests: $.a is id (a long), $.n.b is 2*id, $.s a string; from
+// id 300 on every seventh row has $.a a string (another type: the residual), every fifth row has no $.a, every
+// eleventh is the variant null and every thirteenth SQL null. A file with a string at $.a in its residual has no
+// bound on $.a (iceberg-go writes none when a path's residual holds values: a filter cannot be decided from the
+// typed values alone), so the tests keep those rows in the last file of 100 ids.
+func pathDoc(id int64) (string, bool) {
+	switch {
+	case id%13 == 0:
+		return "", false
+	case id%11 == 0:
+		return "null", true
+	case id >= 300 && id%7 == 0:
+		return fmt.Sprintf(`{"a": "big %d", "n": {"b": %d}, "s": "row %d"}`, id, 2*id, id), true
+	case id%5 == 0:
+		return fmt.Sprintf(`{"n": {"b": %d, "c": [1, "two"]}, "s": "row %d"}`, 2*id, id), true
+	}
+	return fmt.Sprintf(`{"a": %d, "n": {"b": %d}, "s": "row %d"}`, id, 2*id, id), true
+}
+
+// pathA is $.a of row id when it is a long.
+func pathA(id int64) (int64, bool) {
+	doc, ok := pathDoc(id)
+	if !ok || doc == "null" || (id >= 300 && id%7 == 0) || id%5 == 0 {
+		return 0, false
+	}
+	return id, true
+}
+
+// pathBatch makes shredSchema rows for ids lo..hi-1 with pathDoc's variants.
+func pathBatch(t testing.TB, lo, hi int64) arrow.RecordBatch {
+	t.Helper()
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), shredSchema)
+	defer b.Release()
+	vb := b.Field(1).(*extensions.VariantBuilder)
+	for id := lo; id < hi; id++ {
+		b.Field(0).(*array.Int64Builder).Append(id)
+		doc, ok := pathDoc(id)
+		if !ok {
+			vb.AppendNull()
+			continue
+		}
+		v, err := variant.ParseJSON(doc, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vb.Append(v)
+	}
+	return b.NewRecordBatch()
+}
+
+// pathRead reads tbl with the filter (nil: every row) and returns the ids read, checking every variant against
+// pathDoc's: SQL null stays SQL null, the variant null stays the variant null, every other value equal in value
+// (JSON), its strings, objects and arrays in type.
+func pathRead(t *testing.T, tbl *table.Table, filter ice.BooleanExpression) map[int64]bool {
+	t.Helper()
+	var opts []table.ScanOption
+	if filter != nil {
+		opts = append(opts, table.WithRowFilter(filter))
+	}
+	got := map[int64]bool{}
+	_, recs := tabletest.Records(t, tbl, opts...)
+	for rec := range recs {
+		ids := rec.Column(tabletest.Column(t, rec.Schema(), "id")).(*array.Int64)
+		vs := rec.Column(tabletest.Column(t, rec.Schema(), "v")).(*extensions.VariantArray)
+		for i := range ids.Len() {
+			id := ids.Value(i)
+			doc, ok := pathDoc(id)
+			got[id] = true
+			if vs.Storage().IsNull(i) {
+				if ok {
+					t.Fatalf("id %d: read SQL null, wrote %s", id, doc)
+				}
+				continue
+			}
+			if !ok {
+				t.Fatalf("id %d: read a value, wrote SQL null", id)
+			}
+			v, err := vs.Value(i)
+			if err != nil {
+				t.Fatalf("id %d: %v", id, err)
+			}
+			want, err := variant.ParseJSON(doc, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotJSON, err := v.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(tabletest.JSONValue(t, gotJSON), tabletest.JSONValue(t, []byte(doc))) ||
+				v.Type() != want.Type() || !sameVariant(v, want) {
+				t.Fatalf("id %d: read %s (%v), wrote %s (%v)", id, gotJSON, v.Type(), doc, want.Type())
+			}
+		}
+	}
+	return got
+}
+
+// pathStorage is the Arrow storage type of column v in the Parquet file at path.
+func pathStorage(t *testing.T, tbl *table.Table, path string) string {
+	t.Helper()
+	fsys, err := tbl.FS(context.Background())
+	must(t, err)
+	f, err := fsys.Open(path)
+	must(t, err)
+	defer f.Close()
+	r, err := file.NewParquetReader(f)
+	must(t, err)
+	defer r.Close()
+	fr, err := pqarrow.NewFileReader(r, pqarrow.ArrowReadProperties{}, memory.NewGoAllocator())
+	must(t, err)
+	sc, err := fr.Schema()
+	must(t, err)
+	return sc.Field(tabletest.Column(t, sc, "v")).Type.(*extensions.VariantType).StorageType().String()
+}
+
+// pathLayout is the typed_value of v the chosen paths a:long, n.b:long make.
+const pathLayout = "typed_value: struct<a: struct<value: binary nullable, typed_value: int64 nullable>, " +
+	"n: struct<value: binary nullable, typed_value: struct<b: struct<value: binary nullable, typed_value: int64 nullable>> nullable>>"
+
+// assertPathFiles checks that every live data file of tbl stores v in pathLayout with variant bounds.
+func assertPathFiles(t *testing.T, tbl *table.Table) int {
+	t.Helper()
+	files := shreddedFiles(t, tbl)
+	for _, p := range files {
+		if got := pathStorage(t, tbl, p); !strings.Contains(got, pathLayout) {
+			t.Fatalf("file %s stores v as %s, want the chosen layout (%s)", p, got, pathLayout)
+		}
+	}
+	return len(files)
+}
+
+// TestShreddedPathsPrune: with $.a and $.n.b chosen (by the option, or by the table property), every file of an
+// append and of a merge-on-read upsert stores exactly those paths, whatever its rows hold ($.a missing in some
+// rows, a string in others), with bounds on them; a filter on either path reads only the files whose bounds
+// admit it, and every row reads back. The file of ids 300-399, whose $.a is a string in some rows, has no bound
+// on $.a (its residual holds values there): filters on $.a read it, filters on $.n.b do not.
+func TestShreddedPathsPrune(t *testing.T) {
+	t.Parallel() // see TestMain
+	paths := []iceberg.ShreddedPath{{Path: "$.a", Type: ice.PrimitiveTypes.Int64}, {Path: "n.b", Type: ice.PrimitiveTypes.Int64}}
+	for _, c := range []struct {
+		name   string
+		create []iceberg.CreateOption
+		opts   []iceberg.Option
+		upsert bool
+	}{
+		{name: "option", opts: []iceberg.Option{iceberg.WithShreddedPaths("v", paths...)}},
+		{name: "table property", create: []iceberg.CreateOption{iceberg.TableProperties(map[string]string{
+			iceberg.ShreddedPathsPropertyPrefix + "v": "a:long, n.b:long", table.ParquetShredVariantsKey: "true"})}},
+		{name: "upsert", upsert: true, create: []iceberg.CreateOption{iceberg.IdentifierFields("id")},
+			opts: []iceberg.Option{iceberg.WithShreddedPaths("v", paths...)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			cat, reads := tabletest.CountedCatalog(t)
+			ident := table.Identifier{"db", "paths"}
+			w := shredWriter(t, cat, ident, c.create, c.opts...)
+			for lo := int64(0); lo < shredFiles*shredPer; lo += shredPer {
+				rec := pathBatch(t, lo, lo+shredPer)
+				must(t, w.Write(ctx, rec))
+				rec.Release()
+				must(t, w.Flush(ctx))
+			}
+			files := int64(shredFiles)
+			if c.upsert { // ids 100-109 again, the same values: a fifth file, $.a within 100-109
+				rec := pathBatch(t, 100, 110)
+				must(t, w.Upsert(ctx, rec))
+				rec.Release()
+				must(t, w.Flush(ctx))
+				files++
+			}
+			must(t, w.Close(ctx))
+			tbl := tabletest.Load(t, cat, ident)
+			if got := assertPathFiles(t, tbl); int64(got) != files {
+				t.Fatalf("%d data files, want %d", got, files)
+			}
+			a := ice.Extract(ice.Reference("v"), "$.a", ice.PrimitiveTypes.Int64)
+			nb := ice.Extract(ice.Reference("v"), "$.n.b", ice.PrimitiveTypes.Int64)
+			upserted := int64(0)
+			if c.upsert {
+				upserted = 1
+			}
+			for _, f := range []struct {
+				name   string
+				filter ice.BooleanExpression
+				admit  func(id int64) bool
+				files  int64
+			}{
+				{"a equal", ice.EqualTo(a, int64(151)), func(id int64) bool { x, ok := pathA(id); return ok && x == 151 }, 2}, // and ids 300-399
+				{"a range", ice.GreaterThanEqual(a, int64(250)), func(id int64) bool { x, ok := pathA(id); return ok && x >= 250 }, 2},
+				{"a none", ice.EqualTo(a, int64(10_000)), func(int64) bool { return false }, 1}, // ids 300-399: no bound
+				{"n.b none", ice.EqualTo(nb, int64(10_000)), func(int64) bool { return false }, 0},
+				{"a in upserted", ice.EqualTo(a, int64(101)), func(id int64) bool { x, ok := pathA(id); return ok && x == 101 }, 2 + upserted},
+				{"n.b equal", ice.EqualTo(nb, int64(302)), func(id int64) bool {
+					doc, ok := pathDoc(id)
+					return ok && doc != "null" && id == 151
+				}, 1},
+			} {
+				t.Run(f.name, func(t *testing.T) {
+					before := reads()
+					got := pathRead(t, tbl, f.filter)
+					if n := reads() - before; n > f.files {
+						t.Errorf("the scan read data files %d times, want at most %d (the files whose bounds admit it)", n, f.files)
+					}
+					want := map[int64]bool{}
+					for id := int64(0); id < shredFiles*shredPer; id++ {
+						if f.admit(id) {
+							want[id] = true
+						}
+					}
+					if !reflect.DeepEqual(got, want) {
+						t.Errorf("read ids %v, want %v", got, want)
+					}
+				})
+			}
+			if got := pathRead(t, tbl, nil); len(got) != shredFiles*shredPer {
+				t.Fatalf("read %d rows, want %d", len(got), shredFiles*shredPer)
+			}
+		})
+	}
+}
+
+// TestShreddedPathsRefused: chosen paths that do not fit the table, and writes that would not keep the layout,
+// are refused by NewWriter naming the column; Compact is refused.
+func TestShreddedPathsRefused(t *testing.T) {
+	long := ice.PrimitiveTypes.Int64
+	for _, c := range []struct {
+		name   string
+		create []iceberg.CreateOption
+		opts   []iceberg.Option
+		want   error
+		column string
+		say    string
+	}{
+		{name: "not a variant column", opts: []iceberg.Option{iceberg.WithShreddedPaths("id", iceberg.ShreddedPath{Path: "a", Type: long})},
+			want: iceberg.ErrInvalidOption, column: "id", say: "not variant"},
+		{name: "no such column", opts: []iceberg.Option{iceberg.WithShreddedPaths("w", iceberg.ShreddedPath{Path: "a", Type: long})},
+			want: iceberg.ErrInvalidOption, column: "w", say: "no such column"},
+		{name: "no path", opts: []iceberg.Option{iceberg.WithShreddedPaths("v")},
+			want: iceberg.ErrInvalidOption, column: "v", say: "no path"},
+		{name: "array element", opts: []iceberg.Option{iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "$.a[0]", Type: long})},
+			want: iceberg.ErrInvalidOption, column: "v", say: "$.a[0]"},
+		{name: "empty field", opts: []iceberg.Option{iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a..b", Type: long})},
+			want: iceberg.ErrInvalidOption, column: "v", say: "a..b"},
+		{name: "decimal", opts: []iceberg.Option{iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a", Type: ice.DecimalTypeOf(10, 2)})},
+			want: iceberg.ErrInvalidOption, column: "v", say: "cannot be shredded"},
+		{name: "path inside another", opts: []iceberg.Option{iceberg.WithShreddedPaths("v",
+			iceberg.ShreddedPath{Path: "a", Type: long}, iceberg.ShreddedPath{Path: "a.b", Type: long})},
+			want: iceberg.ErrInvalidOption, column: "v", say: "inside the other"},
+		{name: "table property type", create: []iceberg.CreateOption{iceberg.TableProperties(map[string]string{
+			iceberg.ShreddedPathsPropertyPrefix + "v": "a:integer"})},
+			want: iceberg.ErrInvalidOption, say: iceberg.ShreddedPathsPropertyPrefix + "v"},
+		{name: "copy-on-write", opts: []iceberg.Option{iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a", Type: long}),
+			iceberg.WithMode(iceberg.CopyOnWrite)}, want: iceberg.ErrNotSupported, column: "v", say: "copy-on-write"},
+		{name: "compaction", opts: []iceberg.Option{iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a", Type: long}),
+			iceberg.WithAutoCompactEvery(3)}, want: iceberg.ErrNotSupported, column: "v", say: "WithAutoCompactEvery"},
+		{name: "partitioned", create: []iceberg.CreateOption{iceberg.PartitionBy("bucket(4, id)")},
+			opts: []iceberg.Option{iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a", Type: long})},
+			want: iceberg.ErrNotSupported, column: "v", say: "partitioned"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cat := tabletest.TempCatalog(t)
+			create := append([]iceberg.CreateOption{iceberg.FormatVersion(3)}, c.create...)
+			w, err := iceberg.NewWriter(context.Background(), cat, table.Identifier{"db", "refused"},
+				append([]iceberg.Option{iceberg.WithCreate(shredSchema, create...)}, c.opts...)...)
+			if err == nil {
+				_ = w.Close(context.Background())
+				t.Fatal("NewWriter accepted it")
+			}
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.say) {
+				t.Fatalf("error %q, want %v saying %q", err, c.want, c.say)
+			}
+			var ce *iceberg.ColumnError
+			if c.column != "" && (!errors.As(err, &ce) || ce.Column != c.column) {
+				t.Fatalf("error %q: want a *ColumnError naming column %s", err, c.column)
+			}
+		})
+	}
+	t.Run("Compact", func(t *testing.T) {
+		cat := tabletest.TempCatalog(t)
+		w := shredWriter(t, cat, table.Identifier{"db", "compact"}, nil,
+			iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a", Type: long}))
+		if _, err := w.Compact(context.Background()); !errors.Is(err, iceberg.ErrNotSupported) {
+			t.Fatalf("Compact: %v, want ErrNotSupported", err)
+		}
+	})
+}

@@ -34,15 +34,7 @@ const DefaultDeleteConversionEvery = 10
 // concurrent commit by another writer makes the replace fail its requirement; Compact then plans again from the
 // new table (iceberg-go's own rewrite would refuse concurrent equality deletes), up to 10 attempts within the
 // commit timeout. A writer whose ID a newer process took over gets ErrFenced and stops, having committed nothing.
-//
-// A writer with shredded variant paths (WithShreddedPaths) returns ErrNotSupported: the rewrite would not keep
-// the layout.
-func (w *Writer) Compact(ctx context.Context) (CompactResult, error) {
-	if w.files.Shred != nil {
-		return CompactResult{}, errShredCompact
-	}
-	return w.maint.Compact(ctx)
-}
+func (w *Writer) Compact(ctx context.Context) (CompactResult, error) { return w.maint.Compact(ctx) }
 
 // ConvertEqualityDeletes resolves every live equality delete file of the table to the rows it removes, writes
 // those rows as position deletes (format v2: one file-scoped position delete file per data file) or deletion
@@ -68,7 +60,7 @@ func (w *Writer) newMaintainer(o *options) *maintain.Maintainer {
 	env := maintain.Env{
 		Ident: w.env.ident, Branch: w.env.branch, WriterID: w.env.id, Log: w.env.log, Redact: w.env.red.Error,
 		TargetFileSize: w.files.TargetFileSize, RowGroupRows: w.files.RowGroupRows, KeyNames: w.keys.names(),
-		Parallel: w.keys.parallel, FileUUID: w.own.names.next, MaxBuilds: commit.MaxBuildAttempts,
+		Parallel: w.keys.parallel, FileUUID: w.own.names.next, MaxBuilds: commit.MaxBuildAttempts, Shred: w.files.Shred,
 		Table: w.Table, Commit: w.commitTx,
 		EnterQueue: func() func() { return w.pipe.EnterQueue() },
 		Usable:     func() error { return w.pipe.Usable() },

@@ -52,13 +52,13 @@ type shredOption struct {
 //
 // NewWriter checks the paths against the table: the column must be a top-level variant column, each path
 // object fields with a type listed at ShreddedPath.Type, no path inside another; a bad one is a *ColumnError
-// naming the column and wrapping ErrInvalidOption. With chosen paths the data files are written by this
-// library (pqarrow) instead of iceberg-go's writer; variant columns without chosen paths are then stored
-// unshredded. Not yet supported, and refused by NewWriter with ErrNotSupported: partitioned or sorted tables,
-// copy-on-write (WithMode(CopyOnWrite), the table's write.update.mode, WithDeleteFiles other than
-// AnyDeleteFiles) and compaction (WithAutoCompactEvery, WithSmallFileCompactionEvery; the small-file passes a
-// created table gets by default are off, and Compact returns ErrNotSupported): those rewrites would not keep
-// the layout.
+// naming the column and wrapping ErrInvalidOption. Every data file the writer writes follows the layout:
+// appends, merge-on-read upserts, copy-on-write rewrites, compaction (Compact and the background passes) and a
+// Router's bulk phase (which then writes files per batch, as for any table that shreds). With chosen paths
+// those files are written by this library (arrow-go's shredded variant builder and pqarrow, statistics by
+// iceberg-go's table.FileToDataFile) instead of iceberg-go's writer; variant columns without chosen paths are
+// then stored unshredded. Partitioned and sorted tables are not supported yet: NewWriter refuses them with
+// ErrNotSupported.
 func WithShreddedPaths(column string, paths ...ShreddedPath) Option {
 	return func(o *options) {
 		o.files.shred = append(o.files.shred, shredOption{column: column, paths: slices.Clone(paths)})
@@ -104,19 +104,6 @@ func shredLayout(o *options, tbl *table.Table) (encode.ShredLayout, error) {
 		return nil, unsupported("table %v is partitioned", tbl.Identifier())
 	case !tbl.SortOrder().IsUnsorted():
 		return nil, unsupported("table %v has a sort order", tbl.Identifier())
-	case updateMode(o, tbl) == CopyOnWrite:
-		return nil, unsupported("copy-on-write mode (WithMode or the table's write.update.mode) rewrites files without the layout")
-	case o.keyed.deleteFiles != AnyDeleteFiles:
-		return nil, unsupported("WithDeleteFiles other than AnyDeleteFiles rewrites files without the layout")
-	case o.maint.autoCompact > 0:
-		return nil, unsupported("WithAutoCompactEvery: compaction rewrites files without the layout")
-	case o.maint.smallFiles > 0:
-		return nil, unsupported("WithSmallFileCompactionEvery: compaction rewrites files without the layout")
 	}
-	o.maint.smallFiles = 0 // the default passes of a created table: off
 	return layout, nil
 }
-
-// errShredCompact is Compact's error on a writer with chosen shredded paths.
-var errShredCompact = fmt.Errorf("%w: Compact on a writer with shredded variant paths (WithShreddedPaths, table property %s<column>): "+
-	"compaction would rewrite the files without the layout", ErrNotSupported, ShreddedPathsPropertyPrefix)

@@ -157,24 +157,76 @@ func assertPathFiles(t *testing.T, tbl *table.Table) int {
 }
 
 // TestShreddedPathsPrune: with $.a and $.n.b chosen (by the option, or by the table property), every file of an
-// append and of a merge-on-read upsert stores exactly those paths, whatever its rows hold ($.a missing in some
-// rows, a string in others), with bounds on them; a filter on either path reads only the files whose bounds
-// admit it, and every row reads back. The file of ids 300-399, whose $.a is a string in some rows, has no bound
-// on $.a (its residual holds values there): filters on $.a read it, filters on $.n.b do not.
+// append, a merge-on-read upsert, a copy-on-write rewrite and a compaction stores exactly those paths, whatever
+// its rows hold ($.a missing in some rows, a string in others), with bounds on them; a filter on either path
+// reads only the files whose bounds admit it, and every row reads back. The file of ids 300-399, whose $.a is a
+// string in some rows, has no bound on $.a (its residual holds values there): filters on $.a read it, filters
+// on $.n.b do not; so has the one file a compaction makes of all four.
 func TestShreddedPathsPrune(t *testing.T) {
 	t.Parallel() // see TestMain
 	paths := []iceberg.ShreddedPath{{Path: "$.a", Type: ice.PrimitiveTypes.Int64}, {Path: "n.b", Type: ice.PrimitiveTypes.Int64}}
+	keyed := []iceberg.CreateOption{iceberg.IdentifierFields("id")}
+	a := ice.Extract(ice.Reference("v"), "$.a", ice.PrimitiveTypes.Int64)
+	nb := ice.Extract(ice.Reference("v"), "$.n.b", ice.PrimitiveTypes.Int64)
+	aIs := func(f func(int64) bool) func(int64) bool {
+		return func(id int64) bool { x, ok := pathA(id); return ok && f(x) }
+	}
+	// The filters, with the files each reads at most on the four files of appends (ids 0-99, ..., 300-399).
+	filters := []struct {
+		name   string
+		filter ice.BooleanExpression
+		admit  func(id int64) bool
+		files  int64
+	}{
+		{"a equal", ice.EqualTo(a, int64(151)), aIs(func(x int64) bool { return x == 151 }), 2}, // and ids 300-399
+		{"a range", ice.GreaterThanEqual(a, int64(250)), aIs(func(x int64) bool { return x >= 250 }), 2},
+		{"a none", ice.EqualTo(a, int64(10_000)), func(int64) bool { return false }, 1},
+		{"a in 100-109", ice.EqualTo(a, int64(101)), aIs(func(x int64) bool { return x == 101 }), 2},
+		{"n.b equal", ice.EqualTo(nb, int64(302)), func(id int64) bool {
+			doc, ok := pathDoc(id)
+			return ok && doc != "null" && id == 151
+		}, 1},
+		{"n.b none", ice.EqualTo(nb, int64(10_000)), func(int64) bool { return false }, 0},
+	}
 	for _, c := range []struct {
 		name   string
 		create []iceberg.CreateOption
 		opts   []iceberg.Option
-		upsert bool
+		change func(t *testing.T, w *iceberg.Writer)
+		files  int
+		// reads overrides filters' files by filter name
+		reads   map[string]int64
+		deleted func(int64) bool
 	}{
-		{name: "option", opts: []iceberg.Option{iceberg.WithShreddedPaths("v", paths...)}},
+		{name: "option", opts: []iceberg.Option{iceberg.WithShreddedPaths("v", paths...)}, files: 4},
 		{name: "table property", create: []iceberg.CreateOption{iceberg.TableProperties(map[string]string{
-			iceberg.ShreddedPathsPropertyPrefix + "v": "a:long, n.b:long", table.ParquetShredVariantsKey: "true"})}},
-		{name: "upsert", upsert: true, create: []iceberg.CreateOption{iceberg.IdentifierFields("id")},
-			opts: []iceberg.Option{iceberg.WithShreddedPaths("v", paths...)}},
+			iceberg.ShreddedPathsPropertyPrefix + "v": "a:long, n.b:long", table.ParquetShredVariantsKey: "true"})}, files: 4},
+		{name: "merge-on-read upsert", create: keyed, opts: []iceberg.Option{iceberg.WithShreddedPaths("v", paths...)},
+			change: func(t *testing.T, w *iceberg.Writer) { // ids 100-109 again: a fifth file, $.a within 100-109
+				rec := pathBatch(t, 100, 110)
+				must(t, w.Upsert(context.Background(), rec))
+				rec.Release()
+			}, files: 5, reads: map[string]int64{"a in 100-109": 3}},
+		{name: "copy-on-write", create: keyed, opts: []iceberg.Option{iceberg.WithShreddedPaths("v", paths...),
+			iceberg.WithMode(iceberg.CopyOnWrite)},
+			change: func(t *testing.T, w *iceberg.Writer) { // ids 100-109 again and id 250 deleted: three files rewritten
+				rec := pathBatch(t, 100, 110)
+				must(t, w.Upsert(context.Background(), rec))
+				rec.Release()
+				must(t, w.Delete(context.Background(), keyBatch([]int64{250, 351})))
+			}, files: 5, reads: map[string]int64{"a in 100-109": 3},
+			deleted: func(id int64) bool { return id == 250 || id == 351 }},
+		{name: "compaction", create: keyed, opts: []iceberg.Option{iceberg.WithShreddedPaths("v", paths...)},
+			change: func(t *testing.T, w *iceberg.Writer) { // one file of all four: ids 300-399's strings leave $.a unbounded
+				must(t, w.Delete(context.Background(), keyBatch([]int64{250})))
+				must(t, w.Flush(context.Background()))
+				res, err := w.Compact(context.Background())
+				must(t, err)
+				if res.RewrittenDataFiles != 4 || res.AddedDataFiles != 1 {
+					t.Fatalf("compaction: %+v, want the 4 files rewritten into 1", res)
+				}
+			}, files: 1, reads: map[string]int64{"a range": 1, "a in 100-109": 1, "a equal": 1},
+			deleted: func(id int64) bool { return id == 250 }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -187,67 +239,63 @@ func TestShreddedPathsPrune(t *testing.T) {
 				rec.Release()
 				must(t, w.Flush(ctx))
 			}
-			files := int64(shredFiles)
-			if c.upsert { // ids 100-109 again, the same values: a fifth file, $.a within 100-109
-				rec := pathBatch(t, 100, 110)
-				must(t, w.Upsert(ctx, rec))
-				rec.Release()
+			var rowIDs map[int64]int64 // before the change: every row keeps its _row_id through it (row lineage)
+			if c.change != nil {
+				rowIDs = tabletest.RowIDs(t, tabletest.Load(t, cat, ident))
+				c.change(t, w)
 				must(t, w.Flush(ctx))
-				files++
 			}
 			must(t, w.Close(ctx))
 			tbl := tabletest.Load(t, cat, ident)
-			if got := assertPathFiles(t, tbl); int64(got) != files {
-				t.Fatalf("%d data files, want %d", got, files)
+			if rowIDs != nil {
+				after := tabletest.RowIDs(t, tbl)
+				for id, rid := range rowIDs {
+					if c.deleted != nil && c.deleted(id) {
+						continue
+					}
+					if after[id] != rid {
+						t.Fatalf("id %d: _row_id %d after the change, %d before", id, after[id], rid)
+					}
+				}
 			}
-			a := ice.Extract(ice.Reference("v"), "$.a", ice.PrimitiveTypes.Int64)
-			nb := ice.Extract(ice.Reference("v"), "$.n.b", ice.PrimitiveTypes.Int64)
-			upserted := int64(0)
-			if c.upsert {
-				upserted = 1
+			if got := assertPathFiles(t, tbl); got != c.files {
+				t.Fatalf("%d data files, want %d", got, c.files)
 			}
-			for _, f := range []struct {
-				name   string
-				filter ice.BooleanExpression
-				admit  func(id int64) bool
-				files  int64
-			}{
-				{"a equal", ice.EqualTo(a, int64(151)), func(id int64) bool { x, ok := pathA(id); return ok && x == 151 }, 2}, // and ids 300-399
-				{"a range", ice.GreaterThanEqual(a, int64(250)), func(id int64) bool { x, ok := pathA(id); return ok && x >= 250 }, 2},
-				{"a none", ice.EqualTo(a, int64(10_000)), func(int64) bool { return false }, 1}, // ids 300-399: no bound
-				{"n.b none", ice.EqualTo(nb, int64(10_000)), func(int64) bool { return false }, 0},
-				{"a in upserted", ice.EqualTo(a, int64(101)), func(id int64) bool { x, ok := pathA(id); return ok && x == 101 }, 2 + upserted},
-				{"n.b equal", ice.EqualTo(nb, int64(302)), func(id int64) bool {
-					doc, ok := pathDoc(id)
-					return ok && doc != "null" && id == 151
-				}, 1},
-			} {
+			live := func(id int64) bool { return c.deleted == nil || !c.deleted(id) }
+			for _, f := range filters {
 				t.Run(f.name, func(t *testing.T) {
 					before := reads()
 					got := pathRead(t, tbl, f.filter)
-					if n := reads() - before; n > f.files {
-						t.Errorf("the scan read data files %d times, want at most %d (the files whose bounds admit it)", n, f.files)
+					want := f.files
+					if n, ok := c.reads[f.name]; ok {
+						want = n
 					}
-					want := map[int64]bool{}
+					if n := reads() - before; n > want {
+						t.Errorf("the scan read data files %d times, want at most %d (the files whose bounds admit it)", n, want)
+					}
+					model := map[int64]bool{}
 					for id := int64(0); id < shredFiles*shredPer; id++ {
-						if f.admit(id) {
-							want[id] = true
+						if f.admit(id) && live(id) {
+							model[id] = true
 						}
 					}
-					if !reflect.DeepEqual(got, want) {
-						t.Errorf("read ids %v, want %v", got, want)
+					if !reflect.DeepEqual(got, model) {
+						t.Errorf("read ids %v, want %v", got, model)
 					}
 				})
 			}
-			if got := pathRead(t, tbl, nil); len(got) != shredFiles*shredPer {
-				t.Fatalf("read %d rows, want %d", len(got), shredFiles*shredPer)
+			got := pathRead(t, tbl, nil)
+			for id := int64(0); id < shredFiles*shredPer; id++ {
+				if got[id] != live(id) {
+					t.Fatalf("id %d: read %v, want %v", id, got[id], live(id))
+				}
 			}
 		})
 	}
 }
 
-// TestShreddedPathsRefused: chosen paths that do not fit the table, and writes that would not keep the layout,
-// are refused by NewWriter naming the column; Compact is refused.
+// TestShreddedPathsRefused: chosen paths that do not fit the table, and tables whose files the writer cannot yet
+// write in the layout (partitioned), are refused by NewWriter naming the column.
 func TestShreddedPathsRefused(t *testing.T) {
 	long := ice.PrimitiveTypes.Int64
 	for _, c := range []struct {
@@ -276,10 +324,6 @@ func TestShreddedPathsRefused(t *testing.T) {
 		{name: "table property type", create: []iceberg.CreateOption{iceberg.TableProperties(map[string]string{
 			iceberg.ShreddedPathsPropertyPrefix + "v": "a:integer"})},
 			want: iceberg.ErrInvalidOption, say: iceberg.ShreddedPathsPropertyPrefix + "v"},
-		{name: "copy-on-write", opts: []iceberg.Option{iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a", Type: long}),
-			iceberg.WithMode(iceberg.CopyOnWrite)}, want: iceberg.ErrNotSupported, column: "v", say: "copy-on-write"},
-		{name: "compaction", opts: []iceberg.Option{iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a", Type: long}),
-			iceberg.WithAutoCompactEvery(3)}, want: iceberg.ErrNotSupported, column: "v", say: "WithAutoCompactEvery"},
 		{name: "partitioned", create: []iceberg.CreateOption{iceberg.PartitionBy("bucket(4, id)")},
 			opts: []iceberg.Option{iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a", Type: long})},
 			want: iceberg.ErrNotSupported, column: "v", say: "partitioned"},
@@ -302,12 +346,4 @@ func TestShreddedPathsRefused(t *testing.T) {
 			}
 		})
 	}
-	t.Run("Compact", func(t *testing.T) {
-		cat := tabletest.TempCatalog(t)
-		w := shredWriter(t, cat, table.Identifier{"db", "compact"}, nil,
-			iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a", Type: long}))
-		if _, err := w.Compact(context.Background()); !errors.Is(err, iceberg.ErrNotSupported) {
-			t.Fatalf("Compact: %v, want ErrNotSupported", err)
-		}
-	})
 }

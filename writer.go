@@ -207,7 +207,8 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	w.cbs = newCallbacks(newHookSet(o.writerHooks()), red, env.id)
 	env.events = w.cbs
 	w.runs = newRunStage(env, o.commit.committer, tbl,
-		cow.Config{Parallel: o.flush.maxInFlight, TargetFileSize: o.files.targetFileSize, RowGroupRows: o.files.rowGroupRows})
+		cow.Config{Parallel: o.flush.maxInFlight, TargetFileSize: o.files.targetFileSize, RowGroupRows: o.files.rowGroupRows,
+			Shred: shred})
 	if o.commit.wrapCommitter != nil {
 		w.runs.committer = o.commit.wrapCommitter(w.runs.committer)
 	}

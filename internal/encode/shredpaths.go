@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/google/uuid"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -43,8 +46,8 @@ func (p ShredPath) String() string { return "$." + strings.Join(p.Fields, ".") }
 // ShredLayout is the chosen paths of each variant column, by column name (nil: none chosen).
 type ShredLayout map[string][]ShredPath
 
-// ParsePath parses a path written as $.a.b, a.b or $['a'].b-free dotted form: object field names only (an array
-// element cannot be chosen), none empty.
+// ParsePath parses a path written as $.a.b or a.b: object field names joined by dots (an array element cannot
+// be chosen), none empty.
 func ParsePath(s string) ([]string, error) {
 	p := strings.TrimPrefix(strings.TrimSpace(s), "$")
 	p = strings.TrimPrefix(p, ".")
@@ -310,12 +313,10 @@ func shredColumn(src *extensions.VariantArray, vt *extensions.VariantType, mem m
 }
 
 // writeShredded writes recs (owned: each is released once written) as data files of an unpartitioned table
-// shredded into the encoder's layout (Shred): pqarrow files named as the writer's others (the write UUID's
-// mark), rolled at the target size, with the table's Parquet settings and the key columns' bloom filters, and
-// their statistics read back by table.FileToDataFile. lineage is the schema of a write that keeps the v3
-// row-lineage columns of recs (nil: none).
+// in the encoder's layout (ShredWrite), named with the write UUID's mark. lineage is the schema of a write that
+// keeps the v3 row-lineage columns of recs (nil: none).
 func (e *Encoder[H]) writeShredded(ctx context.Context, tbl *table.Table, schema *arrow.Schema, recs []arrow.RecordBatch,
-	lineage *ice.Schema) (files []ice.DataFile, err error) {
+	lineage *ice.Schema) ([]ice.DataFile, error) {
 	defer func() {
 		for _, r := range recs {
 			if r != nil {
@@ -327,8 +328,51 @@ func (e *Encoder[H]) writeShredded(ctx context.Context, tbl *table.Table, schema
 	for _, r := range recs {
 		rows += r.NumRows()
 	}
-	if rows == 0 {
-		return nil, nil
+	w := ShredWrite{Layout: e.Shred, Mem: e.Mem, TargetFileSize: e.fileSize(), RowGroupRows: e.RowGroupRows,
+		Lineage: lineage, UUID: e.next()}
+	if e.KeyNames != nil && !e.Bulk() {
+		w.BloomKeys, w.BloomRows = e.KeyNames, min(rows, int64(e.RowGroupRows))
+	}
+	return w.Write(ctx, tbl, schema, func(yield func(arrow.RecordBatch, error) bool) {
+		for i, r := range recs {
+			recs[i] = nil
+			if !yield(r, nil) {
+				return
+			}
+		}
+	})
+}
+
+// ShredWrite is a write of an unpartitioned table's rows as data files in a chosen layout (Layout): each record
+// shredded (Shred) and written by pqarrow with the table's Parquet settings (bulkWriterProps), files rolled at
+// TargetFileSize, each file's statistics read back by table.FileToDataFile (the variant bounds on the chosen
+// paths included). The appends' encoder, copy-on-write rewrites and compaction write through it.
+type ShredWrite struct {
+	Layout         ShredLayout
+	Mem            memory.Allocator // nil: memory.DefaultAllocator
+	TargetFileSize int64
+	RowGroupRows   int
+	// BloomKeys get a bloom filter sized for BloomRows distinct values (KeyBloomProperties; nil: none).
+	BloomKeys []string
+	BloomRows int64
+	// Lineage is the schema of a write that keeps the records' v3 row-lineage columns (_row_id,
+	// _last_updated_sequence_number), as table.WithPreserveRowLineage's; nil: none.
+	Lineage *ice.Schema
+	// UUID names the files, as iceberg-go's WithWriteUUID does (the zero UUID: a random one).
+	UUID uuid.UUID
+}
+
+// Write writes recs, which it releases as it takes them (as table.WriteRecords does), and returns the data
+// files in the order of the rows. A failed write removes the files it wrote.
+func (s ShredWrite) Write(ctx context.Context, tbl *table.Table, schema *arrow.Schema,
+	recs iter.Seq2[arrow.RecordBatch, error]) (files []ice.DataFile, err error) {
+	mem := s.Mem
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	id := s.UUID
+	if id == (uuid.UUID{}) {
+		id = uuid.New()
 	}
 	lp, err := tbl.LocationProvider()
 	if err != nil {
@@ -342,22 +386,13 @@ func (e *Encoder[H]) writeShredded(ctx context.Context, tbl *table.Table, schema
 	if !ok {
 		return nil, errors.New("iceberg: the table's file IO cannot write files")
 	}
-	shredded := e.Shred.Schema(schema)
-	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(e.Mem), pqarrow.WithStoreSchema())
-	var blooms []parquet.WriterProperty
-	if e.KeyNames != nil && !e.Bulk() {
-		blooms = keyBloomProps(tbl.Properties(), e.KeyNames, min(rows, int64(e.RowGroupRows)))
-	}
-	props, err := bulkWriterProps(tbl.Properties(), e.RowGroupRows, WriteBatchRows(tbl.Properties(), recs), shredded,
-		arrProps, blooms...)
-	if err != nil {
-		return nil, err
-	}
+	shredded := s.Layout.Schema(schema)
+	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(mem), pqarrow.WithStoreSchema())
+	var props *parquet.WriterProperties // picked on the first record (WriteBatchRows)
 	statsSchema := tbl.Schema()
-	if lineage != nil {
-		statsSchema = lineage
+	if s.Lineage != nil {
+		statsSchema = s.Lineage
 	}
-	uuid := e.next()
 	var (
 		fw      *pqarrow.FileWriter
 		sink    *countingSink
@@ -391,31 +426,52 @@ func (e *Encoder[H]) writeShredded(ctx context.Context, tbl *table.Table, schema
 		files = append(files, df)
 		return nil
 	}
-	for i, r := range recs {
+	for r, rerr := range recs {
+		if rerr != nil {
+			return nil, rerr
+		}
+		if r.NumRows() == 0 {
+			r.Release()
+			continue
+		}
+		if props == nil {
+			var blooms []parquet.WriterProperty
+			if s.BloomKeys != nil {
+				blooms = keyBloomProps(tbl.Properties(), s.BloomKeys, s.BloomRows)
+			}
+			props, err = bulkWriterProps(tbl.Properties(), s.RowGroupRows,
+				WriteBatchRows(tbl.Properties(), []arrow.RecordBatch{r}), shredded, arrProps, blooms...)
+			if err != nil {
+				r.Release()
+				return nil, err
+			}
+		}
 		if fw == nil {
-			path = lp.NewDataLocation(fmt.Sprintf("00000-%d-%s.parquet", len(written), uuid))
+			// iceberg-go's shape ({partition}-{task}-{write UUID}-{count}): the UUID carries the writer's mark.
+			path = lp.NewDataLocation(fmt.Sprintf("00000-0-%s-%05d.parquet", id, len(written)+1))
 			w, err := wfs.Create(path)
 			if err != nil {
+				r.Release()
 				return nil, fmt.Errorf("iceberg: create data file %s: %w", path, err)
 			}
 			sink = &countingSink{w: w}
 			if fw, err = pqarrow.NewFileWriter(shredded, sink, props, arrProps); err != nil {
+				r.Release()
 				_ = w.Close()
 				return nil, fmt.Errorf("iceberg: open data file %s: %w", path, err)
 			}
 		}
-		s, err := Shred(r, shredded, e.Mem)
+		sr, err := Shred(r, shredded, mem)
 		r.Release()
-		recs[i] = nil
 		if err != nil {
 			return nil, err
 		}
-		err = fw.Write(s) // a row group or more (the row-group limit), flushed as written
-		s.Release()
+		err = fw.Write(sr) // a row group or more (the row-group limit), flushed as written
+		sr.Release()
 		if err != nil {
 			return nil, fmt.Errorf("iceberg: write data file %s: %w", path, err)
 		}
-		if sink.n >= e.fileSize() { // rolls at the target size, as iceberg-go's writer does
+		if sink.n >= s.TargetFileSize { // rolls at the target size, as iceberg-go's writer does
 			if err := closeFile(); err != nil {
 				return nil, err
 			}

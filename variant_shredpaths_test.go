@@ -166,28 +166,6 @@ func TestShreddedPathsPrune(t *testing.T) {
 	t.Parallel() // see TestMain
 	paths := []iceberg.ShreddedPath{{Path: "$.a", Type: ice.PrimitiveTypes.Int64}, {Path: "n.b", Type: ice.PrimitiveTypes.Int64}}
 	keyed := []iceberg.CreateOption{iceberg.IdentifierFields("id")}
-	a := ice.Extract(ice.Reference("v"), "$.a", ice.PrimitiveTypes.Int64)
-	nb := ice.Extract(ice.Reference("v"), "$.n.b", ice.PrimitiveTypes.Int64)
-	aIs := func(f func(int64) bool) func(int64) bool {
-		return func(id int64) bool { x, ok := pathA(id); return ok && f(x) }
-	}
-	// The filters, with the files each reads at most on the four files of appends (ids 0-99, ..., 300-399).
-	filters := []struct {
-		name   string
-		filter ice.BooleanExpression
-		admit  func(id int64) bool
-		files  int64
-	}{
-		{"a equal", ice.EqualTo(a, int64(151)), aIs(func(x int64) bool { return x == 151 }), 2}, // and ids 300-399
-		{"a range", ice.GreaterThanEqual(a, int64(250)), aIs(func(x int64) bool { return x >= 250 }), 2},
-		{"a none", ice.EqualTo(a, int64(10_000)), func(int64) bool { return false }, 1},
-		{"a in 100-109", ice.EqualTo(a, int64(101)), aIs(func(x int64) bool { return x == 101 }), 2},
-		{"n.b equal", ice.EqualTo(nb, int64(302)), func(id int64) bool {
-			doc, ok := pathDoc(id)
-			return ok && doc != "null" && id == 151
-		}, 1},
-		{"n.b none", ice.EqualTo(nb, int64(10_000)), func(int64) bool { return false }, 0},
-	}
 	for _, c := range []struct {
 		name   string
 		create []iceberg.CreateOption
@@ -261,36 +239,91 @@ func TestShreddedPathsPrune(t *testing.T) {
 			if got := assertPathFiles(t, tbl); got != c.files {
 				t.Fatalf("%d data files, want %d", got, c.files)
 			}
-			live := func(id int64) bool { return c.deleted == nil || !c.deleted(id) }
-			for _, f := range filters {
-				t.Run(f.name, func(t *testing.T) {
-					before := reads()
-					got := pathRead(t, tbl, f.filter)
-					want := f.files
-					if n, ok := c.reads[f.name]; ok {
-						want = n
-					}
-					if n := reads() - before; n > want {
-						t.Errorf("the scan read data files %d times, want at most %d (the files whose bounds admit it)", n, want)
-					}
-					model := map[int64]bool{}
-					for id := int64(0); id < shredFiles*shredPer; id++ {
-						if f.admit(id) && live(id) {
-							model[id] = true
-						}
-					}
-					if !reflect.DeepEqual(got, model) {
-						t.Errorf("read ids %v, want %v", got, model)
-					}
-				})
+			assertPathPrunes(t, tbl, reads, c.reads, c.deleted)
+		})
+	}
+}
+
+// TestShreddedPathsRouterBulk: a Router's bulk phase writes the files of a table whose paths are chosen (by its
+// table property) in the chosen layout, a file per batch, and they prune.
+func TestShreddedPathsRouterBulk(t *testing.T) {
+	t.Parallel() // see TestMain
+	ctx := context.Background()
+	cat, reads := tabletest.CountedCatalog(t)
+	ident := table.Identifier{"db", "paths"}
+	createTable(t, ctx, cat, ident, shredSchema, iceberg.FormatVersion(3), iceberg.TableProperties(map[string]string{
+		iceberg.ShreddedPathsPropertyPrefix + "v": "a:long,n.b:long"}))
+	r := bulkRouter(t, cat, 64<<20, iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0))
+	for lo := int64(0); lo < shredFiles*shredPer; lo += shredPer {
+		rec := pathBatch(t, lo, lo+shredPer)
+		must(t, r.Write(ctx, ident, rec))
+		rec.Release()
+		must(t, r.Flush(ctx))
+	}
+	must(t, r.Close(ctx))
+	tbl := tabletest.Load(t, cat, ident)
+	if got := assertPathFiles(t, tbl); got != shredFiles {
+		t.Fatalf("%d data files, want %d", got, shredFiles)
+	}
+	assertPathPrunes(t, tbl, reads, nil, nil)
+}
+
+// assertPathPrunes scans tbl (ids 0-399 of pathDoc written in four files of 100 ids, less the deleted) with
+// filters on the chosen paths $.a and $.n.b: each scan reads the data files at most as often as the files whose
+// bounds admit it (override: other counts by filter name), returns the model's rows, and every variant reads
+// back exactly; so does a scan without a filter.
+func assertPathPrunes(t *testing.T, tbl *table.Table, reads func() int64, override map[string]int64, deleted func(int64) bool) {
+	t.Helper()
+	a := ice.Extract(ice.Reference("v"), "$.a", ice.PrimitiveTypes.Int64)
+	nb := ice.Extract(ice.Reference("v"), "$.n.b", ice.PrimitiveTypes.Int64)
+	aIs := func(f func(int64) bool) func(int64) bool {
+		return func(id int64) bool { x, ok := pathA(id); return ok && f(x) }
+	}
+	// The filters, with the files each reads at most on the four files of appends (ids 0-99, ..., 300-399).
+	filters := []struct {
+		name   string
+		filter ice.BooleanExpression
+		admit  func(id int64) bool
+		files  int64
+	}{
+		{"a equal", ice.EqualTo(a, int64(151)), aIs(func(x int64) bool { return x == 151 }), 2}, // and ids 300-399
+		{"a range", ice.GreaterThanEqual(a, int64(250)), aIs(func(x int64) bool { return x >= 250 }), 2},
+		{"a none", ice.EqualTo(a, int64(10_000)), func(int64) bool { return false }, 1},
+		{"a in 100-109", ice.EqualTo(a, int64(101)), aIs(func(x int64) bool { return x == 101 }), 2},
+		{"n.b equal", ice.EqualTo(nb, int64(302)), func(id int64) bool {
+			doc, ok := pathDoc(id)
+			return ok && doc != "null" && id == 151
+		}, 1},
+		{"n.b none", ice.EqualTo(nb, int64(10_000)), func(int64) bool { return false }, 0},
+	}
+	live := func(id int64) bool { return deleted == nil || !deleted(id) }
+	for _, f := range filters {
+		t.Run(f.name, func(t *testing.T) {
+			before := reads()
+			got := pathRead(t, tbl, f.filter)
+			want := f.files
+			if n, ok := override[f.name]; ok {
+				want = n
 			}
-			got := pathRead(t, tbl, nil)
+			if n := reads() - before; n > want {
+				t.Errorf("the scan read data files %d times, want at most %d (the files whose bounds admit it)", n, want)
+			}
+			model := map[int64]bool{}
 			for id := int64(0); id < shredFiles*shredPer; id++ {
-				if got[id] != live(id) {
-					t.Fatalf("id %d: read %v, want %v", id, got[id], live(id))
+				if f.admit(id) && live(id) {
+					model[id] = true
 				}
 			}
+			if !reflect.DeepEqual(got, model) {
+				t.Errorf("read ids %v, want %v", got, model)
+			}
 		})
+	}
+	got := pathRead(t, tbl, nil)
+	for id := int64(0); id < shredFiles*shredPer; id++ {
+		if got[id] != live(id) {
+			t.Fatalf("id %d: read %v, want %v", id, got[id], live(id))
+		}
 	}
 }
 

@@ -102,7 +102,8 @@ func (c *countingSink) Close() error { return c.w.Close() }
 // that shreds its variant columns (ShredsVariants) gets files of its own for every batch, as a partitioned one
 // does: a bulk file is written by pqarrow directly, and only iceberg-go's writer shreds (from each file's first
 // rows, by an inference it does not export), so a bulk file would hold the variants unshredded, without the
-// bounds readers prune on.
+// bounds readers prune on. A table whose paths are chosen (Shred) gets files of its own per batch too, in that
+// layout (writeShredded).
 func (e *Encoder[H]) Carries(tbl *table.Table, covered bool) bool {
 	if !e.carry.Load() || !e.Bulk() || !covered || !tbl.Spec().IsUnpartitioned() {
 		return false

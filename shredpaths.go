@@ -57,7 +57,8 @@ type shredOption struct {
 // Router's bulk phase (which then writes files per batch, as for any table that shreds). With chosen paths
 // those files are written by this library (arrow-go's shredded variant builder and pqarrow, statistics by
 // iceberg-go's table.FileToDataFile) instead of iceberg-go's writer; variant columns without chosen paths are
-// then stored unshredded. Partitioned and sorted tables are not supported yet: NewWriter refuses them with
+// then stored unshredded. A sorted table's records are sorted as iceberg-go's writer sorts them (each record by
+// the sort order's source columns). Partitioned tables are not supported yet: NewWriter refuses them with
 // ErrNotSupported.
 func WithShreddedPaths(column string, paths ...ShreddedPath) Option {
 	return func(o *options) {
@@ -102,8 +103,6 @@ func shredLayout(o *options, tbl *table.Table) (encode.ShredLayout, error) {
 	switch {
 	case !tbl.Spec().IsUnpartitioned():
 		return nil, unsupported("table %v is partitioned", tbl.Identifier())
-	case !tbl.SortOrder().IsUnsorted():
-		return nil, unsupported("table %v has a sort order", tbl.Identifier())
 	}
 	return layout, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/arrow-go/v18/parquet/variant"
 	ice "github.com/apache/iceberg-go"
+	icecatalog "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	iceberg "github.com/icewriter/iceberg"
 	"github.com/icewriter/iceberg/internal/tabletest"
@@ -242,6 +243,57 @@ func TestShreddedPathsPrune(t *testing.T) {
 			assertPathPrunes(t, tbl, reads, c.reads, c.deleted)
 		})
 	}
+}
+
+// TestShreddedPathsSorted: on a table with a sort order (v descending by id), each chosen-layout file holds its
+// rows in that order, and the files prune as any.
+func TestShreddedPathsSorted(t *testing.T) {
+	t.Parallel() // see TestMain
+	ctx := context.Background()
+	cat, reads := tabletest.CountedCatalog(t)
+	ident := table.Identifier{"db", "paths"}
+	must(t, cat.CreateNamespace(ctx, table.Identifier{"db"}, nil))
+	sc := ice.NewSchema(0,
+		ice.NestedField{ID: 1, Name: "id", Type: ice.PrimitiveTypes.Int64, Required: true},
+		ice.NestedField{ID: 2, Name: "v", Type: ice.VariantType{}})
+	order, err := table.NewSortOrder(1, []table.SortField{{SourceIDs: []int{1}, Transform: ice.IdentityTransform{},
+		Direction: table.SortDESC, NullOrder: table.NullsLast}})
+	must(t, err)
+	_, err = cat.CreateTable(ctx, ident, sc, icecatalog.WithSortOrder(order),
+		icecatalog.WithProperties(ice.Properties{"format-version": "3"}))
+	must(t, err)
+	w, err := iceberg.NewWriter(ctx, cat, ident, iceberg.WithFlushInterval(0), iceberg.WithSmallFileCompactionEvery(0),
+		iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a", Type: ice.PrimitiveTypes.Int64},
+			iceberg.ShreddedPath{Path: "n.b", Type: ice.PrimitiveTypes.Int64}))
+	must(t, err)
+	for lo := int64(0); lo < shredFiles*shredPer; lo += shredPer {
+		rec := pathBatch(t, lo, lo+shredPer)
+		must(t, w.Write(ctx, rec))
+		rec.Release()
+		must(t, w.Flush(ctx))
+	}
+	must(t, w.Close(ctx))
+	tbl := tabletest.Load(t, cat, ident)
+	if got := assertPathFiles(t, tbl); got != shredFiles {
+		t.Fatalf("%d data files, want %d", got, shredFiles)
+	}
+	for _, task := range tabletest.LiveDataFiles(t, tbl) {
+		_, recs, err := tbl.Scan().ReadTasks(ctx, []table.FileScanTask{task})
+		must(t, err)
+		prev := int64(1 << 62)
+		for rec, err := range recs {
+			must(t, err)
+			ids := rec.Column(tabletest.Column(t, rec.Schema(), "id")).(*array.Int64)
+			for i := range ids.Len() {
+				if ids.Value(i) > prev {
+					t.Fatalf("file %s: id %d after %d, want descending ids", task.File.FilePath(), ids.Value(i), prev)
+				}
+				prev = ids.Value(i)
+			}
+			rec.Release()
+		}
+	}
+	assertPathPrunes(t, tbl, reads, nil, nil)
 }
 
 // TestShreddedPathsRouterBulk: a Router's bulk phase writes the files of a table whose paths are chosen (by its

@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -387,6 +388,10 @@ func (s ShredWrite) Write(ctx context.Context, tbl *table.Table, schema *arrow.S
 		return nil, errors.New("iceberg: the table's file IO cannot write files")
 	}
 	shredded := s.Layout.Schema(schema)
+	sortKeys, err := sortKeys(tbl, schema)
+	if err != nil {
+		return nil, err
+	}
 	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(mem), pqarrow.WithStoreSchema())
 	var props *parquet.WriterProperties // picked on the first record (WriteBatchRows)
 	statsSchema := tbl.Schema()
@@ -461,6 +466,14 @@ func (s ShredWrite) Write(ctx context.Context, tbl *table.Table, schema *arrow.S
 				return nil, fmt.Errorf("iceberg: open data file %s: %w", path, err)
 			}
 		}
+		if len(sortKeys) > 0 {
+			sorted, err := compute.SortRecordBatch(compute.WithAllocator(ctx, mem), r, sortKeys)
+			r.Release()
+			if err != nil {
+				return nil, fmt.Errorf("iceberg: sort rows by the table's sort order: %w", err)
+			}
+			r = sorted
+		}
 		sr, err := Shred(r, shredded, mem)
 		r.Release()
 		if err != nil {
@@ -483,6 +496,33 @@ func (s ShredWrite) Write(ctx context.Context, tbl *table.Table, schema *arrow.S
 		}
 	}
 	return files, nil
+}
+
+// sortKeys are the sort keys of tbl's sort order over the columns of schema (nil: unsorted), as iceberg-go's
+// writer sorts each record it writes (table/sort_keys.go resolveSortKeys: by the source column, whatever the
+// transform, ascending with nulls last unless the field says otherwise).
+func sortKeys(tbl *table.Table, schema *arrow.Schema) ([]compute.SortKey, error) {
+	order := tbl.SortOrder()
+	if order.IsUnsorted() {
+		return nil, nil
+	}
+	var keys []compute.SortKey
+	for _, f := range order.Fields() {
+		name, ok := tbl.Schema().FindColumnName(f.SourceID())
+		idx := schema.FieldIndices(name)
+		if !ok || len(idx) != 1 {
+			return nil, fmt.Errorf("iceberg: sort order %d: source id %d is not a top-level column", order.OrderID(), f.SourceID())
+		}
+		k := compute.SortKey{ColumnIndex: idx[0], Order: compute.SortOrderAscending, NullPlacement: compute.SortNullsAtEnd}
+		if f.Direction == table.SortDESC {
+			k.Order = compute.SortOrderDescending
+		}
+		if f.NullOrder == table.NullsFirst {
+			k.NullPlacement = compute.SortNullsAtStart
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
 
 // keyBloomProps are the Parquet properties of a bloom filter on each key column sized for rows distinct values,

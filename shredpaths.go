@@ -58,8 +58,10 @@ type shredOption struct {
 // those files are written by this library (arrow-go's shredded variant builder and pqarrow, statistics by
 // iceberg-go's table.FileToDataFile) instead of iceberg-go's writer; variant columns without chosen paths are
 // then stored unshredded. A sorted table's records are sorted as iceberg-go's writer sorts them (each record by
-// the sort order's source columns). Partitioned tables are not supported yet: NewWriter refuses them with
-// ErrNotSupported.
+// the sort order's source columns); a partitioned table's files hold one partition each (in the table's data
+// location, not a directory per partition). A copy-on-write rewrite or compaction of a file of an earlier
+// partition spec fails with an error saying so: it would have to re-partition the rows, which this writer does
+// not do yet.
 func WithShreddedPaths(column string, paths ...ShreddedPath) Option {
 	return func(o *options) {
 		o.files.shred = append(o.files.shred, shredOption{column: column, paths: slices.Clone(paths)})
@@ -96,13 +98,9 @@ func shredLayout(o *options, tbl *table.Table) (encode.ShredLayout, error) {
 	if len(layout) == 0 {
 		return nil, nil
 	}
-	col := slices.Sorted(maps.Keys(layout))[0]
-	unsupported := func(format string, args ...any) error {
-		return columnErr(col, ErrNotSupported, "shredded paths: "+format, args...)
-	}
-	switch {
-	case !tbl.Spec().IsUnpartitioned():
-		return nil, unsupported("table %v is partitioned", tbl.Identifier())
+	if col, why := encode.CheckPartitionSources(tbl.Spec(), tbl.Schema()); why != "" {
+		return nil, columnErr(col, ErrNotSupported, "shredded variant paths on table %v: %s (the writer of the chosen "+
+			"layout reads partition values of top-level primitive columns only)", tbl.Identifier(), why)
 	}
 	return layout, nil
 }

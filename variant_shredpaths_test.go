@@ -296,6 +296,79 @@ func TestShreddedPathsSorted(t *testing.T) {
 	assertPathPrunes(t, tbl, reads, nil, nil)
 }
 
+// TestShreddedPathsPartitioned: on a table partitioned by bucket(2, id), each append writes a file per bucket in
+// the chosen layout with the bucket's partition value (a scan on id reads the one file of its bucket and range);
+// so do a copy-on-write delete's rewrites and a compaction, which makes a file per bucket.
+func TestShreddedPathsPartitioned(t *testing.T) {
+	t.Parallel() // see TestMain
+	ctx := context.Background()
+	cat, reads := tabletest.CountedCatalog(t)
+	ident := table.Identifier{"db", "paths"}
+	w := shredWriter(t, cat, ident, []iceberg.CreateOption{iceberg.IdentifierFields("id"), iceberg.PartitionBy("bucket(2, id)")},
+		iceberg.WithMode(iceberg.CopyOnWrite),
+		iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a", Type: ice.PrimitiveTypes.Int64},
+			iceberg.ShreddedPath{Path: "n.b", Type: ice.PrimitiveTypes.Int64}))
+	for lo := int64(0); lo < shredFiles*shredPer; lo += shredPer {
+		rec := pathBatch(t, lo, lo+shredPer)
+		must(t, w.Write(ctx, rec))
+		rec.Release()
+		must(t, w.Flush(ctx))
+	}
+	must(t, w.Delete(ctx, keyBatch([]int64{250, 351})))
+	must(t, w.Flush(ctx))
+	deleted := func(id int64) bool { return id == 250 || id == 351 }
+	check := func(t *testing.T, files int, override map[string]int64) {
+		t.Helper()
+		tbl := tabletest.Load(t, cat, ident)
+		if got := assertPathFiles(t, tbl); got != files {
+			t.Fatalf("%d data files, want %d", got, files)
+		}
+		bucket := ice.BucketTransform{NumBuckets: 2}
+		for _, task := range tabletest.LiveDataFiles(t, tbl) {
+			part := task.File.Partition()
+			if len(part) != 1 {
+				t.Fatalf("data file %s: partition %v, want the bucket", task.File.FilePath(), part)
+			}
+			_, recs, err := tbl.Scan().ReadTasks(context.Background(), []table.FileScanTask{task})
+			must(t, err)
+			for rec, err := range recs {
+				must(t, err)
+				ids := rec.Column(tabletest.Column(t, rec.Schema(), "id")).(*array.Int64)
+				for i := range ids.Len() {
+					b := bucket.Apply(ice.Optional[ice.Literal]{Valid: true, Val: ice.NewLiteral(ids.Value(i))})
+					for _, v := range part {
+						if v != b.Val.Any() {
+							t.Fatalf("data file %s: partition %v holds id %d of bucket %v", task.File.FilePath(), part, ids.Value(i), b.Val.Any())
+						}
+					}
+				}
+				rec.Release()
+			}
+		}
+		before := reads()
+		if got := pathRead(t, tbl, ice.EqualTo(ice.Reference("id"), int64(151))); !reflect.DeepEqual(got, map[int64]bool{151: true}) {
+			t.Fatalf("id 151: read %v", got)
+		}
+		if n := reads() - before; n > override["id"] {
+			t.Errorf("a scan for id 151 read data files %d times, want at most %d", n, override["id"])
+		}
+		assertPathPrunes(t, tbl, reads, override, deleted)
+	}
+	// Two files per 100 ids; those of ids 300-399 have no bound on $.a.
+	t.Run("appends and copy-on-write", func(t *testing.T) {
+		check(t, 8, map[string]int64{"id": 1, "a equal": 4, "a range": 4, "a none": 2, "a in 100-109": 4, "n.b equal": 2})
+	})
+	res, err := w.Compact(ctx)
+	must(t, err)
+	if res.AddedDataFiles != 2 {
+		t.Fatalf("compaction: %+v, want a file per bucket", res)
+	}
+	must(t, w.Close(ctx))
+	t.Run("compaction", func(t *testing.T) {
+		check(t, 2, map[string]int64{"id": 1, "a equal": 2, "a range": 2, "a none": 2, "a in 100-109": 2, "n.b equal": 2})
+	})
+}
+
 // TestShreddedPathsRouterBulk: a Router's bulk phase writes the files of a table whose paths are chosen (by its
 // table property) in the chosen layout, a file per batch, and they prune.
 func TestShreddedPathsRouterBulk(t *testing.T) {
@@ -379,8 +452,7 @@ func assertPathPrunes(t *testing.T, tbl *table.Table, reads func() int64, overri
 	}
 }
 
-// TestShreddedPathsRefused: chosen paths that do not fit the table, and tables whose files the writer cannot yet
-// write in the layout (partitioned), are refused by NewWriter naming the column.
+// TestShreddedPathsRefused: chosen paths that do not fit the table are refused by NewWriter naming the column.
 func TestShreddedPathsRefused(t *testing.T) {
 	long := ice.PrimitiveTypes.Int64
 	for _, c := range []struct {
@@ -390,6 +462,7 @@ func TestShreddedPathsRefused(t *testing.T) {
 		want   error
 		column string
 		say    string
+		schema *arrow.Schema // nil: shredSchema
 	}{
 		{name: "not a variant column", opts: []iceberg.Option{iceberg.WithShreddedPaths("id", iceberg.ShreddedPath{Path: "a", Type: long})},
 			want: iceberg.ErrInvalidOption, column: "id", say: "not variant"},
@@ -409,15 +482,21 @@ func TestShreddedPathsRefused(t *testing.T) {
 		{name: "table property type", create: []iceberg.CreateOption{iceberg.TableProperties(map[string]string{
 			iceberg.ShreddedPathsPropertyPrefix + "v": "a:integer"})},
 			want: iceberg.ErrInvalidOption, say: iceberg.ShreddedPathsPropertyPrefix + "v"},
-		{name: "partitioned", create: []iceberg.CreateOption{iceberg.PartitionBy("bucket(4, id)")},
-			opts: []iceberg.Option{iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a", Type: long})},
-			want: iceberg.ErrNotSupported, column: "v", say: "partitioned"},
+		{name: "partition source", schema: arrow.NewSchema(append(shredSchema.Fields(),
+			arrow.Field{Name: "d", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}, Nullable: true}), nil),
+			create: []iceberg.CreateOption{iceberg.PartitionBy("d")},
+			opts:   []iceberg.Option{iceberg.WithShreddedPaths("v", iceberg.ShreddedPath{Path: "a", Type: long})},
+			want:   iceberg.ErrNotSupported, column: "d", say: "partition source of type decimal(10, 2)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cat := tabletest.TempCatalog(t)
 			create := append([]iceberg.CreateOption{iceberg.FormatVersion(3)}, c.create...)
+			sc := shredSchema
+			if c.schema != nil {
+				sc = c.schema
+			}
 			w, err := iceberg.NewWriter(context.Background(), cat, table.Identifier{"db", "refused"},
-				append([]iceberg.Option{iceberg.WithCreate(shredSchema, create...)}, c.opts...)...)
+				append([]iceberg.Option{iceberg.WithCreate(sc, create...)}, c.opts...)...)
 			if err == nil {
 				_ = w.Close(context.Background())
 				t.Fatal("NewWriter accepted it")

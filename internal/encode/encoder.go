@@ -183,11 +183,6 @@ func (e *Encoder[H]) writeFiles(ctx context.Context, tbl *table.Table, schema *a
 		files, err = e.keep(files, keep)
 		return files, order, err
 	}
-	if e.Shred != nil {
-		// NewWriter refuses chosen paths on a partitioned table; a spec evolved since gets this.
-		return nil, nil, fmt.Errorf("iceberg: shredding of chosen variant paths is not supported on partitioned table %v",
-			tbl.Identifier())
-	}
 	one := b.Recs[0]
 	if len(b.Recs) > 1 {
 		var err error
@@ -207,6 +202,9 @@ func (e *Encoder[H]) writeFiles(ctx context.Context, tbl *table.Table, schema *a
 	opts = append(opts, table.WithClusteredWrite())
 	spec, sc := tbl.Spec(), tbl.Schema()
 	groups, grouped := GroupPartitions(spec, sc, one)
+	if e.Shred != nil {
+		return e.writeShreddedPartitions(ctx, tbl, schema, one, groups, grouped, b.Lineage, keep)
+	}
 	if grouped {
 		e.partShare.Store(math.Float64bits(float64(groups.Largest()) / float64(rows)))
 		e.lastParts.Store(int64(groups.Count()))

@@ -344,6 +344,59 @@ func (e *Encoder[H]) writeShredded(ctx context.Context, tbl *table.Table, schema
 	})
 }
 
+// writeShreddedPartitions writes a partitioned table's batch (one record, not owned) in the encoder's layout: a
+// ShredWrite per partition group (GroupPartitions; grouped false: a partition source it cannot read, refused),
+// with the group's partition values, in the order of the groups.
+func (e *Encoder[H]) writeShreddedPartitions(ctx context.Context, tbl *table.Table, schema *arrow.Schema, one arrow.RecordBatch,
+	groups *PartitionGroups, grouped bool, lineage *ice.Schema, keep *PackedFiles) ([]ice.DataFile, *RowOrder, error) {
+	if !grouped {
+		return nil, nil, fmt.Errorf("iceberg: shredded variant paths: table %v: the partition source columns (%s) are of a type the "+
+			"writer cannot group rows by", tbl.Identifier(), PartitionColumns(tbl.Spec(), tbl.Schema()))
+	}
+	e.lastParts.Store(int64(groups.Count()))
+	e.WarnFanout(tbl, groups.Count(), one.NumRows())
+	var order *RowOrder
+	if mapsRows(tbl) {
+		order = &RowOrder{}
+	}
+	var files []ice.DataFile
+	for p := range groups.Count() {
+		rows := groups.Rows(p)
+		rec, err := TakeRecordRows(ctx, e.Mem, one, rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		values, ok := PartitionValues(tbl.Spec(), tbl.Schema(), rec, 0)
+		if !ok {
+			rec.Release()
+			return nil, nil, fmt.Errorf("iceberg: shredded variant paths: table %v: cannot read the partition values of %s",
+				tbl.Identifier(), PartitionColumns(tbl.Spec(), tbl.Schema()))
+		}
+		w := ShredWrite{Layout: e.Shred, Mem: e.Mem, TargetFileSize: e.fileSize(), RowGroupRows: e.RowGroupRows,
+			Lineage: lineage, UUID: e.next(), Partition: values}
+		if e.KeyNames != nil && !e.Bulk() {
+			w.BloomKeys, w.BloomRows = e.KeyNames, min(int64(len(rows)), int64(e.RowGroupRows))
+		}
+		taken := false
+		out, err := w.Write(ctx, tbl, schema, func(yield func(arrow.RecordBatch, error) bool) {
+			taken = true
+			yield(rec, nil)
+		})
+		if !taken {
+			rec.Release()
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if order != nil {
+			order.add(rows)
+		}
+		files = append(files, out...)
+	}
+	files, err := e.keep(files, keep)
+	return files, order, err
+}
+
 // ShredWrite is a write of an unpartitioned table's rows as data files in a chosen layout (Layout): each record
 // shredded (Shred) and written by pqarrow with the table's Parquet settings (bulkWriterProps), files rolled at
 // TargetFileSize, each file's statistics read back by table.FileToDataFile (the variant bounds on the chosen
@@ -361,6 +414,10 @@ type ShredWrite struct {
 	Lineage *ice.Schema
 	// UUID names the files, as iceberg-go's WithWriteUUID does (the zero UUID: a random one).
 	UUID uuid.UUID
+	// Partition is the partition values of every row written (field id to value, as DataFile.Partition gives
+	// them), on a partitioned table: the rows are of one partition of the table's current spec. The files go
+	// to the table's data location, not to a directory per partition (Iceberg does not ask for one).
+	Partition map[int]any
 }
 
 // Write writes recs, which it releases as it takes them (as table.WriteRecords does), and returns the data
@@ -424,7 +481,13 @@ func (s ShredWrite) Write(ctx context.Context, tbl *table.Table, schema *arrow.S
 		if cerr != nil {
 			return fmt.Errorf("iceberg: close data file %s: %w", path, cerr)
 		}
-		df, err := table.FileToDataFile(ctx, fs, path, statsSchema, tbl.Spec(), 0, tbl.Properties())
+		// FileToDataFile infers partition values from the file's bounds, which a bucket transform cannot: it
+		// reads the statistics as unpartitioned, and the file is given its spec and values after.
+		spec := tbl.Spec()
+		df, err := table.FileToDataFile(ctx, fs, path, statsSchema, *ice.UnpartitionedSpec, 0, tbl.Properties())
+		if err == nil && !spec.IsUnpartitioned() {
+			df, err = withPartition(tbl.Metadata(), &spec, df, s.Partition)
+		}
 		if err != nil {
 			return fmt.Errorf("iceberg: read back data file %s: %w", path, err)
 		}
@@ -496,6 +559,87 @@ func (s ShredWrite) Write(ctx context.Context, tbl *table.Table, schema *arrow.S
 		}
 	}
 	return files, nil
+}
+
+// CheckPartitionSources reports the first partition source column of spec whose values the chosen-layout writer
+// cannot read (PartitionValues: a top-level column of a primitive type arrowLiteral reads), with why ("": none).
+func CheckPartitionSources(spec ice.PartitionSpec, sc *ice.Schema) (column, why string) {
+	top := map[int]bool{}
+	for _, f := range sc.Fields() {
+		top[f.ID] = true
+	}
+	for _, f := range spec.Fields() {
+		name, _ := sc.FindColumnName(f.SourceID())
+		src, ok := sc.FindFieldByID(f.SourceID())
+		if !ok || !top[f.SourceID()] {
+			return name, "a partition source that is not a top-level column"
+		}
+		switch src.Type.(type) {
+		case ice.Int32Type, ice.Int64Type, ice.Float32Type, ice.Float64Type, ice.BooleanType, ice.StringType,
+			ice.BinaryType, ice.DateType, ice.TimestampType, ice.TimestampTzType, ice.TimestampNsType, ice.TimestampTzNsType:
+		default:
+			return name, fmt.Sprintf("a partition source of type %s", src.Type)
+		}
+	}
+	return "", ""
+}
+
+// PartitionOf is the partition values a rewrite of df (copy-on-write, compaction) writes its rows with: df's,
+// which must be of tbl's current spec (a file of an earlier spec would have its rows re-partitioned, which a
+// chosen-layout rewrite does not do yet).
+func PartitionOf(tbl *table.Table, df ice.DataFile) (map[int]any, error) {
+	if spec := tbl.Spec(); !spec.IsUnpartitioned() && int(df.SpecID()) != spec.ID() {
+		return nil, fmt.Errorf("iceberg: shredded variant paths: data file %s is of partition spec %d, not the table's %d: "+
+			"a rewrite in the chosen layout does not re-partition rows yet", df.FilePath(), df.SpecID(), spec.ID())
+	}
+	return df.Partition(), nil
+}
+
+// withPartition is df with the partition spec and values given (its statistics, size and counts kept).
+func withPartition(meta table.Metadata, spec *ice.PartitionSpec, df ice.DataFile, values map[int]any) (ice.DataFile, error) {
+	b, err := ice.NewDataFileBuilder(*spec, df.ContentType(), df.FilePath(), df.FileFormat(), values,
+		PartitionLogicalTypes(meta, spec), nil, df.Count(), df.FileSizeBytes())
+	if err != nil {
+		return nil, err
+	}
+	b.ColumnSizes(df.ColumnSizes()).ValueCounts(df.ValueCounts()).NullValueCounts(df.NullValueCounts()).
+		NaNValueCounts(df.NaNValueCounts()).LowerBoundValues(df.LowerBoundValues()).
+		UpperBoundValues(df.UpperBoundValues()).SplitOffsets(df.SplitOffsets())
+	if s := df.SortOrderID(); s != nil {
+		b.SortOrderID(*s)
+	}
+	return b.Build(), nil
+}
+
+// PartitionValues is the partition values of row r of rec (of the table's Arrow schema) under spec, as
+// iceberg-go's writer computes them (the source value's literal, transformed); false for a source column it
+// cannot read.
+func PartitionValues(spec ice.PartitionSpec, sc *ice.Schema, rec arrow.RecordBatch, r int) (map[int]any, bool) {
+	out := map[int]any{}
+	for _, f := range spec.Fields() {
+		name, ok := sc.FindColumnName(f.SourceID())
+		if !ok {
+			return nil, false
+		}
+		idx := rec.Schema().FieldIndices(name)
+		if len(idx) != 1 {
+			return nil, false
+		}
+		lit, ok, null := arrowLiteral(rec.Column(idx[0]), r)
+		if !ok {
+			return nil, false
+		}
+		if null {
+			out[f.FieldID] = nil
+			continue
+		}
+		if v := f.Transform.Apply(ice.Optional[ice.Literal]{Valid: true, Val: lit}); v.Valid {
+			out[f.FieldID] = v.Val.Any()
+		} else {
+			out[f.FieldID] = nil
+		}
+	}
+	return out, true
 }
 
 // sortKeys are the sort keys of tbl's sort order over the columns of schema (nil: unsorted), as iceberg-go's

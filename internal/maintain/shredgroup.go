@@ -42,7 +42,13 @@ func executeShredGroup(ctx context.Context, env *Env, tbl *table.Table, g table.
 			return table.CompactionGroupResult{}, err
 		}
 	}
-	w := encode.ShredWrite{Layout: env.Shred, TargetFileSize: env.TargetFileSize, RowGroupRows: env.RowGroupRows,
+	var part map[int]any // a group is one partition: its files' values, of the current spec
+	for _, t := range g.Tasks {
+		if part, err = encode.PartitionOf(tbl, t.File); err != nil {
+			return table.CompactionGroupResult{}, err
+		}
+	}
+	w := encode.ShredWrite{Partition: part, Layout: env.Shred, TargetFileSize: env.TargetFileSize, RowGroupRows: env.RowGroupRows,
 		BloomKeys: env.KeyNames, BloomRows: min(rows, int64(env.RowGroupRows)), Lineage: projected}
 	if env.FileUUID != nil {
 		w.UUID = env.FileUUID()

@@ -617,7 +617,7 @@ func rewriteWithout(ctx context.Context, tbl, src *table.Table, task table.FileS
 		}
 	}
 	files, err := writeFiles(ctx, tbl, schema, kept, cfg, ks.names, min(task.File.Count(), int64(cfg.RowGroupRows)),
-		projected, writeOpts)
+		projected, task.File, writeOpts)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -630,11 +630,17 @@ func rewriteWithout(ctx context.Context, tbl, src *table.Table, task table.FileS
 // writeFiles writes a rewrite's records (taken and released as table.WriteRecords does) through iceberg-go's
 // writer with opts, or, when the table's variant paths are chosen (cfg.Shred), in that layout with bloom filters
 // on keys sized for rows and the lineage schema (nil: none) the opts name.
+//
+// replaced is the file whose rows are rewritten: the new files get its partition values.
 func writeFiles(ctx context.Context, tbl *table.Table, schema *arrow.Schema, recs func(func(arrow.RecordBatch, error) bool),
-	cfg Config, keys []string, rows int64, lineage *ice.Schema, opts []table.WriteRecordOption) ([]ice.DataFile, error) {
+	cfg Config, keys []string, rows int64, lineage *ice.Schema, replaced ice.DataFile, opts []table.WriteRecordOption) ([]ice.DataFile, error) {
 	if cfg.Shred != nil {
+		part, err := encode.PartitionOf(tbl, replaced)
+		if err != nil {
+			return nil, err
+		}
 		return encode.ShredWrite{Layout: cfg.Shred, TargetFileSize: cfg.TargetFileSize, RowGroupRows: cfg.RowGroupRows,
-			BloomKeys: keys, BloomRows: rows, Lineage: lineage}.Write(ctx, tbl, schema, recs)
+			BloomKeys: keys, BloomRows: rows, Lineage: lineage, Partition: part}.Write(ctx, tbl, schema, recs)
 	}
 	var files []ice.DataFile
 	for df, err := range table.WriteRecords(ctx, tbl, schema, iter.Seq2[arrow.RecordBatch, error](recs), opts...) {
@@ -841,7 +847,7 @@ func CarryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, se
 			return nil, nil, nil, err
 		}
 		written, err := writeFiles(ctx, wt, schema, carried, cfg, seg.names, min(df.Count(), int64(cfg.RowGroupRows)),
-			projected, []table.WriteRecordOption{table.WithClusteredWrite(), table.WithTargetFileSize(cfg.TargetFileSize),
+			projected, df, []table.WriteRecordOption{table.WithClusteredWrite(), table.WithTargetFileSize(cfg.TargetFileSize),
 				table.WithParquetRowGroupLimit(cfg.RowGroupRows), table.WithRecordBatchBufferSize(2),
 				table.WithPreserveRowLineage(projected)})
 		if err != nil {

@@ -397,10 +397,11 @@ func (e *Encoder[H]) writeShreddedPartitions(ctx context.Context, tbl *table.Tab
 	return files, order, err
 }
 
-// ShredWrite is a write of an unpartitioned table's rows as data files in a chosen layout (Layout): each record
-// shredded (Shred) and written by pqarrow with the table's Parquet settings (bulkWriterProps), files rolled at
-// TargetFileSize, each file's statistics read back by table.FileToDataFile (the variant bounds on the chosen
-// paths included). The appends' encoder, copy-on-write rewrites and compaction write through it.
+// ShredWrite is a write of a table's rows (of one partition on a partitioned table) as data files in a chosen
+// layout (Layout): each record sorted by the table's sort order (sortKeys), shredded (Shred) and written by
+// pqarrow with the table's Parquet settings (bulkWriterProps), files rolled at TargetFileSize, each file's
+// statistics read back by table.FileToDataFile (the variant bounds on the chosen paths included). The appends'
+// encoder, copy-on-write rewrites and compaction write through it.
 type ShredWrite struct {
 	Layout         ShredLayout
 	Mem            memory.Allocator // nil: memory.DefaultAllocator

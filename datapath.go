@@ -191,7 +191,7 @@ func (w *Writer) encode(ctx context.Context, b *batch, slots pipeline.Slots) err
 		schema, err = w.keys.encodeRowIDs(tbl, schema, b, res)
 	}
 	if err == nil && len(b.In.Recs) > 0 {
-		eb := &encode.Batch[*batch]{Recs: b.In.Recs, Seq: b.Seq, Self: b, Bulk: &b.Bulk}
+		eb := &encode.Batch[*batch]{Recs: b.In.Recs, Seq: b.Seq, Self: b, Bulk: &b.Bulk, Lineage: b.keys.lineage}
 		if carries() {
 			err = w.files.WriteBulk(ctx, tbl, schema, eb) // its files come when they close
 		} else {

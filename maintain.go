@@ -60,7 +60,7 @@ func (w *Writer) newMaintainer(o *options) *maintain.Maintainer {
 	env := maintain.Env{
 		Ident: w.env.ident, Branch: w.env.branch, WriterID: w.env.id, Log: w.env.log, Redact: w.env.red.Error,
 		TargetFileSize: w.files.TargetFileSize, RowGroupRows: w.files.RowGroupRows, KeyNames: w.keys.names(),
-		Parallel: w.keys.parallel, FileUUID: w.own.names.next, MaxBuilds: commit.MaxBuildAttempts,
+		Parallel: w.keys.parallel, FileUUID: w.own.names.next, MaxBuilds: commit.MaxBuildAttempts, Shred: w.files.Shred,
 		Table: w.Table, Commit: w.commitTx,
 		EnterQueue: func() func() { return w.pipe.EnterQueue() },
 		Usable:     func() error { return w.pipe.Usable() },

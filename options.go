@@ -114,6 +114,7 @@ type fileOptions struct {
 	targetFileSize int64
 	rowGroupRows   int
 	fanout         encode.FanoutLimits // tests only (export_test.go); zero fields: the defaults (fanout.go)
+	shred          []shredOption       // WithShreddedPaths, in the order given (shredpaths.go)
 }
 
 // keyOptions are the keyed modes' settings: what the key and change stages are configured with.

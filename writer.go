@@ -132,6 +132,10 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 		col := slices.Sorted(maps.Keys(o.schema.defaults))[0]
 		return nil, columnErr(col, ErrNotSupported, "WithColumnDefaults: table %v is format version %d: a default needs version 3", ident, v)
 	}
+	shred, err := shredLayout(&o, tbl)
+	if err != nil {
+		return nil, err
+	}
 	tabs := commit.NewTables()
 	tabs.Loaded(tbl)
 	if o.maint.smallFiles < 0 {
@@ -195,7 +199,7 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	}
 	w.files = &encode.Encoder[*batch]{Mem: env.mem, TargetFileSize: o.files.targetFileSize, RowGroupRows: o.files.rowGroupRows,
 		KeyNames: w.keys.names(), Names: w.own.names.next,
-		Log: env.log, Limits: o.files.fanout.WithDefaults(), CoalesceRows: arrowx.RecordRows}
+		Log: env.log, Limits: o.files.fanout.WithDefaults(), CoalesceRows: arrowx.RecordRows, Shred: shred}
 	w.keys.files = w.own.names
 	if err := w.keys.load(ctx, tbl); err != nil {
 		return nil, red.Error(err) // a read of data files, cut short
@@ -203,7 +207,8 @@ func NewWriter(ctx context.Context, cat catalog.Catalog, ident table.Identifier,
 	w.cbs = newCallbacks(newHookSet(o.writerHooks()), red, env.id)
 	env.events = w.cbs
 	w.runs = newRunStage(env, o.commit.committer, tbl,
-		cow.Config{Parallel: o.flush.maxInFlight, TargetFileSize: o.files.targetFileSize, RowGroupRows: o.files.rowGroupRows})
+		cow.Config{Parallel: o.flush.maxInFlight, TargetFileSize: o.files.targetFileSize, RowGroupRows: o.files.rowGroupRows,
+			Shred: shred})
 	if o.commit.wrapCommitter != nil {
 		w.runs.committer = o.commit.wrapCommitter(w.runs.committer)
 	}

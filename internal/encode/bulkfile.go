@@ -102,10 +102,14 @@ func (c *countingSink) Close() error { return c.w.Close() }
 // that shreds its variant columns (ShredsVariants) gets files of its own for every batch, as a partitioned one
 // does: a bulk file is written by pqarrow directly, and only iceberg-go's writer shreds (from each file's first
 // rows, by an inference it does not export), so a bulk file would hold the variants unshredded, without the
-// bounds readers prune on.
+// bounds readers prune on. A table whose paths are chosen (Shred) gets files of its own per batch too, in that
+// layout (writeShredded).
 func (e *Encoder[H]) Carries(tbl *table.Table, covered bool) bool {
 	if !e.carry.Load() || !e.Bulk() || !covered || !tbl.Spec().IsUnpartitioned() {
 		return false
+	}
+	if e.Shred != nil {
+		return false // chosen paths: each batch's files shredded by writeShredded
 	}
 	if ShredsVariants(tbl.Properties(), tbl.Schema()) {
 		if e.Log != nil && e.shredWarned.CompareAndSwap(false, true) {
@@ -346,7 +350,9 @@ func (e *Encoder[H]) DropBulk(ctx context.Context, tbl *table.Table) {
 // the table's codec (zstd by default), statistics, its page sizes, the writer's row-group limit, the write batch
 // (batchRows; 0: the table's write.parquet.page-row-limit, 20,000 by default) and the cost-based dictionary
 // fallback on every leaf column (without it a column of distinct values keeps its dictionary, and the files grow).
-func bulkWriterProps(props ice.Properties, rowGroupRows, batchRows int, schema *arrow.Schema, arrProps pqarrow.ArrowWriterProperties) (*parquet.WriterProperties, error) {
+// extra are more properties (the chosen-path writer's bloom filters).
+func bulkWriterProps(props ice.Properties, rowGroupRows, batchRows int, schema *arrow.Schema, arrProps pqarrow.ArrowWriterProperties,
+	extra ...parquet.WriterProperty) (*parquet.WriterProperties, error) {
 	if batchRows <= 0 {
 		batchRows = props.GetInt(table.ParquetPageRowLimitKey, table.ParquetPageRowLimitDefault)
 	}
@@ -376,6 +382,7 @@ func bulkWriterProps(props ice.Properties, rowGroupRows, batchRows int, schema *
 		parquet.WithBatchSize(int64(batchRows)),
 		parquet.WithDictionaryPageSizeLimit(2 << 20),
 	}
+	wp = append(wp, extra...)
 	ps, err := pqarrow.ToParquet(schema, parquet.NewWriterProperties(wp...), arrProps)
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: bulk file schema: %w", err)

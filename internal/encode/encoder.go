@@ -51,16 +51,24 @@ type Encoder[H any] struct {
 	open  bulkFiles[H]
 	// shredWarned: a bulk phase writing files per batch because the table shreds its variants was reported.
 	shredWarned atomic.Bool
+	// Shred is the chosen paths of the table's variant columns (nil: none): the batches' files are written by
+	// writeShredded in that layout, not by iceberg-go's writer. Only an unpartitioned table's (the writer refuses
+	// chosen paths on others).
+	Shred ShredLayout
 }
 
 // Batch is what the encoder takes of a sealed batch: its records, which it takes as it writes them (leaving
 // nil; an error leaves the ones it did not take), and for a Router's bulk phase the batch's sequence number,
 // the batch itself (Self: the holder of the bulk files it is the newest batch of) and its bulk part.
+// Lineage is the schema of a write that keeps the records' v3 row-lineage columns (the one given to
+// table.WithPreserveRowLineage among the write's options; nil: none), which the chosen-path writer reads
+// the files' statistics with.
 type Batch[H any] struct {
-	Recs []arrow.RecordBatch
-	Seq  int64
-	Self H
-	Bulk *Bulk[H]
+	Recs    []arrow.RecordBatch
+	Seq     int64
+	Self    H
+	Bulk    *Bulk[H]
+	Lineage *ice.Schema
 }
 
 // Written is what Write wrote for a batch: its data files, or them packed (Packed), and the order the files
@@ -158,7 +166,13 @@ func (e *Encoder[H]) writeFiles(ctx context.Context, tbl *table.Table, schema *a
 		// memory is freed while it encodes, not after.
 		recs := b.Recs
 		b.Recs = nil
-		files, err := e.writeParts(ctx, tbl, schema, recs, rows, max(parts, 1), opts)
+		var files []ice.DataFile
+		var err error
+		if e.Shred != nil {
+			files, err = e.writeShredded(ctx, tbl, schema, recs, b.Lineage)
+		} else {
+			files, err = e.writeParts(ctx, tbl, schema, recs, rows, max(parts, 1), opts)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -188,6 +202,9 @@ func (e *Encoder[H]) writeFiles(ctx context.Context, tbl *table.Table, schema *a
 	opts = append(opts, table.WithClusteredWrite())
 	spec, sc := tbl.Spec(), tbl.Schema()
 	groups, grouped := GroupPartitions(spec, sc, one)
+	if e.Shred != nil {
+		return e.writeShreddedPartitions(ctx, tbl, schema, one, groups, grouped, b.Lineage, keep)
+	}
 	if grouped {
 		e.partShare.Store(math.Float64bits(float64(groups.Largest()) / float64(rows)))
 		e.lastParts.Store(int64(groups.Count()))

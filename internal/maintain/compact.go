@@ -104,8 +104,19 @@ func (m *Maintainer) planCompaction(ctx context.Context, tbl *table.Table, small
 		return nil, CompactResult{}, nil, err
 	}
 	tx := pl.writeTable.NewTransactionOnBranch(m.env.Branch)
+	props := ice.Properties{commit.SummaryWriterID: m.env.WriterID, commit.SummaryOperation: commit.OpCompact, SummaryNonce: nonce}
+	if m.env.Shred != nil {
+		res, err := rewriteShredded(ctx, &m.env, pl.writeTable, tx, pl, props)
+		if err != nil {
+			return nil, CompactResult{}, nil, fmt.Errorf("iceberg: compact: rewrite: %w", err)
+		}
+		if res.AddedDataFiles == 0 && res.RewrittenDataFiles == 0 {
+			return nil, CompactResult{}, nil, nil
+		}
+		return tx, res, pl.rewritten, nil
+	}
 	rr, err := tx.RewriteDataFiles(ctx, pl.groups, table.RewriteDataFilesOptions{
-		SnapshotProps:            ice.Properties{commit.SummaryWriterID: m.env.WriterID, commit.SummaryOperation: commit.OpCompact, SummaryNonce: nonce},
+		SnapshotProps:            props,
 		ExtraDeleteFilesToRemove: pl.deadEq,
 		GroupOptions:             m.groupOptions(),
 	})

@@ -228,7 +228,13 @@ func (p *compactPass) write(ctx context.Context, opts []table.CompactionGroupOpt
 		p.traceErr = errors.New("the table has a sort order")
 	}
 	for _, g := range pl.groups {
-		gr, err := table.ExecuteCompactionGroup(ctx, pl.writeTable, g, opts...)
+		var gr table.CompactionGroupResult
+		var err error
+		if p.env.Shred != nil {
+			gr, err = executeShredGroup(ctx, p.env, pl.writeTable, g)
+		} else {
+			gr, err = table.ExecuteCompactionGroup(ctx, pl.writeTable, g, opts...)
+		}
 		if len(gr.NewDataFiles) > 0 {
 			p.results = append(p.results, gr)
 		}

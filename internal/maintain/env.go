@@ -2,6 +2,7 @@ package maintain
 
 import (
 	"context"
+	"github.com/icewriter/iceberg/internal/encode"
 	"log/slog"
 	"time"
 
@@ -33,6 +34,9 @@ type Env struct {
 	KeyNames       []string
 	Parallel       int
 	FileUUID       func() uuid.UUID
+	// Shred is the chosen paths of the table's variant columns (nil: none): compaction writes its files in that
+	// layout (executeShredGroup).
+	Shred encode.ShredLayout
 	// MaxBuilds bounds the builds of one transaction on a table head whose transaction cannot be staged.
 	MaxBuilds int
 

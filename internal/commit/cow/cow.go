@@ -33,6 +33,9 @@ type Config struct {
 	Parallel       int
 	TargetFileSize int64
 	RowGroupRows   int
+	// Shred is the chosen paths of the table's variant columns (nil: none): rewritten files are written in
+	// that layout by encode.ShredWrite instead of iceberg-go's writer.
+	Shred encode.ShredLayout
 }
 
 // Stage is copy-on-write for one attempt of a run's commit. For each segment that upserts or deletes keys
@@ -522,8 +525,9 @@ func rewriteWithout(ctx context.Context, tbl, src *table.Table, task table.FileS
 	if tbl, err = encode.WithShredInference(tbl, task.File.Count()); err != nil {
 		return nil, 0, err
 	}
+	var projected *ice.Schema
 	if lineage {
-		projected := ice.SchemaWithRowLineage(tbl.Schema())
+		projected = ice.SchemaWithRowLineage(tbl.Schema())
 		if schema, err = table.SchemaToArrowSchemaWithOptions(projected, table.ArrowSchemaOptions{IncludeFieldIDs: true,
 			TableProperties: tbl.Metadata().Properties()}); err != nil {
 			return nil, 0, err
@@ -612,17 +616,40 @@ func rewriteWithout(ctx context.Context, tbl, src *table.Table, task table.FileS
 			rec.Release()
 		}
 	}
-	var files []ice.DataFile
-	for df, err := range table.WriteRecords(ctx, tbl, schema, iter.Seq2[arrow.RecordBatch, error](kept), writeOpts...) {
-		if err != nil {
-			return nil, 0, err
-		}
-		files = append(files, df)
+	files, err := writeFiles(ctx, tbl, schema, kept, cfg, ks.names, min(task.File.Count(), int64(cfg.RowGroupRows)),
+		projected, task.File, writeOpts)
+	if err != nil {
+		return nil, 0, err
 	}
 	if filterErr != nil {
 		return nil, 0, filterErr
 	}
 	return files, removed, nil
+}
+
+// writeFiles writes a rewrite's records (taken and released as table.WriteRecords does) through iceberg-go's
+// writer with opts, or, when the table's variant paths are chosen (cfg.Shred), in that layout with bloom filters
+// on keys sized for rows and the lineage schema (nil: none) the opts name.
+//
+// replaced is the file whose rows are rewritten: the new files get its partition values.
+func writeFiles(ctx context.Context, tbl *table.Table, schema *arrow.Schema, recs func(func(arrow.RecordBatch, error) bool),
+	cfg Config, keys []string, rows int64, lineage *ice.Schema, replaced ice.DataFile, opts []table.WriteRecordOption) ([]ice.DataFile, error) {
+	if cfg.Shred != nil {
+		part, err := encode.PartitionOf(tbl, replaced)
+		if err != nil {
+			return nil, err
+		}
+		return encode.ShredWrite{Layout: cfg.Shred, TargetFileSize: cfg.TargetFileSize, RowGroupRows: cfg.RowGroupRows,
+			BloomKeys: keys, BloomRows: rows, Lineage: lineage, Partition: part}.Write(ctx, tbl, schema, recs)
+	}
+	var files []ice.DataFile
+	for df, err := range table.WriteRecords(ctx, tbl, schema, iter.Seq2[arrow.RecordBatch, error](recs), opts...) {
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, df)
+	}
+	return files, nil
 }
 
 // Row lineage for the copy-on-write stage on format version 3: a rewritten file keeps its rows' _row_id
@@ -819,15 +846,12 @@ func CarryRowIDs(ctx context.Context, tbl *table.Table, files []ice.DataFile, se
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		var written []ice.DataFile
-		for f, err := range table.WriteRecords(ctx, wt, schema, iter.Seq2[arrow.RecordBatch, error](carried),
-			table.WithClusteredWrite(), table.WithTargetFileSize(cfg.TargetFileSize),
-			table.WithParquetRowGroupLimit(cfg.RowGroupRows), table.WithRecordBatchBufferSize(2),
-			table.WithPreserveRowLineage(projected)) {
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			written = append(written, f)
+		written, err := writeFiles(ctx, wt, schema, carried, cfg, seg.names, min(df.Count(), int64(cfg.RowGroupRows)),
+			projected, df, []table.WriteRecordOption{table.WithClusteredWrite(), table.WithTargetFileSize(cfg.TargetFileSize),
+				table.WithParquetRowGroupLimit(cfg.RowGroupRows), table.WithRecordBatchBufferSize(2),
+				table.WithPreserveRowLineage(projected)})
+		if err != nil {
+			return nil, nil, nil, err
 		}
 		if applyErr != nil {
 			return nil, nil, nil, applyErr

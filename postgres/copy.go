@@ -20,6 +20,16 @@ type copyParser struct {
 }
 
 func (p *copyParser) Write(data []byte) (int, error) {
+	if p.header && len(p.buf) == 0 {
+		// The common case, a message of whole rows (Postgres sends one row per CopyData message): the rows are
+		// parsed where they are, and only a partial row's bytes are kept for the next message.
+		off, err := p.parseRows(data)
+		if err != nil {
+			return 0, err
+		}
+		p.buf = append(p.buf, data[off:]...)
+		return len(data), nil
+	}
 	p.buf = append(p.buf, data...)
 	off := 0
 	if !p.header {
@@ -35,8 +45,20 @@ func (p *copyParser) Write(data []byte) (int, error) {
 		}
 		off, p.header = 19+ext, true
 	}
+	n, err := p.parseRows(p.buf[off:])
+	if err != nil {
+		return 0, err
+	}
+	off += n
+	p.buf = p.buf[:copy(p.buf, p.buf[off:])]
+	return len(data), nil
+}
+
+// parseRows parses the whole rows at the start of b (up to the trailer) and returns the bytes they took.
+func (p *copyParser) parseRows(b []byte) (int, error) {
+	off := 0
 	for !p.done {
-		n, err := p.parseRow(p.buf[off:])
+		n, err := p.parseRow(b[off:])
 		if err != nil {
 			return 0, err
 		}
@@ -45,8 +67,7 @@ func (p *copyParser) Write(data []byte) (int, error) {
 		}
 		off += n
 	}
-	p.buf = p.buf[:copy(p.buf, p.buf[off:])]
-	return len(data), nil
+	return off, nil
 }
 
 // parseRow parses one row at the start of b and hands it to row; 0 means b holds no whole row yet.

@@ -64,7 +64,9 @@ type Config struct {
 	// ChunkPages is the number of heap pages (8 KiB each) one snapshot chunk covers: the unit of parallel
 	// copying and of resuming after a crash. Default: 8192 (64 MiB).
 	ChunkPages int64
-	// BatchRows is the number of rows handed to the writer at once. Default: 32768.
+	// BatchRows is the number of rows handed to the writer at once. Default: 131072
+	// (iceberg.DefaultRowGroupRows): a snapshot's records are then its bulk files' row groups as they are,
+	// without joining smaller ones first.
 	BatchRows int
 	// FlushInterval is how often the live phase commits what it has read and then confirms the slot's LSN to
 	// the server. Default: 1 s.
@@ -150,7 +152,7 @@ func (c *Config) defaults() error {
 		c.ChunkPages = 8192
 	}
 	if c.BatchRows <= 0 {
-		c.BatchRows = 32768
+		c.BatchRows = iceberg.DefaultRowGroupRows
 	}
 	if c.FlushInterval <= 0 {
 		c.FlushInterval = time.Second

@@ -20,6 +20,15 @@ type rowBuilder struct {
 	fields []array.Builder // the record builder's, in column order
 	rows   int
 	bytes  int64 // wire bytes appended since the last record: a proxy of the record's size
+	// sizes, when set, is the size of the largest record of the table so far, which presize reserves.
+	sizes *rowSizes
+}
+
+// rowSizes is the size of a table's records: rows and, per column of variable-length values (binary, string),
+// the bytes of its values.
+type rowSizes struct {
+	rows int
+	data []int
 }
 
 // newRowBuilder builds records of schema, whose first len(cols) fields are cols (more fields may follow, which
@@ -98,8 +107,41 @@ func valueText(typ colType, v []byte) string {
 
 // record returns the rows appended so far as a record (the caller releases it) and resets the builder.
 func (b *rowBuilder) record() arrow.RecordBatch {
+	if s := b.sizes; s != nil && b.rows >= s.rows {
+		s.rows = b.rows
+		s.data = s.data[:0]
+		for _, f := range b.fields {
+			n := 0
+			if db, ok := f.(dataBuilder); ok {
+				n = db.DataLen()
+			}
+			s.data = append(s.data, n)
+		}
+	}
 	b.rows, b.bytes = 0, 0
 	return b.rb.NewRecordBatch()
+}
+
+// dataBuilder is a builder of variable-length values (binary, string).
+type dataBuilder interface {
+	DataLen() int
+	ReserveData(n int)
+}
+
+// presize reserves the room of the table's largest record so far (b.sizes; none: nothing) in the empty
+// builder, so that its columns' buffers take one allocation each instead of doubling from empty, a copy at
+// each step. The value bytes get 1/16 more: a record a little larger than the last one would double them.
+func (b *rowBuilder) presize() {
+	s := b.sizes
+	if s == nil || s.rows == 0 || b.rows != 0 {
+		return
+	}
+	b.rb.Reserve(s.rows)
+	for i, f := range b.fields {
+		if n := s.data[i]; n > 0 {
+			f.(dataBuilder).ReserveData(n + n/16)
+		}
+	}
 }
 
 func (b *rowBuilder) release() { b.rb.Release() }

@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	iceberg "github.com/icewriter/iceberg"
 )
@@ -233,7 +236,16 @@ func (p *pipeline) tableDone(ctx context.Context, t *tableInfo, pl plan, st *cop
 // the writer.
 func (p *pipeline) copyWorker(ctx context.Context, name string, work <-chan chunk, start func(chunk),
 	done func(c chunk, rows int64) error) error {
-	conn, err := pgx.Connect(ctx, p.cfg.DSN)
+	cfg, err := pgx.ParseConfig(p.cfg.DSN)
+	if err != nil {
+		return fmt.Errorf("postgres: snapshot connection: %w", err)
+	}
+	// COPY's rows come one per message, a few hundred bytes each: pgproto3 reads the socket 8 KiB at a time,
+	// a read system call per few dozen rows; a buffer of copyReadBuffer takes what the socket holds at once.
+	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		return pgproto3.NewFrontend(bufio.NewReaderSize(r, copyReadBuffer), w)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("postgres: snapshot connection: %w", err)
 	}
@@ -246,9 +258,10 @@ func (p *pipeline) copyWorker(ctx context.Context, name string, work <-chan chun
 			return fmt.Errorf("postgres: importing snapshot %s: %w", name, err)
 		}
 	}
+	sizes := map[*tableInfo]*rowSizes{} // each table's largest record so far, to presize the next chunks'
 	for c := range work {
 		start(c)
-		rows, err := p.copyChunk(ctx, conn.PgConn(), c)
+		rows, err := p.copyChunk(ctx, conn.PgConn(), c, sizes)
 		if err != nil {
 			return err
 		}
@@ -260,12 +273,16 @@ func (p *pipeline) copyWorker(ctx context.Context, name string, work <-chan chun
 	return err
 }
 
+// copyReadBuffer is the read buffer of a snapshot connection.
+const copyReadBuffer = 256 << 10
+
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // copyChunk copies one chunk with COPY (SELECT ...) TO STDOUT (FORMAT binary), handing the writer a record
 // every BatchRows rows, each followed by the chunk's progress as a position (a row boundary a commit may end
-// at), then "done". It returns the rows copied.
-func (p *pipeline) copyChunk(ctx context.Context, conn *pgconn.PgConn, c chunk) (int64, error) {
+// at), then "done". It returns the rows copied. sizes holds the worker's largest record of each table, which
+// the chunk's records are presized to (and which it updates).
+func (p *pipeline) copyChunk(ctx context.Context, conn *pgconn.PgConn, c chunk, sizes map[*tableInfo]*rowSizes) (int64, error) {
 	t := c.t
 	cols := make([]string, len(t.cols))
 	for i, col := range t.cols {
@@ -285,6 +302,10 @@ func (p *pipeline) copyChunk(ctx context.Context, conn *pgconn.PgConn, c chunk) 
 	sql += ") TO STDOUT (FORMAT binary)"
 	b := newRowBuilder(t.String(), t.cols, t.key, t.arrow)
 	defer b.release()
+	if sizes[t] == nil {
+		sizes[t] = &rowSizes{}
+	}
+	b.sizes = sizes[t]
 	// Each chunk is a partition of its own: its position covers exactly its rows handed over so far, whatever
 	// the other chunks of the table interleave with them.
 	src := p.writer(t).Source(p.chunkPartition(c.i))
@@ -309,6 +330,9 @@ func (p *pipeline) copyChunk(ctx context.Context, conn *pgconn.PgConn, c chunk) 
 	parser := &copyParser{row: func(vals [][]byte) error {
 		if len(vals) != len(t.cols) {
 			return fmt.Errorf("postgres: table %s: COPY row of %d columns, want %d", t, len(vals), len(t.cols))
+		}
+		if b.rows == 0 {
+			b.presize() // a record's first row: the room of the table's largest record
 		}
 		for i, v := range vals {
 			if err := b.appendValue(i, v); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -270,6 +271,8 @@ func TestCopyParserTakesRowsSplitAcrossWrites(t *testing.T) {
 	stream = append(stream, copySignature...)
 	stream = binary.BigEndian.AppendUint32(stream, 0)
 	stream = binary.BigEndian.AppendUint32(stream, 0)
+	header := len(stream)
+	var rowEnds []int
 	for i := range 3 {
 		stream = binary.BigEndian.AppendUint16(stream, 2)
 		stream = binary.BigEndian.AppendUint32(stream, 4)
@@ -279,34 +282,59 @@ func TestCopyParserTakesRowsSplitAcrossWrites(t *testing.T) {
 		} else {
 			stream = binary.BigEndian.AppendUint32(stream, 0) // empty string, not null
 		}
+		rowEnds = append(rowEnds, len(stream))
 	}
 	stream = binary.BigEndian.AppendUint16(stream, 0xffff)
-	var got []string
-	p := &copyParser{row: func(vals [][]byte) error {
-		s := ""
-		for _, v := range vals {
-			switch {
-			case v == nil:
-				s += "N"
-			case len(v) == 0:
-				s += "E"
-			default:
-				s += string(rune('0' + v[3]))
+	// Each case is where the writes end: rows split anywhere, one row per write (as Postgres sends them, parsed
+	// in place), everything at once, and rows split after whole ones.
+	cuts := map[string][]int{"whole rows": append([]int{header}, rowEnds...), "all at once": nil,
+		"a row and a half": {header, rowEnds[0] + 7, rowEnds[2]}}
+	for _, n := range []int{1, 5} {
+		var c []int
+		for i := n; i < len(stream); i += n {
+			c = append(c, i)
+		}
+		cuts[fmt.Sprintf("%d-byte writes", n)] = c
+	}
+	for name, cut := range cuts {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			p := &copyParser{row: func(vals [][]byte) error {
+				s := ""
+				for _, v := range vals {
+					switch {
+					case v == nil:
+						s += "N"
+					case len(v) == 0:
+						s += "E"
+					default:
+						s += string(rune('0' + v[3]))
+					}
+				}
+				got = append(got, s)
+				return nil
+			}}
+			// Every write comes in the same buffer, overwritten after it (as pgconn reuses its read buffer): the
+			// parser must copy what it keeps.
+			scratch := make([]byte, len(stream))
+			from := 0
+			for _, to := range append(cut, len(stream)) {
+				w := scratch[:copy(scratch, stream[from:to])]
+				if _, err := p.Write(w); err != nil {
+					t.Fatal(err)
+				}
+				for i := range w {
+					w[i] = 0xee
+				}
+				from = to
 			}
-		}
-		got = append(got, s)
-		return nil
-	}}
-	for i := 0; i < len(stream); i += 5 { // 5-byte writes split every row and the header
-		if _, err := p.Write(stream[i:min(i+5, len(stream))]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := p.finish(); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(got, ",") != "0E,1N,2E" {
-		t.Fatalf("rows %v", got)
+			if err := p.finish(); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, ",") != "0E,1N,2E" {
+				t.Fatalf("rows %v", got)
+			}
+		})
 	}
 }
 
@@ -315,5 +343,74 @@ func TestTableSchemaKeepsNotNull(t *testing.T) {
 		{name: "v", typ: colType{arrow: arrow.BinaryTypes.String}}})
 	if sc.Field(0).Nullable || !sc.Field(1).Nullable {
 		t.Fatalf("schema %v", sc)
+	}
+}
+
+// TestPresizedRecordsKeepEveryValue: records built after presize (the room of the table's largest record) hold
+// exactly their rows, when a record's strings and bytes outgrow the room, fall short of it, or are null.
+func TestPresizedRecordsKeepEveryValue(t *testing.T) {
+	m := &typeMapper{numPrec: 38, numScale: 18}
+	var cols []column
+	for _, c := range []struct {
+		name string
+		oid  uint32
+	}{{"id", oidInt8}, {"s", oidText}, {"b", oidBytea}, {"n", oidNumeric}} {
+		typ, err := m.mapType(context.Background(), c.oid, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, column{name: c.name, typ: typ})
+	}
+	b := newRowBuilder("t", cols, []string{"id"}, tableSchema(cols))
+	defer b.release()
+	b.sizes = &rowSizes{}
+	// Records of 3, 5 (longer values: past the room of the first), 2 (shorter) and 4 rows; every third row's
+	// string and bytes are null.
+	id := 0
+	for r, rows := range []int{3, 5, 2, 4} {
+		b.presize()
+		var want []string
+		for range rows {
+			s := strings.Repeat(string(rune('a'+r)), 1+id*(r%2+1))
+			vals := [][]byte{binary.BigEndian.AppendUint64(nil, uint64(id)), []byte(s), {byte(id), 0, 'x'},
+				numericOf(t, fmt.Sprintf("-%d.25", id))}
+			if id%3 == 0 {
+				vals[1], vals[2] = nil, nil
+				s = "(null)"
+			}
+			for i, v := range vals {
+				if err := b.appendValue(i, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b.rows++
+			want = append(want, s)
+			id++
+		}
+		rec := b.record()
+		if int(rec.NumRows()) != rows {
+			t.Fatalf("record %d: %d rows, want %d", r, rec.NumRows(), rows)
+		}
+		first := id - rows
+		for j := range rows {
+			row := first + j
+			if got := rec.Column(0).(*array.Int64).Value(j); got != int64(row) {
+				t.Fatalf("record %d row %d: id %d", r, j, got)
+			}
+			if got := rec.Column(1).ValueStr(j); got != want[j] {
+				t.Fatalf("record %d row %d: s %q, want %q", r, j, got, want[j])
+			}
+			bytesCol := rec.Column(2).(*array.Binary)
+			if row%3 == 0 != bytesCol.IsNull(j) || !bytesCol.IsNull(j) && string(bytesCol.Value(j)) != string([]byte{byte(row), 0, 'x'}) {
+				t.Fatalf("record %d row %d: b %v", r, j, rec.Column(2))
+			}
+			if got, want := rec.Column(3).ValueStr(j), fmt.Sprintf("-%d.25", row); got != want {
+				t.Fatalf("record %d row %d: n %s, want %s", r, j, got, want)
+			}
+		}
+		rec.Release()
+		if most := []int{3, 5, 5, 5}[r]; b.sizes.rows != most {
+			t.Fatalf("sizes %+v after record %d: want the largest record's, %d rows", b.sizes, r, most)
+		}
 	}
 }

@@ -80,6 +80,8 @@ type bulkFile[H any] struct {
 	until  int64 // the newest batch written into it
 	holder H     // that batch
 	rows   int64
+	// pending is what the open row group's last column holds, not yet in sink (writeRowGroup).
+	pending int64
 }
 
 // countingSink counts the bytes written to an object-store file.
@@ -238,7 +240,8 @@ func (e *Encoder[H]) WriteBulk(ctx context.Context, tbl *table.Table, schema *ar
 		}
 	}
 	for i, r := range b.Recs {
-		err := c.w.Write(r)
+		var err error
+		c.pending, err = writeRowGroup(c.w, r, int64(e.RowGroupRows), e.Mem)
 		r.Release()
 		b.Recs[i] = nil
 		if err != nil {
@@ -252,7 +255,7 @@ func (e *Encoder[H]) WriteBulk(ctx context.Context, tbl *table.Table, schema *ar
 		c.until, c.holder = b.Seq, b.Self
 	}
 	b.Bulk.Span = c.span
-	if c.sink.n < e.fileSize() {
+	if c.sink.n+c.pending < e.fileSize() {
 		e.open.put(b.Bulk.Gen, c, false)
 		return nil
 	}

